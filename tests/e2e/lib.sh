@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared helpers for the Linux-guest end-to-end tests: find the binary and the cached kernels, boot directly or through the nested harness, and report TAP-like checks.
+#
+# Source it from a bash test script. Environment it honours:
+#   CUBICLE                the binary (default: $abs_top_builddir/cubicle, else ./cubicle)
+#   CUBICLE_CACHE          the kernel cache (default ~/.cache/cubicle)
+#   CUBICLE_E2E_MODE       force "direct" or "nested" instead of detecting
+#   CUBICLE_E2E_REQUIRE=1  a missing ingredient fails the test instead of skipping (CI)
+#   CUBICLE_E2E_TIMEOUT    seconds allowed for the VMM itself (default 60 direct, 240 nested)
+
+e2e_top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+e2e_name=${E2E_NAME:-$(basename "${0%.sh}")}
+e2e_cache=${CUBICLE_CACHE:-$HOME/.cache/cubicle}
+e2e_guest=$e2e_cache/guest/x86_64
+e2e_failed=0
+
+# e2e_skip MESSAGE: exit 77 (automake SKIP), or 1 when CUBICLE_E2E_REQUIRE=1.
+e2e_skip() {
+	if [ "${CUBICLE_E2E_REQUIRE:-0}" = 1 ]; then
+		echo "not ok - $e2e_name: required but cannot run: $*"
+		exit 1
+	fi
+	echo "SKIP: $e2e_name: $*"
+	exit 77
+}
+
+# True when this host's KVM can boot a stock kernel itself: hardware
+# virtualization and not PVM (which runs only VMM-built payloads).
+e2e_can_boot_direct() {
+	grep -qwE 'vmx|svm' /proc/cpuinfo && [ ! -d /sys/module/kvm_pvm ] &&
+		[ -r /dev/kvm ] && [ -w /dev/kvm ]
+}
+
+# e2e_init: choose the mode, check every ingredient, make $e2e_work.
+e2e_init() {
+	case ${CUBICLE_E2E_MODE:-} in
+	direct|nested) e2e_mode=$CUBICLE_E2E_MODE ;;
+	"") if e2e_can_boot_direct; then e2e_mode=direct; else e2e_mode=nested; fi ;;
+	*) echo "not ok - CUBICLE_E2E_MODE must be direct or nested"; exit 99 ;;
+	esac
+	CUBICLE=${CUBICLE:-${abs_top_builddir:-$PWD}/cubicle}
+	case $CUBICLE in /*) ;; *) CUBICLE=$PWD/$CUBICLE ;; esac
+	[ -x "$CUBICLE" ] || e2e_skip "$CUBICLE is not built"
+	[ -s "$e2e_guest/vmlinuz" ] && [ -s "$e2e_guest/initramfs.cpio.gz" ] ||
+		e2e_skip "no guest kernel in $e2e_guest: run scripts/fetch-guest.sh"
+	if [ $e2e_mode = nested ]; then
+		command -v qemu-system-x86_64 >/dev/null ||
+			e2e_skip "this host's KVM cannot boot Linux and qemu-system-x86_64 (for the nested harness) is missing: apt-get install qemu-system-x86"
+		[ -s "$e2e_guest/nested/vmlinuz" ] ||
+			e2e_skip "no nested L1 kernel in $e2e_guest/nested: run scripts/fetch-guest.sh"
+		e2e_timeout=${CUBICLE_E2E_TIMEOUT:-240}
+	else
+		[ -c /dev/kvm ] || e2e_skip "no /dev/kvm"
+		e2e_timeout=${CUBICLE_E2E_TIMEOUT:-60}
+	fi
+	# Outputs live in the build tree; in nested mode this folder is L1's
+	# read-write share, so it must be under a path L1 can see (all of /).
+	e2e_work=$PWD/tests/e2e/$e2e_name.work
+	rm -rf "$e2e_work" && mkdir -p "$e2e_work" || { echo "not ok - cannot create $e2e_work"; exit 99; }
+	echo "# $e2e_name: mode $e2e_mode, binary $CUBICLE, work folder $e2e_work"
+}
+
+# e2e_run COMMAND...: run it bounded by $e2e_timeout, directly or inside L1;
+# stdout and stderr are the command's own; returns its exit status.
+e2e_run() {
+	if [ $e2e_mode = direct ]; then
+		timeout -k 5 "$e2e_timeout" "$@"
+	else
+		"$e2e_top/tests/e2e/nested/run-nested.sh" --timeout $((e2e_timeout + 180)) \
+			--rw "$e2e_work" -- timeout -k 5 "$e2e_timeout" "$@"
+	fi
+}
+
+# e2e_check NAME COMMAND...: one "ok -" / "not ok -" line.
+e2e_check() {
+	local name=$1; shift
+	if "$@"; then
+		echo "ok - $name"
+	else
+		echo "not ok - $name"
+		e2e_failed=1
+	fi
+}
+
+# e2e_dump FILE...: the last 60 lines of each, for a failure report.
+e2e_dump() {
+	local f
+	for f in "$@"; do
+		echo "# ---- last 60 lines of $f ----"
+		tail -n 60 "$f" 2>/dev/null | tr -d '\r' | sed 's/^/# /'
+	done
+}
+
+# e2e_marker FILE KEY: the value of the last "CUBICLE-GUEST KEY=value" line.
+e2e_marker() {
+	tr -d '\r' <"$1" | sed -n "s/^.*CUBICLE-GUEST $2=//p" | tail -n 1
+}
+
+# e2e_cfg_string FILE KEY: a string setting such as cmdline from a .cfg.
+e2e_cfg_string() {
+	sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\"\\(.*\\)\"[[:space:]]*;.*/\\1/p" "$1" | head -n 1
+}
+
+# e2e_finish: exit 0 when every check passed, else dump the outputs and exit 1.
+e2e_finish() {
+	if [ $e2e_failed != 0 ]; then
+		e2e_dump "$@"
+		exit 1
+	fi
+	exit 0
+}

@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A fake struct cub_host for unit tests: records every service call a plugin makes. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fake_host.h"
+
+static struct fake_host *fh_of(struct cub_inst *in)
+{
+	return (struct fake_host *)in;
+}
+
+struct cub_inst *fake_inst(struct fake_host *fh)
+{
+	return (struct cub_inst *)fh;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void record_log(struct fake_host *fh, int lvl, bool rl, const char *fmt, va_list ap)
+{
+	struct fake_log *l;
+
+	pthread_mutex_lock(&fh->lock);
+	l = &fh->logs[fh->n_logs++ % FAKE_MAX_LOGS];
+	l->lvl = lvl;
+	l->ratelimited = rl;
+	vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+	if (fh->verbose)
+		fprintf(stderr, "[fake host] %d%s: %s\n", lvl, rl ? " (rl)" : "", l->msg);
+	pthread_mutex_unlock(&fh->lock);
+}
+
+__attribute__((format(printf, 3, 4)))
+static void fake_log(struct cub_inst *in, int lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	record_log(fh_of(in), lvl, false, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 3, 4)))
+static void fake_log_rl(struct cub_inst *in, int lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	record_log(fh_of(in), lvl, true, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 3, 4)))
+static int fake_fail(struct cub_inst *in, int err, const char *fmt, ...)
+{
+	struct fake_host *fh = fh_of(in);
+	va_list ap;
+
+	pthread_mutex_lock(&fh->lock);
+	va_start(ap, fmt);
+	vsnprintf(fh->fail_msg, sizeof(fh->fail_msg), fmt, ap);
+	va_end(ap);
+	fh->fail_err = err;
+	fh->fail_calls++;
+	if (fh->verbose)
+		fprintf(stderr, "[fake host] fail %d: %s\n", err, fh->fail_msg);
+	pthread_mutex_unlock(&fh->lock);
+	return err;
+}
+
+static void *fake_gpa_map(struct cub_inst *in, uint64_t gpa, uint64_t len)
+{
+	struct fake_host *fh = fh_of(in);
+
+	if (!fh->ram || gpa < fh->ram_base || len > fh->ram_size ||
+	    gpa - fh->ram_base > fh->ram_size - len)
+		return NULL;
+	return fh->ram + (gpa - fh->ram_base);
+}
+
+static int default_place(struct fake_host *fh, struct cub_region *r)
+{
+	unsigned n = fh->n_regions;
+
+	r->irq = -1;
+	if (!strcmp(r->class, "uart")) {
+		r->bus = CUB_BUS_PIO;
+		r->base = 0x3f8;
+		r->irq = 4;
+	} else if (!strcmp(r->class, "boot-timer")) {
+		r->bus = CUB_BUS_MMIO;
+		r->base = 0xd0000000;
+	} else if (!strcmp(r->class, "testdev")) {
+		r->bus = CUB_BUS_PIO;
+		r->base = 0xf0;
+	} else {
+		r->bus = CUB_BUS_MMIO;
+		r->base = 0xd0001000 + 0x1000 * (uint64_t)n;
+		r->irq = 5 + (int)n;
+	}
+	if (r->want != CUB_BUS_ANY && r->want != r->bus) {
+		r->bus = r->want;
+		r->base = r->bus == CUB_BUS_PIO ? 0x100 + 0x10 * (uint64_t)n
+						: 0xd0001000 + 0x1000 * (uint64_t)n;
+	}
+	return 0;
+}
+
+static int fake_region_add(struct cub_inst *in, struct cub_region *r)
+{
+	struct fake_host *fh = fh_of(in);
+	int err;
+
+	if (fh->region_add_err)
+		return fh->region_add_err;
+	if (!r->class || !r->len || !r->io)
+		return fake_fail(in, -EINVAL, "region_add: class, len and io are required");
+	pthread_mutex_lock(&fh->lock);
+	if (fh->n_regions == FAKE_MAX_REGIONS) {
+		pthread_mutex_unlock(&fh->lock);
+		return -ENOSPC;
+	}
+	err = (fh->place ? fh->place : default_place)(fh, r);
+	if (!err)
+		fh->regions[fh->n_regions++] = *r;
+	pthread_mutex_unlock(&fh->lock);
+	return err;
+}
+
+static int fake_irq_set(struct cub_inst *in, unsigned line, bool level)
+{
+	struct fake_host *fh = fh_of(in);
+
+	if (line >= FAKE_MAX_IRQS)
+		return -EINVAL;
+	pthread_mutex_lock(&fh->lock);
+	fh->irq_level[line] = level;
+	fh->irq_calls[line]++;
+	fh->irq_calls_total++;
+	pthread_mutex_unlock(&fh->lock);
+	return 0;
+}
+
+static int fake_fd_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
+{
+	struct fake_host *fh = fh_of(in);
+	int err = 0;
+
+	if (fh->fd_watch_err)
+		return fh->fd_watch_err;
+	pthread_mutex_lock(&fh->lock);
+	for (unsigned i = 0; i < fh->n_watches; i++)
+		if (fh->watches[i].active && fh->watches[i].fd == fd)
+			err = -EEXIST; /* as epoll_ctl(EPOLL_CTL_ADD) */
+	if (!err) {
+		unsigned i;
+
+		for (i = 0; i < fh->n_watches && fh->watches[i].active; i++)
+			; /* reuse a slot fd_unwatch freed */
+		if (i == FAKE_MAX_WATCHES)
+			err = -ENOSPC;
+		else
+			fh->watches[i] = (struct fake_watch){ fd, ev, cb, arg, true };
+		if (i == fh->n_watches && !err)
+			fh->n_watches++;
+	}
+	pthread_mutex_unlock(&fh->lock);
+	return err;
+}
+
+static int fake_fd_unwatch(struct cub_inst *in, int fd)
+{
+	struct fake_host *fh = fh_of(in);
+	int err = -ENOENT;
+
+	pthread_mutex_lock(&fh->lock);
+	for (unsigned i = 0; i < fh->n_watches; i++) {
+		if (fh->watches[i].active && fh->watches[i].fd == fd) {
+			fh->watches[i].active = false;
+			err = 0;
+		}
+	}
+	pthread_mutex_unlock(&fh->lock);
+	return err;
+}
+
+static void fake_vm_exit(struct cub_inst *in, int status)
+{
+	struct fake_host *fh = fh_of(in);
+
+	pthread_mutex_lock(&fh->lock);
+	if (!fh->exit_calls++) /* the first request wins */
+		fh->exit_status = status;
+	pthread_mutex_unlock(&fh->lock);
+}
+
+static int fake_tty_raw(struct cub_inst *in, int fd)
+{
+	struct fake_host *fh = fh_of(in);
+
+	pthread_mutex_lock(&fh->lock);
+	fh->tty_raw_fd = fd;
+	fh->tty_raw_calls++;
+	pthread_mutex_unlock(&fh->lock);
+	return fh->tty_raw_err;
+}
+
+static uint64_t fake_clock_us(struct cub_inst *in)
+{
+	struct fake_host *fh = fh_of(in);
+
+	if (fh->clock_fixed)
+		return fh->clock_us;
+	return (now_ns() - fh->clock_start_ns) / 1000;
+}
+
+void fake_host_init(struct fake_host *fh)
+{
+	const char *v = getenv("FAKE_HOST_VERBOSE");
+
+	memset(fh, 0, sizeof(*fh));
+	fh->ops = (struct cub_host){
+		.size = sizeof(struct cub_host),
+		.log = fake_log,
+		.log_ratelimited = fake_log_rl,
+		.fail = fake_fail,
+		.gpa_map = fake_gpa_map,
+		.region_add = fake_region_add,
+		.irq_set = fake_irq_set,
+		.fd_watch = fake_fd_watch,
+		.fd_unwatch = fake_fd_unwatch,
+		.vm_exit = fake_vm_exit,
+		.tty_raw = fake_tty_raw,
+		.clock_us = fake_clock_us,
+	};
+	pthread_mutex_init(&fh->lock, NULL);
+	fh->tty_raw_fd = -1;
+	fh->exit_status = -1;
+	fh->clock_start_ns = now_ns();
+	fh->verbose = v && *v && strcmp(v, "0");
+}
+
+void fake_host_fini(struct fake_host *fh)
+{
+	free(fh->ram);
+	fh->ram = NULL;
+	pthread_mutex_destroy(&fh->lock);
+}
+
+int fake_host_ram(struct fake_host *fh, uint64_t base, uint64_t size)
+{
+	free(fh->ram);
+	fh->ram = calloc(1, size);
+	if (!fh->ram)
+		return -ENOMEM;
+	fh->ram_base = base;
+	fh->ram_size = size;
+	return 0;
+}
+
+/* ---- plugins and their cfg ---- */
+
+static void *try_open(const char *path)
+{
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+const struct cub_plugin *fake_plugin_open(const char *name, void **dl)
+{
+	static const char *const sub[] = { "devices", "storage", "net" };
+	const char *dir = getenv("CUBICLE_TEST_PLUGIN_DIR");
+	const struct cub_plugin *p;
+	char path[4096];
+	void *h = NULL;
+
+	if (dir) {
+		snprintf(path, sizeof(path), "%s/%s.so", dir, name);
+		h = try_open(path);
+	}
+#ifdef CUB_BUILD_DIR
+	for (unsigned i = 0; !h && i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/plugins/%s/.libs/%s.so", CUB_BUILD_DIR, sub[i], name);
+		h = try_open(path);
+	}
+#endif
+	for (unsigned i = 0; !h && i < 3; i++) {
+		snprintf(path, sizeof(path), "plugins/%s/.libs/%s.so", sub[i], name);
+		h = try_open(path);
+	}
+	if (!h) {
+		fprintf(stderr, "fake_plugin_open: %s.so not found (set CUBICLE_TEST_PLUGIN_DIR): %s\n",
+			name, dlerror());
+		return NULL;
+	}
+	p = dlsym(h, "cubicle_plugin");
+	if (!p || p->abi_major != CUB_ABI_MAJOR || p->abi_minor > CUB_ABI_MINOR ||
+	    p->size < offsetof(struct cub_plugin, ops) + sizeof(void *) || !p->ops) {
+		fprintf(stderr, "fake_plugin_open: %s: no usable cubicle_plugin descriptor\n", path);
+		dlclose(h);
+		return NULL;
+	}
+	*dl = h;
+	return p;
+}
+
+void fake_plugin_close(void *dl)
+{
+	if (dl)
+		dlclose(dl);
+}
+
+static int set_param(const struct cub_param *pa, void *cfg, const char *val)
+{
+	char *slot = (char *)cfg + pa->offset;
+	char *end;
+
+	switch (pa->type) {
+	case CUB_P_BOOL:
+		if (!strcmp(val, "true"))
+			*(bool *)slot = true;
+		else if (!strcmp(val, "false"))
+			*(bool *)slot = false;
+		else
+			return -EINVAL;
+		return 0;
+	case CUB_P_INT:
+		errno = 0;
+		*(int64_t *)slot = strtoll(val, &end, 0);
+		return errno || *end ? -EINVAL : 0;
+	case CUB_P_U64:
+	case CUB_P_SIZE: {
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(val, &end, 0);
+		if (pa->type == CUB_P_SIZE && *end) {
+			unsigned sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+
+			if (!sh || end[1])
+				return -EINVAL;
+			v <<= sh;
+			end++;
+		}
+		*(uint64_t *)slot = v;
+		return errno || *end ? -EINVAL : 0;
+	}
+	case CUB_P_STR: {
+		char *s = strdup(val);
+
+		if (!s)
+			return -ENOMEM;
+		free(*(char **)slot);
+		*(char **)slot = s;
+		return 0;
+	}
+	case CUB_P_ENUM:
+		for (int i = 0; pa->choices && pa->choices[i]; i++) {
+			if (!strcmp(pa->choices[i], val)) {
+				*(int *)slot = i;
+				return 0;
+			}
+		}
+		return -EINVAL;
+	}
+	return -EINVAL;
+}
+
+void *fake_cfg_new(const struct cub_plugin *p, const char *const *kv)
+{
+	void *cfg = calloc(1, p->cfg_size ? p->cfg_size : 1);
+	unsigned i;
+
+	if (!cfg)
+		return NULL;
+	for (i = 0; i < p->n_params; i++) {
+		const struct cub_param *pa = &p->params[i];
+
+		if (pa->def && set_param(pa, cfg, pa->def)) {
+			fprintf(stderr, "fake_cfg_new: %s: bad default '%s'\n", pa->name, pa->def);
+			goto fail;
+		}
+	}
+	for (; kv && kv[0]; kv += 2) {
+		for (i = 0; i < p->n_params; i++)
+			if (!strcmp(p->params[i].name, kv[0]))
+				break;
+		if (i == p->n_params || !kv[1] || set_param(&p->params[i], cfg, kv[1])) {
+			fprintf(stderr, "fake_cfg_new: %s: bad key or value\n", kv[0]);
+			goto fail;
+		}
+	}
+	return cfg;
+fail:
+	fake_cfg_free(p, cfg);
+	return NULL;
+}
+
+void fake_cfg_free(const struct cub_plugin *p, void *cfg)
+{
+	if (!cfg)
+		return;
+	for (unsigned i = 0; i < p->n_params; i++)
+		if (p->params[i].type == CUB_P_STR)
+			free(*(char **)((char *)cfg + p->params[i].offset));
+	free(cfg);
+}
+
+int fake_create(struct fake_host *fh, const struct cub_plugin *p, const void *cfg, void **priv)
+{
+	const struct cub_device_ops *ops = p->ops;
+
+	return ops->create(fake_inst(fh), &fh->ops, cfg, priv);
+}
+
+const struct cub_method *fake_method_find(const struct cub_plugin *p, const char *name)
+{
+	for (unsigned i = 0; i < p->n_methods; i++)
+		if (!strcmp(p->methods[i].name, name))
+			return &p->methods[i];
+	return NULL;
+}
+
+/* ---- guest access ---- */
+
+uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len)
+{
+	struct cub_region *r = &fh->regions[idx];
+	uint8_t b[8] = { 0 };
+	uint64_t v = 0;
+
+	if (idx >= fh->n_regions || len > 8)
+		return ~0ull;
+	r->io(r->priv, off, b, len, false);
+	for (uint32_t i = 0; i < len; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+void fake_io_write(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len, uint64_t val)
+{
+	struct cub_region *r = &fh->regions[idx];
+	uint8_t b[8];
+
+	if (idx >= fh->n_regions || len > 8)
+		return;
+	for (uint32_t i = 0; i < len; i++)
+		b[i] = (uint8_t)(val >> (8 * i));
+	r->io(r->priv, off, b, len, true);
+}
+
+/* ---- queries ---- */
+
+unsigned fake_log_count(struct fake_host *fh, int lvl, const char *substr)
+{
+	unsigned n = 0, first = fh->n_logs > FAKE_MAX_LOGS ? fh->n_logs - FAKE_MAX_LOGS : 0;
+
+	pthread_mutex_lock(&fh->lock);
+	for (unsigned i = first; i < fh->n_logs; i++) {
+		const struct fake_log *l = &fh->logs[i % FAKE_MAX_LOGS];
+
+		if ((lvl < 0 || l->lvl == lvl) && strstr(l->msg, substr))
+			n++;
+	}
+	pthread_mutex_unlock(&fh->lock);
+	return n;
+}
+
+bool fake_log_has(struct fake_host *fh, const char *substr)
+{
+	return fake_log_count(fh, -1, substr) > 0;
+}
+
+void fake_log_clear(struct fake_host *fh)
+{
+	pthread_mutex_lock(&fh->lock);
+	fh->n_logs = 0;
+	pthread_mutex_unlock(&fh->lock);
+}
+
+struct fake_watch *fake_watch_find(struct fake_host *fh, int fd)
+{
+	struct fake_watch *w = NULL;
+
+	pthread_mutex_lock(&fh->lock);
+	for (unsigned i = 0; i < fh->n_watches; i++)
+		if (fh->watches[i].active && fh->watches[i].fd == fd)
+			w = &fh->watches[i];
+	pthread_mutex_unlock(&fh->lock);
+	return w;
+}
+
+int fake_watch_fire(struct fake_host *fh, int fd)
+{
+	struct fake_watch *w = fake_watch_find(fh, fd);
+
+	if (!w)
+		return -ENOENT;
+	w->cb(w->arg); /* no lock held, like the real event loop */
+	return 0;
+}

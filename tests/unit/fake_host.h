@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A fake struct cub_host for unit tests: records every service call a plugin makes. */
+#ifndef CUBICLE_FAKE_HOST_H
+#define CUBICLE_FAKE_HOST_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cubicle/plugin.h"
+
+#define FAKE_MAX_REGIONS 8
+#define FAKE_MAX_LOGS 256
+#define FAKE_MAX_WATCHES 16
+#define FAKE_MAX_IRQS 64
+
+struct fake_log {
+	int lvl;
+	bool ratelimited; /* came through log_ratelimited */
+	char msg[256];
+};
+
+struct fake_watch {
+	int fd;
+	uint32_t ev;
+	void (*cb)(void *);
+	void *arg;
+	bool active; /* false once fd_unwatch was called */
+};
+
+/*
+ * One fake host. Hand &fh->ops and fake_inst(fh) to a plugin's create; every
+ * field below may be read (and the "knobs" set) by the test. All recording
+ * is under fh->lock, so plugins may call in from several threads.
+ */
+struct fake_host {
+	struct cub_host ops;
+	pthread_mutex_t lock;
+
+	/* region_add: copies of what the plugin asked for, with placement filled. */
+	struct cub_region regions[FAKE_MAX_REGIONS];
+	unsigned n_regions;
+	int region_add_err; /* knob: nonzero makes region_add fail with it */
+	/* knob: placement; NULL uses the built-in x86-like table (uart: PIO
+	 * 0x3f8 irq 4; boot-timer: MMIO 0xd0000000; testdev: PIO 0xf0; other
+	 * classes: MMIO windows from 0xd0001000 with irqs from 5). */
+	int (*place)(struct fake_host *fh, struct cub_region *r);
+
+	/* irq_set */
+	bool irq_level[FAKE_MAX_IRQS];
+	unsigned irq_calls[FAKE_MAX_IRQS];
+	unsigned irq_calls_total;
+
+	/* log, log_ratelimited: the last FAKE_MAX_LOGS lines */
+	struct fake_log logs[FAKE_MAX_LOGS];
+	unsigned n_logs; /* total ever logged; logs[i % FAKE_MAX_LOGS] */
+	bool verbose;    /* echo to stderr; set by FAKE_HOST_VERBOSE=1 */
+
+	/* fail */
+	int fail_err;
+	char fail_msg[256];
+	unsigned fail_calls;
+
+	/* vm_exit */
+	int exit_status;
+	unsigned exit_calls;
+
+	/* fd_watch, fd_unwatch */
+	struct fake_watch watches[FAKE_MAX_WATCHES];
+	unsigned n_watches;
+	int fd_watch_err; /* knob: nonzero makes fd_watch fail with it */
+
+	/* tty_raw */
+	int tty_raw_fd;
+	unsigned tty_raw_calls;
+	int tty_raw_err; /* knob */
+
+	/* clock_us: real monotonic time since fake_host_init unless clock_fixed */
+	bool clock_fixed;
+	uint64_t clock_us;
+	uint64_t clock_start_ns;
+
+	/* gpa_map: guest RAM, see fake_host_ram */
+	uint8_t *ram;
+	uint64_t ram_base, ram_size;
+};
+
+void fake_host_init(struct fake_host *fh);
+void fake_host_fini(struct fake_host *fh);
+/* The instance pointer plugins get: the fake host itself, opaque to them. */
+struct cub_inst *fake_inst(struct fake_host *fh);
+/* Give the fake guest size bytes of zeroed RAM at guest-physical base. */
+int fake_host_ram(struct fake_host *fh, uint64_t base, uint64_t size);
+
+/*
+ * Load a built plugin: dlopen + dlsym("cubicle_plugin") + ABI check, as the
+ * real loader will. Looks for NAME.so in $CUBICLE_TEST_PLUGIN_DIR, then in
+ * CUB_BUILD_DIR/plugins/{devices,storage,net}/.libs, then the same under the
+ * current directory. Prints why on stderr and returns NULL on failure.
+ */
+const struct cub_plugin *fake_plugin_open(const char *name, void **dl);
+void fake_plugin_close(void *dl);
+
+/*
+ * A cfg struct for plugin p: every param's default, then overrides kv, a
+ * NULL-terminated list of "key", "value" pairs (values as config text).
+ * NULL on an unknown key or bad value (reason on stderr). Free with
+ * fake_cfg_free (it owns the strings).
+ */
+void *fake_cfg_new(const struct cub_plugin *p, const char *const *kv);
+void fake_cfg_free(const struct cub_plugin *p, void *cfg);
+
+/* p's device ops ->create with this host; returns its result. */
+int fake_create(struct fake_host *fh, const struct cub_plugin *p, const void *cfg, void **priv);
+const struct cub_method *fake_method_find(const struct cub_plugin *p, const char *name);
+
+/* Guest access to recorded region idx: little-endian, len 1..8. */
+uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len);
+void fake_io_write(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len, uint64_t val);
+
+/* Lines containing substr among the kept logs (any level if lvl < 0). */
+unsigned fake_log_count(struct fake_host *fh, int lvl, const char *substr);
+bool fake_log_has(struct fake_host *fh, const char *substr);
+void fake_log_clear(struct fake_host *fh);
+
+/* The active watch on fd, or NULL. */
+struct fake_watch *fake_watch_find(struct fake_host *fh, int fd);
+/* Run fd's callback as the event loop would: 0, or -ENOENT if not watched. */
+int fake_watch_fire(struct fake_host *fh, int fd);
+
+#endif

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Plugins for the loader tests: one good one and one per failure the loader
+ * must report. VARIANT (set by the build) picks which. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cubicle/plugin.h"
+
+enum { GOOD = 1, BAD_ABI, NEWER_MINOR, NO_SYMBOL, BAD_PARAM, BAD_SIG };
+
+struct good_cfg {
+	bool flag;
+	int64_t count;
+	uint64_t big;
+	uint64_t size;
+	const char *label;
+	int colour;
+};
+
+static const char *const colours[] = { "red", "green", "blue", NULL };
+
+static const struct cub_param params[] = {
+	{ "flag", CUB_P_BOOL, offsetof(struct good_cfg, flag), "false", NULL, "a bool" },
+	{ "count", CUB_P_INT, offsetof(struct good_cfg, count), "-3", NULL, "an int" },
+	{ "big", CUB_P_U64, offsetof(struct good_cfg, big), NULL, NULL, "required u64" },
+	{ "size", CUB_P_SIZE, offsetof(struct good_cfg, size), "64K", NULL, "a size" },
+	{ "label", CUB_P_STR, offsetof(struct good_cfg, label), "none", NULL, "a string" },
+	{ "colour", CUB_P_ENUM, offsetof(struct good_cfg, colour), "green", colours, "an enum" },
+};
+
+static int m_add(void *priv, struct cub_reply *r, int64_t a, uint64_t b)
+{
+	r->len = (size_t)snprintf(r->text, sizeof(r->text), "%lld", (long long)(a + (int64_t)b));
+	return 0;
+}
+
+static int m_echo(void *priv, struct cub_reply *r, const char *s)
+{
+	r->len = (size_t)snprintf(r->text, sizeof(r->text), "%s|%s", (const char *)priv, s);
+	return 0;
+}
+
+static int m_fail(void *priv, struct cub_reply *r, int flag, uint32_t code)
+{
+	return flag ? -(int)code : 0;
+}
+
+static const struct cub_method methods[] = {
+	{ "add", "xt", "a + b", (void (*)(void))m_add },
+	{ "echo", "s", "priv|s", (void (*)(void))m_echo },
+	{ "fail", VARIANT == BAD_SIG ? "bq" : "bu", "-code if flag", (void (*)(void))m_fail },
+};
+
+static int create(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv)
+{
+	*priv = NULL;
+	return 0;
+}
+
+static void destroy(void *priv)
+{
+}
+
+static const struct cub_device_ops ops = { .create = create, .destroy = destroy };
+
+#if VARIANT == NO_SYMBOL
+__attribute__((visibility("default"))) const struct cub_device_ops *not_a_plugin = &ops;
+#else
+CUB_PLUGIN({
+	.abi_major = VARIANT == BAD_ABI ? CUB_ABI_MAJOR + 1 : CUB_ABI_MAJOR,
+	.abi_minor = VARIANT == NEWER_MINOR ? CUB_ABI_MINOR + 1 : CUB_ABI_MINOR,
+	.size = sizeof(struct cub_plugin),
+	.kind = CUB_KIND_DEVICE,
+	.name = "unit-good",
+	.version = "1",
+	.license = "Apache-2.0",
+	.summary = "loader test plugin",
+	.cfg_size = VARIANT == BAD_PARAM ? offsetof(struct good_cfg, colour) : sizeof(struct good_cfg),
+	.params = params,
+	.n_params = CUB_ARRAY_SIZE(params),
+	.methods = methods,
+	.n_methods = CUB_ARRAY_SIZE(methods),
+	.ops = &ops,
+});
+#endif

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the config model: schema errors with file:line, overrides,
+ * path expansion and sizes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "cunit_main.h"
+
+static char dir[] = "/tmp/cubicle-test-config-XXXXXX";
+static char cfgpath[256];
+static char err[1024];
+
+/* Write text as the config (with a real kernel file beside it) and load it. */
+static int load(struct vm_config *c, const char *text, char *const *sets, unsigned n)
+{
+	FILE *f = fopen(cfgpath, "w");
+
+	fputs(text, f);
+	fclose(f);
+	err[0] = '\0';
+	return config_load(c, cfgpath, sets, n, err, sizeof(err));
+}
+
+#define KERNEL_OK "boot = { kernel = \"vmlinuz\"; };\n"
+
+static void test_minimal(void)
+{
+	struct vm_config c;
+
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK, NULL, 0), 0);
+	CU_ASSERT_EQUAL(c.vcpus, 1);
+	CU_ASSERT_EQUAL(c.memory_mib, 256);
+	CU_ASSERT_STRING_EQUAL(c.boot.cmdline, "");
+	CU_ASSERT_PTR_NULL(c.boot.initrd);
+	CU_ASSERT_EQUAL(c.boot.format, BOOT_AUTO);
+	/* Relative paths are taken against the config file's folder. */
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.boot.kernel, dir));
+	CU_ASSERT_EQUAL(c.n_devs, 0);
+	config_free(&c);
+}
+
+static void expect_err(const char *text, const char *line, const char *what)
+{
+	struct vm_config c;
+
+	CU_ASSERT_EQUAL(load(&c, text, NULL, 0), -EINVAL);
+	if (!strstr(err, line) || !strstr(err, what))
+		fprintf(stderr, "\n  got: %s\n  want: %s ... %s\n", err, line, what);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, line));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, what));
+	config_free(&c);
+}
+
+static void test_errors(void)
+{
+	expect_err(KERNEL_OK "machine = {\n vcpus = 2;\n vcpu = 4;\n};\n", "config.cfg:4:",
+		   "unknown key 'machine.vcpu'");
+	expect_err(KERNEL_OK "machine = { vcpus = \"two\"; };\n", "config.cfg:2:",
+		   "'machine.vcpus' must be an integer, not a string");
+	expect_err(KERNEL_OK "machine = { vcpus = 0; };\n", ":2:", "expected 1 to 64");
+	expect_err(KERNEL_OK "machine = { vcpus = 65; };\n", ":2:", "expected 1 to 64");
+	expect_err(KERNEL_OK "machine = { memory_mib = 0; };\n", ":2:", "memory_mib");
+	expect_err(KERNEL_OK "colour = \"red\";\n", ":2:", "unknown key 'colour'");
+	expect_err("machine = { vcpus = 1; };\n", "config.cfg", "no 'boot' group");
+	expect_err("boot = { cmdline = \"x\"; };\n", ":1:", "'boot.kernel' is required");
+	expect_err("boot = {\n kernel = \"missing\";\n};\n", ":2:", "cannot read");
+	expect_err(KERNEL_OK "log_level = \"loud\";\n", ":2:", "expected err, warn, info or debug");
+	expect_err("boot = { kernel = \"vmlinuz\"; format = \"coff\"; };\n", ":1:",
+		   "expected one of: auto, bzimage, elf, flat");
+	expect_err("boot = { kernel = \"vmlinuz\"; mode = \"long\"; };\n", ":1:",
+		   "only applies to format = \"flat\"");
+	expect_err(KERNEL_OK "machine = { vcpus = 1 }\n", "config.cfg:2:", "syntax error");
+	expect_err(KERNEL_OK "devices = ( { id = \"x\"; } );\n", ":2:", "needs type");
+	expect_err(KERNEL_OK "devices = ( { type = \"a\"; id = \"x\"; },\n { type = \"b\"; id = \"x\"; } );\n",
+		   ":3:", "used twice");
+	expect_err(KERNEL_OK "devices = ( { type = \"a\"; id = \"x.y\"; } );\n", ":2:",
+		   "without spaces, dots or brackets");
+	expect_err("boot = { kernel = \"${CUBICLE_SURELY_UNSET_VAR}/k\"; };\n", ":1:",
+		   "CUBICLE_SURELY_UNSET_VAR is not set");
+}
+
+static void test_missing_file(void)
+{
+	struct vm_config c;
+
+	CU_ASSERT_EQUAL(config_load(&c, "/nonexistent/vm.cfg", NULL, 0, err, sizeof(err)), -ENOENT);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/vm.cfg: cannot open config"));
+	config_free(&c);
+}
+
+static void test_overrides(void)
+{
+	char *sets[] = { "machine.vcpus=4", "boot.cmdline=console=ttyS0 quiet",
+			 "machine.memory_mib=512", "devices.com1.console=file",
+			 "devices.com1.path=/tmp/x" };
+	char *bad_type[] = { "machine.vcpus=lots" };
+	char *bad_form[] = { "machine.vcpus" };
+	char *bad_range[] = { "machine.vcpus=100" };
+	struct vm_config c;
+	const char *s;
+
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n"
+				  "devices = ( { type = \"serial8250\"; id = \"com1\"; } );\n",
+				  sets, 5), 0);
+	CU_ASSERT_EQUAL(c.vcpus, 4);
+	CU_ASSERT_EQUAL(c.memory_mib, 512);
+	CU_ASSERT_STRING_EQUAL(c.boot.cmdline, "console=ttyS0 quiet");
+	CU_ASSERT_EQUAL_FATAL(c.n_devs, 1);
+	CU_ASSERT(config_setting_lookup_string(c.devs[0].group, "console", &s));
+	CU_ASSERT_STRING_EQUAL(s, "file");
+	config_free(&c);
+
+	CU_ASSERT_EQUAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n", bad_type, 1), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "--set machine.vcpus=lots"));
+	config_free(&c);
+	CU_ASSERT_EQUAL(load(&c, KERNEL_OK, bad_form, 1), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected PATH=VALUE"));
+	config_free(&c);
+	/* A range error on an overridden value names the option, not a line. */
+	CU_ASSERT_EQUAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n", bad_range, 1), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "--set machine.vcpus=100"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected 1 to 64"));
+	config_free(&c);
+}
+
+static void test_expand(void)
+{
+	char *p;
+
+	setenv("HOME", "/home/tester", 1);
+	setenv("CUB_T", "abc", 1);
+	p = config_expand_path("~/k", "/etc", err, sizeof(err));
+	CU_ASSERT_STRING_EQUAL(p, "/home/tester/k");
+	free(p);
+	p = config_expand_path("${CUB_T}/x/${CUB_T}", "/etc", err, sizeof(err));
+	CU_ASSERT_STRING_EQUAL(p, "abc/x/abc");
+	free(p);
+	p = config_expand_path("rel/k", "/etc/vms", err, sizeof(err));
+	CU_ASSERT_STRING_EQUAL(p, "/etc/vms/rel/k");
+	free(p);
+	p = config_expand_path("/abs", "/etc", err, sizeof(err));
+	CU_ASSERT_STRING_EQUAL(p, "/abs");
+	free(p);
+	CU_ASSERT_PTR_NULL(config_expand_path("${CUB_T", "/etc", err, sizeof(err)));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "malformed"));
+}
+
+static void test_sizes(void)
+{
+	uint64_t v;
+
+	CU_ASSERT_EQUAL(config_parse_size("4096", &v), 0);
+	CU_ASSERT_EQUAL(v, 4096);
+	CU_ASSERT_EQUAL(config_parse_size("64M", &v), 0);
+	CU_ASSERT_EQUAL(v, 64ull << 20);
+	CU_ASSERT_EQUAL(config_parse_size("2GiB", &v), 0);
+	CU_ASSERT_EQUAL(v, 2ull << 30);
+	CU_ASSERT_EQUAL(config_parse_size("0x1000", &v), 0);
+	CU_ASSERT_EQUAL(v, 0x1000);
+	CU_ASSERT_EQUAL(config_parse_size("12Q", &v), -EINVAL);
+	CU_ASSERT_EQUAL(config_parse_size("-1", &v), -EINVAL);
+	CU_ASSERT_EQUAL(config_parse_size("", &v), -EINVAL);
+	CU_ASSERT_EQUAL(config_parse_size("99999999999T", &v), -ERANGE);
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "minimal config and defaults", test_minimal },
+		{ "schema errors name file:line", test_errors },
+		{ "missing config file", test_missing_file },
+		{ "--set overrides", test_overrides },
+		{ "path expansion", test_expand },
+		{ "sizes", test_sizes },
+		{ NULL, NULL },
+	};
+	char kpath[300];
+	FILE *f;
+	int ret;
+
+	if (!mkdtemp(dir))
+		return 2;
+	snprintf(cfgpath, sizeof(cfgpath), "%s/config.cfg", dir);
+	snprintf(kpath, sizeof(kpath), "%s/vmlinuz", dir);
+	f = fopen(kpath, "w");
+	fputs("not really a kernel", f);
+	fclose(f);
+	ret = cu_run("config", tests);
+	unlink(kpath);
+	unlink(cfgpath);
+	rmdir(dir);
+	return ret;
+}

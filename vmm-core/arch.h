@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The arch interface. Each arch/<arch>/ defines these under the same names;
+ * configure picks the folder. No #ifdef on the architecture in vmm-core. */
+#ifndef CUBICLE_ARCH_H
+#define CUBICLE_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubicle/plugin.h"
+#include "mem.h"
+
+struct vm;
+struct vcpu;
+struct boot_cfg;
+
+extern const char *const arch_name; /* "x86_64", "aarch64" */
+
+/* Lay out ram_size bytes of RAM in guest-physical banks (around holes).
+ * Returns the number of banks, or -EINVAL if ram_size cannot be placed. */
+int arch_mem_layout(uint64_t ram_size, struct mem_bank *banks, unsigned max);
+/* After KVM_CREATE_VM, before RAM: irqchip, timers, platform devices (x86:
+ * i8042 reset, PIT; arm64: GIC). 0 or -errno with a reason in err. */
+int arch_vm_setup(struct vm *vm, char *err, size_t errlen);
+/* Place a device region: pick bus, base and irq for its class (layout.c).
+ * 0, or -ENOSPC / -ENOENT (unknown class) with a reason in err. */
+int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen);
+/* Load kernel/initrd/cmdline into RAM and remember the entry state.
+ * 0 or -errno with "FILE: reason" in err. */
+int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t errlen);
+/* After every device is placed: tables the guest reads (x86: e820 in
+ * boot_params, MP table; arm64: the FDT). */
+int arch_describe(struct vm *vm, char *err, size_t errlen);
+/* After KVM_CREATE_VCPU: CPUID, MSRs, LAPIC; the boot vCPU (id 0) also gets
+ * the entry registers from arch_boot_load. */
+int arch_vcpu_setup(struct vcpu *v, char *err, size_t errlen);
+/* An exit reason the common run loop does not handle. Returns 0 to keep
+ * running, or calls vm_request_exit() and returns 1 to stop this vCPU. */
+int arch_exit(struct vcpu *v);
+void arch_vm_destroy(struct vm *vm);
+void arch_vcpu_destroy(struct vcpu *v);
+
+/* Host check: can this host's KVM boot a stock kernel? Fills a one-line
+ * reason when not. */
+bool arch_host_can_boot_linux(char *why, size_t len);
+/* Extra lines for `cubicle check-host`. */
+void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val, void *arg),
+		      void *arg);
+
+#endif

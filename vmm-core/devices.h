@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Plugin instances: config → cfg struct, the cub_host services, lifecycle. */
+#ifndef CUBICLE_DEVICES_H
+#define CUBICLE_DEVICES_H
+
+#include "config.h"
+#include "loader.h"
+#include "log.h"
+
+struct vm;
+
+#define INST_MAX_REGIONS 8
+#define INST_MAX_WATCHES 16
+
+struct cub_inst {
+	struct vm *vm;
+	const struct plugin *plugin;
+	char *name;       /* "serial8250[com1]" */
+	void *cfg;        /* the plugin's cfg struct */
+	char **strs;      /* strings in cfg, owned here */
+	unsigned n_strs;
+	void *priv;
+	bool created;
+	char err[256];    /* last h->fail() message */
+	struct ratelimit rl;
+	struct {
+		struct bus *bus;
+		uint64_t base;
+	} regions[INST_MAX_REGIONS];
+	unsigned n_regions;
+	int watched[INST_MAX_WATCHES];
+	unsigned n_watched;
+};
+
+/* The host service table every instance gets. */
+extern const struct cub_host devices_host;
+
+/* Fill cfg (plugin->d->cfg_size bytes) from defaults and the libconfig group.
+ * group may be NULL (defaults only). Unknown keys, wrong types and missing
+ * required params: -EINVAL with "FILE:LINE: NAME: ..." in err. strs collects allocated strings. */
+int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
+		     const config_setting_t *group, const char *inst_name, void *cfg, char ***strs,
+		     unsigned *n_strs, char *err, size_t errlen);
+
+/* Create every configured device in order. */
+int devices_create_all(struct vm *vm, const struct registry *reg, const struct vm_config *c,
+		       struct cub_inst ***out, unsigned *n_out, char *err, size_t errlen);
+void devices_destroy_all(struct cub_inst **insts, unsigned n);
+
+/* Restore any terminal put in raw mode (atexit and fatal signals). */
+void devices_tty_restore(void);
+
+#endif

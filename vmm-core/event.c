@@ -1,0 +1,169 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The event loop: an epoll thread dispatching fd readiness to callbacks.
+ * Watches are added and removed from any thread; an eventfd wakes the loop
+ * to stop. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "event.h"
+#include "log.h"
+
+struct watch {
+	int fd;
+	void (*cb)(void *);
+	void *arg;
+	struct watch *next;
+};
+
+struct event_loop {
+	int epfd, stopfd;
+	pthread_t thread;
+	bool running;
+	pthread_mutex_t lock; /* guards the watch list; never held across a callback */
+	struct watch *watches;
+};
+
+struct event_loop *event_new(void)
+{
+	struct event_loop *ev = calloc(1, sizeof(*ev));
+	struct epoll_event e = { .events = EPOLLIN };
+
+	if (!ev)
+		return NULL;
+	ev->epfd = epoll_create1(EPOLL_CLOEXEC);
+	ev->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	pthread_mutex_init(&ev->lock, NULL);
+	if (ev->epfd < 0 || ev->stopfd < 0)
+		goto fail;
+	e.data.ptr = NULL; /* NULL marks the stop eventfd */
+	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->stopfd, &e) < 0)
+		goto fail;
+	return ev;
+fail:
+	event_free(ev);
+	return NULL;
+}
+
+void event_free(struct event_loop *ev)
+{
+	struct watch *w, *next;
+
+	if (!ev)
+		return;
+	event_stop(ev);
+	for (w = ev->watches; w; w = next) {
+		next = w->next;
+		free(w);
+	}
+	if (ev->epfd >= 0)
+		close(ev->epfd);
+	if (ev->stopfd >= 0)
+		close(ev->stopfd);
+	pthread_mutex_destroy(&ev->lock);
+	free(ev);
+}
+
+int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg)
+{
+	struct watch *w = calloc(1, sizeof(*w));
+	struct epoll_event e = { .events = events };
+
+	if (!w)
+		return -ENOMEM;
+	*w = (struct watch){ fd, cb, arg, NULL };
+	e.data.ptr = w;
+	pthread_mutex_lock(&ev->lock);
+	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+		int err = -errno;
+
+		pthread_mutex_unlock(&ev->lock);
+		free(w);
+		return err;
+	}
+	w->next = ev->watches;
+	ev->watches = w;
+	pthread_mutex_unlock(&ev->lock);
+	return 0;
+}
+
+/*
+ * The watch record is kept (disarmed) until event_free: the loop thread may
+ * already hold a pointer to it from the epoll_wait batch being dispatched.
+ */
+int event_unwatch(struct event_loop *ev, int fd)
+{
+	struct watch *w;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&ev->lock);
+	for (w = ev->watches; w; w = w->next) {
+		if (w->fd == fd && w->cb) {
+			epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, NULL);
+			w->cb = NULL;
+			w->fd = -1;
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ev->lock);
+	return ret;
+}
+
+static void *loop(void *arg)
+{
+	struct event_loop *ev = arg;
+	struct epoll_event evs[32];
+
+	for (;;) {
+		int n = epoll_wait(ev->epfd, evs, 32, -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			log_err("event loop: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			struct watch *w = evs[i].data.ptr;
+			void (*cb)(void *);
+			void *cb_arg;
+
+			if (!w)
+				return NULL; /* stop requested */
+			pthread_mutex_lock(&ev->lock);
+			cb = w->cb;
+			cb_arg = w->arg;
+			pthread_mutex_unlock(&ev->lock);
+			if (cb)
+				cb(cb_arg);
+		}
+	}
+	return NULL;
+}
+
+int event_start(struct event_loop *ev)
+{
+	int err = pthread_create(&ev->thread, NULL, loop, ev);
+
+	if (err)
+		return -err;
+	ev->running = true;
+	return 0;
+}
+
+void event_stop(struct event_loop *ev)
+{
+	uint64_t one = 1;
+
+	if (!ev->running)
+		return;
+	if (write(ev->stopfd, &one, sizeof(one)) < 0)
+		log_warn("event loop: cannot wake: %s", strerror(errno));
+	pthread_join(ev->thread, NULL);
+	ev->running = false;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The event loop: one epoll thread for device fds, timers and control. */
+#ifndef CUBICLE_EVENT_H
+#define CUBICLE_EVENT_H
+
+#include <stdint.h>
+
+struct event_loop;
+
+struct event_loop *event_new(void);
+/* Stop (if running) and free. */
+void event_free(struct event_loop *ev);
+/* Call cb(arg) on the loop thread while fd has any of the epoll events ev. */
+int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg);
+int event_unwatch(struct event_loop *ev, int fd);
+/* Start the loop thread: 0 or -errno. */
+int event_start(struct event_loop *ev);
+/* Wake the loop, make it return and join it. Safe to call twice. */
+void event_stop(struct event_loop *ev);
+
+#endif

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cubicle plugin ABI: the one header a plugin includes; the host reads the
+ * descriptor before it runs any plugin code. */
+#ifndef CUBICLE_PLUGIN_H
+#define CUBICLE_PLUGIN_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
+#define CUB_ABI_MINOR 0 /* bump: members appended / new optional ops */
+
+enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
+
+/* Parameter types. Widths in the plugin's cfg struct:
+ * BOOL bool, INT int64_t, U64 uint64_t, SIZE uint64_t (bytes; config may say
+ * "64M"), STR const char * (owned by the host, valid until destroy),
+ * ENUM int (index into choices). */
+enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM };
+
+struct cub_param {
+	const char *name;           /* key inside the instance's libconfig group */
+	enum cub_ptype type;
+	size_t offset;              /* offsetof(struct <plugin>_cfg, field) */
+	const char *def;            /* default as text; NULL means required */
+	const char *const *choices; /* CUB_P_ENUM only, NULL-terminated */
+	const char *doc;            /* one line, printed by `cubicle plugins NAME` */
+};
+
+/* A reply a control method fills: a short text the caller prints. */
+struct cub_reply {
+	char text[512];
+	size_t len;
+};
+
+/*
+ * A control method, called from the control channel through libffi.
+ * sig: the arguments after (priv, reply), one letter each, D-Bus style:
+ *   b bool (int), i int32_t, u uint32_t, x int64_t, t uint64_t, s const char *.
+ * fn's real type: int fn(void *priv, struct cub_reply *reply, ...args);
+ * it returns 0 or a negative errno.
+ */
+struct cub_method {
+	const char *name;
+	const char *sig;
+	const char *doc;
+	void (*fn)(void);
+};
+
+struct cub_inst; /* the host's record of one plugin instance; opaque */
+
+/* Which bus a device region wants; CUB_BUS_ANY lets the arch layout decide. */
+enum cub_bus { CUB_BUS_ANY = 0, CUB_BUS_PIO, CUB_BUS_MMIO };
+
+/*
+ * I/O handler, one signature for both buses. off is relative to the region
+ * base; data holds len (1, 2, 4 or 8) bytes in guest (little-endian) order.
+ * Called on a vCPU thread, concurrently with other vCPUs and with the event
+ * loop: the device does its own locking.
+ */
+typedef void cub_io_fn(void *priv, uint64_t off, void *data, uint32_t len, bool is_write);
+
+struct cub_region {
+	enum cub_bus want;   /* CUB_BUS_ANY unless the device truly needs one */
+	const char *class;   /* "uart", "boot-timer", "testdev": looked up in arch layout */
+	uint64_t len;        /* bytes (MMIO) or ports (PIO) */
+	cub_io_fn *io;
+	void *priv;
+	/* Filled by the host on success: where the arch layout placed it. */
+	enum cub_bus bus;
+	uint64_t base;
+	int irq;             /* interrupt line for the region's class, -1 if none */
+};
+
+enum cub_log_level { CUB_LOG_ERR = 0, CUB_LOG_WARN, CUB_LOG_INFO, CUB_LOG_DEBUG };
+
+/* Exit statuses a device may ask the VM to end with (vm_exit). */
+enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
+
+/*
+ * struct cub_host - services the host hands each instance at create time.
+ * Plugins never link against the executable; everything comes through here.
+ * Members may be appended (size tells how many exist); none is removed.
+ *
+ * @size:       sizeof(struct cub_host) in the host that built it.
+ * @log:        log one line at @lvl, prefixed by the instance name. Any thread.
+ *              Not for hot paths: use log_ratelimited there.
+ * @log_ratelimited: as @log, but drops lines beyond a few per second per
+ *              instance (a hostile guest must not flood the host log).
+ * @fail:       record a human-readable reason for @err on the instance and
+ *              return @err (a negative errno). The core prints it once.
+ * @gpa_map:    host pointer to guest physical [gpa, gpa+len), or NULL if any
+ *              byte is outside guest RAM or the sum overflows. Any thread.
+ * @region_add: claim a PIO or MMIO region of a class; the arch layout picks
+ *              base and irq and writes them back into @r. Create time only.
+ * @irq_set:    drive interrupt @line to @level. Any thread.
+ * @fd_watch:   call @cb(@arg) on the event-loop thread whenever @fd has any of
+ *              the epoll events @ev. Returns 0 or -errno.
+ * @fd_unwatch: stop watching @fd. Returns 0 or -errno.
+ * @vm_exit:    ask the VM to stop; the process exits with @status once every
+ *              thread has stopped. Any thread; the first request wins.
+ * @tty_raw:    put terminal @fd in raw mode; the host restores it at exit,
+ *              on fatal signals and at destroy. Returns 0 or -errno.
+ * @clock_us:   microseconds since the VMM process started (monotonic).
+ */
+struct cub_host {
+	uint32_t size;
+	void (*log)(struct cub_inst *in, int lvl, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	void (*log_ratelimited)(struct cub_inst *in, int lvl, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	int (*fail)(struct cub_inst *in, int err, const char *fmt, ...)
+		__attribute__((format(printf, 3, 4)));
+	void *(*gpa_map)(struct cub_inst *in, uint64_t gpa, uint64_t len);
+	int (*region_add)(struct cub_inst *in, struct cub_region *r);
+	int (*irq_set)(struct cub_inst *in, unsigned line, bool level);
+	int (*fd_watch)(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg);
+	int (*fd_unwatch)(struct cub_inst *in, int fd);
+	void (*vm_exit)(struct cub_inst *in, int status);
+	int (*tty_raw)(struct cub_inst *in, int fd);
+	uint64_t (*clock_us)(struct cub_inst *in);
+};
+
+/*
+ * struct cub_device_ops - a device plugin's ops (kind CUB_KIND_DEVICE).
+ *
+ * @create:  make an instance from @cfg (the plugin's cfg struct, filled by the
+ *           host from defaults and config; read-only, valid until destroy).
+ *           Claims regions through h->region_add. Main thread. Returns 0 or
+ *           -errno after h->fail(). On failure destroy is not called.
+ * @destroy: free everything; regions and fd watches are already gone. Main
+ *           thread, after all vCPU and event-loop threads have stopped.
+ * @reset:   (optional) back to power-on state; default: nothing to do.
+ */
+struct cub_device_ops {
+	int (*create)(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv);
+	void (*destroy)(void *priv);
+	int (*reset)(void *priv);
+};
+
+/* The descriptor each plugin exports as `cubicle_plugin`. */
+struct cub_plugin {
+	uint32_t abi_major, abi_minor;
+	uint32_t size; /* sizeof(struct cub_plugin) when built: lets us append */
+	enum cub_kind kind;
+	const char *name, *version, *license;
+	const char *summary; /* one line for `cubicle plugins` */
+	size_t cfg_size;     /* host allocates, fills defaults + config, passes const */
+	const struct cub_param *params;
+	unsigned n_params;
+	const struct cub_method *methods;
+	unsigned n_methods;
+	const void *ops; /* const struct cub_{device,storage,net}_ops * */
+};
+
+#define CUB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define CUB_PLUGIN(...)                                                                      \
+	__attribute__((visibility("default"), used)) const struct cub_plugin cubicle_plugin = \
+		__VA_ARGS__
+
+#ifdef __cplusplus
+}
+#endif
+#endif

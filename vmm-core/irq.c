@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Interrupt lines of the in-kernel irqchip: direct line level and irqfd. */
+#include <errno.h>
+#include <sys/ioctl.h>
+
+#include "vm.h"
+
+int irq_line(struct vm *vm, unsigned gsi, bool level)
+{
+	struct kvm_irq_level l = { .irq = gsi, .level = level };
+
+	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0 ? -errno : 0;
+}
+
+int irq_fd_attach(struct vm *vm, int efd, unsigned gsi)
+{
+	struct kvm_irqfd f = { .fd = (__u32)efd, .gsi = gsi };
+
+	return ioctl(vm->vm_fd, KVM_IRQFD, &f) < 0 ? -errno : 0;
+}
+
+int irq_fd_detach(struct vm *vm, int efd, unsigned gsi)
+{
+	struct kvm_irqfd f = { .fd = (__u32)efd, .gsi = gsi, .flags = KVM_IRQFD_FLAG_DEASSIGN };
+
+	return ioctl(vm->vm_fd, KVM_IRQFD, &f) < 0 ? -errno : 0;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Logging: leveled lines on stderr, a rate limiter, and the process clock. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+static int level = CUB_LOG_INFO;
+static struct timespec start_ts;
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *const names[] = { "err", "warn", "info", "debug" };
+
+void log_set_level(int lvl)
+{
+	if (lvl >= CUB_LOG_ERR && lvl <= CUB_LOG_DEBUG)
+		level = lvl;
+}
+
+int log_get_level(void)
+{
+	return level;
+}
+
+int log_level_parse(const char *s)
+{
+	for (int i = 0; i < (int)CUB_ARRAY_SIZE(names); i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+const char *log_level_name(int lvl)
+{
+	return lvl >= 0 && lvl < (int)CUB_ARRAY_SIZE(names) ? names[lvl] : "?";
+}
+
+static void mark_start(void)
+{
+	clock_gettime(CLOCK_MONOTONIC, &start_ts);
+}
+
+void clock_mark_start(void)
+{
+	pthread_once(&start_once, mark_start);
+}
+
+uint64_t clock_since_start_us(void)
+{
+	struct timespec now;
+
+	clock_mark_start();
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - start_ts.tv_sec) * 1000000u +
+	       (uint64_t)((now.tv_nsec - start_ts.tv_nsec) / 1000);
+}
+
+void log_vmsg(int lvl, const char *prefix, const char *fmt, va_list ap)
+{
+	static const char *const tag[] = { "error: ", "warning: ", "", "debug: " };
+	char buf[1024];
+	int n;
+
+	if (lvl > level)
+		return;
+	if (lvl < CUB_LOG_ERR)
+		lvl = CUB_LOG_ERR;
+	if (lvl > CUB_LOG_DEBUG)
+		lvl = CUB_LOG_DEBUG;
+	n = snprintf(buf, sizeof(buf), "cubicle: %s%s%s", prefix ? prefix : "", prefix ? ": " : "",
+		     tag[lvl]);
+	if (n < 0)
+		return;
+	if ((size_t)n < sizeof(buf))
+		vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
+	/* One write per line so lines from different threads never interleave. */
+	pthread_mutex_lock(&out_lock);
+	fprintf(stderr, "%s\n", buf);
+	fflush(stderr);
+	pthread_mutex_unlock(&out_lock);
+}
+
+void log_msg(int lvl, const char *prefix, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(lvl, prefix, fmt, ap);
+	va_end(ap);
+}
+
+#define RL_WINDOW_US 1000000u
+#define RL_BURST 10u
+
+/* Not locked: a racing caller may print one line too many, never crash. */
+bool ratelimit_ok(struct ratelimit *rl)
+{
+	uint64_t now = clock_since_start_us();
+
+	if (now - rl->window_start_us >= RL_WINDOW_US) {
+		if (rl->dropped)
+			log_warn("%u similar messages suppressed", rl->dropped);
+		rl->window_start_us = now;
+		rl->printed = 0;
+		rl->dropped = 0;
+	}
+	if (rl->printed < RL_BURST) {
+		rl->printed++;
+		return true;
+	}
+	rl->dropped++;
+	return false;
+}

@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The cubicle command line: run, plugins, check-host. Only this file decides
+ * to exit the process. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "cubicle-build.h"
+#include "config.h"
+#include "arch.h"
+#include "devices.h"
+#include "event.h"
+#include "hostcheck.h"
+#include "loader.h"
+#include "log.h"
+#include "vm.h"
+
+#define MAX_OPTS 64
+
+static const char usage_text[] =
+	"Usage: cubicle COMMAND [OPTIONS]\n"
+	"\n"
+	"A KVM microVM monitor for running untrusted code.\n"
+	"\n"
+	"Commands:\n"
+	"  run CONFIG          boot the VM described by a libconfig file\n"
+	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
+	"  check-host          print what this host's KVM can do\n"
+	"  help [COMMAND]      show help\n"
+	"\n"
+	"Run options:\n"
+	"  -s, --set PATH=VALUE   override a config value (machine.vcpus=2,\n"
+	"                         boot.cmdline=\"...\", devices.ID.PARAM=...); repeatable\n"
+	"  -P, --plugin-dir DIR   search DIR for plugins first; repeatable\n"
+	"  -l, --log-level LEVEL  err, warn, info or debug (overrides log_level)\n"
+	"      --no-host-check    boot even if this host's KVM looks unable to run Linux\n"
+	"\n"
+	"Plugins are searched in: each --plugin-dir, $CUBICLE_PLUGIN_PATH (colon-\n"
+	"separated), then " CUB_PLUGIN_DIR " (or the build tree when uninstalled).\n"
+	"\n"
+	"Exit status of run: 0 the guest rebooted or powered off; 1 a cubicle error;\n"
+	"2 bad usage; 3 the guest kernel panicked; 4 the guest crashed (triple\n"
+	"fault, KVM failure); a test device may choose any other status.\n"
+	"See cubicle(1) for the config file format.\n";
+
+static int usage(FILE *f, int status)
+{
+	fputs(usage_text, f);
+	return status;
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "cubicle: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'cubicle help'.\n");
+	return VM_EXIT_USAGE;
+}
+
+static void scan_warn(const char *msg, void *arg)
+{
+	log_msg(*(int *)arg, NULL, "skipping plugin %s", msg);
+}
+
+static int load_registry(struct registry *reg, char *const *dirs_cli, unsigned n, int warn_lvl)
+{
+	char **dirs = loader_dirs(dirs_cli, n);
+	int ret;
+
+	if (!dirs) {
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	ret = registry_scan(reg, dirs, scan_warn, &warn_lvl);
+	loader_dirs_free(dirs);
+	return ret;
+}
+
+/* ---- run ---- */
+
+struct run_ctx {
+	struct vm_config cfg;
+	struct vm vm;
+	struct registry reg;
+	struct cub_inst **insts;
+	unsigned n_insts;
+	int sfd;
+	bool have_vm;
+};
+
+static void on_signal(void *arg)
+{
+	struct run_ctx *r = arg;
+	struct signalfd_siginfo si;
+
+	if (read(r->sfd, &si, sizeof(si)) != sizeof(si))
+		return;
+	vm_request_exit(&r->vm, 128 + (int)si.ssi_signo, "stopped by signal %s",
+			strsignal((int)si.ssi_signo));
+}
+
+static int run_setup(struct run_ctx *r, char *err, size_t errlen)
+{
+	const struct boot_cfg *b = &r->cfg.boot;
+	sigset_t set;
+	int ret;
+
+	ret = vm_create(&r->vm, &r->cfg, err, errlen);
+	r->have_vm = true;
+	if (ret)
+		return ret;
+	r->vm.ev = event_new();
+	if (!r->vm.ev) {
+		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	/* Termination signals arrive as events, never interrupting a vCPU. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	r->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (r->sfd < 0 || event_watch(r->vm.ev, r->sfd, EPOLLIN, on_signal, r) < 0) {
+		snprintf(err, errlen, "signalfd: %s", strerror(errno));
+		return -errno;
+	}
+	ret = devices_create_all(&r->vm, &r->reg, &r->cfg, &r->insts, &r->n_insts, err, errlen);
+	if (ret)
+		return ret;
+	ret = arch_boot_load(&r->vm, b, err, errlen);
+	if (ret)
+		return ret;
+	ret = arch_describe(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	ret = vm_create_vcpus(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	ret = event_start(r->vm.ev);
+	if (ret) {
+		snprintf(err, errlen, "event loop thread: %s", strerror(-ret));
+		return ret;
+	}
+	log_info("booting %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s", b->kernel, r->cfg.vcpus,
+		 r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
+		 r->n_insts == 1 ? "" : "s");
+	if (b->format != BOOT_FLAT)
+		log_info("kernel command line: %s", b->cmdline);
+	return vm_start(&r->vm, err, errlen);
+}
+
+static void run_teardown(struct run_ctx *r)
+{
+	if (r->have_vm)
+		vm_stop_vcpus(&r->vm);
+	if (r->vm.ev)
+		event_stop(r->vm.ev);
+	devices_destroy_all(r->insts, r->n_insts);
+	devices_tty_restore();
+	if (r->vm.ev)
+		event_free(r->vm.ev);
+	if (r->sfd >= 0)
+		close(r->sfd);
+	if (r->have_vm)
+		vm_destroy(&r->vm);
+	registry_free(&r->reg);
+	config_free(&r->cfg);
+}
+
+static int cmd_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "set", required_argument, NULL, 's' },
+		{ "plugin-dir", required_argument, NULL, 'P' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "no-host-check", no_argument, NULL, 'H' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
+	unsigned n_sets = 0, n_dirs = 0;
+	int cli_level = -1, c, status;
+	bool host_check = true;
+	struct run_ctx r = { .sfd = -1 };
+	char err[1024] = "";
+
+	while ((c = getopt_long(argc, argv, "+s:P:l:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (n_sets == MAX_OPTS)
+				return usage_error("too many --set options (%s)", optarg);
+			sets[n_sets++] = optarg;
+			break;
+		case 'P':
+			if (n_dirs == MAX_OPTS)
+				return usage_error("too many --plugin-dir options (%s)", optarg);
+			dirs[n_dirs++] = optarg;
+			break;
+		case 'l':
+			cli_level = log_level_parse(optarg);
+			if (cli_level < 0)
+				return usage_error("--log-level %s: expected err, warn, info or debug",
+						   optarg);
+			break;
+		case 'H':
+			host_check = false;
+			break;
+		case 'h':
+			return usage(stdout, 0);
+		default:
+			return usage_error("%s", "bad option for 'run'");
+		}
+	}
+	if (optind != argc - 1)
+		return usage_error("%s", "'run' takes exactly one CONFIG file");
+	if (config_load(&r.cfg, argv[optind], sets, n_sets, err, sizeof(err))) {
+		log_err("%s", err);
+		config_free(&r.cfg);
+		return VM_EXIT_ERROR;
+	}
+	log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
+	if (host_check && r.cfg.host_check && r.cfg.boot.format != BOOT_FLAT &&
+	    !arch_host_can_boot_linux(err, sizeof(err))) {
+		log_err("%s (or pass --no-host-check to try anyway)", err);
+		config_free(&r.cfg);
+		return VM_EXIT_ERROR;
+	}
+	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0) {
+		config_free(&r.cfg);
+		return VM_EXIT_ERROR;
+	}
+	if (run_setup(&r, err, sizeof(err))) {
+		log_err("%s", err);
+		vm_request_exit(&r.vm, VM_EXIT_ERROR, "setup failed");
+		run_teardown(&r);
+		return VM_EXIT_ERROR;
+	}
+	status = vm_wait(&r.vm);
+	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d",
+		r.vm.exit_reason, status);
+	run_teardown(&r);
+	return status;
+}
+
+/* ---- plugins ---- */
+
+static void describe(const struct plugin *p)
+{
+	const struct cub_plugin *d = p->d;
+
+	printf("%s (%s plugin, version %s, %s)\n  %s\n  file: %s\n", d->name,
+	       loader_kind_name(d->kind), d->version ? d->version : "?",
+	       d->license ? d->license : "license unknown", d->summary ? d->summary : "",
+	       p->path);
+	if (d->n_params)
+		printf("  parameters:\n");
+	for (unsigned i = 0; i < d->n_params; i++) {
+		const struct cub_param *prm = &d->params[i];
+
+		char def[96];
+
+		if (prm->def)
+			snprintf(def, sizeof(def), "= \"%s\"", prm->def);
+		else
+			snprintf(def, sizeof(def), "(required)");
+		printf("    %-14s %-7s %-18s %s\n", prm->name, loader_ptype_name(prm->type), def,
+		       prm->doc ? prm->doc : "");
+		if (prm->type == CUB_P_ENUM) {
+			printf("    %-14s choices:", "");
+			for (int j = 0; prm->choices[j]; j++)
+				printf(" %s", prm->choices[j]);
+			printf("\n");
+		}
+	}
+	if (d->n_methods)
+		printf("  methods:\n");
+	for (unsigned i = 0; i < d->n_methods; i++)
+		printf("    %-14s (%s)  %s\n", d->methods[i].name, d->methods[i].sig,
+		       d->methods[i].doc ? d->methods[i].doc : "");
+}
+
+static int cmd_plugins(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "plugin-dir", required_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *dirs[MAX_OPTS];
+	unsigned n_dirs = 0;
+	struct registry reg = { 0 };
+	int c, status = 0;
+
+	while ((c = getopt_long(argc, argv, "+P:h", opts, NULL)) != -1) {
+		if (c == 'P' && n_dirs < MAX_OPTS)
+			dirs[n_dirs++] = optarg;
+		else if (c == 'h')
+			return usage(stdout, 0);
+		else
+			return usage_error("%s", "bad option for 'plugins'");
+	}
+	if (argc - optind > 1)
+		return usage_error("%s", "'plugins' takes at most one NAME or FILE");
+	if (optind < argc && strchr(argv[optind], '/')) {
+		struct plugin *p;
+		char err[1024];
+
+		if (loader_open(argv[optind], &p, err, sizeof(err)) < 0) {
+			log_err("%s", err);
+			return VM_EXIT_ERROR;
+		}
+		describe(p);
+		loader_close(p);
+		return 0;
+	}
+	if (load_registry(&reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
+		return VM_EXIT_ERROR;
+	if (optind < argc) {
+		unsigned found = 0;
+
+		for (unsigned i = 0; i < reg.n; i++) {
+			if (!strcmp(reg.p[i]->d->name, argv[optind])) {
+				describe(reg.p[i]);
+				found++;
+			}
+		}
+		if (!found) {
+			log_err("no plugin named '%s' (run `cubicle plugins` to list them)",
+				argv[optind]);
+			status = VM_EXIT_ERROR;
+		}
+	} else if (!reg.n) {
+		log_err("no plugins found; use --plugin-dir or CUBICLE_PLUGIN_PATH");
+		status = VM_EXIT_ERROR;
+	} else {
+		printf("%-14s %-8s %-8s %s\n", "NAME", "KIND", "VERSION", "SUMMARY");
+		for (unsigned i = 0; i < reg.n; i++) {
+			const struct cub_plugin *d = reg.p[i]->d;
+
+			printf("%-14s %-8s %-8s %s\n", d->name, loader_kind_name(d->kind),
+			       d->version ? d->version : "?", d->summary ? d->summary : "");
+		}
+		printf("\n`cubicle plugins NAME` shows a plugin's parameters and methods.\n");
+	}
+	registry_free(&reg);
+	return status;
+}
+
+static int cmd_check_host(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dir = ".";
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+d:h", opts, NULL)) != -1) {
+		if (c == 'd')
+			dir = optarg;
+		else if (c == 'h')
+			return usage(stdout, 0);
+		else
+			return usage_error("%s", "bad option for 'check-host'");
+	}
+	if (optind != argc)
+		return usage_error("%s", "'check-host' takes no arguments (use --dir DIR)");
+	return hostcheck_report(stdout, dir) ? VM_EXIT_ERROR : 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	clock_mark_start();
+	if (argc < 2)
+		return usage(stderr, VM_EXIT_USAGE);
+	cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
+		return usage(stdout, 0);
+	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+		printf("cubicle %s (%s, plugin ABI %d.%d)\n", PACKAGE_VERSION, arch_name,
+		       CUB_ABI_MAJOR, CUB_ABI_MINOR);
+		return 0;
+	}
+	optind = 1;
+	if (!strcmp(cmd, "run"))
+		return cmd_run(argc - 1, argv + 1);
+	if (!strcmp(cmd, "plugins"))
+		return cmd_plugins(argc - 1, argv + 1);
+	if (!strcmp(cmd, "check-host"))
+		return cmd_check_host(argc - 1, argv + 1);
+	return usage_error("unknown command '%s'", cmd);
+}

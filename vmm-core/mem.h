@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Guest RAM: one memfd, mapped once, placed in guest-physical banks. */
+#ifndef CUBICLE_MEM_H
+#define CUBICLE_MEM_H
+
+#include <stdint.h>
+
+#define MEM_MAX_BANKS 4
+
+struct mem_bank {
+	uint64_t gpa;  /* guest-physical start */
+	uint64_t size; /* bytes */
+	uint64_t off;  /* offset into the memfd / host mapping */
+};
+
+struct guest_mem {
+	int fd;          /* memfd, -1 if none */
+	uint8_t *host;   /* mapping of the whole memfd */
+	uint64_t size;   /* total RAM bytes */
+	struct mem_bank bank[MEM_MAX_BANKS];
+	unsigned n_banks;
+};
+
+/* Create size bytes of RAM laid out in the given banks (offsets are filled
+ * in, contiguous in bank order). 0 or -errno. */
+int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n);
+void mem_destroy(struct guest_mem *m);
+/* Host pointer for [gpa, gpa+len) if it lies wholly inside one bank, else
+ * NULL (also on overflow and len == 0). */
+void *mem_map(const struct guest_mem *m, uint64_t gpa, uint64_t len);
+/* Copy into / out of guest RAM with the same checks: 0 or -EFAULT. */
+int mem_write(const struct guest_mem *m, uint64_t gpa, const void *src, uint64_t len);
+int mem_read(const struct guest_mem *m, uint64_t gpa, void *dst, uint64_t len);
+/* One past the highest guest-physical RAM address. */
+uint64_t mem_end(const struct guest_mem *m);
+
+#endif

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One VM: open KVM, create the VM and its RAM, own the vCPUs and the exit
+ * request every thread may raise. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "config.h"
+#include "log.h"
+#include "vm.h"
+
+static int open_kvm(char *err, size_t errlen)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	int ver;
+
+	if (fd < 0) {
+		int e = errno;
+
+		if (e == ENOENT)
+			snprintf(err, errlen,
+				 "/dev/kvm: not found: this host has no KVM (enable virtualization and load kvm_intel or kvm_amd)");
+		else if (e == EACCES)
+			snprintf(err, errlen,
+				 "/dev/kvm: permission denied: add this user to the 'kvm' group");
+		else
+			snprintf(err, errlen, "/dev/kvm: %s", strerror(e));
+		return -e;
+	}
+	ver = ioctl(fd, KVM_GET_API_VERSION, 0);
+	if (ver != KVM_API_VERSION) {
+		snprintf(err, errlen, "/dev/kvm: KVM API version %d, cubicle needs %d", ver,
+			 KVM_API_VERSION);
+		close(fd);
+		return -ENOTSUP;
+	}
+	if (ioctl(fd, KVM_CHECK_EXTENSION, KVM_CAP_USER_MEMORY) <= 0) {
+		snprintf(err, errlen, "/dev/kvm: KVM_CAP_USER_MEMORY missing");
+		close(fd);
+		return -ENOTSUP;
+	}
+	return fd;
+}
+
+static int map_ram(struct vm *vm, char *err, size_t errlen)
+{
+	struct mem_bank banks[MEM_MAX_BANKS];
+	uint64_t size = vm->cfg->memory_mib << 20;
+	int n = arch_mem_layout(size, banks, MEM_MAX_BANKS);
+	int ret;
+
+	if (n <= 0) {
+		snprintf(err, errlen, "%s: machine.memory_mib = %" PRIu64 " cannot be laid out on %s",
+			 vm->cfg->path, vm->cfg->memory_mib, arch_name);
+		return n < 0 ? n : -EINVAL;
+	}
+	ret = mem_create(&vm->mem, size, banks, (unsigned)n);
+	if (ret) {
+		snprintf(err, errlen, "guest RAM (%" PRIu64 " MiB): %s", vm->cfg->memory_mib,
+			 strerror(-ret));
+		return ret;
+	}
+	for (unsigned i = 0; i < vm->mem.n_banks; i++) {
+		const struct mem_bank *b = &vm->mem.bank[i];
+		struct kvm_userspace_memory_region r = {
+			.slot = i,
+			.guest_phys_addr = b->gpa,
+			.memory_size = b->size,
+			.userspace_addr = (uintptr_t)(vm->mem.host + b->off),
+		};
+
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "KVM_SET_USER_MEMORY_REGION 0x%" PRIx64 "+0x%" PRIx64 ": %s",
+				 b->gpa, b->size, strerror(errno));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int vm_create(struct vm *vm, const struct vm_config *cfg, char *err, size_t errlen)
+{
+	int ret;
+
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = vm->vm_fd = -1;
+	vm->mem.fd = -1;
+	vm->cfg = cfg;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->cond, NULL);
+	bus_init(&vm->pio, "pio");
+	bus_init(&vm->mmio, "mmio");
+
+	ret = open_kvm(err, errlen);
+	if (ret < 0)
+		return ret;
+	vm->kvm_fd = ret;
+	vm->run_mmap_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (vm->run_mmap_size < (int)sizeof(struct kvm_run)) {
+		snprintf(err, errlen, "KVM_GET_VCPU_MMAP_SIZE: %s", strerror(errno));
+		return -EINVAL;
+	}
+	do
+		vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	while (vm->vm_fd < 0 && errno == EINTR);
+	if (vm->vm_fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "KVM_CREATE_VM: %s", strerror(errno));
+		return ret;
+	}
+	fcntl(vm->vm_fd, F_SETFD, FD_CLOEXEC);
+	ret = arch_vm_setup(vm, err, errlen);
+	if (ret)
+		return ret;
+	return map_ram(vm, err, errlen);
+}
+
+int vm_create_vcpus(struct vm *vm, char *err, size_t errlen)
+{
+	int ret;
+
+	vm->vcpus = calloc(vm->cfg->vcpus, sizeof(*vm->vcpus));
+	if (!vm->vcpus)
+		return -ENOMEM;
+	for (unsigned i = 0; i < vm->cfg->vcpus; i++) {
+		ret = vcpu_create(vm, &vm->vcpus[i], i, err, errlen);
+		if (ret)
+			return ret;
+		vm->n_vcpus++;
+		ret = arch_vcpu_setup(&vm->vcpus[i], err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int vm_start(struct vm *vm, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < vm->n_vcpus; i++) {
+		int ret = vcpu_start(&vm->vcpus[i]);
+
+		if (ret) {
+			snprintf(err, errlen, "vCPU %u: cannot start thread: %s", i, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void vm_request_exit(struct vm *vm, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&vm->lock);
+	if (!vm->exiting) {
+		__atomic_store_n(&vm->exiting, true, __ATOMIC_RELEASE);
+		vm->exit_status = status;
+		va_start(ap, fmt);
+		vsnprintf(vm->exit_reason, sizeof(vm->exit_reason), fmt, ap);
+		va_end(ap);
+		pthread_cond_broadcast(&vm->cond);
+	}
+	pthread_mutex_unlock(&vm->lock);
+	/* Kick outside the lock: vCPU threads never take it while running. */
+	for (unsigned i = 0; i < vm->n_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+}
+
+int vm_wait(struct vm *vm)
+{
+	int status;
+
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->exiting)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	status = vm->exit_status;
+	pthread_mutex_unlock(&vm->lock);
+	return status;
+}
+
+void vm_stop_vcpus(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->n_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	for (unsigned i = 0; i < vm->n_vcpus; i++) {
+		if (vm->vcpus[i].started) {
+			pthread_join(vm->vcpus[i].thread, NULL);
+			vm->vcpus[i].started = false;
+		}
+	}
+}
+
+void vm_destroy(struct vm *vm)
+{
+	vm_stop_vcpus(vm);
+	for (unsigned i = 0; i < vm->n_vcpus; i++) {
+		arch_vcpu_destroy(&vm->vcpus[i]);
+		vcpu_destroy(&vm->vcpus[i]);
+	}
+	free(vm->vcpus);
+	vm->vcpus = NULL;
+	vm->n_vcpus = 0;
+	arch_vm_destroy(vm);
+	mem_destroy(&vm->mem);
+	bus_free(&vm->pio);
+	bus_free(&vm->mmio);
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	vm->vm_fd = vm->kvm_fd = -1;
+	pthread_cond_destroy(&vm->cond);
+	pthread_mutex_destroy(&vm->lock);
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One VM: the KVM fds, guest RAM, both buses, the vCPUs and the exit state. */
+#ifndef CUBICLE_VM_H
+#define CUBICLE_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "mem.h"
+
+struct event_loop;
+struct vm_config;
+
+/* Process exit statuses of `cubicle run`. */
+enum {
+	VM_EXIT_OK = 0,        /* guest rebooted or powered off */
+	VM_EXIT_ERROR = 1,     /* the VMM failed: config, host, setup, I/O */
+	VM_EXIT_USAGE = 2,     /* bad command line */
+	VM_EXIT_PANIC = 3,     /* guest kernel panicked (panic=-1 reboot with panic flag) */
+	VM_EXIT_CRASH = 4,     /* guest triple-faulted or KVM could not run it */
+};
+
+struct vcpu {
+	struct vm *vm;
+	unsigned id;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool started;
+	void *arch; /* arch-private */
+};
+
+struct vm {
+	int kvm_fd, vm_fd;
+	int run_mmap_size;
+	struct guest_mem mem;
+	struct bus pio, mmio;
+	unsigned n_vcpus;
+	struct vcpu *vcpus;
+	struct event_loop *ev;
+	const struct vm_config *cfg;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool exiting;
+	int exit_status;
+	char exit_reason[160];
+
+	void *arch; /* arch-private: boot entry state, layout cursor */
+};
+
+/* Open /dev/kvm, create the VM, its RAM and irqchip (arch_vm_setup). */
+int vm_create(struct vm *vm, const struct vm_config *cfg, char *err, size_t errlen);
+/* Create the vCPU fds and run arch_vcpu_setup on each. */
+int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
+/* Start the vCPU threads. */
+int vm_start(struct vm *vm, char *err, size_t errlen);
+/* Block until something requests an exit; returns the status. */
+int vm_wait(struct vm *vm);
+/* Ask every thread to stop; the first request's status and reason win. */
+void vm_request_exit(struct vm *vm, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Kick and join vCPU threads. */
+void vm_stop_vcpus(struct vm *vm);
+void vm_destroy(struct vm *vm);
+
+/* vcpu.c */
+int vcpu_create(struct vm *vm, struct vcpu *v, unsigned id, char *err, size_t errlen);
+int vcpu_start(struct vcpu *v);
+void vcpu_kick(struct vcpu *v);
+void vcpu_destroy(struct vcpu *v);
+
+/* irq.c: drive a GSI line of the in-kernel irqchip; 0 or -errno. */
+int irq_line(struct vm *vm, unsigned gsi, bool level);
+/* Attach an eventfd to a GSI (irqfd); 0 or -errno. */
+int irq_fd_attach(struct vm *vm, int efd, unsigned gsi);
+int irq_fd_detach(struct vm *vm, int efd, unsigned gsi);
+
+#endif
