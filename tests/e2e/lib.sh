@@ -2,7 +2,7 @@
 # Shared helpers for the Linux-guest end-to-end tests: find the binary and the cached kernels, boot directly or through the nested harness, and report TAP-like checks.
 #
 # Source it from a bash test script. Environment it honours:
-#   CUBICLE                the binary (default: $abs_top_builddir/cubicle, else ./cubicle)
+#   CUBICLE                the binary (default: $top_builddir/cubicle, else ./cubicle)
 #   CUBICLE_CACHE          the kernel cache (default ~/.cache/cubicle)
 #   CUBICLE_E2E_MODE       force "direct" or "nested" instead of detecting
 #   CUBICLE_E2E_REQUIRE=1  a missing ingredient fails the test instead of skipping (CI)
@@ -38,7 +38,9 @@ e2e_init() {
 	"") if e2e_can_boot_direct; then e2e_mode=direct; else e2e_mode=nested; fi ;;
 	*) echo "not ok - CUBICLE_E2E_MODE must be direct or nested"; exit 99 ;;
 	esac
-	CUBICLE=${CUBICLE:-${abs_top_builddir:-$PWD}/cubicle}
+	e2e_builddir=${abs_top_builddir:-${top_builddir:-$PWD}}
+	case $e2e_builddir in /*) ;; *) e2e_builddir=$PWD/$e2e_builddir ;; esac
+	CUBICLE=${CUBICLE:-$e2e_builddir/cubicle}
 	case $CUBICLE in /*) ;; *) CUBICLE=$PWD/$CUBICLE ;; esac
 	[ -x "$CUBICLE" ] || e2e_skip "$CUBICLE is not built"
 	[ -s "$e2e_guest/vmlinuz" ] && [ -s "$e2e_guest/initramfs.cpio.gz" ] ||
@@ -55,7 +57,7 @@ e2e_init() {
 	fi
 	# Outputs live in the build tree; in nested mode this folder is L1's
 	# read-write share, so it must be under a path L1 can see (all of /).
-	e2e_work=$PWD/tests/e2e/$e2e_name.work
+	e2e_work=$e2e_builddir/tests/e2e/$e2e_name.work
 	rm -rf "$e2e_work" && mkdir -p "$e2e_work" || { echo "not ok - cannot create $e2e_work"; exit 99; }
 	echo "# $e2e_name: mode $e2e_mode, binary $CUBICLE, work folder $e2e_work"
 }

@@ -14,7 +14,8 @@
 #
 # Exit status: COMMAND's, or 77 when an ingredient is missing (run
 # scripts/fetch-guest.sh), or 99 when the harness itself failed (no KVM in L1,
-# time limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console.
+# time limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
+# CUBICLE_NESTED_CPU overrides -cpu max (qemu64,-svm tests the no-KVM path).
 
 set -uo pipefail
 
@@ -91,7 +92,7 @@ rm -f "$log" "$out" "$err"
 	printf '%q ' exec "$@"; echo
 } >"$script"
 
-args=(-accel tcg -cpu max -smp "$smp" -m "$mem" -M q35
+args=(-accel tcg -cpu "${CUBICLE_NESTED_CPU:-max}" -smp "$smp" -m "$mem" -M q35
 	-nodefaults -no-user-config -display none -monitor none -no-reboot
 	-serial "file:$log"
 	-kernel "$l1dir/vmlinuz" -initrd "$initrd"

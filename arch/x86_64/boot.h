@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure parts of x86 booting (image parsing and the tables a kernel
+ * reads at entry), split from file I/O so unit tests can call them. */
+#ifndef CUBICLE_X86_BOOT_H
+#define CUBICLE_X86_BOOT_H
+
+#include <asm/bootparam.h>
+#include <asm/e820.h>
+#include <linux/kvm.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "mem.h"
+
+#define X86_SETUP_HDR_OFF  0x1f1 /* struct setup_header in a bzImage */
+#define X86_HDRS_MAGIC     0x53726448 /* "HdrS" at 0x202 */
+#define X86_E820_MAX       E820_MAX_ENTRIES_ZEROPAGE
+#define X86_ELF_CMDLINE_MAX 2047 /* COMMAND_LINE_SIZE - 1; a vmlinux does not say */
+#define X86_ELF_INITRD_MAX 0x7fffffffULL /* what every 64-bit bzImage announces */
+
+/* What arch_boot_load needs from a bzImage's setup header. */
+struct x86_kernel_info {
+	uint16_t version;          /* boot protocol, 0x020f is 2.15 */
+	unsigned setup_sects;      /* real-mode sectors, 0 already turned into 4 */
+	uint64_t pm_offset;        /* file offset of the protected-mode kernel */
+	uint64_t pm_size;          /* its length in the file */
+	uint32_t hdr_len;          /* bytes of setup header to copy from 0x1f1 */
+	uint32_t cmdline_size;     /* longest command line, without the NUL */
+	uint32_t initrd_addr_max;  /* highest byte address the initrd may use */
+	uint32_t kernel_alignment;
+	bool relocatable;
+	uint64_t pref_address;
+	uint32_t init_size;        /* memory the kernel needs from its run address */
+	uint16_t xloadflags;
+};
+
+/* Where a 64-bit ELF vmlinux goes. */
+struct x86_elf_info {
+	uint64_t entry;   /* e_entry: physical address of startup_64 */
+	uint64_t lo, hi;  /* [lo, hi): union of the PT_LOAD segments in memory */
+	unsigned n_load;
+};
+
+/* The setup a kernel finds in its zero page. */
+struct x86_boot_setup {
+	const void *hdr;     /* setup header bytes from image offset 0x1f1; NULL: synthesize one */
+	size_t hdr_len;
+	uint64_t cmdline_gpa;
+	uint32_t cmdline_len; /* without the NUL */
+	uint64_t initrd_gpa, initrd_size; /* size 0: no initrd */
+	const struct boot_e820_entry *e820;
+	unsigned n_e820;
+};
+
+/*
+ * Check a bzImage and fill @out. Refuses a missing "HdrS" magic or 0xAA55
+ * boot flag, protocol < 2.06, no 64-bit entry (XLF_KERNEL_64, protocol
+ * 2.12+), a setup_sects/syssize the file is too short for. 0 or -ENOEXEC
+ * (-EINVAL for a bad argument) with a reason in err (no file name).
+ */
+int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, char *err,
+		      size_t errlen);
+/* Where the kernel will run and how far its init_size reaches, for a
+ * protected-mode part loaded at @load: [*start, *end). */
+void x86_bzimage_span(const struct x86_kernel_info *ki, uint64_t load, uint64_t *start,
+		      uint64_t *end);
+
+/* Check a 64-bit little-endian x86-64 ELF executable whose PT_LOAD segments
+ * all lie in the file. 0 or -ENOEXEC with a reason in err. */
+int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *err,
+		  size_t errlen);
+/* Copy the PT_LOAD segments to their p_paddr and zero their bss. 0 or
+ * -EFAULT (a segment outside RAM) with a reason in err. */
+int x86_elf_load(const struct guest_mem *m, const void *img, size_t len, char *err,
+		 size_t errlen);
+
+/*
+ * The e820 map for RAM @banks (bank 0 at gpa 0, at least 1 MiB): usable
+ * [0, 0x9fc00), reserved [0x9fc00, 1 MiB) for the MP table and the legacy
+ * holes, usable [1 MiB, end of bank 0), then each further bank usable.
+ * Returns the entry count, -EINVAL (no usable bank 0) or -ENOSPC (> max).
+ */
+int x86_e820_build(const struct mem_bank *banks, unsigned n, struct boot_e820_entry *out,
+		   unsigned max);
+
+/* Fill a zero page: the image's setup header (or a minimal one), loader
+ * type 0xff, command line, initrd, e820. 0 or -EINVAL. */
+int x86_boot_params_build(struct boot_params *bp, const struct x86_boot_setup *s);
+
+/* Highest page-aligned gpa for @size bytes of initrd ending at or below
+ * min(@addr_max + 1, @ram_top) and not below @floor. 0 or -ENOSPC. */
+int x86_initrd_place(uint64_t size, uint64_t addr_max, uint64_t ram_top, uint64_t floor,
+		     uint64_t *gpa);
+
+/* GDT at X86_GDT_ADDR: null, null, code at __BOOT_CS (64-bit for
+ * BOOT_MODE_LONG, else 32-bit), flat data at __BOOT_DS. */
+void x86_gdt_build(uint64_t gdt[4], enum boot_mode mode);
+/* The KVM view of descriptor @desc loaded with selector @sel. */
+void x86_gdt_segment(uint64_t desc, uint16_t sel, struct kvm_segment *s);
+/* Identity map of 0-4 GiB in 2 MiB pages: PML4, PDPT, 4 PDs, six 4 KiB
+ * pages meant for gpa @base (@pt holds 6 * 512 entries). */
+void x86_pagetables_build(uint64_t *pt, uint64_t base);
+
+#endif

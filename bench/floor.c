@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The floor for bench/startup: the least a KVM VMM can do to run one guest
+ * instruction (open /dev/kvm, KVM_CREATE_VM, one page of RAM, one vCPU in
+ * real mode, KVM_RUN until the first port write). Writes one byte to stdout
+ * at that moment, then waits to be killed so its memory can be read. */
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int main(void)
+{
+	static const uint8_t code[] = { 0xb0, 0x01, 0xe6, 0x80, 0xeb, 0xfe }; /* mov al,1; out 0x80,al; jmp $ */
+	struct kvm_userspace_memory_region r = { 0 };
+	struct kvm_sregs s;
+	struct kvm_regs regs = { .rip = 0, .rflags = 2 };
+	struct kvm_run *run;
+	int kvm, vm, cpu, sz;
+	uint8_t *mem;
+
+	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	vm = ioctl(kvm, KVM_CREATE_VM, 0);
+	mem = mmap(NULL, 0x1000, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (kvm < 0 || vm < 0 || mem == MAP_FAILED)
+		return perror("floor: kvm"), 1;
+	memcpy(mem, code, sizeof(code));
+	r.guest_phys_addr = 0x10000;
+	r.memory_size = 0x1000;
+	r.userspace_addr = (uintptr_t)mem;
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &r) < 0)
+		return perror("floor: memory"), 1;
+	cpu = ioctl(vm, KVM_CREATE_VCPU, 0);
+	sz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+	run = mmap(NULL, (size_t)sz, PROT_READ | PROT_WRITE, MAP_SHARED, cpu, 0);
+	if (cpu < 0 || run == MAP_FAILED || ioctl(cpu, KVM_GET_SREGS, &s) < 0)
+		return perror("floor: vcpu"), 1;
+	s.cs.base = 0x10000;
+	s.cs.selector = 0x1000;
+	if (ioctl(cpu, KVM_SET_SREGS, &s) < 0 || ioctl(cpu, KVM_SET_REGS, &regs) < 0)
+		return perror("floor: regs"), 1;
+	do {
+		if (ioctl(cpu, KVM_RUN, 0) < 0)
+			return perror("floor: KVM_RUN"), 1;
+	} while (run->exit_reason != KVM_EXIT_IO);
+	if (write(1, "!", 1) != 1)
+		return 1;
+	pause();
+	return 0;
+}

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench/startup: median time from exec to the guest's first instruction, and
+ * the VMM's resident memory excluding guest RAM, for cubicle and for the
+ * floor (bench/floor, a bare KVM_CREATE_VM+VCPU+RUN) measured in the same run.
+ * Usage: startup CUBICLE FLOOR PAYLOAD [RUNS] */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sample {
+	double ms;
+	long rss_kib; /* RssAnon + RssFile: private and mapped-file pages, no guest RAM (shmem) */
+};
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static long status_kib(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)))
+			v = strtol(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* Start argv with its stdout+stderr on a pipe; time until marker appears. */
+static int measure(char *const argv[], const char *marker, struct sample *s)
+{
+	int p[2];
+	char buf[8192];
+	size_t have = 0;
+	double t0;
+	pid_t pid;
+	int st;
+
+	if (pipe(p) < 0)
+		return -1;
+	t0 = now_ms();
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	for (;;) {
+		ssize_t n = read(p[0], buf + have, sizeof(buf) - 1 - have);
+
+		if (n <= 0) {
+			fprintf(stderr, "startup: %s ended before '%s': %.*s\n", argv[0], marker,
+				(int)have, buf);
+			close(p[0]);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		have += (size_t)n;
+		buf[have] = '\0';
+		if (strstr(buf, marker))
+			break;
+		if (have == sizeof(buf) - 1)
+			have = 0;
+	}
+	s->ms = now_ms() - t0;
+	s->rss_kib = status_kib(pid, "RssAnon:") + status_kib(pid, "RssFile:");
+	kill(pid, SIGTERM);
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return 0;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void median(struct sample *s, int n, double *ms, double *kib)
+{
+	double v[256];
+
+	for (int i = 0; i < n; i++)
+		v[i] = s[i].ms;
+	qsort(v, (size_t)n, sizeof(v[0]), cmp);
+	*ms = v[n / 2];
+	for (int i = 0; i < n; i++)
+		v[i] = (double)s[i].rss_kib;
+	qsort(v, (size_t)n, sizeof(v[0]), cmp);
+	*kib = v[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+	struct sample cs[256], fs[256];
+	char cfg[] = "/tmp/cubicle-bench-XXXXXX";
+	double cms, ckib, fms, fkib;
+	int runs = argc > 4 ? atoi(argv[4]) : 15;
+	int fd;
+	FILE *f;
+
+	if (argc < 4 || runs < 1 || runs > 256) {
+		fprintf(stderr, "usage: startup CUBICLE FLOOR PAYLOAD [RUNS<=256]\n");
+		return 2;
+	}
+	fd = mkstemp(cfg);
+	f = fdopen(fd, "w");
+	fprintf(f, "log_level = \"info\";\nmachine = { vcpus = 1; memory_mib = 16; };\n"
+		   "boot = { kernel = \"%s\"; format = \"flat\"; mode = \"protected\"; };\n"
+		   "devices = ( { type = \"boot-timer\"; id = \"boot\"; } );\n", argv[3]);
+	fclose(f);
+	{
+		char *cub[] = { argv[1], "run", cfg, NULL };
+		char *flo[] = { argv[2], NULL };
+
+		/* Interleave so both see the same machine state. */
+		for (int i = 0; i < runs; i++) {
+			if (measure(flo, "!", &fs[i]) || measure(cub, "guest boot done", &cs[i])) {
+				unlink(cfg);
+				return 1;
+			}
+		}
+	}
+	unlink(cfg);
+	median(cs, runs, &cms, &ckib);
+	median(fs, runs, &fms, &fkib);
+	printf("startup (exec to first guest instruction, median of %d):\n", runs);
+	printf("  cubicle %8.2f ms   floor %8.2f ms   ratio %.2fx\n", cms, fms, cms / fms);
+	printf("VMM resident memory, excluding guest RAM (RssAnon+RssFile, median):\n");
+	printf("  cubicle %8.0f KiB  floor %8.0f KiB  ratio %.2fx\n", ckib, fkib, ckib / fkib);
+	return 0;
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian 12 packages cubicle needs to build, test and boot its
+# example guest. Uses sudo when not root. Safe to run again.
+set -eu
+pkgs="build-essential autoconf automake libtool pkg-config
+libconfig-dev libffi-dev libzstd-dev libbpf-dev libcunit1-dev
+qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates"
+missing=
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+echo "deps: installing$missing" >&2
+$sudo apt-get update -q >&2
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing >&2

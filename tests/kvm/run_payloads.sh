@@ -1,0 +1,56 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# KVM payload tests: tiny guests boot on this host's /dev/kvm (PVM or hardware)
+# through `cubicle run`, talk to testdev over port I/O and MMIO, and end the VM
+# with a status the test checks. Exit 77 (skip) without a usable /dev/kvm.
+set -u
+bd=${top_builddir:-.}
+cub=${CUBICLE:-$bd/cubicle}
+pl=$bd/tests/kvm/payloads
+if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
+	echo "SKIP: no usable /dev/kvm"
+	exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+# run NAME PAYLOAD MODE VCPUS EXPECTED_STATUS EXPECTED_STDERR_REGEX [extra --set ...]
+run() {
+	name=$1 payload=$2 mode=$3 vcpus=$4 want=$5 grep_re=$6
+	shift 6
+	cat >"$tmp/$name.cfg" <<CFG
+machine = { vcpus = $vcpus; memory_mib = 16; };
+boot = { kernel = "$pl/$payload.bin"; format = "flat"; mode = "$mode"; load_addr = 0x10000; };
+devices = (
+  { type = "testdev"; id = "pio"; bus = "pio"; },
+  { type = "testdev"; id = "mmio"; bus = "mmio"; },
+  { type = "boot-timer"; id = "boot"; }
+);
+CFG
+	timeout 60 "$cub" run "$tmp/$name.cfg" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+	got=$?
+	if [ "$got" -eq "$want" ] && grep -Eq "$grep_re" "$tmp/$name.err"; then
+		echo "ok - $name (status $got)"
+		pass=$((pass + 1))
+	else
+		echo "not ok - $name: status $got, wanted $want and /$grep_re/ on stderr"
+		sed 's/^/#   /' "$tmp/$name.err" | tail -n 20
+		fail=$((fail + 1))
+	fi
+}
+
+run real-mode real real 1 42 'testdev\[pio\]: guest: real mode ok'
+run protected-mode protected protected 1 42 'testdev\[mmio\]: guest: protected mode ok'
+run long-mode long long 1 42 'testdev\[mmio\]: guest: long mode ok'
+run smp-4-vcpus long long 4 42 'long mode ok'
+run hostile-accesses wild long 1 42 'testdev\[pio\]: guest: string io ok'
+run triple-fault fault long 1 4 'triple'
+run i8042-reset reset real 1 0 'reset'
+run panic-warm-reset reset_panic real 1 3 'panic'
+# A payload must not depend on the host check, and log levels are honoured.
+run debug-log long long 1 42 'debug: ' --log-level debug
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
