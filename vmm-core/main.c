@@ -198,7 +198,7 @@ static int cmd_run(int argc, char **argv)
 	struct run_ctx r = { .sfd = -1 };
 	char err[1024] = "";
 
-	while ((c = getopt_long(argc, argv, "+s:P:l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (n_sets == MAX_OPTS)
@@ -305,7 +305,7 @@ static int cmd_plugins(int argc, char **argv)
 	struct registry reg = { 0 };
 	int c, status = 0;
 
-	while ((c = getopt_long(argc, argv, "+P:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "P:h", opts, NULL)) != -1) {
 		if (c == 'P' && n_dirs < MAX_OPTS)
 			dirs[n_dirs++] = optarg;
 		else if (c == 'h')
@@ -370,7 +370,7 @@ static int cmd_check_host(int argc, char **argv)
 	const char *dir = ".";
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+d:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
 		if (c == 'd')
 			dir = optarg;
 		else if (c == 'h')

@@ -94,6 +94,21 @@ int x86_boot_params_build(struct boot_params *bp, const struct x86_boot_setup *s
 int x86_initrd_place(uint64_t size, uint64_t addr_max, uint64_t ram_top, uint64_t floor,
 		     uint64_t *gpa);
 
+/* Bytes of MP table (floating pointer, header, n CPUs, ISA bus, IOAPIC,
+ * 24 I/O and 2 local interrupt entries). */
+#define X86_MPTABLE_SIZE(n) (16 + 44 + 20 * (size_t)(n) + 8 + 8 + 26 * 8)
+size_t x86_mptable_size(unsigned n_cpus);
+/*
+ * Build the MP 1.4 floating pointer and configuration table for guest
+ * address @gpa into @buf (@len bytes): @n_cpus processors with APIC ids
+ * 0..n-1 (0 is the BSP), one ISA bus, the IOAPIC (id n_cpus) with ISA IRQ
+ * n on pin n for all 24 pins, LINT0 ExtINT and LINT1 NMI. Returns the size
+ * written, -EINVAL (n_cpus 0 or > CONFIG_MAX_VCPUS) or -ENOSPC (@len too
+ * small or the table would pass X86_MPTABLE_LIMIT).
+ */
+int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint32_t cpu_sig,
+		      uint32_t cpu_features);
+
 /* GDT at X86_GDT_ADDR: null, null, code at __BOOT_CS (64-bit for
  * BOOT_MODE_LONG, else 32-bit), flat data at __BOOT_DS. */
 void x86_gdt_build(uint64_t gdt[4], enum boot_mode mode);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The boot-timer device plugin: the guest writes 123 to say "booted" and the VMM logs how long it took. */
+/* The boot-timer device: the guest writes 123 to say "booted"; the VMM logs the time. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

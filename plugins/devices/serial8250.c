@@ -15,6 +15,25 @@
 
 #include <cubicle/plugin.h>
 
+/*
+ * Consoles:
+ *   stdio   guest output to stdout; with input = true, host stdin to the guest.
+ *           On a terminal stdin goes raw (the host restores it) and, as in
+ *           QEMU, Ctrl-A is an escape: Ctrl-A x ends the VM (status 0),
+ *           Ctrl-A a or Ctrl-A Ctrl-A sends one Ctrl-A, Ctrl-A h logs help.
+ *   file    guest output appended to path; no input.
+ *   socket  listen on the Unix socket path (a stale socket is replaced, a
+ *           live one or another file type is refused); one client at a time
+ *           gets the output and feeds the input. Without a client, output
+ *           is discarded.
+ *   none    output discarded, no input.
+ * Transmission is instantaneous (THRE is always set). Output never blocks a
+ * vCPU for long: a console that stops reading costs one OUT_WAIT_MS wait,
+ * then output is dropped (with a rate-limited warning) until it reads again.
+ * Host input waits in a backlog and enters the receive FIFO as the guest
+ * drains it, so pastes are not lost to overruns.
+ */
+
 /* Register offsets; 0 and 1 are the divisor latch while LCR.DLAB is set. */
 enum {
 	UART_RX = 0, UART_TX = 0, UART_DLL = 0,
@@ -260,11 +279,18 @@ static void out_byte(struct serial *s, uint8_t c)
 			continue;
 		if (n < 0 && errno == EAGAIN && ++tries < 4 && (!s->out_is_sock || out_wait(s)))
 			continue;
+		if (n < 0 && errno == EPIPE && !s->out_is_sock) {
+			/* The reader of stdout is gone for good (needs SIGPIPE ignored). */
+			s->h->log(s->in, CUB_LOG_WARN, "console output closed; guest output discarded");
+			s->out_fd = -1;
+			return;
+		}
 		goto drop;
 	}
 	if (s->out_stalled)
-		s->h->log(s->in, CUB_LOG_WARN, "console accepts output again; %llu bytes dropped",
-			  (unsigned long long)s->out_dropped);
+		s->h->log_ratelimited(s->in, CUB_LOG_WARN,
+				      "console accepts output again; %llu bytes dropped",
+				      (unsigned long long)s->out_dropped);
 	s->out_stalled = false;
 	s->out_dropped = 0;
 	return;
@@ -372,16 +398,16 @@ static void serial_io(void *priv, uint64_t off, void *data, uint32_t len, bool i
 	struct serial *s = priv;
 	uint8_t *b = data;
 
+	if (!is_write)
+		memset(b, 0, len);
 	if (off >= 8 || !len)
 		return;
 	pthread_mutex_lock(&s->lock);
 	/* The registers are bytes; a wider access uses its low byte. */
-	if (is_write) {
+	if (is_write)
 		serial_write(s, (unsigned)off, b[0]);
-	} else {
-		memset(b, 0, len);
+	else
 		b[0] = serial_read(s, (unsigned)off);
-	}
 	irq_update(s);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -514,8 +540,12 @@ static void listen_ready(void *arg)
 	int fd, err;
 
 	fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			s->h->log_ratelimited(s->in, CUB_LOG_WARN, "console accept: %s",
+					      strerror(errno));
 		return;
+	}
 	if (s->client_fd >= 0) {
 		s->h->log_ratelimited(s->in, CUB_LOG_WARN,
 				      "console client refused: one is already connected");
@@ -563,9 +593,9 @@ static int setup_stdio(struct serial *s)
 	s->in_fd = STDIN_FILENO;
 	err = s->h->fd_watch(s->in, STDIN_FILENO, EPOLLIN, stdin_ready, s);
 	if (err) {
-		/* A regular file or /dev/null cannot be polled: no input then. */
-		s->h->log(s->in, CUB_LOG_INFO, "stdin cannot be watched (%s); no guest input",
-			  strerror(-err));
+		/* A regular file or /dev/null cannot be polled (EPERM): no input then. */
+		s->h->log(s->in, err == -EPERM ? CUB_LOG_DEBUG : CUB_LOG_WARN,
+			  "stdin cannot be watched (%s); no guest input", strerror(-err));
 		s->in_fd = -1;
 	}
 	return 0;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The testdev device plugin: exit code, scratch register, character log and magic for tiny test guests. */
+/* The testdev device: exit code, scratch, log line and magic for tiny test guests. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -20,12 +20,13 @@ console=$e2e_work/console.log
 stderr=$e2e_work/stderr.log
 
 start=$(date +%s.%N)
-e2e_run "$CUBICLE" run "$cfg" \
+# Options before the file: right for both permuting and strict parsers.
+e2e_run "$CUBICLE" run \
 	--set machine.vcpus=2 --set machine.memory_mib=192 \
 	--set boot.kernel="$e2e_guest/vmlinuz" \
 	--set boot.initrd="$e2e_guest/initramfs.cpio.gz" \
 	--set boot.cmdline="$cmdline" \
-	>"$console" 2>"$stderr"
+	"$cfg" >"$console" 2>"$stderr"
 rc=$?
 echo "# exit status $rc after $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 

@@ -6,7 +6,7 @@
 set -u
 bd=${top_builddir:-.}
 cub=${CUBICLE:-$bd/cubicle}
-pl=$bd/tests/kvm/payloads
+pl=$(cd "$bd" && pwd)/tests/kvm/payloads
 if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
 	echo "SKIP: no usable /dev/kvm"
 	exit 77

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake_host.h"
 
@@ -273,36 +274,48 @@ int fake_host_ram(struct fake_host *fh, uint64_t base, uint64_t size)
 
 /* ---- plugins and their cfg ---- */
 
-static void *try_open(const char *path)
+static bool exists(const char *path)
 {
-	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	return !access(path, R_OK);
+}
+
+int fake_plugin_path(const char *name, char *path, size_t len)
+{
+	static const char *const sub[] = { "devices", "storage", "net" };
+	const char *dir = getenv("CUBICLE_TEST_PLUGIN_DIR");
+
+	if (dir) {
+		snprintf(path, len, "%s/%s.so", dir, name);
+		if (exists(path))
+			return 0;
+	}
+#ifdef CUB_BUILD_DIR
+	for (unsigned i = 0; i < CUB_ARRAY_SIZE(sub); i++) {
+		snprintf(path, len, "%s/plugins/%s/.libs/%s.so", CUB_BUILD_DIR, sub[i], name);
+		if (exists(path))
+			return 0;
+	}
+#endif
+	for (unsigned i = 0; i < CUB_ARRAY_SIZE(sub); i++) {
+		snprintf(path, len, "plugins/%s/.libs/%s.so", sub[i], name);
+		if (exists(path))
+			return 0;
+	}
+	fprintf(stderr, "fake_plugin_path: %s.so not found (set CUBICLE_TEST_PLUGIN_DIR)\n", name);
+	return -ENOENT;
 }
 
 const struct cub_plugin *fake_plugin_open(const char *name, void **dl)
 {
-	static const char *const sub[] = { "devices", "storage", "net" };
-	const char *dir = getenv("CUBICLE_TEST_PLUGIN_DIR");
 	const struct cub_plugin *p;
 	char path[4096];
-	void *h = NULL;
+	void *h;
 
-	if (dir) {
-		snprintf(path, sizeof(path), "%s/%s.so", dir, name);
-		h = try_open(path);
-	}
-#ifdef CUB_BUILD_DIR
-	for (unsigned i = 0; !h && i < 3; i++) {
-		snprintf(path, sizeof(path), "%s/plugins/%s/.libs/%s.so", CUB_BUILD_DIR, sub[i], name);
-		h = try_open(path);
-	}
-#endif
-	for (unsigned i = 0; !h && i < 3; i++) {
-		snprintf(path, sizeof(path), "plugins/%s/.libs/%s.so", sub[i], name);
-		h = try_open(path);
-	}
+	if (fake_plugin_path(name, path, sizeof(path)))
+		return NULL;
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
-		fprintf(stderr, "fake_plugin_open: %s.so not found (set CUBICLE_TEST_PLUGIN_DIR): %s\n",
-			name, dlerror());
+		fprintf(stderr, "fake_plugin_open: %s\n", dlerror());
 		return NULL;
 	}
 	p = dlsym(h, "cubicle_plugin");
@@ -438,11 +451,12 @@ const struct cub_method *fake_method_find(const struct cub_plugin *p, const char
 uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len)
 {
 	struct cub_region *r = &fh->regions[idx];
-	uint8_t b[8] = { 0 };
+	uint8_t b[8];
 	uint64_t v = 0;
 
 	if (idx >= fh->n_regions || len > 8)
 		return ~0ull;
+	memset(b, 0xa5, sizeof(b)); /* a handler must fill every byte it is asked for */
 	r->io(r->priv, off, b, len, false);
 	for (uint32_t i = 0; i < len; i++)
 		v |= (uint64_t)b[i] << (8 * i);

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cubicle/plugin.h"
@@ -93,11 +94,14 @@ struct cub_inst *fake_inst(struct fake_host *fh);
 int fake_host_ram(struct fake_host *fh, uint64_t base, uint64_t size);
 
 /*
- * Load a built plugin: dlopen + dlsym("cubicle_plugin") + ABI check, as the
- * real loader will. Looks for NAME.so in $CUBICLE_TEST_PLUGIN_DIR, then in
+ * Find a built plugin: NAME.so in $CUBICLE_TEST_PLUGIN_DIR, then in
  * CUB_BUILD_DIR/plugins/{devices,storage,net}/.libs, then the same under the
- * current directory. Prints why on stderr and returns NULL on failure.
+ * current directory. 0 with the path in path, or -ENOENT (reason on stderr).
+ * Hand the path to loader_open to cover the ABI gate and libffi calls too.
  */
+int fake_plugin_path(const char *name, char *path, size_t len);
+/* dlopen + dlsym("cubicle_plugin") + the ABI version check, without the
+ * core's loader. Prints why on stderr and returns NULL on failure. */
 const struct cub_plugin *fake_plugin_open(const char *name, void **dl);
 void fake_plugin_close(void *dl);
 
@@ -114,7 +118,8 @@ void fake_cfg_free(const struct cub_plugin *p, void *cfg);
 int fake_create(struct fake_host *fh, const struct cub_plugin *p, const void *cfg, void **priv);
 const struct cub_method *fake_method_find(const struct cub_plugin *p, const char *name);
 
-/* Guest access to recorded region idx: little-endian, len 1..8. */
+/* Guest access to recorded region idx: little-endian, len 1..8. Reads start
+ * from a 0xa5-filled buffer, so a handler that leaves bytes unset shows. */
 uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len);
 void fake_io_write(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len, uint64_t val);
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for the serial8250 plugin, loaded from its built .so and driven through the fake host. */
+/* Unit tests for the serial8250 plugin: its built .so driven through the fake host. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,10 +433,13 @@ static void test_stdin_tty_escape(void)
 	struct termios t;
 
 	m = posix_openpt(O_RDWR | O_NOCTTY);
-	CU_ASSERT_FATAL(m >= 0);
-	CU_ASSERT_FATAL(!grantpt(m) && !unlockpt(m));
-	sl = open(ptsname(m), O_RDWR | O_NOCTTY);
-	CU_ASSERT_FATAL(sl >= 0);
+	if (m < 0 || grantpt(m) || unlockpt(m) || (sl = open(ptsname(m), O_RDWR | O_NOCTTY)) < 0) {
+		printf("skipped: no pseudo-terminal here ");
+		if (m >= 0)
+			close(m);
+		close(saved);
+		return;
+	}
 	tcgetattr(sl, &t);
 	cfmakeraw(&t); /* the fake host's tty_raw only records */
 	tcsetattr(sl, TCSANOW, &t);
@@ -531,6 +536,27 @@ static void test_output_blocked(void)
 	close(p[1]);
 }
 
+/* stdout's reader went away: output stops, once, without a signal death. */
+static void test_output_epipe(void)
+{
+	static const char *const kv[] = { "console", "stdio", "input", "false", NULL };
+	int p[2], saved;
+
+	fflush(stdout);
+	saved = dup(1);
+	CU_ASSERT_EQUAL_FATAL(pipe(p), 0);
+	close(p[0]);
+	dup2(p[1], 1);
+	close(p[1]);
+	start_ok(kv);
+	wr(THR, 'a');
+	wr(THR, 'b');
+	CU_ASSERT_EQUAL(fake_log_count(&fh, CUB_LOG_WARN, "console output closed"), 1);
+	stop();
+	dup2(saved, 1);
+	close(saved);
+}
+
 static void test_reset(void)
 {
 	start_ok(no_console);
@@ -546,6 +572,71 @@ static void test_reset(void)
 	CU_ASSERT_EQUAL(rd(LCR), 0);
 	CU_ASSERT_EQUAL(rd(MCR), 0);
 	CU_ASSERT_EQUAL(rd(IIR), 0x01);
+	stop();
+}
+
+/* A hostile guest: random widths, offsets and values must not crash or hang. */
+static void test_random_accesses(void)
+{
+	static const uint32_t lens[] = { 1, 2, 4, 8 };
+	unsigned seed = 12345;
+
+	start_ok(no_console);
+	for (int i = 0; i < 200000; i++) {
+		uint32_t len = lens[rand_r(&seed) % 4];
+		uint64_t off = (uint64_t)(rand_r(&seed) % 12);
+
+		if (rand_r(&seed) & 1)
+			fake_io_write(&fh, 0, off, len, (uint64_t)rand_r(&seed));
+		else
+			fake_io_read(&fh, 0, off, len);
+	}
+	CU_ASSERT_EQUAL(ops()->reset(priv), 0);
+	CU_ASSERT_EQUAL(rd(LSR), 0x60);
+	CU_ASSERT_FALSE(irq());
+	stop();
+}
+
+static void *vcpu_thread(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+
+	for (int i = 0; i < 20000; i++) {
+		unsigned off = (unsigned)rand_r(&seed) % 8;
+
+		if (rand_r(&seed) & 1)
+			wr(off, (uint8_t)rand_r(&seed));
+		else
+			rd(off);
+	}
+	return NULL;
+}
+
+/* Two vCPUs and the event loop at once (run under TSan to see races). */
+static void test_threads(void)
+{
+	char path[96];
+	const char *const kv[] = { "console", "socket", "path", path, NULL };
+	pthread_t t[2];
+	int cli;
+
+	snprintf(path, sizeof(path), "%s/thr.sock", tmpdir);
+	start_ok(kv);
+	cli = unix_connect(path);
+	fake_watch_fire(&fh, fh.watches[0].fd);
+	fcntl(cli, F_SETFL, O_NONBLOCK);
+	for (uintptr_t i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, vcpu_thread, (void *)(i + 1));
+	for (int i = 0; i < 2000; i++) {
+		char junk[256];
+
+		if (write(cli, "input", 5) < 0 || read(cli, junk, sizeof(junk)) < 0)
+			(void)0; /* full or empty: fine */
+		fake_watch_fire(&fh, fh.watches[1].fd);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	close(cli);
 	stop();
 }
 
@@ -588,11 +679,15 @@ int main(void)
 		{ "stdin tty and Ctrl-A x", test_stdin_tty_escape },
 		{ "RX backlog", test_rx_backlog },
 		{ "blocked output drops", test_output_blocked },
+		{ "stdout reader gone", test_output_epipe },
 		{ "reset", test_reset },
+		{ "random guest accesses", test_random_accesses },
+		{ "vCPU threads and event loop", test_threads },
 	};
 	CU_pSuite s;
 	unsigned fails;
 
+	signal(SIGPIPE, SIG_IGN); /* a closed pipe must give EPIPE, not kill the test */
 	if (CU_initialize_registry() != CUE_SUCCESS)
 		return 1;
 	s = CU_add_suite("serial8250", suite_init, suite_clean);

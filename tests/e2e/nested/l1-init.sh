@@ -24,7 +24,7 @@ while read -r m; do
 	insmod "/lib/modules/$m" 2>/dev/null
 done </etc/modules.order
 
-cmd= rw=
+cmd='' rw=''
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	nestcmd=*) cmd=${arg#nestcmd=} ;;

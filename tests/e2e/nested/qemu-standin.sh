@@ -9,7 +9,7 @@
 set -uo pipefail
 [ "${1:-}" = run ] && [ $# -ge 2 ] || { echo "usage: $0 run CFG [--set k=v]..." >&2; exit 2; }
 cfg=$2; shift 2
-vcpus=1 mem=256 kernel= initrd=
+vcpus=1 mem=256 kernel='' initrd=''
 cmdline=$(sed -n 's/^[[:space:]]*cmdline[[:space:]]*=[[:space:]]*"\(.*\)";.*/\1/p' "$cfg" | head -n 1)
 while [ $# -gt 0 ]; do
 	case $1 in

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The x86 machine around the vCPUs: KVM's in-kernel PIC, IOAPIC and PIT,
+ * the arch state on vm->arch, and what `cubicle check-host` learns about
+ * this host's KVM. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "x86.h"
+
+const char *const arch_name = "x86_64";
+
+static int __attribute__((format(printf, 4, 5)))
+fail(int e, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+static bool has_cap(int fd, long cap)
+{
+	return ioctl(fd, KVM_CHECK_EXTENSION, cap) > 0;
+}
+
+int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
+{
+	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+	uint64_t idmap = X86_IDMAP_ADDR;
+	struct x86_vm *xv;
+
+	xv = calloc(1, sizeof(*xv));
+	if (!xv)
+		return fail(-ENOMEM, err, errlen, "x86 VM state: out of memory");
+	xv->vm = vm;
+	vm->arch = xv; /* from here on arch_vm_destroy cleans up */
+
+	/*
+	 * Intel without unrestricted guest runs real mode through vm86 and
+	 * needs three pages for a TSS and one for an identity page table,
+	 * both in guest-physical space that is not RAM: the top of the MMIO
+	 * hole, below the BIOS area. Hosts without the capability (AMD, PVM)
+	 * do not need them.
+	 */
+	if (has_cap(vm->kvm_fd, KVM_CAP_SET_TSS_ADDR) &&
+	    ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)X86_TSS_ADDR) < 0)
+		return fail(-errno, err, errlen, "KVM_SET_TSS_ADDR: %s", strerror(errno));
+	if (has_cap(vm->kvm_fd, KVM_CAP_SET_IDENTITY_MAP_ADDR) &&
+	    ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
+		return fail(-errno, err, errlen, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+	/* PIC + IOAPIC + per-vCPU LAPIC in the kernel; vCPUs 1..n then wait
+	 * for INIT/SIPI there and HLT never exits to us. */
+	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+		return fail(-errno, err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+	/* The PIT on GSI 0, and port 0x61 (speaker, PIT channel 2 gate) that
+	 * Linux's TSC calibration reads. */
+	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+		return fail(-errno, err, errlen, "KVM_CREATE_PIT2: %s", strerror(errno));
+
+	xv->cpuid = x86_cpuid_supported(vm->kvm_fd);
+	if (!xv->cpuid)
+		return fail(-errno, err, errlen, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+	xv->tsc_deadline = has_cap(vm->kvm_fd, KVM_CAP_TSC_DEADLINE_TIMER);
+	return x86_platform_setup(xv, err, errlen);
+}
+
+void arch_vm_destroy(struct vm *vm)
+{
+	struct x86_vm *xv = x86_of(vm);
+
+	/* vCPUs are stopped; the core frees the buses that still point at
+	 * our platform handlers, and never calls them again. */
+	if (!xv)
+		return;
+	x86_platform_destroy(xv);
+	free(xv->cpuid);
+	free(xv);
+	vm->arch = NULL;
+}
+
+/* "vmx", "svm" or NULL, from the flags line of /proc/cpuinfo. */
+static const char *cpu_virt(void)
+{
+	static const char *const names[] = { "vmx", "svm" };
+	const char *found = NULL;
+	char line[4096];
+	FILE *f = fopen("/proc/cpuinfo", "re");
+
+	if (!f)
+		return NULL;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *save, *tok;
+
+		if (strncmp(line, "flags", 5))
+			continue;
+		for (tok = strtok_r(strchr(line, ':'), " \t\n:", &save); tok && !found;
+		     tok = strtok_r(NULL, " \t\n", &save))
+			for (unsigned i = 0; i < 2; i++)
+				if (!strcmp(tok, names[i]))
+					found = names[i];
+		break; /* every CPU has the same flags */
+	}
+	fclose(f);
+	return found;
+}
+
+static bool host_is_pvm(void)
+{
+	return access("/sys/module/kvm_pvm", F_OK) == 0;
+}
+
+bool arch_host_can_boot_linux(char *why, size_t len)
+{
+	if (host_is_pvm()) {
+		snprintf(why, len,
+			 "host KVM is PVM (paravirtual): it cannot run a stock Linux kernel; run under tests/e2e/nested/run-nested.sh or on a host with VT-x/AMD-V");
+		return false;
+	}
+	if (!cpu_virt()) {
+		snprintf(why, len,
+			 "/proc/cpuinfo shows neither vmx nor svm: this CPU has no hardware virtualization for KVM (enable VT-x/AMD-V, or nested virtualization on the outer hypervisor)");
+		return false;
+	}
+	return true;
+}
+
+void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val, void *arg),
+		      void *arg)
+{
+	static const struct { const char *key; long cap; } caps[] = {
+		{ "kvm.x86.irqchip", KVM_CAP_IRQCHIP },
+		{ "kvm.x86.pit2", KVM_CAP_PIT2 },
+		{ "kvm.x86.tsc_deadline_timer", KVM_CAP_TSC_DEADLINE_TIMER },
+		{ "kvm.x86.x2apic_api", KVM_CAP_X2APIC_API },
+		{ "kvm.x86.set_tss_addr", KVM_CAP_SET_TSS_ADDR },
+		{ "kvm.x86.ext_cpuid", KVM_CAP_EXT_CPUID },
+	};
+	const char *virt = cpu_virt();
+	struct kvm_cpuid2 *c;
+	char buf[128];
+
+	line("x86.cpu_virtualization", virt ? virt : "none (no vmx or svm in /proc/cpuinfo)", arg);
+	line("x86.kvm_flavour", host_is_pvm() ? "PVM (paravirtual, kvm_pvm loaded)" :
+						"hardware-assisted", arg);
+	for (unsigned i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		int r = ioctl(kvm_fd, KVM_CHECK_EXTENSION, caps[i].cap);
+
+		snprintf(buf, sizeof(buf), r > 0 ? "yes" : "no");
+		line(caps[i].key, buf, arg);
+	}
+	c = x86_cpuid_supported(kvm_fd);
+	if (c)
+		snprintf(buf, sizeof(buf), "%u", c->nent);
+	else
+		snprintf(buf, sizeof(buf), "unknown (KVM_GET_SUPPORTED_CPUID: %s)", strerror(errno));
+	line("kvm.x86.supported_cpuid_entries", buf, arg);
+	free(c);
+}

@@ -1,0 +1,91 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Every user error path: exactly one clear line on stderr naming what is wrong
+# (file:line, option or file), a non-zero status, and no crash.
+set -u
+bd=${top_builddir:-.}
+sd=${top_srcdir:-.}
+cub=${CUBICLE:-$bd/cubicle}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+printf 'not a kernel\n' >"$tmp/junk-kernel"
+printf 'hello' >"$tmp/junk.so"
+good_boot="boot = { kernel = \"junk-kernel\"; };"
+
+# expect NAME WANT_STATUS REGEX -- ARGS...: one stderr line matching REGEX.
+expect() {
+	name=$1 want=$2 re=$3
+	shift 4
+	timeout 30 "$cub" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	got=$?
+	lines=$(grep -vc '^Try .cubicle help' "$tmp/err")
+	if [ "$got" -eq "$want" ] && [ "$lines" -eq 1 ] && grep -Eq "$re" "$tmp/err"; then
+		echo "ok - $name"
+		pass=$((pass + 1))
+	else
+		echo "not ok - $name: status $got (want $want), $lines stderr lines, want /$re/:"
+		sed 's/^/#   /' "$tmp/err" | head -n 10
+		fail=$((fail + 1))
+	fi
+}
+
+cfg() { printf '%s\n' "$@" >"$tmp/vm.cfg"; }
+
+expect "no command" 2 "Usage|cubicle" -- 
+expect "unknown command" 2 "unknown command 'fly'" -- fly
+expect "run without config" 2 "exactly one CONFIG" -- run
+expect "bad option" 2 "bad option|unrecognized|invalid option" -- run --frobnicate x.cfg
+expect "bad --log-level" 2 "--log-level loud" -- run --log-level loud x.cfg
+expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"
+cfg "$good_boot" "machine = { vcpus = 1 }"
+expect "syntax error" 1 "vm.cfg:2: syntax error" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = {" "  cpus = 2;" "};"
+expect "unknown key" 1 "vm.cfg:3: unknown key 'machine.cpus'; expected one of: vcpus" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { vcpus = \"two\"; };"
+expect "wrong type" 1 "vm.cfg:2: 'machine.vcpus' must be an integer, not a string" -- run "$tmp/vm.cfg"
+cfg "boot = {" "  kernel = \"missing-kernel\";" "};"
+expect "missing kernel" 1 "vm.cfg:2: boot.kernel: cannot read .*missing-kernel: No such file" -- run "$tmp/vm.cfg"
+cfg "$good_boot"
+expect "--set out of range" 1 "--set machine.vcpus=0: 'machine.vcpus' is 0" -- run "$tmp/vm.cfg" --set machine.vcpus=0
+expect "--set malformed" 1 "expected PATH=VALUE" -- run "$tmp/vm.cfg" --set machine.vcpus
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"warp-drive\"; id = \"w\"; }" ");"
+expect "unknown plugin" 1 "vm.cfg:4: no device plugin named 'warp-drive'" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"serial8250\"; id = \"com1\";" "    colour = \"red\"; }" ");"
+expect "unknown plugin param" 1 "vm.cfg:5: serial8250\\[com1\\]: unknown parameter 'colour'" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"serial8250\"; id = \"com1\"; console = \"file\"; }" ");"
+expect "plugin refuses config" 1 "vm.cfg:4: serial8250\\[com1\\]: .*path" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"a\"; }," "  { type = \"boot-timer\"; id = \"b\"; }" ");"
+expect "layout conflict" 1 "vm.cfg:5: boot-timer\\[b\\]: " -- run "$tmp/vm.cfg"
+if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+	cfg "$good_boot" "machine = { host_check = false; };"
+	expect "not a kernel" 1 "junk-kernel: .*not a bzImage or ELF" -- run "$tmp/vm.cfg"
+	cfg "boot = { kernel = \"junk-kernel\"; format = \"flat\"; mode = \"real\"; load_addr = 0x200000; };"
+	expect "real-mode payload above 1 MiB" 1 "junk-kernel: .*" -- run "$tmp/vm.cfg"
+fi
+if [ -d /sys/module/kvm_pvm ] || ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+	cfg "$good_boot"
+	expect "host check refuses Linux on this KVM" 1 "cannot run a stock Linux kernel|no VT-x|vmx" -- run "$tmp/vm.cfg"
+fi
+expect "plugins: not a plugin file" 1 "junk.so: not a loadable plugin" -- plugins "$tmp/junk.so"
+expect "plugins: other ABI major" 1 "unit_bad_abi.so: plugin ABI 2.0, but this cubicle speaks ABI 1.0" -- \
+	plugins "$bd/tests/unit/plugins/.libs/unit_bad_abi.so"
+expect "plugins: no symbol" 1 "unit_no_symbol.so: not a cubicle plugin" -- \
+	plugins "$bd/tests/unit/plugins/.libs/unit_no_symbol.so"
+expect "plugins: unknown name" 1 "no plugin named 'nope'" -- plugins nope
+
+# The good paths print what they should.
+if "$cub" plugins | grep -q '^serial8250 *device' && "$cub" plugins boot-timer | grep -q 'elapsed_us'; then
+	echo "ok - plugins lists and describes"; pass=$((pass + 1))
+else
+	echo "not ok - plugins lists and describes"; fail=$((fail + 1))
+fi
+if "$cub" --help | grep -q 'Usage: cubicle' && "$cub" --version | grep -q 'plugin ABI 1'; then
+	echo "ok - --help and --version"; pass=$((pass + 1))
+else
+	echo "not ok - --help and --version"; fail=$((fail + 1))
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
