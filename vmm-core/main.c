@@ -70,6 +70,18 @@ static int usage_error(const char *fmt, ...)
 	return VM_EXIT_USAGE;
 }
 
+/* getopt_long stopped at a bad option: name it (opterr is off). */
+static int bad_option(const char *cmd, char **argv)
+{
+	const char *opt = argv[optind - 1];
+
+	if (optopt && optopt != '?' && (opt[0] != '-' || opt[1] == '-' || opt[1] != optopt))
+		return usage_error("%s: option -%c needs a value", cmd, optopt);
+	if (optopt && opt[1] == optopt && !opt[2])
+		return usage_error("%s: option %s needs a value", cmd, opt);
+	return usage_error("%s: unknown option %s", cmd, opt);
+}
+
 static void scan_warn(const char *msg, void *arg)
 {
 	log_msg(*(int *)arg, NULL, "skipping plugin %s", msg);
@@ -222,7 +234,7 @@ static int cmd_run(int argc, char **argv)
 		case 'h':
 			return usage(stdout, 0);
 		default:
-			return usage_error("%s", "bad option for 'run'");
+			return bad_option("run", argv);
 		}
 	}
 	if (optind != argc - 1)
@@ -311,7 +323,7 @@ static int cmd_plugins(int argc, char **argv)
 		else if (c == 'h')
 			return usage(stdout, 0);
 		else
-			return usage_error("%s", "bad option for 'plugins'");
+			return bad_option("plugins", argv);
 	}
 	if (argc - optind > 1)
 		return usage_error("%s", "'plugins' takes at most one NAME or FILE");
@@ -376,7 +388,7 @@ static int cmd_check_host(int argc, char **argv)
 		else if (c == 'h')
 			return usage(stdout, 0);
 		else
-			return usage_error("%s", "bad option for 'check-host'");
+			return bad_option("check-host", argv);
 	}
 	if (optind != argc)
 		return usage_error("%s", "'check-host' takes no arguments (use --dir DIR)");
@@ -388,8 +400,10 @@ int main(int argc, char **argv)
 	const char *cmd;
 
 	clock_mark_start();
+	/* A console whose reader went away is the device's business (EPIPE). */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
-		return usage(stderr, VM_EXIT_USAGE);
+		return usage_error("%s", "missing COMMAND: run, plugins or check-host");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
 		return usage(stdout, 0);
@@ -399,6 +413,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	optind = 1;
+	opterr = 0;
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "plugins"))

@@ -73,7 +73,7 @@ static void test_errors(void)
 		   "expected one of: auto, bzimage, elf, flat");
 	expect_err("boot = { kernel = \"vmlinuz\"; mode = \"long\"; };\n", ":1:",
 		   "only applies to format = \"flat\"");
-	expect_err(KERNEL_OK "machine = { vcpus = 1 }\n", "config.cfg:2:", "syntax error");
+	expect_err(KERNEL_OK "machine = { vcpus = = 1; };\n", "config.cfg:2:", "syntax error");
 	expect_err(KERNEL_OK "devices = ( { id = \"x\"; } );\n", ":2:", "needs type");
 	expect_err(KERNEL_OK "devices = ( { type = \"a\"; id = \"x\"; },\n { type = \"b\"; id = \"x\"; } );\n",
 		   ":3:", "used twice");

@@ -8,7 +8,13 @@
 
 #include "cubicle/plugin.h"
 
-enum { GOOD = 1, BAD_ABI, NEWER_MINOR, NO_SYMBOL, BAD_PARAM, BAD_SIG };
+/* #defines, not an enum: #if must see them. */
+#define GOOD 1
+#define BAD_ABI 2
+#define NEWER_MINOR 3
+#define NO_SYMBOL 4
+#define BAD_PARAM 5
+#define BAD_SIG 6
 
 struct good_cfg {
 	bool flag;
