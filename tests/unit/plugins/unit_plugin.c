@@ -27,7 +27,7 @@ struct good_cfg {
 
 static const char *const colours[] = { "red", "green", "blue", NULL };
 
-static const struct cub_param params[] = {
+static const struct cub_param params[] __attribute__((unused)) = {
 	{ "flag", CUB_P_BOOL, offsetof(struct good_cfg, flag), "false", NULL, "a bool" },
 	{ "count", CUB_P_INT, offsetof(struct good_cfg, count), "-3", NULL, "an int" },
 	{ "big", CUB_P_U64, offsetof(struct good_cfg, big), NULL, NULL, "required u64" },
@@ -53,7 +53,7 @@ static int m_fail(void *priv, struct cub_reply *r, int flag, uint32_t code)
 	return flag ? -(int)code : 0;
 }
 
-static const struct cub_method methods[] = {
+static const struct cub_method methods[] __attribute__((unused)) = {
 	{ "add", "xt", "a + b", (void (*)(void))m_add },
 	{ "echo", "s", "priv|s", (void (*)(void))m_echo },
 	{ "fail", VARIANT == BAD_SIG ? "bq" : "bu", "-code if flag", (void (*)(void))m_fail },
