@@ -159,7 +159,8 @@ static int load_linux_rest(struct vm *vm, const struct boot_cfg *b, const void *
 	struct x86_vm *xv = x86_of(vm);
 	struct boot_params *bp = mem_map(&vm->mem, X86_ZERO_PAGE, sizeof(*bp));
 	struct boot_e820_entry e820[X86_E820_MAX];
-	struct x86_boot_setup s = { .hdr = hdr, .hdr_len = hdr_len, .cmdline_gpa = X86_CMDLINE_ADDR };
+	struct x86_boot_setup s = { .hdr = hdr, .hdr_len = hdr_len, .cmdline_gpa = X86_CMDLINE_ADDR,
+				    .rsdp_gpa = X86_ACPI_RSDP };
 	void *stack = mem_map(&vm->mem, X86_STACK_BASE, PAGE_SIZE);
 	const char *cmd = b->cmdline ? b->cmdline : "";
 	size_t clen = strlen(cmd);

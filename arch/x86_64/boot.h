@@ -52,6 +52,7 @@ struct x86_boot_setup {
 	uint64_t initrd_gpa, initrd_size; /* size 0: no initrd */
 	const struct boot_e820_entry *e820;
 	unsigned n_e820;
+	uint64_t rsdp_gpa;   /* boot_params.acpi_rsdp_addr, 0 for none */
 };
 
 /*
@@ -108,6 +109,18 @@ size_t x86_mptable_size(unsigned n_cpus);
  */
 int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint32_t cpu_sig,
 		      uint32_t cpu_features);
+
+/* Bytes of ACPI tables: RSDP, XSDT, FADT, DSDT, MADT for n CPUs. */
+#define X86_ACPI_SIZE(n) (510 + 8 * (size_t)(n))
+size_t x86_acpi_size(unsigned n_cpus);
+/*
+ * Build the ACPI tables for guest address @gpa (the RSDP first) into @buf:
+ * XSDT -> FADT (hardware-reduced, reset register = i8042 port 0x64 value
+ * 0xfe) -> empty DSDT, and a MADT with @n_cpus enabled LAPICs (APIC id =
+ * index), the IOAPIC (id n_cpus, GSI base 0) and LINT1 NMI. Returns the
+ * size, -EINVAL (bad n_cpus) or -ENOSPC (@len, or past X86_ACPI_LIMIT).
+ */
+int x86_acpi_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus);
 
 /* GDT at X86_GDT_ADDR: null, null, code at __BOOT_CS (64-bit for
  * BOOT_MODE_LONG, else 32-bit), flat data at __BOOT_DS. */

@@ -255,6 +255,7 @@ int x86_boot_params_build(struct boot_params *bp, const struct x86_boot_setup *s
 	bp->ext_ramdisk_size = (uint32_t)(s->initrd_size >> 32);
 	if (!s->initrd_size)
 		h->ramdisk_image = bp->ext_ramdisk_image = 0;
+	bp->acpi_rsdp_addr = s->rsdp_gpa;
 	bp->e820_entries = (uint8_t)s->n_e820;
 	if (s->n_e820)
 		memcpy(bp->e820_table, s->e820, s->n_e820 * sizeof(*s->e820));

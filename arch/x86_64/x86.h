@@ -29,6 +29,8 @@
 #define X86_CMDLINE_MAX     0x10000ULL /* bytes reserved at 0x20000 */
 #define X86_EBDA_START      0x9fc00ULL /* top 1 KiB of base RAM: MP table */
 #define X86_MPTABLE_LIMIT   0xc0000ULL /* MP table may spill into the VGA window */
+#define X86_ACPI_RSDP       0xe0000ULL /* RSDP, then the tables; BIOS scan area */
+#define X86_ACPI_LIMIT      0xf0000ULL
 #define X86_HIMEM_START     0x100000ULL
 #define X86_KERNEL_LOAD     0x100000ULL /* bzImage protected-mode part */
 

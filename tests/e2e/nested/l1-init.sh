@@ -54,7 +54,9 @@ mkdir -p /host/dev/pts 2>/dev/null && mount -t devpts devpts /host/dev/pts 2>/de
 # 9p holds no sockets or FIFOs and the root is read-only: give the command tmpfs.
 mount -t tmpfs -o mode=755 tmpfs /host/run
 mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm 2>/dev/null
-mount -t tmpfs -o mode=1777 tmpfs /host/tmp 2>/dev/null
+# /tmp stays the host's (read-only): a checkout under /tmp must stay visible.
+# Scratch files go to TMPDIR=/run/tmp instead.
+mkdir -p -m 1777 /host/run/tmp
 # After the tmpfs mounts, so a scratch folder under /tmp or /run stays visible.
 [ -d "/host$rw" ] || mkdir -p "/host$rw"
 mount -t 9p -o $o work "/host$rw" || fail "cannot mount the scratch folder $rw over 9p"

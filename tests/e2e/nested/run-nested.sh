@@ -6,7 +6,7 @@
 #
 # L1 sees the host's / read-only over 9p (chrooted into it, same paths) and DIR
 # read-write at the same path (default: a temporary folder, removed afterwards).
-# /run, /tmp and /dev/shm are tmpfs inside L1; HOME points at a tmpfs folder
+# /run and /dev/shm are tmpfs inside L1 (TMPDIR=/run/tmp); /tmp is the host's, read-only; HOME points at a tmpfs folder
 # whose entries link back to the real home (so ~/.cache is still readable).
 # The environment and working directory are carried over. COMMAND's stdout and
 # stderr land in DIR/nested-stdout and DIR/nested-stderr and are then replayed
@@ -85,7 +85,7 @@ rm -f "$log" "$out" "$err"
 		case $v in PWD|OLDPWD|SHLVL|_|TMPDIR|HOME|TERM) continue ;; esac
 		printf 'export %s=%q\n' "$v" "${!v}"
 	done
-	printf 'export TMPDIR=/tmp XDG_RUNTIME_DIR=/run/user\n'
+	printf 'export TMPDIR=/run/tmp XDG_RUNTIME_DIR=/run/user\n'
 	printf 'mkdir -p /run/user /run/home && export HOME=/run/home\n'
 	if [ -n "${HOME:-}" ] && [ "$HOME" != / ]; then
 		printf 'for e in %q/.[!.]* %q/*; do [ -e "$e" ] && ln -s "$e" /run/home/; done\n' "$HOME" "$HOME"
