@@ -70,8 +70,13 @@ void log_vmsg(int lvl, const char *prefix, const char *fmt, va_list ap)
 		lvl = CUB_LOG_ERR;
 	if (lvl > CUB_LOG_DEBUG)
 		lvl = CUB_LOG_DEBUG;
-	n = snprintf(buf, sizeof(buf), "cubicle: %s%s%s", prefix ? prefix : "", prefix ? ": " : "",
-		     tag[lvl]);
+	if (level >= CUB_LOG_DEBUG) /* with debug on, every line carries the time since start */
+		n = snprintf(buf, sizeof(buf), "cubicle: [%9.3f ms] %s%s%s",
+			     (double)clock_since_start_us() / 1000.0, prefix ? prefix : "",
+			     prefix ? ": " : "", tag[lvl]);
+	else
+		n = snprintf(buf, sizeof(buf), "cubicle: %s%s%s", prefix ? prefix : "",
+			     prefix ? ": " : "", tag[lvl]);
 	if (n < 0)
 		return;
 	if ((size_t)n < sizeof(buf))

@@ -130,10 +130,12 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	sigset_t set;
 	int ret;
 
+	log_debug("config loaded, %u plugins found", r->reg.n);
 	ret = vm_create(&r->vm, &r->cfg, err, errlen);
 	r->have_vm = true;
 	if (ret)
 		return ret;
+	log_debug("VM created with %" PRIu64 " MiB of RAM", r->cfg.memory_mib);
 	r->vm.ev = event_new();
 	if (!r->vm.ev) {
 		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
@@ -153,6 +155,7 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	ret = devices_create_all(&r->vm, &r->reg, &r->cfg, &r->insts, &r->n_insts, err, errlen);
 	if (ret)
 		return ret;
+	log_debug("%u devices created", r->n_insts);
 	ret = arch_boot_load(&r->vm, b, err, errlen);
 	if (ret)
 		return ret;
@@ -162,6 +165,7 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	ret = vm_create_vcpus(&r->vm, err, errlen);
 	if (ret)
 		return ret;
+	log_debug("%u vCPUs set up", r->cfg.vcpus);
 	ret = event_start(r->vm.ev);
 	if (ret) {
 		snprintf(err, errlen, "event loop thread: %s", strerror(-ret));

@@ -163,30 +163,46 @@ int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint
 	return (int)size;
 }
 
+/* Map [gpa, gpa + size) for a table, or NULL when a flat payload owns that
+ * RAM (or there is none): payloads get tables only where they fit. */
+static void *table_area(struct vm *vm, uint64_t gpa, size_t size)
+{
+	struct x86_vm *xv = x86_of(vm);
+	void *p = mem_map(&vm->mem, gpa, size);
+
+	if (xv->format == BOOT_FLAT && p && xv->payload_lo < gpa + size && gpa < xv->payload_hi)
+		return NULL;
+	return p;
+}
+
+/*
+ * Both an MP table (kernels without ACPI) and ACPI tables (kernels built
+ * without CONFIG_X86_MPPARSE, such as Debian's cloud kernel); a kernel
+ * with both uses the MADT.
+ */
 int arch_describe(struct vm *vm, char *err, size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
 	unsigned n = vm->cfg && vm->cfg->vcpus ? vm->cfg->vcpus : vm->n_vcpus;
 	uint32_t sig = 0x600, feat = 0x201; /* family 6; FPU and APIC */
 	struct kvm_cpuid_entry2 *e;
-	size_t size;
-	void *buf;
+	void *mp, *acpi;
 	int ret;
 
 	if (!xv)
 		return -EINVAL;
 	if (!n)
 		n = 1;
-	size = x86_mptable_size(n);
-	buf = mem_map(&vm->mem, X86_EBDA_START, size);
-	/* A flat payload owns all of RAM; describe the machine only where it
-	 * does not overwrite the payload. */
-	if (xv->format == BOOT_FLAT &&
-	    (!buf || (xv->payload_lo < X86_EBDA_START + size && X86_EBDA_START < xv->payload_hi)))
-		return 0;
-	if (!buf) {
-		snprintf(err, errlen, "guest RAM does not reach 0x%llx for the MP table",
-			 (unsigned long long)(X86_EBDA_START + size));
+	if (n > CONFIG_MAX_VCPUS) {
+		snprintf(err, errlen, "%u vCPUs: the x86 tables describe at most %d", n,
+			 CONFIG_MAX_VCPUS);
+		return -EINVAL;
+	}
+	mp = table_area(vm, X86_EBDA_START, x86_mptable_size(n));
+	acpi = table_area(vm, X86_ACPI_RSDP, x86_acpi_size(n));
+	if (xv->format != BOOT_FLAT && (!mp || !acpi)) {
+		snprintf(err, errlen, "guest RAM does not reach 0x%llx for the MP and ACPI tables",
+			 (unsigned long long)X86_ACPI_LIMIT);
 		return -ENOMEM;
 	}
 	e = xv->cpuid ? x86_cpuid_find(xv->cpuid, 1, 0) : NULL;
@@ -194,10 +210,11 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 		sig = e->eax;
 		feat = e->edx;
 	}
-	ret = x86_mptable_build(buf, size, X86_EBDA_START, n, sig, feat);
+	ret = mp ? x86_mptable_build(mp, x86_mptable_size(n), X86_EBDA_START, n, sig, feat) : 0;
+	if (ret >= 0 && acpi)
+		ret = x86_acpi_build(acpi, x86_acpi_size(n), X86_ACPI_RSDP, n);
 	if (ret < 0) {
-		snprintf(err, errlen, "MP table for %u vCPUs does not fit below 0x%llx", n,
-			 (unsigned long long)X86_MPTABLE_LIMIT);
+		snprintf(err, errlen, "MP/ACPI tables for %u vCPUs: %s", n, strerror(-ret));
 		return ret;
 	}
 	return 0;

@@ -15,6 +15,7 @@
 #define STR_OBF      0x01 /* output buffer full */
 #define STR_SYSFLAG  0x04 /* self-test passed */
 #define STR_CMDDAT   0x08 /* last write was a command */
+#define STR_KEYLOCK  0x10 /* set: keyboard not inhibited by the key lock */
 #define STR_AUXDATA  0x20 /* output byte came from the aux (mouse) port */
 #define CMD_RCTR     0x20
 #define CMD_WCTR     0x60
@@ -145,7 +146,7 @@ static void i8042_access(void *priv, bool cmd, void *data, uint32_t len, bool is
 		b[0] = k->out;
 		k->out_full = false;
 	} else if (!is_write) {
-		b[0] = STR_SYSFLAG | (k->out_full ? STR_OBF : 0) | (k->out_aux ? STR_AUXDATA : 0) |
+		b[0] = STR_SYSFLAG | STR_KEYLOCK | (k->out_full ? STR_OBF : 0) | (k->out_aux ? STR_AUXDATA : 0) |
 		       (k->last_cmd ? STR_CMDDAT : 0);
 	} else if (!cmd) {
 		k->last_cmd = false;

@@ -31,11 +31,39 @@ static bool has_cap(int fd, long cap)
 	return ioctl(fd, KVM_CHECK_EXTENSION, cap) > 0;
 }
 
+/*
+ * Leave the 8259s as a BIOS would: initialised (vectors 0x08 and 0x70) and
+ * fully masked. KVM creates them unmasked with vector base 0, and a kernel
+ * that never programs them (hardware-reduced ACPI) would otherwise take
+ * any ISA IRQ a second time through the BSP's ExtINT LINT0 as an exception
+ * vector.
+ */
+static int mask_pic(struct vm *vm)
+{
+	static const struct { uint32_t id; uint8_t base; } pics[] = {
+		{ KVM_IRQCHIP_PIC_MASTER, 0x08 }, { KVM_IRQCHIP_PIC_SLAVE, 0x70 },
+	};
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct kvm_irqchip chip = { .chip_id = pics[i].id };
+
+		if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &chip) < 0)
+			return -errno;
+		chip.chip.pic.imr = 0xff;
+		chip.chip.pic.irq_base = pics[i].base;
+		chip.chip.pic.init4 = 1;
+		if (ioctl(vm->vm_fd, KVM_SET_IRQCHIP, &chip) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 {
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 	uint64_t idmap = X86_IDMAP_ADDR;
 	struct x86_vm *xv;
+	int ret;
 
 	xv = calloc(1, sizeof(*xv));
 	if (!xv)
@@ -60,6 +88,9 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 	 * for INIT/SIPI there and HLT never exits to us. */
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
 		return fail(-errno, err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+	ret = mask_pic(vm);
+	if (ret)
+		return fail(ret, err, errlen, "KVM_GET/SET_IRQCHIP (PIC): %s", strerror(-ret));
 	/* The PIT on GSI 0, and port 0x61 (speaker, PIT channel 2 gate) that
 	 * Linux's TSC calibration reads. */
 	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
