@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Minimal ACPI tables (RSDP, XSDT, a hardware-reduced FADT, an empty DSDT
+/* Minimal ACPI tables (RSDP, XSDT, a FADT, an empty DSDT
  * and the MADT): the only way a distribution kernel built without
  * CONFIG_X86_MPPARSE (Debian's cloud kernel) learns about its other CPUs. */
 #include <errno.h>
@@ -17,6 +17,11 @@
 
 /* FADT offsets and flags (ACPI 6.x, 5.2.9; Linux: include/acpi/actbl.h). */
 #define FADT_DSDT         40
+#define FADT_SCI_INT      46
+#define FADT_PM1A_EVT     56
+#define FADT_PM1A_CNT     64
+#define FADT_PM1_EVT_LEN  88
+#define FADT_PM1_CNT_LEN  89
 #define FADT_BOOT_ARCH    109
 #define FADT_FLAGS        112
 #define FADT_RESET_REG    116
@@ -28,7 +33,6 @@
 #define FLAG_PWR_BUTTON   (1u << 4)  /* no fixed-feature power button */
 #define FLAG_SLP_BUTTON   (1u << 5)
 #define FLAG_RESET_REG    (1u << 10)
-#define FLAG_HW_REDUCED   (1u << 20)
 #define GAS_SYSTEM_IO     1
 
 static void put16(uint8_t *p, uint16_t v)
@@ -77,18 +81,26 @@ static void finish(uint8_t *t)
 }
 
 /*
- * Hardware-reduced: no PM1 blocks, SCI or PM timer to emulate; Linux then
- * also leaves the PIT and the 8259 alone (acpi_generic_reduced_hw_init in
- * arch/x86/kernel/acpi/boot.c) and runs on the LAPIC timer and kvm-clock.
- * The reset register is the i8042 command port, so the default
- * reboot=acpi resets the same way reboot=k does.
+ * A full (not hardware-reduced) FADT. Hardware-reduced would spare the PM1
+ * registers, but Linux then drops the legacy PIC and with it the ISA IRQs
+ * 0-15 that platform drivers request by number (i8042 on 1, rtc_cmos on 8,
+ * the COM ports on 3 and 4) unless a DSDT describes each device in AML
+ * (acpi_generic_reduced_hw_init, arch/x86/kernel/acpi/boot.c). So: SMI_CMD
+ * 0 (always in ACPI mode), the SCI on IRQ 9, PM1a event and control blocks
+ * from platform.c, no PM timer. The reset register is the i8042 command
+ * port, so the default reboot=acpi resets the same way reboot=k does.
  */
 static void build_fadt(uint8_t *t, uint64_t dsdt)
 {
 	header(t, "FACP", FADT_LEN, 6);
 	put32(t + FADT_DSDT, (uint32_t)dsdt);
+	put16(t + FADT_SCI_INT, X86_ACPI_SCI_IRQ);
+	put32(t + FADT_PM1A_EVT, X86_PM1A_EVT_PORT);
+	put32(t + FADT_PM1A_CNT, X86_PM1A_CNT_PORT);
+	t[FADT_PM1_EVT_LEN] = 4;
+	t[FADT_PM1_CNT_LEN] = 2;
 	put16(t + FADT_BOOT_ARCH, BOOT_ARCH_8042 | BOOT_ARCH_NO_VGA);
-	put32(t + FADT_FLAGS, FLAG_HW_REDUCED | FLAG_RESET_REG | FLAG_PWR_BUTTON | FLAG_SLP_BUTTON);
+	put32(t + FADT_FLAGS, FLAG_RESET_REG | FLAG_PWR_BUTTON | FLAG_SLP_BUTTON);
 	t[FADT_RESET_REG] = GAS_SYSTEM_IO;
 	t[FADT_RESET_REG + 1] = 8;  /* bit width */
 	t[FADT_RESET_REG + 3] = 1;  /* byte access */

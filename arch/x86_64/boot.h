@@ -115,8 +115,8 @@ int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint
 size_t x86_acpi_size(unsigned n_cpus);
 /*
  * Build the ACPI tables for guest address @gpa (the RSDP first) into @buf:
- * XSDT -> FADT (hardware-reduced, reset register = i8042 port 0x64 value
- * 0xfe) -> empty DSDT, and a MADT with @n_cpus enabled LAPICs (APIC id =
+ * XSDT -> FADT (SCI on IRQ 9, PM1 blocks at 0x600, reset register = i8042
+ * port 0x64 value 0xfe) -> empty DSDT, and a MADT with @n_cpus enabled LAPICs (APIC id =
  * index), the IOAPIC (id n_cpus, GSI base 0) and LINT1 NMI. Returns the
  * size, -EINVAL (bad n_cpus) or -ENOSPC (@len, or past X86_ACPI_LIMIT).
  */

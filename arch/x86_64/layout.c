@@ -40,13 +40,14 @@ int arch_mem_layout(uint64_t ram_size, struct mem_bank *banks, unsigned max)
 
 /*
  * IRQs for generic MMIO devices. 0-2 are the PIT, keyboard and cascade,
- * 3 and 4 the UARTs; 8 is skipped because Linux's rtc_cmos claims it for
- * the CMOS clock we emulate, and 12 because it is the PS/2 mouse line that
+ * 3 and 4 the UARTs; skipped: 8, which Linux's rtc_cmos claims for the
+ * CMOS clock we emulate, 9, the ACPI SCI (level, active low: it cannot be
+ * shared with an edge-triggered device), and 12, the PS/2 mouse line that
  * i8042 may still claim. Everything else up to the IOAPIC's last pin is
- * free: the MP table routes ISA IRQ n to pin n for all 24 pins.
+ * free: the MP table and the MADT route ISA IRQ n to pin n for all 24 pins.
  */
 static const unsigned char generic_irqs[] = {
-	5, 6, 7, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+	5, 6, 7, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
 };
 
 int x86_layout_irq(unsigned n)
@@ -168,7 +169,8 @@ static int place_generic(struct x86_layout *l, struct cub_region *r, char *err, 
 	irq = x86_layout_irq(l->n_irq);
 	if (irq < 0)
 		return fail(-ENOSPC, err, errlen,
-			    "class \"%s\": no interrupt line left (IRQs 5-23 are all taken)", r->class);
+			    "class \"%s\": no interrupt line left (all %zu IRQs between 5 and 23 are taken)",
+			    r->class, sizeof(generic_irqs));
 	r->bus = CUB_BUS_MMIO;
 	r->base = X86_MMIO_SLOTS_BASE + l->mmio_used;
 	r->irq = irq;

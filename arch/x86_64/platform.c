@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The legacy PC ports a Linux guest touches that KVM does not emulate: the
- * i8042 (its probe and the CPU-reset line), the POST port 0x80 and the CMOS
- * RTC. PIC, PIT, ELCR and the speaker port are in-kernel (vm.c). */
+ * i8042 (its probe and the CPU-reset line), the POST port 0x80, the CMOS
+ * RTC and the ACPI PM1 registers. PIC, PIT, ELCR and the speaker port are
+ * in-kernel (vm.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -238,6 +239,38 @@ static void cmos_io(void *priv, uint64_t off, void *data, uint32_t len, bool is_
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * ACPI PM1a: status (0x600) reads 0, as no fixed event ever fires; enable
+ * (0x602) is plain storage; control (0x604) always shows SCI_EN, since
+ * there is no SMI_CMD to switch modes with. Sleep requests are ignored:
+ * the DSDT offers no \_S5, so Linux never writes one.
+ */
+#define PM1_SCI_EN 0x0001
+
+static void pm_io(void *priv, uint64_t off, void *data, uint32_t len, bool is_write)
+{
+	struct x86_pm *pm = &((struct x86_vm *)priv)->pm;
+	uint8_t regs[6];
+
+	pthread_mutex_lock(&pm->lock);
+	memset(regs, 0, 2);
+	memcpy(regs + 2, &pm->enable, 2);
+	pm->control |= PM1_SCI_EN;
+	memcpy(regs + 4, &pm->control, 2);
+	if (off + len > sizeof(regs)) {
+		if (!is_write)
+			memset(data, 0xff, len);
+	} else if (!is_write) {
+		memcpy(data, regs + off, len);
+	} else {
+		memcpy(regs + off, data, len);
+		memcpy(&pm->enable, regs + 2, 2);
+		memcpy(&pm->control, regs + 4, 2);
+		pm->control |= PM1_SCI_EN;
+	}
+	pthread_mutex_unlock(&pm->lock);
+}
+
 int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen)
 {
 	struct bus *pio = &xv->vm->pio;
@@ -245,6 +278,7 @@ int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen)
 
 	pthread_mutex_init(&xv->i8042.lock, NULL);
 	pthread_mutex_init(&xv->cmos.lock, NULL);
+	pthread_mutex_init(&xv->pm.lock, NULL);
 	xv->locks_ready = true;
 	/* Translated scancodes, interrupts off until Linux turns them on. */
 	xv->i8042.ctr = 0x44 | CTR_AUXDIS;
@@ -254,6 +288,7 @@ int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen)
 	ret = ret ?: bus_add(pio, 0x64, 1, i8042_cmd_io, xv, "i8042");
 	ret = ret ?: bus_add(pio, 0x70, 2, cmos_io, xv, "cmos");
 	ret = ret ?: bus_add(pio, 0x80, 1, post_io, xv, "post");
+	ret = ret ?: bus_add(pio, X86_PM1A_EVT_PORT, 6, pm_io, xv, "acpi-pm1");
 	if (ret)
 		snprintf(err, errlen, "x86 platform ports: bus_add: %s", strerror(-ret));
 	return ret;
@@ -265,5 +300,6 @@ void x86_platform_destroy(struct x86_vm *xv)
 		return;
 	pthread_mutex_destroy(&xv->i8042.lock);
 	pthread_mutex_destroy(&xv->cmos.lock);
+	pthread_mutex_destroy(&xv->pm.lock);
 	xv->locks_ready = false;
 }

@@ -31,6 +31,9 @@
 #define X86_MPTABLE_LIMIT   0xc0000ULL /* MP table may spill into the VGA window */
 #define X86_ACPI_RSDP       0xe0000ULL /* RSDP, then the tables; BIOS scan area */
 #define X86_ACPI_LIMIT      0xf0000ULL
+#define X86_ACPI_SCI_IRQ    9
+#define X86_PM1A_EVT_PORT   0x600 /* PM1 status, enable: 2 bytes each */
+#define X86_PM1A_CNT_PORT   0x604 /* PM1 control: 2 bytes */
 #define X86_HIMEM_START     0x100000ULL
 #define X86_KERNEL_LOAD     0x100000ULL /* bzImage protected-mode part */
 
@@ -74,6 +77,12 @@ struct x86_cmos {
 	uint8_t ram[128];
 };
 
+/* ACPI PM1a event and control registers: just enough for ACPICA. */
+struct x86_pm {
+	pthread_mutex_t lock;
+	uint16_t enable, control;
+};
+
 struct x86_vm {
 	struct vm *vm;
 	struct x86_layout layout;
@@ -84,6 +93,7 @@ struct x86_vm {
 	bool tsc_deadline;         /* KVM_CAP_TSC_DEADLINE_TIMER */
 	struct x86_i8042 i8042;
 	struct x86_cmos cmos;
+	struct x86_pm pm;
 	bool locks_ready;
 };
 

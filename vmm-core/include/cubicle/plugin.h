@@ -14,7 +14,8 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 0 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 1 /* bump: members appended / new optional ops */
+/* 1.1: cub_host gained virtio and storage (virtio.h, storage.h). */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
@@ -54,6 +55,8 @@ struct cub_method {
 };
 
 struct cub_inst; /* the host's record of one plugin instance; opaque */
+struct cub_virtio_host;  /* virtio.h */
+struct cub_storage_host; /* storage.h */
 
 /* Which bus a device region wants; CUB_BUS_ANY lets the arch layout decide. */
 enum cub_bus { CUB_BUS_ANY = 0, CUB_BUS_PIO, CUB_BUS_MMIO };
@@ -108,6 +111,12 @@ enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
  * @tty_raw:    put terminal @fd in raw mode; the host restores it at exit,
  *              on fatal signals and at destroy. Returns 0 or -errno.
  * @clock_us:   microseconds since the VMM process started (monotonic).
+ * @virtio:     (ABI 1.1) virtio services, see virtio.h; NULL if absent.
+ * @storage:    (ABI 1.1) storage backends for devices, see storage.h; NULL
+ *              if absent.
+ *
+ * A plugin reading a member added after 1.0 first checks that @size covers
+ * it (CUB_HOST_HAS(h, member)).
  */
 struct cub_host {
 	uint32_t size;
@@ -125,7 +134,12 @@ struct cub_host {
 	void (*vm_exit)(struct cub_inst *in, int status);
 	int (*tty_raw)(struct cub_inst *in, int fd);
 	uint64_t (*clock_us)(struct cub_inst *in);
+	const struct cub_virtio_host *virtio;
+	const struct cub_storage_host *storage;
 };
+
+#define CUB_HOST_HAS(h, member) \
+	((h)->size >= offsetof(struct cub_host, member) + sizeof((h)->member) && (h)->member)
 
 /*
  * struct cub_device_ops - a device plugin's ops (kind CUB_KIND_DEVICE).

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cubicle plugin ABI: virtio devices. A device plugin describes itself with a
+ * struct cub_virtio_ops and hands it to h->virtio_add(); the host's virtio
+ * core and a transport it picks (PCI on x86, MMIO on ARM64, or as configured)
+ * do the rest. The device never knows which transport carries it. */
+#ifndef CUBICLE_VIRTIO_H
+#define CUBICLE_VIRTIO_H
+
+#include <sys/uio.h>
+
+#include "plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most segments one chain may have (direct + indirect); longer chains
+ * are malformed. Also bounded by the queue size. */
+#define CUB_VQ_MAX_SEGS 1024
+
+struct cub_vq; /* one virtqueue, owned by the host's virtio core; opaque */
+
+/*
+ * One descriptor chain popped from an available ring. Every segment is a host
+ * pointer into guest RAM that the host checked lies wholly inside RAM.
+ * Device-readable segments come first (out), then device-writable ones (in);
+ * a chain with a readable segment after a writable one is malformed.
+ * The guest may change the bytes at any time: copy before you validate.
+ */
+struct cub_vq_chain {
+	uint16_t head;      /* the id to give back to vq_push */
+	uint16_t n_out, n_in;
+	uint64_t out_len, in_len; /* total bytes of each kind */
+	struct iovec *out;  /* = iov */
+	struct iovec *in;   /* = iov + n_out */
+	struct iovec iov[CUB_VQ_MAX_SEGS];
+};
+
+/*
+ * struct cub_virtio_ops - what a virtio device tells the host.
+ *
+ * @device_id:    virtio device type (2 block, 3 console, 4 entropy, ...).
+ * @n_queues:     number of virtqueues (1..64).
+ * @queue_max:    largest queue size offered (power of two, 2..32768).
+ * @config_size:  bytes of device-specific config space (may be 0).
+ * @features:     device feature bits (the transport adds VIRTIO_F_VERSION_1
+ *                and the ring features the host core implements). Main thread.
+ * @set_features: (optional) the features the driver accepted, before
+ *                FEATURES_OK; return -EINVAL to refuse them. Default: accept.
+ * @config_read:  copy @len bytes of config space at @off into @buf; the host
+ *                has checked @off + @len <= @config_size. vCPU thread.
+ * @config_write: (optional) the driver wrote config space; default: ignored.
+ * @start:        the driver set DRIVER_OK: @vqs[i] is queue i, or NULL if the
+ *                driver did not enable it. 0, or -errno to fail the device
+ *                (it then shows NEEDS_RESET). vCPU thread.
+ * @notify:       the driver kicked queue @q. Any thread (vCPU or event loop);
+ *                must not block for long: hand work to your own thread.
+ * @stop:         the driver reset the device (or the VM stops): stop touching
+ *                the queues before returning; they are freed after. Any thread.
+ */
+struct cub_virtio_ops {
+	uint32_t device_id;
+	uint16_t n_queues;
+	uint16_t queue_max;
+	uint32_t config_size;
+	uint64_t (*features)(void *priv);
+	int (*set_features)(void *priv, uint64_t features);
+	void (*config_read)(void *priv, uint32_t off, void *buf, uint32_t len);
+	void (*config_write)(void *priv, uint32_t off, const void *buf, uint32_t len);
+	int (*start)(void *priv, struct cub_vq *const *vqs, unsigned n);
+	void (*notify)(void *priv, unsigned q);
+	void (*stop)(void *priv);
+};
+
+/*
+ * struct cub_virtio_host - the virtio services, at h->virtio (NULL on a host
+ * without virtio: check before use).
+ *
+ * @add:    make this instance a virtio device with @ops (kept, must stay
+ *          valid) and @priv. Create time only. 0 or -errno after fail().
+ * @pop:    take the next available chain: 1 and @c filled, 0 if the queue is
+ *          empty, -EIO if the guest broke the rules (loop, bad address or
+ *          index, too long): the device is then marked NEEDS_RESET and every
+ *          later pop returns -EIO until the driver resets it. One thread per
+ *          queue at a time.
+ * @push:   return chain @c to the used ring with @written bytes written into
+ *          its device-writable part. Same thread discipline as pop.
+ * @notify: interrupt the guest for this queue if the driver wants it
+ *          (honours VIRTQ_AVAIL_F_NO_INTERRUPT / used_event). Call after a
+ *          batch of pushes.
+ * @broken: mark the device NEEDS_RESET with a reason (logged rate-limited).
+ */
+struct cub_virtio_host {
+	uint32_t size;
+	int (*add)(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv);
+	int (*pop)(struct cub_vq *vq, struct cub_vq_chain *c);
+	void (*push)(struct cub_vq *vq, const struct cub_vq_chain *c, uint32_t written);
+	void (*notify)(struct cub_vq *vq);
+	void (*broken)(struct cub_inst *in, const char *why);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif
