@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # README command 2: the whole test suite. Installs dependencies and the guest
 # kernel, builds with warnings as errors, runs `make check` (unit, KVM payload,
-# Linux end-to-end), the unit and payload tests again under ASan+UBSan, and
-# `make distcheck`.
+# Linux end-to-end), the unit and payload tests again under ASan+UBSan, the
+# libFuzzer smoke run and `make distcheck`.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/deps.sh"
@@ -19,6 +19,9 @@ echo "== ASan+UBSan: unit and kvm payload tests" >&2
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	make -C "$src/build-asan" -j2 check TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh' ||
 	{ tail -n 100 "$src"/build-asan/tests/*/*.log; exit 1; }
+
+echo "== fuzz smoke: each libFuzzer harness for \${FUZZ_SECONDS:-60} s" >&2
+make -C "$src/build" fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 
 echo "== make distcheck (e2e skipped inside it: already run above)" >&2
 CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" distcheck >/dev/null

@@ -26,6 +26,13 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen);
 /* Place a device region: pick bus, base and irq for its class (layout.c).
  * 0, or -ENOSPC / -ENOENT (unknown class) with a reason in err. */
 int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen);
+/* The virtio transport a device gets when its config names none: "pci"
+ * (x86) or "mmio" (arm64). */
+const char *arch_virtio_default_transport(void);
+/* The guest-physical window below 4 GiB that PCI memory BARs are placed in
+ * (pci.c) and that the firmware tables describe as the root bridge's
+ * memory range. *size 0: the arch has no PCI. */
+void arch_pci_window(uint64_t *base, uint64_t *size);
 /* Load kernel/initrd/cmdline into RAM and remember the entry state.
  * 0 or -errno with "FILE: reason" in err. */
 int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include "arch.h"
 #include "devices.h"
 #include "event.h"
+#include "virtio/virtio_dev.h"
 #include "vm.h"
 
 /* ---- parameters ---- */
@@ -158,8 +159,18 @@ int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
 		const char *key = config_setting_name(s);
 		unsigned j;
 
-		if (!strcmp(key, "type") || !strcmp(key, "id"))
-			continue;
+		if (!strcmp(key, "transport")) { /* read by the virtio core (virtio.c) */
+			const char *t = config_setting_get_string(s);
+
+			if (t && (!strcmp(t, "pci") || !strcmp(t, "mmio")))
+				continue;
+			config_where(c, s, where, sizeof(where));
+			snprintf(err, errlen, "%s: %s: 'transport' must be \"pci\" or \"mmio\"",
+				 where, inst_name);
+			return -EINVAL;
+		}
+		if (!strcmp(key, "type") || !strcmp(key, "id") || !strcmp(key, "backend"))
+			continue; /* backend: a group h->storage->open reads (storage.c) */
 		for (j = 0; j < d->n_params; j++)
 			if (!strcmp(d->params[j].name, key))
 				break;
@@ -276,6 +287,7 @@ static int host_fail(struct cub_inst *in, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(in->err, sizeof(in->err), fmt, ap);
 	va_end(ap);
+	in->err_full = false;
 	return err;
 }
 
@@ -362,6 +374,8 @@ const struct cub_host devices_host = {
 	.vm_exit = host_vm_exit,
 	.tty_raw = host_tty_raw,
 	.clock_us = host_clock_us,
+	.storage = &devices_storage_host,
+	.virtio = &virtio_host,
 };
 
 /* ---- lifecycle ---- */
@@ -374,8 +388,10 @@ static void inst_free(struct cub_inst *in)
 		host_fd_unwatch(in, in->watched[in->n_watched - 1]);
 	for (unsigned i = 0; i < in->n_regions; i++)
 		bus_del(in->regions[i].bus, in->regions[i].base);
+	virtio_dev_free(in->virtio); /* stops the queues: before destroy frees priv */
 	if (in->created && ops->destroy)
 		ops->destroy(in->priv);
+	storage_close_all(in);
 	for (unsigned i = 0; i < in->n_strs; i++)
 		free(in->strs[i]);
 	free(in->strs);
@@ -412,10 +428,15 @@ static int inst_create(struct vm *vm, const struct registry *reg, const struct v
 	}
 	in->vm = vm;
 	in->plugin = p;
+	in->reg = reg;
+	in->conf = c;
+	in->dc = dc;
 	ret = devices_fill_cfg(p, c, dc->group, in->name, in->cfg, &in->strs, &in->n_strs, err,
 			       errlen);
 	if (ret)
 		goto fail;
+	if (dc->group)
+		config_setting_lookup_string(dc->group, "transport", &in->transport);
 	if (!ops->create) {
 		snprintf(err, errlen, "%s: %s: plugin has no create op", where, in->name);
 		ret = -EINVAL;
@@ -423,11 +444,23 @@ static int inst_create(struct vm *vm, const struct registry *reg, const struct v
 	}
 	ret = ops->create(in, &devices_host, in->cfg, &in->priv);
 	if (ret) {
-		snprintf(err, errlen, "%s: %s: %s", where, in->name,
-			 in->err[0] ? in->err : strerror(-ret));
+		if (in->err_full)
+			snprintf(err, errlen, "%s", in->err);
+		else
+			snprintf(err, errlen, "%s: %s: %s", where, in->name,
+				 in->err[0] ? in->err : strerror(-ret));
 		goto fail;
 	}
 	in->created = true;
+	if (in->transport && !in->virtio) {
+		snprintf(err, errlen, "%s: %s: 'transport' applies to virtio devices only", where,
+			 in->name);
+		ret = -EINVAL;
+		goto fail;
+	}
+	ret = storage_check_unused(in, err, errlen);
+	if (ret)
+		goto fail;
 	*out = in;
 	return 0;
 fail:

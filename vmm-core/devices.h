@@ -8,6 +8,8 @@
 #include "log.h"
 
 struct vm;
+struct storage_inst;
+struct virtio_dev;
 
 #define INST_MAX_REGIONS 8
 #define INST_MAX_WATCHES 16
@@ -21,7 +23,7 @@ struct cub_inst {
 	unsigned n_strs;
 	void *priv;
 	bool created;
-	char err[256];    /* last h->fail() message */
+	char err[512];    /* last h->fail() message */
 	struct ratelimit rl;
 	struct {
 		struct bus *bus;
@@ -30,6 +32,16 @@ struct cub_inst {
 	unsigned n_regions;
 	int watched[INST_MAX_WATCHES];
 	unsigned n_watched;
+	/* Storage backends (storage.c): what h->storage->open needs. */
+	const struct registry *reg;
+	const struct vm_config *conf;
+	const struct dev_cfg *dc;      /* this instance's config entry, or NULL */
+	struct storage_inst *storages; /* backends it opened */
+	bool err_full;                 /* err already carries file:line and a name */
+	/* Virtio (virtio/virtio.c): the config's `transport` key, or NULL for
+	 * the arch default; the device, once h->virtio->add made one. */
+	const char *transport;
+	struct virtio_dev *virtio;
 };
 
 /* The host service table every instance gets. */
@@ -46,6 +58,14 @@ int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
 int devices_create_all(struct vm *vm, const struct registry *reg, const struct vm_config *c,
 		       struct cub_inst ***out, unsigned *n_out, char *err, size_t errlen);
 void devices_destroy_all(struct cub_inst **insts, unsigned n);
+
+/* storage.c: the h->storage services. */
+extern const struct cub_storage_host devices_storage_host;
+/* Close every backend in->storages holds (after the device's destroy). */
+void storage_close_all(struct cub_inst *in);
+/* After create: a `backend` group the device never opened is an error.
+ * 0, or -EINVAL with "FILE:LINE: NAME: TYPE takes no backend" in err. */
+int storage_check_unused(struct cub_inst *in, char *err, size_t errlen);
 
 /* Restore any terminal put in raw mode (atexit and fatal signals). */
 void devices_tty_restore(void);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Interrupt lines of the in-kernel irqchip: direct line level and irqfd. */
+/* Interrupts into the in-kernel irqchip: line levels, irqfd and MSI. */
 #include <errno.h>
 #include <sys/ioctl.h>
 
@@ -24,4 +24,15 @@ int irq_fd_detach(struct vm *vm, int efd, unsigned gsi)
 	struct kvm_irqfd f = { .fd = (__u32)efd, .gsi = gsi, .flags = KVM_IRQFD_FLAG_DEASSIGN };
 
 	return ioctl(vm->vm_fd, KVM_IRQFD, &f) < 0 ? -errno : 0;
+}
+
+int irq_msi(struct vm *vm, uint64_t addr, uint32_t data)
+{
+	struct kvm_msi m = {
+		.address_lo = (uint32_t)addr, .address_hi = (uint32_t)(addr >> 32), .data = data,
+	};
+	int r = ioctl(vm->vm_fd, KVM_SIGNAL_MSI, &m);
+
+	/* > 0 delivered, 0 blocked by the guest (e.g. a masked LAPIC). */
+	return r < 0 ? -errno : 0;
 }

@@ -12,6 +12,7 @@
 #include "mem.h"
 
 struct event_loop;
+struct pci_bus;
 struct vm_config;
 
 /* Process exit statuses of `cubicle run`. */
@@ -41,6 +42,7 @@ struct vm {
 	unsigned n_vcpus;
 	struct vcpu *vcpus;
 	struct event_loop *ev;
+	struct pci_bus *pci; /* pci.c: bus 0, NULL on a machine without PCI */
 	const struct vm_config *cfg;
 
 	pthread_mutex_t lock;
@@ -78,5 +80,7 @@ int irq_line(struct vm *vm, unsigned gsi, bool level);
 /* Attach an eventfd to a GSI (irqfd); 0 or -errno. */
 int irq_fd_attach(struct vm *vm, int efd, unsigned gsi);
 int irq_fd_detach(struct vm *vm, int efd, unsigned gsi);
+/* Send one message-signalled interrupt (KVM_SIGNAL_MSI); 0 or -errno. */
+int irq_msi(struct vm *vm, uint64_t addr, uint32_t data);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Minimal ACPI tables (RSDP, XSDT, a FADT, an empty DSDT
- * and the MADT): the only way a distribution kernel built without
- * CONFIG_X86_MPPARSE (Debian's cloud kernel) learns about its other CPUs. */
+/* Minimal ACPI tables (RSDP, XSDT, FADT, an empty DSDT and the MADT): the
+ * only way a distribution kernel built without CONFIG_X86_MPPARSE (Debian's
+ * cloud kernel) learns about its other CPUs. */
 #include <errno.h>
 #include <string.h>
 
@@ -145,37 +145,43 @@ static size_t build_madt(uint8_t *t, unsigned n_cpus)
 	return len;
 }
 
-/* Table offsets from the RSDP, each 16-byte aligned. */
+/* Table offsets from the RSDP, each 16-byte aligned. The DSDT comes last
+ * so its AML can grow (dsdt.c's PCI root bridge, devices). */
 #define XSDT_OFF 48
 #define FADT_OFF 112
-#define DSDT_OFF 400
-#define MADT_OFF 448
+#define MADT_OFF 400
+#define MADT_LEN(n) (ACPI_HDR_LEN + 8 + (n) * MADT_LAPIC_LEN + MADT_IOAPIC_LEN + MADT_NMI_LEN)
+#define DSDT_OFF(n) ((MADT_OFF + MADT_LEN(n) + 15) & ~(size_t)15)
 _Static_assert(XSDT_OFF >= RSDP_LEN && FADT_OFF >= XSDT_OFF + ACPI_HDR_LEN + 16 &&
-	       DSDT_OFF >= FADT_OFF + FADT_LEN && MADT_OFF >= DSDT_OFF + ACPI_HDR_LEN &&
-	       X86_ACPI_SIZE(0) == MADT_OFF + ACPI_HDR_LEN + 8 + MADT_IOAPIC_LEN + MADT_NMI_LEN &&
-	       X86_ACPI_SIZE(1) - X86_ACPI_SIZE(0) == MADT_LAPIC_LEN,
-	       "ACPI table layout");
-_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(CONFIG_MAX_VCPUS) <= X86_ACPI_LIMIT,
-	       "ACPI tables for CONFIG_MAX_VCPUS must fit below X86_ACPI_LIMIT");
+	       MADT_OFF >= FADT_OFF + FADT_LEN, "ACPI table layout");
+_Static_assert(X86_ACPI_SIZE(0, 0) >= DSDT_OFF(0) + ACPI_HDR_LEN &&
+	       X86_ACPI_SIZE(CONFIG_MAX_VCPUS, 0) >= DSDT_OFF(CONFIG_MAX_VCPUS) + ACPI_HDR_LEN,
+	       "X86_ACPI_SIZE must cover the layout");
+_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(CONFIG_MAX_VCPUS, 4096) <= X86_ACPI_LIMIT,
+	       "ACPI tables for CONFIG_MAX_VCPUS and 4 KiB of AML must fit below X86_ACPI_LIMIT");
 
-size_t x86_acpi_size(unsigned n_cpus)
+size_t x86_acpi_tables_size(unsigned n_cpus, size_t aml_len)
 {
-	return X86_ACPI_SIZE(n_cpus);
+	return DSDT_OFF((size_t)n_cpus) + ACPI_HDR_LEN + aml_len;
 }
 
-int x86_acpi_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus)
+int x86_acpi_tables_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus,
+			  const void *aml, size_t aml_len)
 {
-	const size_t xsdt = XSDT_OFF, fadt = FADT_OFF, dsdt = DSDT_OFF, madt = MADT_OFF;
-	size_t need = x86_acpi_size(n_cpus);
+	const size_t xsdt = XSDT_OFF, fadt = FADT_OFF, madt = MADT_OFF;
+	const size_t dsdt = DSDT_OFF((size_t)n_cpus);
+	size_t need = x86_acpi_tables_size(n_cpus, aml_len);
 	uint8_t *b = buf;
 
-	if (!n_cpus || n_cpus > CONFIG_MAX_VCPUS)
+	if (!n_cpus || n_cpus > CONFIG_MAX_VCPUS || (aml_len && !aml) || aml_len > 0xffff)
 		return -EINVAL;
 	if (len < need || gpa + need > X86_ACPI_LIMIT)
 		return -ENOSPC;
 	memset(b, 0, need);
 
-	header(b + dsdt, "DSDT", ACPI_HDR_LEN, 2); /* no AML: no devices to describe */
+	header(b + dsdt, "DSDT", (uint32_t)(ACPI_HDR_LEN + aml_len), 2);
+	if (aml_len)
+		memcpy(b + dsdt + ACPI_HDR_LEN, aml, aml_len);
 	finish(b + dsdt);
 	build_fadt(b + fadt, gpa + dsdt);
 	build_madt(b + madt, n_cpus);

@@ -110,17 +110,21 @@ size_t x86_mptable_size(unsigned n_cpus);
 int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint32_t cpu_sig,
 		      uint32_t cpu_features);
 
-/* Bytes of ACPI tables: RSDP, XSDT, FADT, DSDT, MADT for n CPUs. */
-#define X86_ACPI_SIZE(n) (510 + 8 * (size_t)(n))
-size_t x86_acpi_size(unsigned n_cpus);
+/* Bytes of ACPI tables for n CPUs and aml bytes of DSDT body: at most
+ * this (the DSDT's 16-byte alignment is rounded up). */
+#define X86_ACPI_SIZE(n, aml) (528 + 8 * (size_t)(n) + (size_t)(aml))
+size_t x86_acpi_tables_size(unsigned n_cpus, size_t aml_len);
 /*
  * Build the ACPI tables for guest address @gpa (the RSDP first) into @buf:
  * XSDT -> FADT (SCI on IRQ 9, PM1 blocks at 0x600, reset register = i8042
- * port 0x64 value 0xfe) -> empty DSDT, and a MADT with @n_cpus enabled LAPICs (APIC id =
- * index), the IOAPIC (id n_cpus, GSI base 0) and LINT1 NMI. Returns the
- * size, -EINVAL (bad n_cpus) or -ENOSPC (@len, or past X86_ACPI_LIMIT).
+ * port 0x64 value 0xfe), a MADT with @n_cpus enabled LAPICs (APIC id =
+ * index), the IOAPIC (id n_cpus, GSI base 0) and LINT1 NMI, and last the
+ * DSDT whose body is the @aml_len bytes at @aml (may be 0). Returns the
+ * size, -EINVAL (bad n_cpus or aml) or -ENOSPC (@len, or past
+ * X86_ACPI_LIMIT).
  */
-int x86_acpi_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus);
+int x86_acpi_tables_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus,
+			  const void *aml, size_t aml_len);
 
 /* GDT at X86_GDT_ADDR: null, null, code at __BOOT_CS (64-bit for
  * BOOT_MODE_LONG, else 32-bit), flat data at __BOOT_DS. */

@@ -194,6 +194,16 @@ int x86_layout_place(struct x86_layout *l, struct cub_region *r, char *err, size
 	return place_generic(l, r, err, errlen);
 }
 
+_Static_assert(X86_PCI_WINDOW_BASE >= X86_MMIO_SLOTS_END &&
+	       X86_PCI_WINDOW_BASE + X86_PCI_WINDOW_SIZE <= X86_IOAPIC_ADDR,
+	       "the PCI window sits between the MMIO slots and the IOAPIC");
+
+void arch_pci_window(uint64_t *base, uint64_t *size)
+{
+	*base = X86_PCI_WINDOW_BASE;
+	*size = X86_PCI_WINDOW_SIZE;
+}
+
 int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
@@ -201,4 +211,11 @@ int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen)
 	if (!xv)
 		return fail(-EINVAL, err, errlen, "arch_place before arch_vm_setup");
 	return x86_layout_place(&xv->layout, r, err, errlen);
+}
+
+/* x86 guests find virtio devices by PCI enumeration; virtio-mmio needs
+ * firmware tables or a command-line hint. */
+const char *arch_virtio_default_transport(void)
+{
+	return "pci";
 }

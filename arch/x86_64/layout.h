@@ -28,6 +28,11 @@
 #define X86_MMIO_SLOTS_BASE 0xd0100000ULL
 #define X86_MMIO_SLOTS_END 0xe0000000ULL
 #define X86_IRQ_MAX 23 /* last pin of KVM's 24-pin IOAPIC */
+/* PCI memory BARs (pci.c) and the root bridge's _CRS memory window: from
+ * the end of the MMIO slots up to 0xfe000000, below the IOAPIC, HPET,
+ * LAPIC and the KVM TSS/identity-map pages. */
+#define X86_PCI_WINDOW_BASE 0xe0000000ULL
+#define X86_PCI_WINDOW_SIZE 0x1e000000ULL
 
 /* Per-VM placement cursors; zero-initialised means "nothing placed yet". */
 struct x86_layout {

@@ -8,6 +8,7 @@
 
 #include "arch.h"
 #include "boot.h"
+#include "dsdt.h"
 #include "x86.h"
 
 /* Layouts from the MP spec 1.4, chapter 4 (Linux: asm/mpspec_def.h). */
@@ -186,6 +187,8 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	unsigned n = vm->cfg && vm->cfg->vcpus ? vm->cfg->vcpus : vm->n_vcpus;
 	uint32_t sig = 0x600, feat = 0x201; /* family 6; FPU and APIC */
 	struct kvm_cpuid_entry2 *e;
+	uint8_t aml[X86_DSDT_PCI_LEN];
+	size_t aml_len = 0;
 	void *mp, *acpi;
 	int ret;
 
@@ -198,8 +201,17 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 			 CONFIG_MAX_VCPUS);
 		return -EINVAL;
 	}
+	/* The DSDT's PCI root bridge: without it, Linux never scans bus 0. */
+	if (vm->pci) {
+		ret = x86_dsdt_pci(aml, sizeof(aml), X86_PCI_WINDOW_BASE, X86_PCI_WINDOW_SIZE);
+		if (ret < 0) {
+			snprintf(err, errlen, "DSDT PCI root bridge: %s", strerror(-ret));
+			return ret;
+		}
+		aml_len = (size_t)ret;
+	}
 	mp = table_area(vm, X86_EBDA_START, x86_mptable_size(n));
-	acpi = table_area(vm, X86_ACPI_RSDP, x86_acpi_size(n));
+	acpi = table_area(vm, X86_ACPI_RSDP, x86_acpi_tables_size(n, aml_len));
 	if (xv->format != BOOT_FLAT && (!mp || !acpi)) {
 		snprintf(err, errlen, "guest RAM does not reach 0x%llx for the MP and ACPI tables",
 			 (unsigned long long)X86_ACPI_LIMIT);
@@ -212,7 +224,8 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	}
 	ret = mp ? x86_mptable_build(mp, x86_mptable_size(n), X86_EBDA_START, n, sig, feat) : 0;
 	if (ret >= 0 && acpi)
-		ret = x86_acpi_build(acpi, x86_acpi_size(n), X86_ACPI_RSDP, n);
+		ret = x86_acpi_tables_build(acpi, x86_acpi_tables_size(n, aml_len), X86_ACPI_RSDP, n,
+					    aml, aml_len);
 	if (ret < 0) {
 		snprintf(err, errlen, "MP/ACPI tables for %u vCPUs: %s", n, strerror(-ret));
 		return ret;

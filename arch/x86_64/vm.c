@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "pci.h"
 #include "x86.h"
 
 const char *const arch_name = "x86_64";
@@ -100,7 +101,10 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 	if (!xv->cpuid)
 		return fail(-errno, err, errlen, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
 	xv->tsc_deadline = has_cap(vm->kvm_fd, KVM_CAP_TSC_DEADLINE_TIMER);
-	return x86_platform_setup(xv, err, errlen);
+	ret = x86_platform_setup(xv, err, errlen);
+	/* PCI bus 0 behind the conf1 ports: virtio's transport on x86. */
+	ret = ret ?: pci_init(vm, err, errlen);
+	return ret ?: pci_conf1_attach(vm, err, errlen);
 }
 
 void arch_vm_destroy(struct vm *vm)
@@ -111,6 +115,7 @@ void arch_vm_destroy(struct vm *vm)
 	 * our platform handlers, and never calls them again. */
 	if (!xv)
 		return;
+	pci_destroy(vm);
 	x86_platform_destroy(xv);
 	free(xv->cpuid);
 	free(xv);
@@ -163,35 +168,29 @@ bool arch_host_can_boot_linux(char *why, size_t len)
 	return true;
 }
 
+/* hostcheck.c already prints kvm.irqchip and whether the host is PVM; these
+ * are the x86-only facts. */
 void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val, void *arg),
 		      void *arg)
 {
 	static const struct { const char *key; long cap; } caps[] = {
-		{ "kvm.x86.irqchip", KVM_CAP_IRQCHIP },
-		{ "kvm.x86.pit2", KVM_CAP_PIT2 },
-		{ "kvm.x86.tsc_deadline_timer", KVM_CAP_TSC_DEADLINE_TIMER },
-		{ "kvm.x86.x2apic_api", KVM_CAP_X2APIC_API },
-		{ "kvm.x86.set_tss_addr", KVM_CAP_SET_TSS_ADDR },
-		{ "kvm.x86.ext_cpuid", KVM_CAP_EXT_CPUID },
+		{ "kvm.pit2", KVM_CAP_PIT2 },
+		{ "kvm.tsc_deadline_timer", KVM_CAP_TSC_DEADLINE_TIMER },
+		{ "kvm.x2apic_api", KVM_CAP_X2APIC_API },
+		{ "kvm.set_tss_addr", KVM_CAP_SET_TSS_ADDR },
 	};
 	const char *virt = cpu_virt();
 	struct kvm_cpuid2 *c;
 	char buf[128];
 
-	line("x86.cpu_virtualization", virt ? virt : "none (no vmx or svm in /proc/cpuinfo)", arg);
-	line("x86.kvm_flavour", host_is_pvm() ? "PVM (paravirtual, kvm_pvm loaded)" :
-						"hardware-assisted", arg);
-	for (unsigned i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
-		int r = ioctl(kvm_fd, KVM_CHECK_EXTENSION, caps[i].cap);
-
-		snprintf(buf, sizeof(buf), r > 0 ? "yes" : "no");
-		line(caps[i].key, buf, arg);
-	}
+	line("cpu.virtualization", virt ? virt : "none (no vmx or svm in /proc/cpuinfo)", arg);
+	for (unsigned i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		line(caps[i].key, has_cap(kvm_fd, caps[i].cap) ? "yes" : "no", arg);
 	c = x86_cpuid_supported(kvm_fd);
 	if (c)
 		snprintf(buf, sizeof(buf), "%u", c->nent);
 	else
-		snprintf(buf, sizeof(buf), "unknown (KVM_GET_SUPPORTED_CPUID: %s)", strerror(errno));
-	line("kvm.x86.supported_cpuid_entries", buf, arg);
+		snprintf(buf, sizeof(buf), "unknown (%s)", strerror(errno));
+	line("kvm.cpuid_entries", buf, arg);
 	free(c);
 }

@@ -59,6 +59,10 @@ cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = 
 expect "plugin refuses config" 1 "vm.cfg:4: serial8250\\[com1\\]: .*path" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"a\"; }," "  { type = \"boot-timer\"; id = \"b\"; }" ");"
 expect "layout conflict" 1 "vm.cfg:5: boot-timer\\[b\\]: " -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"t\";" "    transport = \"isa\"; }" ");"
+expect "bad virtio transport" 1 "vm.cfg:5: boot-timer\\[t\\]: 'transport' must be \"pci\" or \"mmio\"" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"t\"; transport = \"mmio\"; }" ");"
+expect "transport on a non-virtio device" 1 "vm.cfg:4: boot-timer\\[t\\]: 'transport' applies to virtio devices only" -- run "$tmp/vm.cfg"
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 	cfg "$good_boot" "machine = { host_check = false; };"
 	expect "not a kernel" 1 "junk-kernel: .*not a bzImage or ELF" -- run "$tmp/vm.cfg"

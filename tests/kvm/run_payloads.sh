@@ -17,6 +17,8 @@ pass=0
 fail=0
 
 # run NAME PAYLOAD MODE VCPUS EXPECTED_STATUS EXPECTED_STDERR_REGEX [extra --set ...]
+# $extra_dev: more entries for the devices list (",\n  { ... }").
+extra_dev=
 run() {
 	name=$1 payload=$2 mode=$3 vcpus=$4 want=$5 grep_re=$6
 	shift 6
@@ -26,7 +28,7 @@ boot = { kernel = "$pl/$payload.bin"; format = "flat"; mode = "$mode"; load_addr
 devices = (
   { type = "testdev"; id = "pio"; bus = "pio"; },
   { type = "testdev"; id = "mmio"; bus = "mmio"; },
-  { type = "boot-timer"; id = "boot"; }
+  { type = "boot-timer"; id = "boot"; }$extra_dev
 );
 CFG
 	timeout 60 "$cub" run "$tmp/$name.cfg" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
@@ -51,6 +53,30 @@ run i8042-reset reset real 1 0 'reset'
 run panic-warm-reset reset_panic real 1 3 'panic'
 # A payload must not depend on the host check, and log levels are honoured.
 run debug-log long long 1 42 'debug: ' --log-level debug
+# The virtio core and its MMIO transport, driven by a guest, with a real device.
+extra_dev=',
+  { type = "virtio-rng"; id = "rng"; transport = "mmio"; }'
+run virtio-mmio virtio_mmio long 1 42 'testdev\[mmio\]: guest: virtio-mmio ok'
+# virtio-blk on a raw image the backend creates (sparse, 1 MiB); the guest
+# writes byte i ^ 0x5a to sector 2, which must reach the file.
+extra_dev=',
+  { type = "virtio-blk"; id = "disk"; transport = "mmio"; serial = "payload-disk";
+    backend = { type = "raw"; path = "'"$tmp"'/blk.img"; size = "1M"; }; }'
+run virtio-blk virtio_blk long 1 42 'testdev\[mmio\]: guest: virtio-blk ok'
+if [ "$(od -An -tx1 -j1024 -N4 "$tmp/blk.img" 2>/dev/null | tr -d ' ')" != 5a5b5859 ]; then
+	echo "not ok - virtio-blk: sector 2 of the image does not hold what the guest wrote"
+	fail=$((fail + 1))
+fi
+# virtio-console: one output buffer and an emergency write reach the file.
+extra_dev=',
+  { type = "virtio-console"; id = "hvc"; transport = "mmio"; console = "file";
+    path = "'"$tmp"'/hvc.txt"; }'
+run virtio-console virtio_console long 1 42 'testdev\[mmio\]: guest: virtio-console ok'
+if [ "$(cat "$tmp/hvc.txt" 2>/dev/null)" != "$(printf 'hello hvc\nE')" ]; then
+	echo "not ok - virtio-console: the console file holds '$(cat "$tmp/hvc.txt" 2>/dev/null)'"
+	fail=$((fail + 1))
+fi
+extra_dev=
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

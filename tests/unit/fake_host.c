@@ -228,6 +228,207 @@ static uint64_t fake_clock_us(struct cub_inst *in)
 	return (now_ns() - fh->clock_start_ns) / 1000;
 }
 
+/* ---- virtio ---- */
+
+static struct fake_vq *fvq(struct cub_vq *vq)
+{
+	return (struct fake_vq *)vq;
+}
+
+static int fake_virtio_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
+{
+	struct fake_host *fh = fh_of(in);
+
+	fh->virtio_add_calls++;
+	if (fh->virtio_add_err)
+		return fake_fail(in, fh->virtio_add_err, "virtio add refused (test knob)");
+	if (!ops || !ops->n_queues || ops->n_queues > FAKE_MAX_VQS || !ops->start ||
+	    !ops->notify || !ops->stop || !ops->features)
+		return fake_fail(in, -EINVAL, "virtio add: bad ops");
+	fh->vdev = ops;
+	fh->vpriv = priv;
+	return 0;
+}
+
+static int fake_vq_pop(struct cub_vq *vq, struct cub_vq_chain *c)
+{
+	struct fake_vq *q = fvq(vq);
+	const struct cub_vq_chain *src;
+	int ret = 0;
+
+	pthread_mutex_lock(&q->fh->lock);
+	q->pops++;
+	if (q->pop_err) {
+		ret = q->pop_err;
+	} else if (q->avail_n) {
+		src = q->avail[q->avail_head];
+		q->avail_head = (q->avail_head + 1) % FAKE_VQ_LEN;
+		q->avail_n--;
+		c->head = src->head;
+		c->n_out = src->n_out;
+		c->n_in = src->n_in;
+		c->out_len = src->out_len;
+		c->in_len = src->in_len;
+		memcpy(c->iov, src->iov, ((size_t)src->n_out + src->n_in) * sizeof(c->iov[0]));
+		c->out = c->iov;
+		c->in = c->iov + c->n_out;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&q->fh->lock);
+	return ret;
+}
+
+static void fake_vq_push(struct cub_vq *vq, const struct cub_vq_chain *c, uint32_t written)
+{
+	struct fake_vq *q = fvq(vq);
+
+	pthread_mutex_lock(&q->fh->lock);
+	q->used[q->n_used % FAKE_VQ_LEN].head = c->head;
+	q->used[q->n_used % FAKE_VQ_LEN].written = written;
+	q->n_used++;
+	pthread_cond_broadcast(&q->fh->cond);
+	pthread_mutex_unlock(&q->fh->lock);
+}
+
+static void fake_vq_notify(struct cub_vq *vq)
+{
+	struct fake_vq *q = fvq(vq);
+
+	pthread_mutex_lock(&q->fh->lock);
+	q->notifies++;
+	pthread_mutex_unlock(&q->fh->lock);
+}
+
+static void fake_virtio_broken(struct cub_inst *in, const char *why)
+{
+	struct fake_host *fh = fh_of(in);
+
+	pthread_mutex_lock(&fh->lock);
+	fh->broken_calls++;
+	snprintf(fh->broken_why, sizeof(fh->broken_why), "%s", why ? why : "");
+	pthread_cond_broadcast(&fh->cond);
+	pthread_mutex_unlock(&fh->lock);
+}
+
+void fake_chain_init(struct cub_vq_chain *c, uint16_t head)
+{
+	c->head = head;
+	c->n_out = c->n_in = 0;
+	c->out_len = c->in_len = 0;
+	c->out = c->iov;
+	c->in = c->iov;
+}
+
+int fake_chain_add(struct cub_vq_chain *c, void *p, size_t len, bool writable)
+{
+	unsigned n = (unsigned)c->n_out + c->n_in;
+
+	if (n == CUB_VQ_MAX_SEGS || (!writable && c->n_in))
+		return -EINVAL;
+	c->iov[n].iov_base = p;
+	c->iov[n].iov_len = len;
+	if (writable) {
+		c->n_in++;
+		c->in_len += len;
+	} else {
+		c->n_out++;
+		c->out_len += len;
+	}
+	c->out = c->iov;
+	c->in = c->iov + c->n_out;
+	return 0;
+}
+
+int fake_vq_add(struct fake_host *fh, unsigned q, const struct cub_vq_chain *c)
+{
+	struct fake_vq *v = &fh->vqs[q];
+	int ret = 0;
+
+	if (q >= FAKE_MAX_VQS)
+		return -EINVAL;
+	pthread_mutex_lock(&fh->lock);
+	if (v->avail_n == FAKE_VQ_LEN)
+		ret = -ENOSPC;
+	else
+		v->avail[(v->avail_head + v->avail_n++) % FAKE_VQ_LEN] = c;
+	pthread_mutex_unlock(&fh->lock);
+	return ret;
+}
+
+int fake_virtio_start(struct fake_host *fh)
+{
+	struct cub_vq *vqs[FAKE_MAX_VQS];
+
+	if (!fh->vdev)
+		return -ENODEV;
+	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
+		vqs[i] = (struct cub_vq *)&fh->vqs[i];
+	if (fh->vdev->set_features) {
+		int err = fh->vdev->set_features(fh->vpriv, fh->vdev->features(fh->vpriv));
+
+		if (err)
+			return err;
+	}
+	return fh->vdev->start(fh->vpriv, vqs, fh->vdev->n_queues);
+}
+
+void fake_virtio_kick(struct fake_host *fh, unsigned q)
+{
+	fh->vdev->notify(fh->vpriv, q);
+}
+
+void fake_virtio_stop(struct fake_host *fh)
+{
+	fh->vdev->stop(fh->vpriv);
+}
+
+bool fake_vq_wait_used(struct fake_host *fh, unsigned q, unsigned n, unsigned timeout_ms)
+{
+	struct timespec dl;
+	unsigned broken;
+	bool ok;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += timeout_ms / 1000;
+	dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (dl.tv_nsec >= 1000000000) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&fh->lock);
+	broken = fh->broken_calls;
+	while (fh->vqs[q].n_used < n && fh->broken_calls == broken)
+		if (pthread_cond_timedwait(&fh->cond, &fh->lock, &dl))
+			break;
+	ok = fh->vqs[q].n_used >= n;
+	pthread_mutex_unlock(&fh->lock);
+	return ok;
+}
+
+/* ---- storage ---- */
+
+static int fake_storage_open(struct cub_inst *in, const char *key, bool ro,
+			     struct cub_storage **out)
+{
+	struct fake_host *fh = fh_of(in);
+
+	fh->storage_open_calls++;
+	snprintf(fh->storage_key, sizeof(fh->storage_key), "%s", key);
+	fh->storage_ro = ro;
+	*out = NULL;
+	if (fh->storage_err)
+		return fake_fail(in, fh->storage_err, "storage open refused (test knob)");
+	if (!fh->storage)
+		return fake_fail(in, -ENOENT, "no '%s' group (test has no storage)", key);
+	*out = fh->storage;
+	return 0;
+}
+
+static void fake_storage_close(struct cub_inst *in, struct cub_storage *s)
+{
+	fh_of(in)->storage_close_calls++;
+}
+
 void fake_host_init(struct fake_host *fh)
 {
 	const char *v = getenv("FAKE_HOST_VERBOSE");
@@ -246,8 +447,26 @@ void fake_host_init(struct fake_host *fh)
 		.vm_exit = fake_vm_exit,
 		.tty_raw = fake_tty_raw,
 		.clock_us = fake_clock_us,
+		.virtio = &fh->virtio,
+		.storage = &fh->storage_host,
 	};
+	fh->virtio = (struct cub_virtio_host){
+		.size = sizeof(struct cub_virtio_host),
+		.add = fake_virtio_add,
+		.pop = fake_vq_pop,
+		.push = fake_vq_push,
+		.notify = fake_vq_notify,
+		.broken = fake_virtio_broken,
+	};
+	fh->storage_host = (struct cub_storage_host){
+		.size = sizeof(struct cub_storage_host),
+		.open = fake_storage_open,
+		.close = fake_storage_close,
+	};
+	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
+		fh->vqs[i].fh = fh;
 	pthread_mutex_init(&fh->lock, NULL);
+	pthread_cond_init(&fh->cond, NULL);
 	fh->tty_raw_fd = -1;
 	fh->exit_status = -1;
 	fh->clock_start_ns = now_ns();
@@ -258,6 +477,7 @@ void fake_host_fini(struct fake_host *fh)
 {
 	free(fh->ram);
 	fh->ram = NULL;
+	pthread_cond_destroy(&fh->cond);
 	pthread_mutex_destroy(&fh->lock);
 }
 

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #include "cubicle/plugin.h"
+#include "cubicle/storage.h"
+#include "cubicle/virtio.h"
 
 #define FAKE_MAX_REGIONS 8
 #define FAKE_MAX_LOGS 256
@@ -19,6 +21,30 @@ struct fake_log {
 	int lvl;
 	bool ratelimited; /* came through log_ratelimited */
 	char msg[256];
+};
+
+#define FAKE_MAX_VQS 16
+#define FAKE_VQ_LEN 256
+
+struct fake_host;
+
+/*
+ * A fake virtqueue (what a device's struct cub_vq * points to): the test
+ * queues chains with fake_vq_add, the device pops copies of them and
+ * pushes them back; every push is recorded in order.
+ */
+struct fake_vq {
+	struct fake_host *fh;
+	const struct cub_vq_chain *avail[FAKE_VQ_LEN];
+	unsigned avail_head, avail_n;
+	struct {
+		uint16_t head;
+		uint32_t written;
+	} used[FAKE_VQ_LEN];
+	unsigned n_used;   /* pushes so far; used[i % FAKE_VQ_LEN] */
+	unsigned notifies;
+	unsigned pops;     /* pop calls, including empty ones */
+	int pop_err;       /* knob: nonzero makes pop return it */
 };
 
 struct fake_watch {
@@ -84,6 +110,25 @@ struct fake_host {
 	/* gpa_map: guest RAM, see fake_host_ram */
 	uint8_t *ram;
 	uint64_t ram_base, ram_size;
+
+	/* virtio (ops.virtio): the device's ops from add, its queues */
+	struct cub_virtio_host virtio;
+	const struct cub_virtio_ops *vdev;
+	void *vpriv;
+	unsigned virtio_add_calls;
+	int virtio_add_err; /* knob */
+	struct fake_vq vqs[FAKE_MAX_VQS];
+	unsigned broken_calls;
+	char broken_why[256];
+	pthread_cond_t cond; /* broadcast on every push and broken */
+
+	/* storage (ops.storage): open hands out the knob storage */
+	struct cub_storage_host storage_host;
+	struct cub_storage *storage; /* knob: NULL makes open fail with -ENOENT */
+	int storage_err;             /* knob: nonzero makes open fail with it */
+	unsigned storage_open_calls, storage_close_calls;
+	char storage_key[32];
+	bool storage_ro;
 };
 
 void fake_host_init(struct fake_host *fh);
@@ -122,6 +167,24 @@ const struct cub_method *fake_method_find(const struct cub_plugin *p, const char
  * from a 0xa5-filled buffer, so a handler that leaves bytes unset shows. */
 uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len);
 void fake_io_write(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len, uint64_t val);
+
+/* ---- virtio ---- */
+
+/* An empty chain with this head; segments are added in order, readable first. */
+void fake_chain_init(struct cub_vq_chain *c, uint16_t head);
+/* Append a segment; -EINVAL if a readable one follows a writable one. */
+int fake_chain_add(struct cub_vq_chain *c, void *p, size_t len, bool writable);
+/* Queue chain c (kept by pointer until popped) on queue q: 0 or -ENOSPC. */
+int fake_vq_add(struct fake_host *fh, unsigned q, const struct cub_vq_chain *c);
+/* The device's start with every one of its queues, as DRIVER_OK would. */
+int fake_virtio_start(struct fake_host *fh);
+/* The driver kicks queue q: the device's notify. */
+void fake_virtio_kick(struct fake_host *fh, unsigned q);
+/* The driver resets the device: its stop. */
+void fake_virtio_stop(struct fake_host *fh);
+/* Wait until queue q has seen n pushes, the device breaks, or timeout_ms
+ * pass: true if the pushes came. */
+bool fake_vq_wait_used(struct fake_host *fh, unsigned q, unsigned n, unsigned timeout_ms);
 
 /* Lines containing substr among the kept logs (any level if lvl < 0). */
 unsigned fake_log_count(struct fake_host *fh, int lvl, const char *substr);

@@ -196,6 +196,15 @@ static void test_fill_cfg(void)
 	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; flag = 1; };", &c, &cfg, &strs, &n), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'flag' must be true or false"));
 	config_destroy(&c.lc);
+	/* `transport` is the virtio core's key, next to type and id. */
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"mmio\"; };", &c, &cfg, &strs, &n), 0);
+	config_destroy(&c.lc);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"isa\"; };", &c, &cfg, &strs, &n),
+			-EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'transport' must be \"pci\" or \"mmio\""));
+	config_destroy(&c.lc);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = 2; };", &c, &cfg, &strs, &n), -EINVAL);
+	config_destroy(&c.lc);
 	for (unsigned i = 0; i < n; i++)
 		free(strs[i]);
 	free(strs);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the x86 boot plan without /dev/kvm: bzImage and ELF
- * parsing, e820, zero page, MP table, RAM layout, device placement, GDT,
- * page tables and per-vCPU CPUID. */
+ * parsing, e820, zero page, MP and ACPI tables, RAM layout, device
+ * placement, GDT, page tables and per-vCPU CPUID. */
 #include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -319,6 +319,95 @@ static void test_mptable(void)
 	CU_ASSERT_EQUAL(x86_mptable_build(buf, sizeof(buf), X86_EBDA_START, 1, 0, 0), -ENOSPC);
 }
 
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* The table at guest address gpa inside buf (placed at base): signature,
+ * checksum over its length. */
+static const uint8_t *acpi_table(const uint8_t *buf, uint64_t base, uint64_t gpa,
+				 const char *sig)
+{
+	const uint8_t *t = buf + (gpa - base);
+
+	CU_ASSERT_EQUAL(memcmp(t, sig, 4), 0);
+	CU_ASSERT_EQUAL(sum(t, get32(t + 4)), 0);
+	return t;
+}
+
+static void check_acpi(unsigned n, const void *aml, size_t aml_len)
+{
+	size_t size = x86_acpi_tables_size(n, aml_len);
+	uint8_t *buf = calloc(1, size);
+	const uint8_t *xsdt, *fadt, *madt, *dsdt, *p;
+	unsigned cpus = 0, ioapics = 0;
+
+	CU_ASSERT_EQUAL_FATAL(x86_acpi_tables_build(buf, size, X86_ACPI_RSDP, n, aml, aml_len),
+			      (int)size);
+	CU_ASSERT_TRUE(size <= X86_ACPI_SIZE(n, aml_len));
+	CU_ASSERT_EQUAL(memcmp(buf, "RSD PTR ", 8), 0);
+	CU_ASSERT_EQUAL(sum(buf, 20), 0);
+	CU_ASSERT_EQUAL(sum(buf, 36), 0);
+	CU_ASSERT_EQUAL(buf[15], 2);
+	xsdt = acpi_table(buf, X86_ACPI_RSDP, get64(buf + 24), "XSDT");
+	CU_ASSERT_EQUAL(get32(xsdt + 4), 36 + 16);
+	fadt = acpi_table(buf, X86_ACPI_RSDP, get64(xsdt + 36), "FACP");
+	madt = acpi_table(buf, X86_ACPI_RSDP, get64(xsdt + 44), "APIC");
+	CU_ASSERT_EQUAL(get32(fadt + 4), 276);
+	dsdt = acpi_table(buf, X86_ACPI_RSDP, get64(fadt + 140), "DSDT");
+	CU_ASSERT_EQUAL(get32(dsdt + 4), 36 + aml_len);
+	if (aml_len)
+		CU_ASSERT_EQUAL(memcmp(dsdt + 36, aml, aml_len), 0);
+	CU_ASSERT_PTR_EQUAL(dsdt + 36 + aml_len, buf + size); /* the DSDT is last */
+	CU_ASSERT_EQUAL(get32(fadt + 40), get64(fadt + 140)); /* DSDT == X_DSDT */
+	CU_ASSERT_EQUAL(fadt[128], 0xfe);                       /* reset value */
+	CU_ASSERT_EQUAL(get64(fadt + 120), 0x64);               /* reset port */
+	CU_ASSERT_EQUAL(get32(fadt + 112) & (1u << 20), 0);     /* not HW-reduced */
+	CU_ASSERT_EQUAL(get32(madt + 36), 0xfee00000);
+	for (p = madt + 44; p < madt + get32(madt + 4); p += p[1]) {
+		CU_ASSERT_FATAL(p[1] >= 2);
+		if (p[0] == 0) {
+			CU_ASSERT_EQUAL(p[3], cpus);
+			CU_ASSERT_EQUAL(get32(p + 4) & 1, 1);
+			cpus++;
+		} else if (p[0] == 1) {
+			CU_ASSERT_EQUAL(p[2], n);
+			CU_ASSERT_EQUAL(get32(p + 4), 0xfec00000);
+			ioapics++;
+		}
+	}
+	CU_ASSERT_EQUAL(cpus, n);
+	CU_ASSERT_EQUAL(ioapics, 1);
+	CU_ASSERT_TRUE(X86_ACPI_RSDP + size <= X86_ACPI_LIMIT);
+	free(buf);
+}
+
+static void test_acpi(void)
+{
+	uint8_t buf[64];
+
+	static const uint8_t aml[] = { 0x10, 0x05, '_', 'S', 'B', '_' }; /* Scope (\_SB) {} */
+
+	check_acpi(1, NULL, 0);
+	check_acpi(64, NULL, 0);
+	check_acpi(3, aml, sizeof(aml));
+	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, sizeof(buf), X86_ACPI_RSDP, 0, NULL, 0), -EINVAL);
+	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, sizeof(buf), X86_ACPI_RSDP, 2, NULL, 0), -ENOSPC);
+	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, sizeof(buf), X86_ACPI_RSDP, 2, NULL, 4), -EINVAL);
+}
+
 static void test_layout(void)
 {
 	struct x86_layout l;
@@ -530,6 +619,7 @@ int main(void)
 		{ "zero page fields", test_boot_params },
 		{ "initrd placement", test_initrd_place },
 		{ "MP table for 1 and 64 vCPUs", test_mptable },
+		{ "ACPI tables for 1 and 64 vCPUs", test_acpi },
 		{ "device placement", test_layout },
 		{ "GDT and page tables", test_gdt_and_pagetables },
 		{ "ELF vmlinux parsing", test_elf },

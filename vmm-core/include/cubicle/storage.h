@@ -37,6 +37,7 @@ struct cub_storage_req {
 	int iovcnt;
 	cub_storage_done_fn *done;
 	void *opaque;             /* the device's */
+	bool unmap;               /* WRITE_ZEROES: may deallocate (see write_zeroes) */
 };
 
 /*
@@ -45,6 +46,7 @@ struct cub_storage_req {
  *
  * @open:   open from @cfg (the backend's cfg struct). @ro: the device wants
  *          read-only. Returns 0 or -errno after h->fail(). Main thread.
+ *          @in names the backend ("raw[disk0]"), not the device.
  * @close:  flush nothing, free everything. Main thread.
  * @info:   fill @out. Never fails after open.
  * @readv:  read at @off into @iov: bytes read (short only at end of disk) or
@@ -53,8 +55,10 @@ struct cub_storage_req {
  * @flush:  make earlier writes durable: 0 or -errno.
  * @discard:      (optional) the range is no longer needed: 0 or -errno.
  *                Default: -EOPNOTSUPP.
- * @write_zeroes: (optional) the range reads as zeroes afterwards. Default:
- *                writev of zero buffers.
+ * @write_zeroes: (optional) the range reads as zeroes afterwards; with
+ *                @unmap the backend may also deallocate it (a hole), without
+ *                it the blocks stay allocated. Default: writev of zero
+ *                buffers.
  * @submit: (optional) asynchronous form of all of the above; return 0 if
  *          queued (done is called later) or -errno if not queued. Default:
  *          the host runs the blocking ops on the caller's thread.
@@ -68,7 +72,7 @@ struct cub_storage_ops {
 	int64_t (*writev)(void *priv, uint64_t off, const struct iovec *iov, int iovcnt);
 	int (*flush)(void *priv);
 	int (*discard)(void *priv, uint64_t off, uint64_t len);
-	int (*write_zeroes)(void *priv, uint64_t off, uint64_t len);
+	int (*write_zeroes)(void *priv, uint64_t off, uint64_t len, bool unmap);
 	int (*submit)(void *priv, struct cub_storage_req *r);
 };
 
@@ -86,8 +90,13 @@ struct cub_storage {
  * @open:  open the backend described by the group @key (normally "backend")
  *         inside this device's config: its `type` names a storage plugin,
  *         the other keys are that plugin's parameters. @ro forces read-only.
- *         Create time only. 0 and *@out, or -errno after fail().
- * @close: close it (the host also closes any left open at destroy).
+ *         Create time only. 0 and *@out, or -errno with the reason already
+ *         recorded on the device (file:line and the backend's name): return
+ *         the error as it is, without calling fail() again.
+ *         A device config with a @key group its plugin never opened is an
+ *         error after create ("virtio-rng takes no backend").
+ * @close: close it (the host also closes any left open at destroy, after
+ *         the device's destroy).
  */
 struct cub_storage_host {
 	uint32_t size;

@@ -44,7 +44,9 @@ struct cub_vq_chain {
  * @queue_max:    largest queue size offered (power of two, 2..32768).
  * @config_size:  bytes of device-specific config space (may be 0).
  * @features:     device feature bits (the transport adds VIRTIO_F_VERSION_1
- *                and the ring features the host core implements). Main thread.
+ *                and the ring features the host core implements; bits 24..41
+ *                from the device are dropped). Called once, inside @add, so
+ *                @priv must be ready by then. Main thread.
  * @set_features: (optional) the features the driver accepted, before
  *                FEATURES_OK; return -EINVAL to refuse them. Default: accept.
  * @config_read:  copy @len bytes of config space at @off into @buf; the host
@@ -56,7 +58,10 @@ struct cub_vq_chain {
  * @notify:       the driver kicked queue @q. Any thread (vCPU or event loop);
  *                must not block for long: hand work to your own thread.
  * @stop:         the driver reset the device (or the VM stops): stop touching
- *                the queues before returning; they are freed after. Any thread.
+ *                the queues before returning; they are freed after. Called
+ *                only after a successful @start. vCPU or main thread; must
+ *                not wait for the event-loop thread (it may be blocked
+ *                delivering a kick to this device).
  */
 struct cub_virtio_ops {
 	uint32_t device_id;

@@ -1,0 +1,493 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The virtio-blk device plugin: a disk on a storage backend, one worker thread per queue. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cubicle/plugin.h>
+#include <cubicle/storage.h>
+#include <cubicle/virtio.h>
+
+#include "virtio_blk_req.h"
+
+/*
+ * Requests never run on a vCPU thread: notify only wakes the queue's worker,
+ * which pops, does blocking backend I/O, pushes and interrupts the guest.
+ * Queues are independent (VIRTIO_BLK_F_MQ), so each gets its own worker.
+ * stop() wakes and joins them; a worker in the middle of a request finishes
+ * it first, so a reset waits at most for one backend I/O per queue.
+ */
+
+#define VIRTIO_ID_BLOCK 2
+
+#define VIRTIO_BLK_F_SEG_MAX	  2
+#define VIRTIO_BLK_F_RO		  5
+#define VIRTIO_BLK_F_BLK_SIZE	  6
+#define VIRTIO_BLK_F_FLUSH	  9
+#define VIRTIO_BLK_F_MQ		  12
+#define VIRTIO_BLK_F_DISCARD	  13
+#define VIRTIO_BLK_F_WRITE_ZEROES 14
+
+#define QUEUE_MAX	256
+#define SEG_MAX		(QUEUE_MAX - 2) /* header and status take two descriptors */
+#define MAX_QUEUES	16
+#define DWZ_MAX_SECTORS	0x3fffffu /* 2 GiB per discard / write-zeroes segment */
+#define BATCH_NOTIFY	32        /* interrupt at least every this many completions */
+
+/* struct virtio_blk_config, up to and including write_zeroes_may_unmap. */
+enum {
+	CFG_CAPACITY = 0, CFG_SEG_MAX = 12, CFG_BLK_SIZE = 20, CFG_NUM_QUEUES = 34,
+	CFG_MAX_DISCARD_SECTORS = 36, CFG_MAX_DISCARD_SEG = 40, CFG_DISCARD_ALIGN = 44,
+	CFG_MAX_WZ_SECTORS = 48, CFG_MAX_WZ_SEG = 52, CFG_WZ_MAY_UNMAP = 56,
+	CFG_SIZE = 60,
+};
+
+struct blk_cfg {
+	bool read_only;
+	const char *serial;
+	int64_t num_queues;
+	bool root;
+};
+
+struct blk;
+
+struct blk_queue {
+	struct blk *b;
+	struct cub_vq *vq;
+	pthread_t thread;
+	pthread_mutex_t lock; /* kicked, quit, running */
+	pthread_cond_t cond;
+	bool kicked, quit, running;
+	struct cub_vq_chain chain;
+	struct blk_req req;
+};
+
+struct blk {
+	struct cub_inst *in;
+	const struct cub_host *h;
+	struct cub_storage *disk;
+	struct cub_virtio_ops vops; /* per instance (n_queues); never written after add */
+	uint8_t config[CFG_SIZE];
+	uint64_t offered;
+	_Atomic uint64_t acked;
+	struct blk_limits lim;      /* set by start, read by workers */
+	uint8_t id[BLK_ID_BYTES];
+	unsigned n_queues;
+	struct blk_queue *q;
+	pthread_mutex_t lock;       /* start and stop */
+};
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- requests ---- */
+
+static uint8_t do_write_zeroes(struct blk *b, const struct blk_range *g)
+{
+	const struct cub_storage_ops *o = b->disk->ops;
+	uint64_t off = g->sector * BLK_SECTOR, len = (uint64_t)g->num_sectors * BLK_SECTOR;
+	static const uint8_t zero[64 * 1024];
+
+	if (o->write_zeroes)
+		return o->write_zeroes(b->disk->priv, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
+		       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+	while (len) {
+		struct iovec v = { (void *)zero, len < sizeof(zero) ? (size_t)len : sizeof(zero) };
+
+		if (o->writev(b->disk->priv, off, &v, 1) != (int64_t)v.iov_len)
+			return VIRTIO_BLK_S_IOERR;
+		off += v.iov_len;
+		len -= v.iov_len;
+	}
+	return VIRTIO_BLK_S_OK;
+}
+
+/* Do a valid request; returns the status and adds data bytes to *written. */
+static uint8_t blk_execute(struct blk *b, struct blk_req *r, uint32_t *written)
+{
+	const struct cub_storage_ops *o = b->disk->ops;
+	void *dp = b->disk->priv;
+	uint64_t left;
+	int64_t n;
+
+	switch (r->type) {
+	case VIRTIO_BLK_T_IN:
+		n = o->readv(dp, r->sector * BLK_SECTOR, r->iov, r->n_iov);
+		if (n != (int64_t)r->len)
+			return VIRTIO_BLK_S_IOERR;
+		*written += (uint32_t)r->len;
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_OUT:
+		n = o->writev(dp, r->sector * BLK_SECTOR, r->iov, r->n_iov);
+		return n == (int64_t)r->len ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+	case VIRTIO_BLK_T_FLUSH:
+		return o->flush(dp) ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_GET_ID:
+		left = r->len;
+		for (int i = 0; i < r->n_iov; i++) {
+			memcpy(r->iov[i].iov_base, b->id + (r->len - left), r->iov[i].iov_len);
+			left -= r->iov[i].iov_len;
+		}
+		*written += (uint32_t)r->len;
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_DISCARD:
+		for (unsigned i = 0; i < r->n_ranges; i++) {
+			int err = o->discard(dp, r->ranges[i].sector * BLK_SECTOR,
+					     (uint64_t)r->ranges[i].num_sectors * BLK_SECTOR);
+
+			/* Discard is a hint: a backend that cannot drop blocks did its job. */
+			if (err && err != -EOPNOTSUPP)
+				return VIRTIO_BLK_S_IOERR;
+		}
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		for (unsigned i = 0; i < r->n_ranges; i++)
+			if (do_write_zeroes(b, &r->ranges[i]))
+				return VIRTIO_BLK_S_IOERR;
+		return VIRTIO_BLK_S_OK;
+	}
+	return VIRTIO_BLK_S_UNSUPP;
+}
+
+/* One chain: false if the chain was malformed (the device is now broken). */
+static bool blk_handle(struct blk_queue *q)
+{
+	struct blk *b = q->b;
+	struct blk_req *r = &q->req;
+	uint32_t written = 1; /* the status byte */
+	uint8_t st;
+
+	if (blk_parse(&q->chain, &b->lim, r) < 0) {
+		b->h->virtio->broken(b->in, r->why);
+		return false;
+	}
+	if (r->verdict == BLK_STATUS) {
+		st = r->status_val;
+		b->h->log_ratelimited(b->in, st == VIRTIO_BLK_S_UNSUPP ? CUB_LOG_DEBUG : CUB_LOG_WARN,
+				      "request type %u sector %llu: %s", r->type,
+				      (unsigned long long)r->sector, r->why);
+	} else {
+		st = blk_execute(b, r, &written);
+		if (st != VIRTIO_BLK_S_OK)
+			b->h->log_ratelimited(b->in, CUB_LOG_WARN,
+					      "%s: request type %u sector %llu failed",
+					      b->disk->name, r->type, (unsigned long long)r->sector);
+	}
+	*r->status = st;
+	b->h->virtio->push(q->vq, &q->chain, written);
+	return true;
+}
+
+static bool quitting(struct blk_queue *q)
+{
+	bool quit;
+
+	pthread_mutex_lock(&q->lock);
+	quit = q->quit;
+	pthread_mutex_unlock(&q->lock);
+	return quit;
+}
+
+static void blk_drain(struct blk_queue *q)
+{
+	const struct cub_virtio_host *v = q->b->h->virtio;
+	unsigned done = 0;
+	int ret;
+
+	while (!quitting(q) && (ret = v->pop(q->vq, &q->chain)) == 1) {
+		if (!blk_handle(q))
+			break;
+		if (++done % BATCH_NOTIFY == 0)
+			v->notify(q->vq);
+	}
+	if (done % BATCH_NOTIFY)
+		v->notify(q->vq);
+}
+
+static void *blk_worker(void *arg)
+{
+	struct blk_queue *q = arg;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		while (!q->kicked && !q->quit)
+			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->quit)
+			break;
+		q->kicked = false;
+		pthread_mutex_unlock(&q->lock);
+		blk_drain(q);
+		pthread_mutex_lock(&q->lock);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* ---- virtio ops ---- */
+
+static uint64_t blk_features(void *priv)
+{
+	return ((struct blk *)priv)->offered;
+}
+
+static int blk_set_features(void *priv, uint64_t f)
+{
+	struct blk *b = priv;
+
+	atomic_store(&b->acked, f & b->offered);
+	return 0;
+}
+
+static void blk_config_read(void *priv, uint32_t off, void *buf, uint32_t len)
+{
+	struct blk *b = priv;
+
+	if (off > CFG_SIZE || len > CFG_SIZE - off) { /* the host checked; belt and braces */
+		memset(buf, 0, len);
+		return;
+	}
+	memcpy(buf, b->config + off, len);
+}
+
+static void queue_stop(struct blk_queue *q)
+{
+	bool running;
+
+	pthread_mutex_lock(&q->lock);
+	running = q->running;
+	q->quit = true;
+	pthread_cond_signal(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+	if (!running)
+		return;
+	if (pthread_equal(q->thread, pthread_self()))
+		pthread_detach(q->thread); /* stopped from inside a request: cannot join */
+	else
+		pthread_join(q->thread, NULL);
+	pthread_mutex_lock(&q->lock);
+	q->running = false;
+	q->vq = NULL;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static void blk_stop(void *priv)
+{
+	struct blk *b = priv;
+
+	pthread_mutex_lock(&b->lock);
+	for (unsigned i = 0; i < b->n_queues; i++)
+		queue_stop(&b->q[i]);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static int blk_start(void *priv, struct cub_vq *const *vqs, unsigned n)
+{
+	struct blk *b = priv;
+	uint64_t f = atomic_load(&b->acked);
+	int err = 0;
+
+	b->lim.discard = f & (1ull << VIRTIO_BLK_F_DISCARD);
+	b->lim.write_zeroes = f & (1ull << VIRTIO_BLK_F_WRITE_ZEROES);
+	pthread_mutex_lock(&b->lock);
+	for (unsigned i = 0; i < b->n_queues && i < n; i++) {
+		struct blk_queue *q = &b->q[i];
+
+		if (!vqs[i])
+			continue;
+		pthread_mutex_lock(&q->lock);
+		if (!q->running) {
+			q->vq = vqs[i];
+			q->quit = false;
+			q->kicked = true; /* buffers may already be waiting */
+			err = -pthread_create(&q->thread, NULL, blk_worker, q);
+			q->running = !err;
+		}
+		pthread_mutex_unlock(&q->lock);
+		if (err)
+			break;
+	}
+	pthread_mutex_unlock(&b->lock);
+	if (err) {
+		blk_stop(b);
+		b->h->log(b->in, CUB_LOG_ERR, "cannot start a queue worker: %s", strerror(-err));
+	}
+	return err;
+}
+
+static void blk_notify(void *priv, unsigned qi)
+{
+	struct blk *b = priv;
+	struct blk_queue *q;
+
+	if (qi >= b->n_queues)
+		return;
+	q = &b->q[qi];
+	pthread_mutex_lock(&q->lock);
+	if (q->running) {
+		q->kicked = true;
+		pthread_cond_signal(&q->cond);
+	}
+	pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- lifecycle ---- */
+
+static void blk_free(struct blk *b)
+{
+	if (b->q) {
+		blk_stop(b);
+		for (unsigned i = 0; i < b->n_queues; i++) {
+			pthread_mutex_destroy(&b->q[i].lock);
+			pthread_cond_destroy(&b->q[i].cond);
+		}
+	}
+	if (b->disk)
+		b->h->storage->close(b->in, b->disk);
+	pthread_mutex_destroy(&b->lock);
+	free(b->q);
+	free(b);
+}
+
+static void blk_setup_config(struct blk *b, bool ro)
+{
+	const struct cub_storage_info *i = &b->disk->info;
+	const struct cub_storage_ops *o = b->disk->ops;
+
+	b->lim.capacity = i->size / BLK_SECTOR;
+	b->lim.read_only = ro;
+	b->offered = 1ull << VIRTIO_BLK_F_SEG_MAX | 1ull << VIRTIO_BLK_F_BLK_SIZE |
+		     1ull << VIRTIO_BLK_F_FLUSH;
+	if (ro)
+		b->offered |= 1ull << VIRTIO_BLK_F_RO;
+	if (b->n_queues > 1)
+		b->offered |= 1ull << VIRTIO_BLK_F_MQ;
+	put_le(b->config + CFG_CAPACITY, b->lim.capacity, 8);
+	put_le(b->config + CFG_SEG_MAX, SEG_MAX, 4);
+	put_le(b->config + CFG_BLK_SIZE, i->block_size, 4);
+	put_le(b->config + CFG_NUM_QUEUES, b->n_queues, 2);
+	if (!ro && i->can_discard && o->discard) {
+		b->offered |= 1ull << VIRTIO_BLK_F_DISCARD;
+		b->lim.max_discard_sectors = DWZ_MAX_SECTORS;
+		b->lim.max_discard_seg = BLK_MAX_RANGES;
+		put_le(b->config + CFG_MAX_DISCARD_SECTORS, DWZ_MAX_SECTORS, 4);
+		put_le(b->config + CFG_MAX_DISCARD_SEG, BLK_MAX_RANGES, 4);
+		put_le(b->config + CFG_DISCARD_ALIGN, i->block_size / BLK_SECTOR, 4);
+	}
+	if (!ro && (i->can_write_zeroes || !o->write_zeroes)) {
+		b->offered |= 1ull << VIRTIO_BLK_F_WRITE_ZEROES;
+		b->lim.max_write_zeroes_sectors = DWZ_MAX_SECTORS;
+		b->lim.max_write_zeroes_seg = BLK_MAX_RANGES;
+		put_le(b->config + CFG_MAX_WZ_SECTORS, DWZ_MAX_SECTORS, 4);
+		put_le(b->config + CFG_MAX_WZ_SEG, BLK_MAX_RANGES, 4);
+		b->config[CFG_WZ_MAY_UNMAP] = i->can_discard && o->write_zeroes;
+	}
+}
+
+static int blk_create(struct cub_inst *in, const struct cub_host *h, const void *cfgp,
+		      void **priv)
+{
+	const struct blk_cfg *cfg = cfgp;
+	size_t serial_len = cfg->serial ? strlen(cfg->serial) : 0;
+	struct blk *b;
+	bool ro;
+	int err;
+
+	if (cfg->num_queues < 1 || cfg->num_queues > MAX_QUEUES)
+		return h->fail(in, -EINVAL, "num_queues = %lld; expected 1 to %d",
+			       (long long)cfg->num_queues, MAX_QUEUES);
+	if (serial_len > BLK_ID_BYTES)
+		return h->fail(in, -EINVAL, "serial \"%s\" is %zu bytes; at most %u", cfg->serial,
+			       serial_len, BLK_ID_BYTES);
+	if (!CUB_HOST_HAS(h, virtio) || !CUB_HOST_HAS(h, storage))
+		return h->fail(in, -ENOTSUP, "this host offers no virtio or storage services");
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return h->fail(in, -ENOMEM, "out of memory");
+	b->in = in;
+	b->h = h;
+	b->n_queues = (unsigned)cfg->num_queues;
+	pthread_mutex_init(&b->lock, NULL);
+	memcpy(b->id, cfg->serial ? cfg->serial : "", serial_len); /* NUL-padded by calloc */
+	b->q = calloc(b->n_queues, sizeof(*b->q));
+	if (!b->q) {
+		free(b);
+		return h->fail(in, -ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < b->n_queues; i++) {
+		b->q[i].b = b;
+		pthread_mutex_init(&b->q[i].lock, NULL);
+		pthread_cond_init(&b->q[i].cond, NULL);
+	}
+	/* The reason is already recorded on failure (file:line, backend name). */
+	err = h->storage->open(in, "backend", cfg->read_only, &b->disk);
+	if (err)
+		goto fail;
+	ro = cfg->read_only || b->disk->info.read_only;
+	blk_setup_config(b, ro);
+	b->vops = (struct cub_virtio_ops){
+		.device_id = VIRTIO_ID_BLOCK,
+		.n_queues = (uint16_t)b->n_queues,
+		.queue_max = QUEUE_MAX,
+		.config_size = CFG_SIZE,
+		.features = blk_features,
+		.set_features = blk_set_features,
+		.config_read = blk_config_read,
+		.start = blk_start,
+		.notify = blk_notify,
+		.stop = blk_stop,
+	};
+	err = h->virtio->add(in, &b->vops, b);
+	if (err)
+		goto fail;
+	h->log(in, cfg->root ? CUB_LOG_INFO : CUB_LOG_DEBUG, "%s%s: %llu MiB%s, %u queue%s",
+	       cfg->root ? "root disk " : "", b->disk->name,
+	       (unsigned long long)(b->disk->info.size >> 20), ro ? ", read-only" : "",
+	       b->n_queues, b->n_queues == 1 ? "" : "s");
+	*priv = b;
+	return 0;
+fail:
+	blk_free(b);
+	return err;
+}
+
+static void blk_destroy(void *priv)
+{
+	blk_free(priv);
+}
+
+static const struct cub_param blk_params[] = {
+	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, read_only),
+	  .def = "false", .doc = "the guest sees a read-only disk (VIRTIO_BLK_F_RO)" },
+	{ .name = "serial", .type = CUB_P_STR, .offset = offsetof(struct blk_cfg, serial),
+	  .def = "", .doc = "device ID string the guest reads (GET_ID), up to 20 bytes" },
+	{ .name = "num_queues", .type = CUB_P_INT, .offset = offsetof(struct blk_cfg, num_queues),
+	  .def = "1", .doc = "request queues, 1 to 16, one worker thread each (VIRTIO_BLK_F_MQ)" },
+	{ .name = "root", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, root),
+	  .def = "false", .doc = "this is the guest's root disk" },
+};
+
+static const struct cub_device_ops blk_ops = {
+	.create = blk_create,
+	.destroy = blk_destroy,
+};
+
+CUB_PLUGIN({
+	.abi_major = CUB_ABI_MAJOR,
+	.abi_minor = CUB_ABI_MINOR,
+	.size = sizeof(struct cub_plugin),
+	.kind = CUB_KIND_DEVICE,
+	.name = "virtio-blk",
+	.version = "1.0",
+	.license = "Apache-2.0",
+	.summary = "virtio block device on a storage backend (backend = { type = \"raw\"; ... })",
+	.cfg_size = sizeof(struct blk_cfg),
+	.params = blk_params,
+	.n_params = CUB_ARRAY_SIZE(blk_params),
+	.ops = &blk_ops,
+});

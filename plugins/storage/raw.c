@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The raw storage backend: a disk image file or a host block device, byte for byte. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cubicle/storage.h>
+
+/*
+ * Reads and writes are preadv/pwritev on the caller's thread (no submit op:
+ * the device runs them on its own worker threads). The image is locked with
+ * an OFD lock (shared when read-only, exclusive otherwise), so two VMs never
+ * write one image.
+ *
+ * direct = true opens a second descriptor with O_DIRECT and uses it when a
+ * request's offset, length and buffers are aligned as the file system asks
+ * (statx STATX_DIOALIGN). Misaligned buffers go through an aligned bounce
+ * buffer; a misaligned offset or length falls back to the buffered
+ * descriptor (the kernel keeps the two coherent: a direct write invalidates
+ * the cached pages, a direct read first writes dirty ones back). The block
+ * size reported to the guest is the direct-I/O granularity, so a well
+ * behaved guest never needs the fallback.
+ */
+
+#define SECTOR 512u
+#define ZERO_CHUNK (256u << 10) /* write_zeroes fallback: zeroes per write */
+
+struct raw_cfg {
+	const char *path;
+	bool read_only;
+	bool direct;
+	uint64_t size;
+};
+
+struct raw {
+	struct cub_inst *in;
+	const struct cub_host *h;
+	int fd;  /* buffered; always open */
+	int dfd; /* O_DIRECT, or -1 */
+	bool ro, blk;
+	uint64_t size;
+	uint32_t block_size;
+	uint32_t mem_align, off_align; /* direct I/O constraints */
+	uint8_t *zeroes;               /* ZERO_CHUNK zero bytes, aligned */
+	atomic_bool no_zero_range, no_punch;
+};
+
+/* ---- I/O loops ---- */
+
+/*
+ * All of iov at off, restarting after EINTR and short transfers. Returns
+ * the bytes moved (short only at end of file, for reads) or -errno.
+ */
+static int64_t xfer(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt)
+{
+	struct iovec cur[IOV_MAX];
+	uint64_t done = 0;
+	size_t skip = 0;
+	int i = 0;
+
+	while (i < cnt && !iov[i].iov_len)
+		i++;
+	while (i < cnt) {
+		const struct iovec *v = iov + i;
+		ssize_t r;
+		int n = cnt - i;
+
+		if (skip || n > IOV_MAX) {
+			if (n > IOV_MAX)
+				n = IOV_MAX;
+			for (int j = 0; j < n; j++)
+				cur[j] = iov[i + j];
+			cur[0].iov_base = (uint8_t *)cur[0].iov_base + skip;
+			cur[0].iov_len -= skip;
+			v = cur;
+		}
+		if (off + done > (uint64_t)INT64_MAX)
+			return -EINVAL;
+		r = wr ? pwritev(fd, v, n, (off_t)(off + done)) : preadv(fd, v, n, (off_t)(off + done));
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (r == 0)
+			return wr ? -EIO : (int64_t)done; /* end of file */
+		done += (uint64_t)r;
+		for (size_t left = (size_t)r; left;) {
+			size_t avail = iov[i].iov_len - skip;
+
+			if (left < avail) {
+				skip += left;
+				break;
+			}
+			left -= avail;
+			skip = 0;
+			i++;
+		}
+		while (i < cnt && !skip && !iov[i].iov_len)
+			i++;
+	}
+	return (int64_t)done;
+}
+
+static uint64_t iov_total(const struct iovec *iov, int cnt, bool *overflow)
+{
+	uint64_t t = 0;
+
+	*overflow = false;
+	for (int i = 0; i < cnt; i++) {
+		if (iov[i].iov_len > UINT64_MAX - t)
+			*overflow = true;
+		t += iov[i].iov_len;
+	}
+	return t;
+}
+
+static bool mem_aligned(const struct raw *r, const struct iovec *iov, int cnt)
+{
+	for (int i = 0; i < cnt; i++)
+		if (((uintptr_t)iov[i].iov_base | iov[i].iov_len) & (r->mem_align - 1) ||
+		    iov[i].iov_len % r->off_align)
+			return false;
+	return true;
+}
+
+/* O_DIRECT with a bounce buffer: the request's offset and length are aligned,
+ * its buffers are not. */
+static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct iovec *iov,
+			   int cnt, uint64_t len)
+{
+	struct iovec b;
+	uint8_t *buf, *p;
+	int64_t n;
+
+	if (len > SIZE_MAX || posix_memalign((void **)&buf, r->mem_align > 4096 ? r->mem_align : 4096,
+					     (size_t)len))
+		return -ENOMEM;
+	b.iov_base = buf;
+	b.iov_len = (size_t)len;
+	if (wr) {
+		p = buf;
+		for (int i = 0; i < cnt; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+	}
+	n = xfer(r->dfd, wr, off, &b, 1);
+	if (!wr && n > 0) {
+		uint64_t left = (uint64_t)n;
+
+		p = buf;
+		for (int i = 0; i < cnt && left; i++) {
+			size_t c = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
+
+			memcpy(iov[i].iov_base, p, c);
+			p += c;
+			left -= c;
+		}
+	}
+	free(buf);
+	return n;
+}
+
+static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
+{
+	bool overflow;
+	uint64_t len = iov_total(iov, cnt, &overflow);
+
+	if (cnt < 0 || overflow || off > r->size || len > r->size - off)
+		return -EINVAL;
+	if (wr && r->ro)
+		return -EROFS;
+	if (!len)
+		return 0;
+	if (r->dfd >= 0 && !(off % r->off_align) && !(len % r->off_align)) {
+		if (mem_aligned(r, iov, cnt))
+			return xfer(r->dfd, wr, off, iov, cnt);
+		return xfer_bounce(r, wr, off, iov, cnt, len);
+	}
+	return xfer(r->fd, wr, off, iov, cnt);
+}
+
+static int64_t raw_readv(void *priv, uint64_t off, const struct iovec *iov, int cnt)
+{
+	return raw_rw(priv, false, off, iov, cnt);
+}
+
+static int64_t raw_writev(void *priv, uint64_t off, const struct iovec *iov, int cnt)
+{
+	return raw_rw(priv, true, off, iov, cnt);
+}
+
+static int raw_flush(void *priv)
+{
+	struct raw *r = priv;
+
+	if (r->ro)
+		return 0;
+	while (fdatasync(r->fd) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+static int range_ok(const struct raw *r, uint64_t off, uint64_t len)
+{
+	if (r->ro)
+		return -EROFS;
+	if (off > r->size || len > r->size - off || off > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+static int punch(struct raw *r, uint64_t off, uint64_t len)
+{
+	if (atomic_load(&r->no_punch))
+		return -EOPNOTSUPP;
+	if (r->blk) {
+		uint64_t range[2] = { off, len };
+
+		if (!ioctl(r->fd, BLKDISCARD, range))
+			return 0;
+	} else if (!fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			      (off_t)len)) {
+		return 0;
+	}
+	if (errno == EOPNOTSUPP || errno == ENOTTY) {
+		atomic_store(&r->no_punch, true);
+		return -EOPNOTSUPP;
+	}
+	return -errno;
+}
+
+static int raw_discard(void *priv, uint64_t off, uint64_t len)
+{
+	struct raw *r = priv;
+	int err = range_ok(r, off, len);
+
+	if (err || !len)
+		return err;
+	return punch(r, off, len);
+}
+
+/* Zeroes the slow way, for file systems without FALLOC_FL_ZERO_RANGE. */
+static int write_zero_bufs(struct raw *r, uint64_t off, uint64_t len)
+{
+	while (len) {
+		struct iovec v = { r->zeroes, len < ZERO_CHUNK ? (size_t)len : ZERO_CHUNK };
+		int64_t n = raw_rw(r, true, off, &v, 1);
+
+		if (n < 0)
+			return (int)n;
+		off += v.iov_len;
+		len -= v.iov_len;
+	}
+	return 0;
+}
+
+static int raw_write_zeroes(void *priv, uint64_t off, uint64_t len, bool unmap)
+{
+	struct raw *r = priv;
+	int err = range_ok(r, off, len);
+
+	if (err || !len)
+		return err;
+	/* A hole reads as zeroes on a file; a block device's discard may not. */
+	if (unmap && !r->blk && !punch(r, off, len))
+		return 0;
+	if (!atomic_load(&r->no_zero_range)) {
+		if (!fallocate(r->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+			       (off_t)len))
+			return 0;
+		if (errno != EOPNOTSUPP && errno != EINVAL)
+			return -errno;
+		atomic_store(&r->no_zero_range, true);
+	}
+	return write_zero_bufs(r, off, len);
+}
+
+static void raw_info(void *priv, struct cub_storage_info *out)
+{
+	struct raw *r = priv;
+
+	*out = (struct cub_storage_info){
+		.size = r->size,
+		.block_size = r->block_size,
+		.read_only = r->ro,
+		.can_discard = !r->ro,
+		.can_write_zeroes = !r->ro,
+		.can_flush = true,
+	};
+}
+
+/* ---- open ---- */
+
+static void raw_free(struct raw *r)
+{
+	if (r->dfd >= 0)
+		close(r->dfd);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r->zeroes);
+	free(r);
+}
+
+/* Fix the image size: the file's own, or cfg->size (creating or extending a
+ * sparse file; never shrinking one). */
+static int size_setup(struct raw *r, const struct raw_cfg *cfg, const struct stat *st)
+{
+	const char *p = cfg->path;
+
+	if (cfg->size % SECTOR)
+		return r->h->fail(r->in, -EINVAL, "size = %llu is not a multiple of 512",
+				  (unsigned long long)cfg->size);
+	if (r->blk) {
+		if (cfg->size)
+			return r->h->fail(r->in, -EINVAL,
+					  "size applies to image files, not to block device %s", p);
+		if (ioctl(r->fd, BLKGETSIZE64, &r->size) < 0)
+			return r->h->fail(r->in, -errno, "cannot read the size of %s: %s", p,
+					  strerror(errno));
+	} else {
+		r->size = (uint64_t)st->st_size;
+		if (cfg->size && r->size > cfg->size)
+			return r->h->fail(r->in, -EINVAL,
+					  "%s is %llu bytes, larger than size = %llu (cubicle never shrinks an image)",
+					  p, (unsigned long long)r->size,
+					  (unsigned long long)cfg->size);
+		if (cfg->size && r->size < cfg->size) {
+			if (r->ro)
+				return r->h->fail(r->in, -EROFS,
+						  "%s is %llu bytes, smaller than size = %llu, and read-only",
+						  p, (unsigned long long)r->size,
+						  (unsigned long long)cfg->size);
+			if (ftruncate(r->fd, (off_t)cfg->size) < 0)
+				return r->h->fail(r->in, -errno, "cannot extend %s to %llu bytes: %s",
+						  p, (unsigned long long)cfg->size,
+						  strerror(errno));
+			r->h->log(r->in, CUB_LOG_INFO, "%s: sparse image of %llu bytes (was %llu)", p,
+				  (unsigned long long)cfg->size, (unsigned long long)r->size);
+			r->size = cfg->size;
+		}
+	}
+	if (!r->size)
+		return r->h->fail(r->in, -EINVAL, "%s is empty (set size to make a sparse image)",
+				  p);
+	if (r->size % SECTOR)
+		return r->h->fail(r->in, -EINVAL, "%s is %llu bytes, not a multiple of 512", p,
+				  (unsigned long long)r->size);
+	return 0;
+}
+
+static int direct_setup(struct raw *r, const struct raw_cfg *cfg)
+{
+	struct statx sx;
+	int lbs = SECTOR;
+
+	r->dfd = open(cfg->path, (r->ro ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC);
+	if (r->dfd < 0)
+		return r->h->fail(r->in, -errno, "direct = true, but %s cannot be opened with O_DIRECT: %s",
+				  cfg->path, strerror(errno));
+	if (r->blk && ioctl(r->fd, BLKSSZGET, &lbs) < 0)
+		lbs = 4096;
+	r->mem_align = r->off_align = r->blk ? (uint32_t)lbs : 4096; /* safe guesses */
+	if (!statx(r->dfd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &sx) &&
+	    (sx.stx_mask & STATX_DIOALIGN)) {
+		if (!sx.stx_dio_offset_align)
+			return r->h->fail(r->in, -EINVAL, "direct = true, but %s does not support direct I/O",
+					  cfg->path);
+		r->mem_align = sx.stx_dio_mem_align;
+		r->off_align = sx.stx_dio_offset_align;
+	}
+	if (r->off_align < SECTOR)
+		r->off_align = SECTOR;
+	if (r->mem_align < 1 || (r->mem_align & (r->mem_align - 1)) || r->off_align > 65536 ||
+	    (r->off_align & (r->off_align - 1)))
+		return r->h->fail(r->in, -EINVAL, "%s: unusable direct I/O alignment %u/%u",
+				  cfg->path, r->mem_align, r->off_align);
+	if (r->off_align > r->block_size)
+		r->block_size = r->off_align;
+	return 0;
+}
+
+static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *cfgp, bool ro,
+		    void **priv)
+{
+	const struct raw_cfg *cfg = cfgp;
+	struct flock lk = { .l_whence = SEEK_SET };
+	struct raw *r;
+	struct stat st;
+	int flags, err, lbs;
+
+	if (!cfg->path || !*cfg->path)
+		return h->fail(in, -EINVAL, "path must name an image file or a block device");
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return h->fail(in, -ENOMEM, "out of memory");
+	r->in = in;
+	r->h = h;
+	r->dfd = -1;
+	r->ro = ro || cfg->read_only;
+	r->block_size = SECTOR;
+	atomic_init(&r->no_zero_range, false);
+	atomic_init(&r->no_punch, false);
+	flags = (r->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	if (cfg->size && !r->ro)
+		flags |= O_CREAT;
+	r->fd = open(cfg->path, flags, 0644);
+	if (r->fd < 0) {
+		err = h->fail(in, -errno, "cannot open %s%s: %s", cfg->path,
+			      r->ro ? " read-only" : "", strerror(errno));
+		goto fail;
+	}
+	if (fstat(r->fd, &st) < 0) {
+		err = h->fail(in, -errno, "cannot stat %s: %s", cfg->path, strerror(errno));
+		goto fail;
+	}
+	r->blk = S_ISBLK(st.st_mode);
+	if (!r->blk && !S_ISREG(st.st_mode)) {
+		err = h->fail(in, -EINVAL, "%s is neither a regular file nor a block device",
+			      cfg->path);
+		goto fail;
+	}
+	/* One writer per image, across processes; readers may share. */
+	lk.l_type = r->ro ? F_RDLCK : F_WRLCK;
+	if (fcntl(r->fd, F_OFD_SETLK, &lk) < 0) {
+		if (errno == EAGAIN || errno == EACCES) {
+			err = h->fail(in, -EBUSY, "%s is in use by another VM (it holds a lock on it)",
+				      cfg->path);
+			goto fail;
+		}
+		/* Some file systems (9p, some NFS) have no OFD locks: go on unguarded. */
+		h->log(in, CUB_LOG_WARN, "cannot lock %s (%s); another VM could open it too",
+		       cfg->path, strerror(errno));
+	}
+	if ((err = size_setup(r, cfg, &st)))
+		goto fail;
+	if (r->blk && !ioctl(r->fd, BLKSSZGET, &lbs) && lbs >= (int)SECTOR && lbs <= 65536)
+		r->block_size = (uint32_t)lbs;
+	if (cfg->direct && (err = direct_setup(r, cfg)))
+		goto fail;
+	if (!r->ro && posix_memalign((void **)&r->zeroes, 4096, ZERO_CHUNK)) {
+		err = h->fail(in, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (r->zeroes)
+		memset(r->zeroes, 0, ZERO_CHUNK);
+	*priv = r;
+	return 0;
+fail:
+	raw_free(r);
+	return err;
+}
+
+static void raw_close(void *priv)
+{
+	raw_free(priv);
+}
+
+static const struct cub_param raw_params[] = {
+	{ .name = "path", .type = CUB_P_STR, .offset = offsetof(struct raw_cfg, path),
+	  .doc = "image file or block device (relative to the config file)" },
+	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct raw_cfg, read_only),
+	  .def = "false", .doc = "open read-only; writes fail" },
+	{ .name = "direct", .type = CUB_P_BOOL, .offset = offsetof(struct raw_cfg, direct),
+	  .def = "false", .doc = "O_DIRECT: bypass the host page cache" },
+	{ .name = "size", .type = CUB_P_SIZE, .offset = offsetof(struct raw_cfg, size),
+	  .def = "0", .doc = "create or extend a sparse image file to this size (0: as it is)" },
+};
+
+static const struct cub_storage_ops raw_ops = {
+	.open = raw_open,
+	.close = raw_close,
+	.info = raw_info,
+	.readv = raw_readv,
+	.writev = raw_writev,
+	.flush = raw_flush,
+	.discard = raw_discard,
+	.write_zeroes = raw_write_zeroes,
+};
+
+CUB_PLUGIN({
+	.abi_major = CUB_ABI_MAJOR,
+	.abi_minor = CUB_ABI_MINOR,
+	.size = sizeof(struct cub_plugin),
+	.kind = CUB_KIND_STORAGE,
+	.name = "raw",
+	.version = "1.0",
+	.license = "Apache-2.0",
+	.summary = "raw disk image file or host block device (sparse, discard, O_DIRECT)",
+	.cfg_size = sizeof(struct raw_cfg),
+	.params = raw_params,
+	.n_params = CUB_ARRAY_SIZE(raw_params),
+	.ops = &raw_ops,
+});

@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of virtio-blk: the request parser on fake guest memory, and the
+ * built plugin on the raw backend through the fake host's virtqueues. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "fake_host.h"
+#include "virtio_blk_req.h"
+
+#define RAM_SIZE (16u << 20)
+#define CAP	 2048 /* sectors in the parser tests: 1 MiB */
+
+static struct fake_host fh;  /* the device's host */
+static struct fake_host mem; /* guest RAM for every chain */
+static uint64_t ram_next;
+static struct cub_vq_chain ch;
+static struct blk_req req;
+static char dir[] = "/tmp/cubicle-test-blk-XXXXXX";
+
+static const struct blk_limits lim_rw = {
+	.capacity = CAP, .discard = true, .write_zeroes = true,
+	.max_discard_sectors = 1024, .max_discard_seg = 4,
+	.max_write_zeroes_sectors = 1024, .max_write_zeroes_seg = 2,
+};
+
+/* Guest memory for a test: a bump allocator over the fake RAM. */
+static uint8_t *gmem(size_t len)
+{
+	uint8_t *p;
+
+	if (ram_next + len > RAM_SIZE)
+		ram_next = 0;
+	p = mem.ops.gpa_map(fake_inst(&mem), ram_next, len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	ram_next += (len + 63) & ~63ull;
+	return p;
+}
+
+static uint8_t *hdr(uint32_t type, uint64_t sector)
+{
+	uint8_t *h = gmem(BLK_HDR_LEN);
+
+	for (int i = 0; i < 4; i++)
+		h[i] = (uint8_t)(type >> (8 * i));
+	memset(h + 4, 0, 4);
+	for (int i = 0; i < 8; i++)
+		h[8 + i] = (uint8_t)(sector >> (8 * i));
+	return h;
+}
+
+static void seg(void *p, size_t len, bool w)
+{
+	CU_ASSERT_EQUAL_FATAL(fake_chain_add(&ch, p, len, w), 0);
+}
+
+/* A chain: header (readable), optional data, status byte (writable). */
+static void simple(uint32_t type, uint64_t sector, size_t data, bool data_writable)
+{
+	fake_chain_init(&ch, 7);
+	seg(hdr(type, sector), BLK_HDR_LEN, false);
+	if (data && !data_writable)
+		seg(gmem(data), data, false);
+	if (data && data_writable)
+		seg(gmem(data), data, true);
+	seg(gmem(1), 1, true);
+}
+
+static int parse(const struct blk_limits *lim)
+{
+	return blk_parse(&ch, lim, &req);
+}
+
+static void expect_status(const struct blk_limits *lim, uint8_t st, const char *why)
+{
+	CU_ASSERT_EQUAL(parse(lim), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_STATUS);
+	CU_ASSERT_EQUAL(req.status_val, st);
+	CU_ASSERT_PTR_NOT_NULL(req.status);
+	if (!req.why || !strstr(req.why, why))
+		fprintf(stderr, "\n  got: %s\n  want: %s\n", req.why ? req.why : "(none)", why);
+	CU_ASSERT(req.why && strstr(req.why, why));
+}
+
+static uint8_t *range(uint64_t sector, uint32_t n, uint32_t flags)
+{
+	uint8_t *r = gmem(BLK_RANGE_LEN);
+
+	for (int i = 0; i < 8; i++)
+		r[i] = (uint8_t)(sector >> (8 * i));
+	for (int i = 0; i < 4; i++) {
+		r[8 + i] = (uint8_t)(n >> (8 * i));
+		r[12 + i] = (uint8_t)(flags >> (8 * i));
+	}
+	return r;
+}
+
+/* ---- the parser ---- */
+
+static void test_parse_read_write(void)
+{
+	uint8_t *h, *d;
+
+	simple(VIRTIO_BLK_T_IN, 8, 4096, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_EQUAL(req.type, VIRTIO_BLK_T_IN);
+	CU_ASSERT_EQUAL(req.sector, 8);
+	CU_ASSERT_EQUAL(req.len, 4096);
+	CU_ASSERT_EQUAL(req.n_iov, 1);
+	CU_ASSERT_PTR_EQUAL(req.status, ch.in[1].iov_base);
+
+	/* data and status in one writable segment, header split in three */
+	fake_chain_init(&ch, 1);
+	h = hdr(VIRTIO_BLK_T_IN, CAP - 2);
+	seg(h, 3, false);
+	seg(h + 3, 9, false);
+	seg(h + 12, 4, false);
+	d = gmem(1025);
+	seg(d, 1025, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_EQUAL(req.sector, CAP - 2);
+	CU_ASSERT_EQUAL(req.len, 1024);
+	CU_ASSERT_EQUAL(req.n_iov, 1);
+	CU_ASSERT_EQUAL(req.iov[0].iov_len, 1024);
+	CU_ASSERT_PTR_EQUAL(req.status, d + 1024);
+
+	/* write: header and data in one readable segment */
+	fake_chain_init(&ch, 2);
+	d = gmem(16 + 1024);
+	memcpy(d, hdr(VIRTIO_BLK_T_OUT, 0), 16);
+	seg(d, 16 + 1024, false);
+	seg(gmem(1), 1, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_EQUAL(req.len, 1024);
+	CU_ASSERT_PTR_EQUAL(req.iov[0].iov_base, d + 16);
+
+	/* zero-length segments anywhere are harmless; the last one is not the status */
+	fake_chain_init(&ch, 3);
+	seg(hdr(VIRTIO_BLK_T_FLUSH, 0), 16, false);
+	seg(gmem(1), 0, false);
+	seg(gmem(1), 1, true);
+	seg(gmem(1), 0, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_PTR_EQUAL(req.status, ch.in[0].iov_base);
+}
+
+static void test_parse_malformed(void)
+{
+	/* no writable byte at all: nowhere to put a status */
+	fake_chain_init(&ch, 1);
+	seg(hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+	seg(gmem(512), 512, false);
+	CU_ASSERT_EQUAL(parse(&lim_rw), -1);
+	CU_ASSERT_EQUAL(req.verdict, BLK_MALFORMED);
+	fake_chain_init(&ch, 1);
+	seg(hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+	seg(gmem(1), 0, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), -1);
+	fake_chain_init(&ch, 1);
+	CU_ASSERT_EQUAL(parse(&lim_rw), -1);
+	/* more segments than any chain may have */
+	fake_chain_init(&ch, 1);
+	ch.n_out = CUB_VQ_MAX_SEGS;
+	ch.n_in = 1;
+	CU_ASSERT_EQUAL(parse(&lim_rw), -1);
+	/* lengths that overflow */
+	fake_chain_init(&ch, 1);
+	seg(gmem(16), SIZE_MAX, false);
+	seg(gmem(16), SIZE_MAX, false);
+	seg(gmem(1), 1, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), -1);
+
+	/* header too short, but a status byte: IOERR */
+	fake_chain_init(&ch, 1);
+	seg(hdr(VIRTIO_BLK_T_IN, 0), 15, false);
+	seg(gmem(1), 1, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "header too short");
+	fake_chain_init(&ch, 1);
+	seg(gmem(513), 513, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "header too short");
+}
+
+static void test_parse_ranges_of_io(void)
+{
+	simple(VIRTIO_BLK_T_IN, CAP, 0, true); /* empty read at the very end: fine */
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	simple(VIRTIO_BLK_T_IN, CAP - 1, 1024, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	simple(VIRTIO_BLK_T_IN, CAP + 1, 0, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	simple(VIRTIO_BLK_T_OUT, UINT64_MAX - 1, 1024, false);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	simple(VIRTIO_BLK_T_IN, UINT64_MAX / 512, 512, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	simple(VIRTIO_BLK_T_IN, 0, 100, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "not a multiple of 512");
+	simple(VIRTIO_BLK_T_OUT, 0, 513, false);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "not a multiple of 512");
+	/* 4 GiB of data (segments may alias): too large for used.len */
+	{
+		struct blk_limits huge = lim_rw;
+		uint8_t *d = gmem(8 << 20);
+
+		huge.capacity = UINT64_MAX / 512;
+		fake_chain_init(&ch, 1);
+		seg(hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+		for (int i = 0; i < 600; i++)
+			seg(d, 8 << 20, true);
+		seg(gmem(1), 1, true);
+		expect_status(&huge, VIRTIO_BLK_S_IOERR, "larger than 4 GiB");
+		fake_chain_init(&ch, 1);
+		seg(hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+		for (int i = 0; i < 500; i++)
+			seg(d, 8 << 20, true);
+		seg(gmem(1), 1, true);
+		CU_ASSERT_EQUAL(parse(&huge), 0);
+		CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+		CU_ASSERT_EQUAL(req.len, 4000ull << 20);
+	}
+}
+
+static void test_parse_read_only(void)
+{
+	struct blk_limits ro = lim_rw;
+
+	ro.read_only = true;
+	simple(VIRTIO_BLK_T_OUT, 0, 512, false);
+	expect_status(&ro, VIRTIO_BLK_S_IOERR, "read-only");
+	fake_chain_init(&ch, 1);
+	seg(hdr(VIRTIO_BLK_T_WRITE_ZEROES, 0), 16, false);
+	seg(range(0, 8, 0), 16, false);
+	seg(gmem(1), 1, true);
+	expect_status(&ro, VIRTIO_BLK_S_IOERR, "read-only");
+	simple(VIRTIO_BLK_T_IN, 0, 512, true);
+	CU_ASSERT_EQUAL(parse(&ro), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	simple(VIRTIO_BLK_T_FLUSH, 0, 0, false);
+	CU_ASSERT_EQUAL(parse(&ro), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+}
+
+static void dwz(uint32_t type, unsigned n, const uint8_t *const *r, size_t extra)
+{
+	fake_chain_init(&ch, 1);
+	seg(hdr(type, 0), 16, false);
+	for (unsigned i = 0; i < n; i++)
+		seg((void *)r[i], 16, false);
+	if (extra)
+		seg(gmem(extra), extra, false);
+	seg(gmem(1), 1, true);
+}
+
+static void test_parse_discard(void)
+{
+	const uint8_t *r[8];
+	struct blk_limits nod = lim_rw;
+
+	r[0] = range(0, 8, 0);
+	r[1] = range(100, 1024, 0);
+	dwz(VIRTIO_BLK_T_DISCARD, 2, r, 0);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_EQUAL(req.n_ranges, 2);
+	CU_ASSERT_EQUAL(req.ranges[1].sector, 100);
+	CU_ASSERT_EQUAL(req.ranges[1].num_sectors, 1024);
+	/* not negotiated */
+	nod.discard = nod.write_zeroes = false;
+	expect_status(&nod, VIRTIO_BLK_S_UNSUPP, "not negotiated");
+	/* more segments than offered (4) */
+	for (int i = 0; i < 5; i++)
+		r[i] = range(0, 1, 0);
+	dwz(VIRTIO_BLK_T_DISCARD, 5, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "more discard/write-zeroes segments");
+	/* no segment, or a partial one */
+	dwz(VIRTIO_BLK_T_DISCARD, 0, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "whole number of segments");
+	dwz(VIRTIO_BLK_T_DISCARD, 1, r, 8);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "whole number of segments");
+	/* flags: unmap is for write zeroes only; unknown bits are UNSUPP */
+	r[0] = range(0, 8, VIRTIO_BLK_WZ_FLAG_UNMAP);
+	dwz(VIRTIO_BLK_T_DISCARD, 1, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_UNSUPP, "discard with unmap");
+	dwz(VIRTIO_BLK_T_WRITE_ZEROES, 1, r, 0);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.verdict, BLK_DO);
+	CU_ASSERT_EQUAL(req.ranges[0].flags, VIRTIO_BLK_WZ_FLAG_UNMAP);
+	r[0] = range(0, 8, 2);
+	dwz(VIRTIO_BLK_T_WRITE_ZEROES, 1, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_UNSUPP, "unknown discard/write-zeroes flags");
+	/* per-segment length and the disk's end */
+	r[0] = range(0, 1025, 0);
+	dwz(VIRTIO_BLK_T_DISCARD, 1, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "longer than offered");
+	r[0] = range(CAP - 4, 8, 0);
+	dwz(VIRTIO_BLK_T_WRITE_ZEROES, 1, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	r[0] = range(UINT64_MAX - 2, 8, 0);
+	dwz(VIRTIO_BLK_T_DISCARD, 1, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "beyond the end");
+	/* write zeroes allows 2 segments, not 3 */
+	for (int i = 0; i < 3; i++)
+		r[i] = range((uint64_t)i * 8, 8, 0);
+	dwz(VIRTIO_BLK_T_WRITE_ZEROES, 3, r, 0);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "more discard/write-zeroes segments");
+}
+
+static void test_parse_get_id_and_unknown(void)
+{
+	simple(VIRTIO_BLK_T_GET_ID, 0, 20, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.len, 20);
+	simple(VIRTIO_BLK_T_GET_ID, 0, 8, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.len, 8);
+	simple(VIRTIO_BLK_T_GET_ID, 0, 64, true);
+	CU_ASSERT_EQUAL(parse(&lim_rw), 0);
+	CU_ASSERT_EQUAL(req.len, 20);
+	simple(VIRTIO_BLK_T_GET_ID, 0, 0, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_IOERR, "GET_ID without a buffer");
+	simple(99, 0, 0, true);
+	expect_status(&lim_rw, VIRTIO_BLK_S_UNSUPP, "unsupported request type");
+	simple(5, 0, 0, true); /* legacy FLUSH_OUT */
+	expect_status(&lim_rw, VIRTIO_BLK_S_UNSUPP, "unsupported");
+	simple(VIRTIO_BLK_T_IN | 0x80000000u, 0, 512, true); /* legacy barrier bit */
+	expect_status(&lim_rw, VIRTIO_BLK_S_UNSUPP, "unsupported");
+}
+
+/* ---- the device, on the raw backend ---- */
+
+static const struct cub_plugin *blk, *rawp;
+static void *blk_dl, *raw_dl;
+static void *bcfg, *bpriv, *rcfg, *rpriv;
+static struct cub_storage disk;
+static char img[300];
+
+#define F(bit) (1ull << (bit))
+
+static int dev_start(const char *const *kv, bool ro_disk)
+{
+	const char *rkv[] = { "path", img, "read_only", ro_disk ? "true" : "false", NULL };
+	const struct cub_storage_ops *so = rawp->ops;
+	int err;
+
+	fake_host_init(&fh);
+	rcfg = fake_cfg_new(rawp, rkv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(rcfg);
+	CU_ASSERT_EQUAL_FATAL(so->open(fake_inst(&fh), &fh.ops, rcfg, ro_disk, &rpriv), 0);
+	disk = (struct cub_storage){ .ops = so, .priv = rpriv, .name = "raw[disk0]" };
+	so->info(rpriv, &disk.info);
+	fh.storage = &disk;
+	bcfg = fake_cfg_new(blk, kv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(bcfg);
+	bpriv = NULL;
+	err = fake_create(&fh, blk, bcfg, &bpriv);
+	if (err && fh.verbose)
+		fprintf(stderr, "(create: %d %s) ", err, fh.fail_msg);
+	return err;
+}
+
+static void dev_stop(void)
+{
+	if (bpriv)
+		((const struct cub_device_ops *)blk->ops)->destroy(bpriv);
+	bpriv = NULL;
+	fake_cfg_free(blk, bcfg);
+	((const struct cub_storage_ops *)rawp->ops)->close(rpriv);
+	fake_cfg_free(rawp, rcfg);
+	fake_host_fini(&fh);
+}
+
+static uint64_t cfg_u(uint32_t off, uint32_t len)
+{
+	uint8_t b[8] = { 0 };
+	uint64_t v = 0;
+
+	fh.vdev->config_read(fh.vpriv, off, b, len);
+	for (uint32_t i = 0; i < len; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static void test_dev_config(void)
+{
+	uint64_t f;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "serial", "disk-serial-1", NULL }, false), 0);
+	CU_ASSERT_EQUAL(fh.storage_open_calls, 1);
+	CU_ASSERT_STRING_EQUAL(fh.storage_key, "backend");
+	CU_ASSERT_EQUAL(fh.vdev->device_id, 2);
+	CU_ASSERT_EQUAL(fh.vdev->n_queues, 1);
+	f = fh.vdev->features(fh.vpriv);
+	CU_ASSERT(f & F(2) && f & F(6) && f & F(9) && f & F(13) && f & F(14));
+	CU_ASSERT(!(f & F(5)) && !(f & F(12)));
+	CU_ASSERT_EQUAL(cfg_u(0, 8), (4u << 20) / 512);
+	CU_ASSERT_EQUAL(cfg_u(12, 4), 254);
+	CU_ASSERT_EQUAL(cfg_u(20, 4), 512);
+	CU_ASSERT_EQUAL(cfg_u(40, 4), BLK_MAX_RANGES);
+	CU_ASSERT_EQUAL(cfg_u(56, 1), 1);
+	dev_stop();
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "read_only", "true", "num_queues", "4",
+							   "root", "true", NULL }, false), 0);
+	CU_ASSERT(fh.storage_ro);
+	CU_ASSERT(fake_log_has(&fh, "root disk"));
+	f = fh.vdev->features(fh.vpriv);
+	CU_ASSERT(f & F(5) && f & F(12));
+	CU_ASSERT(!(f & F(13)) && !(f & F(14)));
+	CU_ASSERT_EQUAL(fh.vdev->n_queues, 4);
+	CU_ASSERT_EQUAL(cfg_u(34, 2), 4);
+	dev_stop();
+
+	/* a read-only backend makes a read-only device */
+	CU_ASSERT_EQUAL_FATAL(dev_start(NULL, true), 0);
+	CU_ASSERT(fh.vdev->features(fh.vpriv) & F(5));
+	dev_stop();
+}
+
+static void test_dev_bad_config(void)
+{
+	CU_ASSERT_EQUAL(dev_start((const char *[]){ "num_queues", "0", NULL }, false), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "num_queues = 0"));
+	dev_stop();
+	CU_ASSERT_EQUAL(dev_start((const char *[]){ "num_queues", "17", NULL }, false), -EINVAL);
+	dev_stop();
+	CU_ASSERT_EQUAL(dev_start((const char *[]){ "serial", "012345678901234567890", NULL },
+				  false), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "at most 20"));
+	dev_stop();
+	/* the storage host's reason stands as it is */
+	fake_host_init(&fh);
+	fh.storage_err = -ENOENT;
+	bcfg = fake_cfg_new(blk, NULL);
+	CU_ASSERT_EQUAL(fake_create(&fh, blk, bcfg, &bpriv), -ENOENT);
+	CU_ASSERT_EQUAL(fh.fail_calls, 1);
+	CU_ASSERT_EQUAL(fh.virtio_add_calls, 0);
+	fake_cfg_free(blk, bcfg);
+	fake_host_fini(&fh);
+}
+
+/* Submit one chain on queue q and wait for it; returns the status byte. */
+static uint8_t submit(unsigned q, uint32_t *written)
+{
+	unsigned before = fh.vqs[q].n_used;
+	uint8_t *st = (uint8_t *)ch.in[ch.n_in - 1].iov_base + ch.in[ch.n_in - 1].iov_len - 1;
+
+	*st = 0xee;
+	CU_ASSERT_EQUAL_FATAL(fake_vq_add(&fh, q, &ch), 0);
+	fake_virtio_kick(&fh, q);
+	if (!fake_vq_wait_used(&fh, q, before + 1, 5000))
+		fprintf(stderr, "(broken %u: %s) ", fh.broken_calls, fh.broken_why);
+	CU_ASSERT_FATAL(fh.vqs[q].n_used >= before + 1);
+	CU_ASSERT_EQUAL(fh.vqs[q].used[before % FAKE_VQ_LEN].head, ch.head);
+	if (written)
+		*written = fh.vqs[q].used[before % FAKE_VQ_LEN].written;
+	return *st;
+}
+
+static void test_dev_requests(void)
+{
+	uint8_t *data, *back, *id;
+	uint32_t w;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "serial", "hello", "num_queues", "2",
+							   NULL }, false), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	/* write 8 KiB at sector 16 in two segments, read it back */
+	fake_chain_init(&ch, 11);
+	seg(hdr(VIRTIO_BLK_T_OUT, 16), 16, false);
+	data = gmem(8192);
+	for (int i = 0; i < 8192; i++)
+		data[i] = (uint8_t)(i * 7);
+	seg(data, 4096, false);
+	seg(data + 4096, 4096, false);
+	seg(gmem(1), 1, true);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	CU_ASSERT_EQUAL(w, 1);
+	fake_chain_init(&ch, 12);
+	seg(hdr(VIRTIO_BLK_T_IN, 16), 16, false);
+	back = gmem(8193);
+	seg(back, 8193, true);
+	CU_ASSERT_EQUAL(submit(1, &w), VIRTIO_BLK_S_OK); /* the second queue */
+	CU_ASSERT_EQUAL(w, 8193);
+	CU_ASSERT_EQUAL(memcmp(back, data, 8192), 0);
+	/* flush, get id */
+	simple(VIRTIO_BLK_T_FLUSH, 0, 0, false);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	simple(VIRTIO_BLK_T_GET_ID, 0, 20, true);
+	id = ch.in[0].iov_base;
+	memset(id, 'x', 20);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	CU_ASSERT_EQUAL(w, 21);
+	CU_ASSERT_STRING_EQUAL((char *)id, "hello");
+	CU_ASSERT_EQUAL(id[19], 0);
+	/* write zeroes over the first half, discard the second, read zeroes */
+	fake_chain_init(&ch, 13);
+	seg(hdr(VIRTIO_BLK_T_WRITE_ZEROES, 0), 16, false);
+	seg(range(16, 8, 0), 16, false);
+	seg(gmem(1), 1, true);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	fake_chain_init(&ch, 14);
+	seg(hdr(VIRTIO_BLK_T_DISCARD, 0), 16, false);
+	seg(range(24, 8, 0), 16, false);
+	seg(gmem(1), 1, true);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	simple(VIRTIO_BLK_T_IN, 16, 8192, true);
+	back = ch.in[0].iov_base;
+	memset(back, 0xff, 8192);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_OK);
+	for (int i = 0; i < 8192; i++)
+		if (back[i]) {
+			CU_FAIL("not zero after write zeroes / discard");
+			break;
+		}
+	/* bad requests complete with a status; the device goes on */
+	simple(VIRTIO_BLK_T_IN, 1u << 30, 512, true);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_IOERR);
+	CU_ASSERT_EQUAL(w, 1);
+	simple(42, 0, 0, true);
+	CU_ASSERT_EQUAL(submit(0, &w), VIRTIO_BLK_S_UNSUPP);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+	/* a chain without a status byte breaks the device */
+	fake_chain_init(&ch, 15);
+	seg(hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+	CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, &ch), 0);
+	fake_virtio_kick(&fh, 0);
+	fake_vq_wait_used(&fh, 0, 1000, 2000);
+	CU_ASSERT_EQUAL(fh.broken_calls, 1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.broken_why, "status"));
+	CU_ASSERT(fh.vqs[0].notifies > 0);
+	/* reset, start again: the workers come back */
+	fake_virtio_stop(&fh);
+	fake_virtio_stop(&fh);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	simple(VIRTIO_BLK_T_FLUSH, 0, 0, false);
+	CU_ASSERT_EQUAL(submit(1, &w), VIRTIO_BLK_S_OK);
+	dev_stop(); /* destroy stops running workers */
+}
+
+/* Many chains queued before one kick all complete, in order, with few interrupts. */
+static void test_dev_batch(void)
+{
+	static struct cub_vq_chain chains[200];
+	uint8_t *data = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start(NULL, false), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (int i = 0; i < 200; i++) {
+		struct cub_vq_chain *c = &chains[i];
+
+		fake_chain_init(c, (uint16_t)i);
+		fake_chain_add(c, hdr(i % 2 ? VIRTIO_BLK_T_IN : VIRTIO_BLK_T_OUT, (uint64_t)i * 8),
+			       16, false);
+		data = gmem(4096);
+		fake_chain_add(c, data, 4096, i % 2);
+		fake_chain_add(c, gmem(1), 1, true);
+		CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, c), 0);
+	}
+	fake_virtio_kick(&fh, 0);
+	CU_ASSERT(fake_vq_wait_used(&fh, 0, 200, 10000));
+	for (int i = 0; i < 200; i++)
+		CU_ASSERT_EQUAL(fh.vqs[0].used[i].head, i);
+	CU_ASSERT(fh.vqs[0].notifies >= 1 && fh.vqs[0].notifies <= 200 / 32 + 2);
+	dev_stop();
+}
+
+static int suite_init(void)
+{
+	int fd;
+
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(img, sizeof(img), "%s/disk.img", dir);
+	fd = open(img, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || ftruncate(fd, 4 << 20))
+		return 1;
+	close(fd);
+	blk = fake_plugin_open("virtio_blk", &blk_dl);
+	rawp = fake_plugin_open("raw", &raw_dl);
+	fake_host_init(&mem);
+	return fake_host_ram(&mem, 0, RAM_SIZE) || !blk || !rawp;
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "parse: read and write layouts", test_parse_read_write },
+		{ "parse: malformed chains", test_parse_malformed },
+		{ "parse: sector ranges and lengths", test_parse_ranges_of_io },
+		{ "parse: read-only disk", test_parse_read_only },
+		{ "parse: discard and write zeroes", test_parse_discard },
+		{ "parse: GET_ID sizes, unknown types", test_parse_get_id_and_unknown },
+		{ "device: features and config space", test_dev_config },
+		{ "device: bad config", test_dev_bad_config },
+		{ "device: requests on the raw backend", test_dev_requests },
+		{ "device: a batch on one kick", test_dev_batch },
+		{ NULL, NULL },
+	};
+	char cmd[128];
+	int ret;
+
+	if (suite_init()) {
+		fprintf(stderr, "test_virtio_blk: setup failed\n");
+		return 1;
+	}
+	ret = cu_run("virtio_blk", tests);
+	fake_host_fini(&mem);
+	fake_plugin_close(blk_dl);
+	fake_plugin_close(raw_dl);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", dir);
+	return ret;
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One virtqueue as the host's virtio core sees it: created from what the
+ * driver programmed, popped and pushed by the device. The ring format (split
+ * today, packed later) stays inside virtqueue.c. */
+#ifndef CUBICLE_VIRTQUEUE_H
+#define CUBICLE_VIRTQUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cubicle/virtio.h"
+#include "mem.h"
+
+/* Feature bits the queue code implements (virtio 1.x numbering). */
+#define VIRTIO_F_INDIRECT_DESC 28
+#define VIRTIO_F_EVENT_IDX 29
+#define VIRTIO_F_VERSION_1 32
+
+#define VIRTQ_MAX_SIZE 32768
+
+struct virtq;
+
+/*
+ * Where the driver put a queue: the three areas of virtio 1.x (descriptor
+ * table, driver area, device area; for a split ring these are the
+ * descriptor table, the available ring and the used ring).
+ */
+struct virtq_addr {
+	uint16_t size; /* entries: a power of two, 1..32768 */
+	uint64_t desc, driver, device; /* guest-physical */
+};
+
+/*
+ * Make a queue over guest RAM @m. @features are the negotiated ones: the
+ * ring format and EVENT_IDX / INDIRECT_DESC are taken from them. Every area
+ * must be aligned as the format requires and lie wholly inside one RAM bank.
+ * 0 and *@out, or -EINVAL with a reason in @err, or -ENOMEM.
+ */
+int virtq_create(const struct guest_mem *m, const struct virtq_addr *a, uint64_t features,
+		 struct virtq **out, char *err, size_t errlen);
+void virtq_free(struct virtq *vq);
+
+/*
+ * Take the next available chain into @c: 1, 0 if there is none, or -EIO if
+ * the driver broke the rules (the queue is then broken for good: every later
+ * call returns -EIO; virtq_error says why). One thread at a time per queue,
+ * together with virtq_push and virtq_should_notify.
+ */
+int virtq_pop(struct virtq *vq, struct cub_vq_chain *c);
+/* Give chain @head back with @written bytes written to its device-writable
+ * part. A @head that was never popped breaks the queue. */
+void virtq_push(struct virtq *vq, uint16_t head, uint32_t written);
+/* After one or more pushes: does the driver want an interrupt now?
+ * (VIRTIO_F_EVENT_IDX used_event, else VIRTQ_AVAIL_F_NO_INTERRUPT.) */
+bool virtq_should_notify(struct virtq *vq);
+
+bool virtq_broken(const struct virtq *vq);
+/* Why the queue broke (a static string), or NULL. */
+const char *virtq_error(const struct virtq *vq);
+uint16_t virtq_size(const struct virtq *vq);
+
+#endif
