@@ -20,7 +20,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 	make -C "$src/build-asan" -j2 check TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh' ||
 	{ tail -n 100 "$src"/build-asan/tests/*/*.log; exit 1; }
 
-echo "== fuzz smoke: each libFuzzer harness for \${FUZZ_SECONDS:-60} s" >&2
+echo "== fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-60} s" >&2
 make -C "$src/build" fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
 
 echo "== make distcheck (e2e skipped inside it: already run above)" >&2
