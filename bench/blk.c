@@ -50,6 +50,7 @@ static const struct cub_virtio_ops *vops;
 static void *vpriv;
 
 static pthread_mutex_t irq_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool use_iothread; /* serve the queue on the plugin's worker thread */
 static pthread_cond_t irq_cond = PTHREAD_COND_INITIALIZER;
 static unsigned irqs;
 
@@ -281,8 +282,8 @@ static int setup_device(const char *img, struct cub_inst *in, struct registry *r
 		return -1;
 	}
 	snprintf(text, sizeof(text),
-		 "devices = ( { type = \"virtio-blk\"; backend = { type = \"raw\"; path = \"%s\"; }; } );",
-		 img);
+		 "devices = ( { type = \"virtio-blk\"; iothread = %s; backend = { type = \"raw\"; path = \"%s\"; }; } );",
+		 use_iothread ? "true" : "false", img);
 	config_init(&c->lc);
 	c->path = "bench";
 	c->dir = ".";
@@ -335,6 +336,7 @@ int main(int argc, char **argv)
 {
 	uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 0) : 256;
 	unsigned runs = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
+	use_iothread = argc > 3 && !strcmp(argv[3], "iothread");
 	struct mem_bank bank = { .gpa = 0, .size = RAM };
 	static struct cub_inst in;
 	struct registry reg = { 0 };
@@ -345,7 +347,7 @@ int main(int argc, char **argv)
 	int fd;
 
 	if (mib < 16 || runs < 1 || runs > 32) {
-		fprintf(stderr, "usage: blk [FILE_MIB >= 16 [RUNS 1..32]]\n");
+		fprintf(stderr, "usage: blk [FILE_MIB >= 16 [RUNS 1..32 [inline|iothread]]]\n");
 		return 2;
 	}
 	clock_mark_start();
@@ -376,9 +378,9 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < rnd.n_ops; i++)
 			offs[i] = ((uint64_t)rand() % ((mib << 20) / 4096)) * 4096;
 		rnd.offs = rnd32.offs = offs;
-		printf("virtio-blk host path vs plain pread/pwrite, %" PRIu64
+		printf("virtio-blk (%s) host path vs plain pread/pwrite, %" PRIu64
 		       " MiB image in the page cache, median of %u runs (ratio = plain time / virtio-blk time)\n",
-		       mib, runs);
+		       use_iothread ? "iothread = true" : "inline, the default", mib, runs);
 		measure("4 KiB random read, QD1", &rnd, fd, runs);
 		measure("4 KiB random read, QD32", &rnd32, fd, runs);
 		measure("1 MiB sequential read", &sr, fd, runs);

@@ -465,13 +465,14 @@ static uint8_t submit(unsigned q, uint32_t *written)
 	return *st;
 }
 
-static void test_dev_requests(void)
+/* iothread: "false" serves queues on the kicking thread, "true" on workers. */
+static void dev_requests(const char *iothread)
 {
 	uint8_t *data, *back, *id;
 	uint32_t w;
 
 	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "serial", "hello", "num_queues", "2",
-							   NULL }, false), 0);
+							   "iothread", iothread, NULL }, false), 0);
 	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
 	/* write 8 KiB at sector 16 in two segments, read it back */
 	fake_chain_init(&ch, 11);
@@ -546,13 +547,23 @@ static void test_dev_requests(void)
 	dev_stop(); /* destroy stops running workers */
 }
 
+static void test_dev_requests_inline(void)
+{
+	dev_requests("false");
+}
+
+static void test_dev_requests_iothread(void)
+{
+	dev_requests("true");
+}
+
 /* Many chains queued before one kick all complete, in order, with few interrupts. */
-static void test_dev_batch(void)
+static void dev_batch(const char *iothread)
 {
 	static struct cub_vq_chain chains[200];
 	uint8_t *data = NULL;
 
-	CU_ASSERT_EQUAL_FATAL(dev_start(NULL, false), 0);
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "iothread", iothread, NULL }, false), 0);
 	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
 	for (int i = 0; i < 200; i++) {
 		struct cub_vq_chain *c = &chains[i];
@@ -571,6 +582,16 @@ static void test_dev_batch(void)
 		CU_ASSERT_EQUAL(fh.vqs[0].used[i].head, i);
 	CU_ASSERT(fh.vqs[0].notifies >= 1 && fh.vqs[0].notifies <= 200 / 32 + 2);
 	dev_stop();
+}
+
+static void test_dev_batch_inline(void)
+{
+	dev_batch("false");
+}
+
+static void test_dev_batch_iothread(void)
+{
+	dev_batch("true");
 }
 
 static int suite_init(void)
@@ -601,8 +622,10 @@ int main(void)
 		{ "parse: GET_ID sizes, unknown types", test_parse_get_id_and_unknown },
 		{ "device: features and config space", test_dev_config },
 		{ "device: bad config", test_dev_bad_config },
-		{ "device: requests on the raw backend", test_dev_requests },
-		{ "device: a batch on one kick", test_dev_batch },
+		{ "device: requests on the raw backend, inline", test_dev_requests_inline },
+		{ "device: requests on the raw backend, iothread", test_dev_requests_iothread },
+		{ "device: a batch on one kick, inline", test_dev_batch_inline },
+		{ "device: a batch on one kick, iothread", test_dev_batch_iothread },
 		{ NULL, NULL },
 	};
 	char cmd[128];
