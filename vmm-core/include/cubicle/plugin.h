@@ -14,8 +14,10 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 1 /* bump: members appended / new optional ops */
-/* 1.1: cub_host gained virtio and storage (virtio.h, storage.h). */
+#define CUB_ABI_MINOR 2 /* bump: members appended / new optional ops */
+/* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
+ * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
+ *      rollback (read by the host only from plugins built for 1.2 or later). */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
@@ -57,6 +59,7 @@ struct cub_method {
 struct cub_inst; /* the host's record of one plugin instance; opaque */
 struct cub_virtio_host;  /* virtio.h */
 struct cub_storage_host; /* storage.h */
+struct cub_net_host;     /* net.h */
 
 /* Which bus a device region wants; CUB_BUS_ANY lets the arch layout decide. */
 enum cub_bus { CUB_BUS_ANY = 0, CUB_BUS_PIO, CUB_BUS_MMIO };
@@ -114,6 +117,8 @@ enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
  * @virtio:     (ABI 1.1) virtio services, see virtio.h; NULL if absent.
  * @storage:    (ABI 1.1) storage backends for devices, see storage.h; NULL
  *              if absent.
+ * @net:        (ABI 1.2) packet backends for devices, see net.h; NULL if
+ *              absent.
  *
  * A plugin reading a member added after 1.0 first checks that @size covers
  * it (CUB_HOST_HAS(h, member)).
@@ -136,6 +141,7 @@ struct cub_host {
 	uint64_t (*clock_us)(struct cub_inst *in);
 	const struct cub_virtio_host *virtio;
 	const struct cub_storage_host *storage;
+	const struct cub_net_host *net;
 };
 
 #define CUB_HOST_HAS(h, member) \

@@ -59,6 +59,12 @@ struct cub_storage_req {
  *                @unmap the backend may also deallocate it (a hole), without
  *                it the blocks stay allocated. Default: writev of zero
  *                buffers.
+ * @snapshot: (optional, ABI 1.2) make @dest a point-in-time copy of the disk
+ *          (flush first; reflink: an O(1) FICLONE). 0 or -errno (-EOPNOTSUPP
+ *          by default). Called with the device quiesced.
+ * @rollback: (optional, ABI 1.2) make the disk's content that of @src (a
+ *          snapshot made earlier) without closing the device: later reads see
+ *          @src's bytes. 0 or -errno (-EOPNOTSUPP by default). Device quiesced.
  * @submit: (optional) asynchronous form of all of the above; return 0 if
  *          queued (done is called later) or -errno if not queued. Default:
  *          the host runs the blocking ops on the caller's thread.
@@ -74,6 +80,9 @@ struct cub_storage_ops {
 	int (*discard)(void *priv, uint64_t off, uint64_t len);
 	int (*write_zeroes)(void *priv, uint64_t off, uint64_t len, bool unmap);
 	int (*submit)(void *priv, struct cub_storage_req *r);
+	/* ABI 1.2: */
+	int (*snapshot)(void *priv, const char *dest);
+	int (*rollback)(void *priv, const char *src);
 };
 
 /* An open backend, as a device sees it: call ops with priv. */
