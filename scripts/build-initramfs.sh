@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds a busybox initramfs (gzip'd newc cpio) carrying chosen kernel modules and either the example guest /init or a given one.
 #
-# Usage: scripts/build-initramfs.sh [--init FILE] [--modules "NAME..."] [MODULES_DIR [OUTPUT]]
+# Usage: scripts/build-initramfs.sh [--init FILE] [--modules "NAME..."] [--busybox FILE] [MODULES_DIR [OUTPUT]]
 #
 #   MODULES_DIR  a kernel's lib/modules/<release> tree
 #                (default: $CUBICLE_CACHE/guest/x86_64/modules, as fetch-guest.sh leaves it)
@@ -10,6 +10,10 @@
 #   --init FILE  use FILE as /init instead of the example guest init below
 #   --modules L  modules to carry, space separated; their dependencies are added
 #                depth first (default: the virtio set a cubicle guest may use)
+#   --busybox F  a static busybox to carry instead of the host's (e.g. an arm64
+#                one); when it cannot run here, its applet links are taken from
+#                the host's busybox (same Debian package), and /init should run
+#                `/bin/busybox --install -s /bin` to fill any gap
 #
 # Modules go to /lib/modules/*.ko and their load order to /etc/modules.order.
 # Built-in modules are skipped; missing ones are warned about and skipped.
@@ -20,6 +24,7 @@ cache=${CUBICLE_CACHE:-${HOME:?HOME is not set}/.cache/cubicle}
 moddir=$cache/guest/x86_64/modules
 out=$cache/guest/x86_64/initramfs.cpio.gz
 init=
+busybox=
 mods="virtio virtio_ring virtio_pci virtio_blk virtio_net virtio_console virtio_rng"
 
 say() { printf 'build-initramfs: %s\n' "$*" >&2; }
@@ -30,7 +35,8 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	--init) init=${2:?--init needs a file}; shift ;;
 	--modules) mods=${2?--modules needs a list}; shift ;;
-	-h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--busybox) busybox=${2:?--busybox needs a file}; shift ;;
+	-h|--help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) die "unknown option '$1' (try --help)" ;;
 	*) pos+=("$1") ;;
 	esac
@@ -40,9 +46,13 @@ done
 [ ${#pos[@]} -ge 1 ] && moddir=${pos[0]}
 [ ${#pos[@]} -ge 2 ] && out=${pos[1]}
 
-busybox=/bin/busybox
-[ -x "$busybox" ] || busybox=/usr/bin/busybox
-[ -x "$busybox" ] || die "busybox not found: apt-get install busybox-static"
+host_busybox=/bin/busybox
+[ -x "$host_busybox" ] || host_busybox=/usr/bin/busybox
+if [ -z "$busybox" ]; then
+	busybox=$host_busybox
+	[ -x "$busybox" ] || die "busybox not found: apt-get install busybox-static"
+fi
+[ -f "$busybox" ] || die "busybox '$busybox' not found"
 file -L "$busybox" 2>/dev/null | grep -q 'dynamically linked' &&
 	die "$busybox is dynamically linked: apt-get install busybox-static"
 for tool in cpio gzip modinfo; do
@@ -57,7 +67,10 @@ mkdir -p "$stage"/{bin,sbin,dev,proc,sys,run,tmp,etc,root,lib/modules,mnt}
 
 # busybox and a link per applet
 cp "$busybox" "$stage/bin/busybox"
-for applet in $("$busybox" --list); do
+chmod 755 "$stage/bin/busybox"
+applets=$("$busybox" --list 2>/dev/null) ||
+	applets=$("$host_busybox" --list 2>/dev/null) || applets=sh
+for applet in $applets; do
 	[ "$applet" = busybox ] || ln -sf busybox "$stage/bin/$applet"
 done
 # The kernel opens /dev/console before /init runs; /init also re-opens it

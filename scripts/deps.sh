@@ -6,7 +6,7 @@ set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
 libconfig-dev libffi-dev libzstd-dev libbpf-dev libcunit1-dev
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
-e2fsprogs clang"
+e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -14,6 +14,7 @@
 struct vm;
 struct vcpu;
 struct boot_cfg;
+struct vm_config;
 
 extern const char *const arch_name; /* "x86_64", "aarch64" */
 
@@ -29,6 +30,15 @@ int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen);
 /* The virtio transport a device gets when its config names none: "pci"
  * (x86) or "mmio" (arm64). */
 const char *arch_virtio_default_transport(void);
+/* The irq field of KVM_IRQ_LINE for a device's interrupt line (the
+ * r->irq arch_place handed out): x86 passes the GSI through; arm64 encodes
+ * SPI n as (KVM_ARM_IRQ_TYPE_SPI << 24) | (32 + n). irqfd GSIs need no
+ * such mapping: KVM's default arm64 routing sends GSI n to SPI n. */
+uint32_t arch_irq_kvm_line(unsigned line);
+/* Config values this arch cannot honour (arm64: boot.mode, x86's boot
+ * formats), after the core's schema check. 0, or -EINVAL with
+ * "FILE:LINE: reason" in err. */
+int arch_config_check(const struct vm_config *c, char *err, size_t errlen);
 /* The guest-physical window below 4 GiB that PCI memory BARs are placed in
  * (pci.c) and that the firmware tables describe as the root bridge's
  * memory range. *size 0: the arch has no PCI. */
@@ -36,12 +46,15 @@ void arch_pci_window(uint64_t *base, uint64_t *size);
 /* Load kernel/initrd/cmdline into RAM and remember the entry state.
  * 0 or -errno with "FILE: reason" in err. */
 int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t errlen);
-/* After every device is placed: tables the guest reads (x86: e820 in
- * boot_params, MP table; arm64: the FDT). */
-int arch_describe(struct vm *vm, char *err, size_t errlen);
-/* After KVM_CREATE_VCPU: CPUID, MSRs, LAPIC; the boot vCPU (id 0) also gets
- * the entry registers from arch_boot_load. */
+/* After KVM_CREATE_VCPU (vm_create_vcpus, after arch_boot_load): CPUID,
+ * MSRs, LAPIC vs KVM_ARM_VCPU_INIT; the boot vCPU (id 0) also gets the
+ * entry registers from arch_boot_load. */
 int arch_vcpu_setup(struct vcpu *v, char *err, size_t errlen);
+/* Last step before the vCPUs run, once every device is placed and every
+ * vCPU is set up: tables the guest reads (x86: MP table, ACPI; arm64: the
+ * FDT, which names each vCPU by the MPIDR KVM gave it) and, on arm64, the
+ * vGIC's final init, which KVM allows only after all vCPUs exist. */
+int arch_describe(struct vm *vm, char *err, size_t errlen);
 /* An exit reason the common run loop does not handle. Returns 0 to keep
  * running, or calls vm_request_exit() and returns 1 to stop this vCPU. */
 int arch_exit(struct vcpu *v);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "config.h"
 #include "log.h"
 
@@ -613,7 +614,7 @@ int config_load(struct vm_config *c, const char *path, char *const *sets, unsign
 	    (ret = check_boot(c, config_lookup(&c->lc, "boot"), err, errlen)) ||
 	    (ret = check_devices(c, config_lookup(&c->lc, "devices"), err, errlen)))
 		return ret;
-	return 0;
+	return arch_config_check(c, err, errlen);
 }
 
 void config_free(struct vm_config *c)

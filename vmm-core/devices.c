@@ -31,6 +31,68 @@ static int own_str(char ***strs, unsigned *n, const char *s, const char **out)
 	return 0;
 }
 
+/* Take ownership of p (freed with the strings); frees it on failure. */
+static int own_ptr(char ***strs, unsigned *n, void *p)
+{
+	char **v = realloc(*strs, (*n + 1) * sizeof(*v));
+
+	if (!v) {
+		free(p);
+		return -ENOMEM;
+	}
+	*strs = v;
+	v[(*n)++] = p;
+	return 0;
+}
+
+/* A list of strings (CUB_P_STRV): from a config array or list, or from the
+ * default text "a,b" ("" is the empty list). -EINVAL if s is not a list of
+ * strings, -ENOMEM. */
+static int put_strv(const config_setting_t *s, const char *text, void *slot, char ***strs,
+		    unsigned *n_strs)
+{
+	const char **v;
+	unsigned n = 0;
+
+	if (s) {
+		int t = config_setting_type(s);
+
+		if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+			return -EINVAL;
+		n = (unsigned)config_setting_length(s);
+		for (unsigned i = 0; i < n; i++)
+			if (config_setting_type(config_setting_get_elem(s, i)) != CONFIG_TYPE_STRING)
+				return -EINVAL;
+	} else if (*text) {
+		n = 1;
+		for (const char *c = text; *c; c++)
+			n += *c == ',';
+	}
+	v = calloc(n + 1, sizeof(*v));
+	if (!v || own_ptr(strs, n_strs, v))
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		char *piece = NULL;
+		int ret;
+
+		if (!s) {
+			size_t l = strcspn(text, ",");
+
+			piece = strndup(text, l);
+			text += l + (text[l] == ',');
+			if (!piece)
+				return -ENOMEM;
+		}
+		ret = own_str(strs, n_strs, s ? config_setting_get_string(config_setting_get_elem(s, i))
+					      : piece, &v[i]);
+		free(piece);
+		if (ret)
+			return ret;
+	}
+	memcpy(slot, &v, sizeof(v));
+	return 0;
+}
+
 /* Store one value, given either as a libconfig setting or (s == NULL) as the
  * default text. Returns 0 or a reason in why. */
 static int put_param(const struct cub_param *p, const config_setting_t *s, const char *text,
@@ -109,6 +171,13 @@ static int put_param(const struct cub_param *p, const config_setting_t *s, const
 		memcpy(slot, &v, sizeof(v));
 		return 0;
 	}
+	case CUB_P_STRV: {
+		int ret = put_strv(s, text, slot, strs, n_strs);
+
+		if (ret != -EINVAL)
+			return ret;
+		goto type;
+	}
 	case CUB_P_ENUM:
 		if (s && t != CONFIG_TYPE_STRING)
 			goto type;
@@ -134,11 +203,68 @@ type: {
 		 p->type == CUB_P_ENUM ? "one of: " :
 		 p->type == CUB_P_BOOL ? "true or false" :
 		 p->type == CUB_P_STR ? "a string" :
+		 p->type == CUB_P_STRV ? "a list of strings, e.g. [ \"a\", \"b\" ]" :
 		 p->type == CUB_P_SIZE ? "a size (bytes, or a string like \"64M\")" :
 		 p->type == CUB_P_U64 ? "a non-negative integer" : "an integer",
 		 list, s ? "" : " (bad default in plugin)");
 	return -EINVAL;
 }
+}
+
+/* Is some param of d a key in the nested group g ("g.key")? */
+static bool param_group(const struct cub_plugin *d, const char *g)
+{
+	size_t n = strlen(g);
+
+	for (unsigned j = 0; j < d->n_params; j++)
+		if (!strncmp(d->params[j].name, g, n) && d->params[j].name[n] == '.')
+			return true;
+	return false;
+}
+
+/* Every key of the nested group s (named g) must be a param "g.key". */
+static int check_nested(const struct cub_plugin *d, const struct vm_config *c,
+			const config_setting_t *s, const char *g, const char *inst_name,
+			char *err, size_t errlen)
+{
+	size_t gl = strlen(g);
+	char where[512];
+
+	if (!config_setting_is_group(s)) {
+		config_where(c, s, where, sizeof(where));
+		snprintf(err, errlen, "%s: %s: '%s' must be a group: %s = { ... };", where,
+			 inst_name, g, g);
+		return -EINVAL;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		const config_setting_t *m = config_setting_get_elem(s, (unsigned)i);
+		const char *key = config_setting_name(m);
+		char known[384] = "";
+		unsigned j;
+
+		for (j = 0; j < d->n_params; j++) {
+			const char *pn = d->params[j].name;
+
+			if (!strncmp(pn, g, gl) && pn[gl] == '.' && !strcmp(pn + gl + 1, key))
+				break;
+		}
+		if (j < d->n_params)
+			continue;
+		for (j = 0; j < d->n_params; j++) {
+			const char *pn = d->params[j].name;
+
+			if (strncmp(pn, g, gl) || pn[gl] != '.')
+				continue;
+			if (*known)
+				strncat(known, ", ", sizeof(known) - strlen(known) - 1);
+			strncat(known, pn + gl + 1, sizeof(known) - strlen(known) - 1);
+		}
+		config_where(c, m, where, sizeof(where));
+		snprintf(err, errlen, "%s: %s: unknown parameter '%s.%s'; the group '%s' takes %s",
+			 where, inst_name, g, key, g, known);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
@@ -170,10 +296,17 @@ int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
 			return -EINVAL;
 		}
 		if (!strcmp(key, "type") || !strcmp(key, "id") || !strcmp(key, "backend"))
-			continue; /* backend: a group h->storage->open reads (storage.c) */
+			continue; /* backend: a group h->storage/net->open reads (storage.c, net.c) */
 		for (j = 0; j < d->n_params; j++)
 			if (!strcmp(d->params[j].name, key))
 				break;
+		if (j == d->n_params && param_group(d, key)) {
+			int ret = check_nested(d, c, s, key, inst_name, err, errlen);
+
+			if (ret)
+				return ret;
+			continue;
+		}
 		if (j == d->n_params) {
 			char known[384] = "";
 
@@ -191,11 +324,23 @@ int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
 	for (unsigned j = 0; j < d->n_params; j++) {
 		const struct cub_param *prm = &d->params[j];
 		const config_setting_t *s = group ? config_setting_get_member(group, prm->name) : NULL;
+		const char *dot = strchr(prm->name, '.');
 		char *slot = (char *)cfg + prm->offset;
+		char gwhere[512];
 		int ret;
 
+		if (dot) { /* "g.key": key in the optional nested group g */
+			char g[80];
+
+			snprintf(g, sizeof(g), "%.*s", (int)(dot - prm->name), prm->name);
+			s = group ? config_setting_get_member(group, g) : NULL;
+			if (!s)
+				continue; /* no group g: the slot stays zero */
+			config_where(c, s, gwhere, sizeof(gwhere));
+			s = config_setting_get_member(s, dot + 1);
+		}
 		if (!s && !prm->def) {
-			snprintf(err, errlen, "%s: %s: '%s' is required (%s)", where, inst_name,
+			snprintf(err, errlen, "%s: %s: '%s' is required (%s)", dot ? gwhere : where, inst_name,
 				 prm->name, prm->doc ? prm->doc : loader_ptype_name(prm->type));
 			return -EINVAL;
 		}
@@ -375,6 +520,7 @@ const struct cub_host devices_host = {
 	.tty_raw = host_tty_raw,
 	.clock_us = host_clock_us,
 	.storage = &devices_storage_host,
+	.net = &devices_net_host,
 	.virtio = &virtio_host,
 };
 
@@ -392,6 +538,7 @@ static void inst_free(struct cub_inst *in)
 	if (in->created && ops->destroy)
 		ops->destroy(in->priv);
 	storage_close_all(in);
+	net_close_all(in);
 	for (unsigned i = 0; i < in->n_strs; i++)
 		free(in->strs[i]);
 	free(in->strs);

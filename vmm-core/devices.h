@@ -9,6 +9,7 @@
 
 struct vm;
 struct storage_inst;
+struct net_inst;
 struct virtio_dev;
 
 #define INST_MAX_REGIONS 8
@@ -37,6 +38,7 @@ struct cub_inst {
 	const struct vm_config *conf;
 	const struct dev_cfg *dc;      /* this instance's config entry, or NULL */
 	struct storage_inst *storages; /* backends it opened */
+	struct net_inst *nets;         /* net backends it opened (net.c) */
 	bool err_full;                 /* err already carries file:line and a name */
 	/* Virtio (virtio/virtio.c): the config's `transport` key, or NULL for
 	 * the arch default; the device, once h->virtio->add made one. */
@@ -66,6 +68,13 @@ void storage_close_all(struct cub_inst *in);
 /* After create: a `backend` group the device never opened is an error.
  * 0, or -EINVAL with "FILE:LINE: NAME: TYPE takes no backend" in err. */
 int storage_check_unused(struct cub_inst *in, char *err, size_t errlen);
+
+/* net.c: the h->net services. */
+extern const struct cub_net_host devices_net_host;
+/* Close every backend in->nets holds (after the device's destroy). */
+void net_close_all(struct cub_inst *in);
+/* Did the device open a net backend from group @key? */
+bool net_holds(const struct cub_inst *in, const char *key);
 
 /* Restore any terminal put in raw mode (atexit and fatal signals). */
 void devices_tty_restore(void);

@@ -3,11 +3,12 @@
 #include <errno.h>
 #include <sys/ioctl.h>
 
+#include "arch.h"
 #include "vm.h"
 
 int irq_line(struct vm *vm, unsigned gsi, bool level)
 {
-	struct kvm_irq_level l = { .irq = gsi, .level = level };
+	struct kvm_irq_level l = { .irq = arch_irq_kvm_line(gsi), .level = level };
 
 	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0 ? -errno : 0;
 }

@@ -34,7 +34,8 @@ const char *loader_kind_name(enum cub_kind k)
 
 const char *loader_ptype_name(enum cub_ptype t)
 {
-	static const char *const n[] = { "bool", "int", "u64", "size", "string", "enum" };
+	static const char *const n[] = { "bool", "int", "u64", "size", "string", "enum",
+					 "strings" };
 
 	return (unsigned)t < CUB_ARRAY_SIZE(n) ? n[t] : "?";
 }
@@ -47,6 +48,7 @@ static size_t ptype_width(enum cub_ptype t)
 	case CUB_P_U64: case CUB_P_SIZE: return sizeof(uint64_t);
 	case CUB_P_STR: return sizeof(const char *);
 	case CUB_P_ENUM: return sizeof(int);
+	case CUB_P_STRV: return sizeof(const char *const *);
 	}
 	return 0;
 }
@@ -75,6 +77,21 @@ static bool valid_name(const char *s)
 	return true;
 }
 
+/* A param name: a valid name, or two joined by one dot ("policy.allow"). */
+static bool valid_param_name(const char *s)
+{
+	const char *dot = s ? strchr(s, '.') : NULL;
+	char head[65];
+
+	if (!dot)
+		return valid_name(s);
+	if (dot - s > 64 || strchr(dot + 1, '.'))
+		return false;
+	memcpy(head, s, (size_t)(dot - s));
+	head[dot - s] = 0;
+	return valid_name(head) && valid_name(dot + 1);
+}
+
 #define FAIL(...)                                       \
 	do {                                            \
 		snprintf(err, errlen, __VA_ARGS__);     \
@@ -99,7 +116,7 @@ static int check_desc(const char *path, const struct cub_plugin *d, char *err, s
 		const struct cub_param *p = &d->params[i];
 		size_t w = ptype_width(p->type);
 
-		if (!valid_name(p->name))
+		if (!valid_param_name(p->name))
 			FAIL("%s: param %u of '%s' has an invalid name", path, i, d->name);
 		if (!strcmp(p->name, "type") || !strcmp(p->name, "id") ||
 		    !strcmp(p->name, "backend"))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The cubicle command line: run, plugins, check-host. Only this file decides
- * to exit the process. */
+/* The cubicle command line: run, plugins, check-host, disk. Only this file
+ * decides to exit the process. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -17,6 +17,7 @@
 #include "config.h"
 #include "arch.h"
 #include "devices.h"
+#include "disk.h"
 #include "event.h"
 #include "hostcheck.h"
 #include "loader.h"
@@ -34,6 +35,7 @@ static const char usage_text[] =
 	"  run CONFIG          boot the VM described by a libconfig file\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
+	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
 	"  help [COMMAND]      show help\n"
 	"\n"
 	"Run options:\n"
@@ -159,13 +161,14 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	ret = arch_boot_load(&r->vm, b, err, errlen);
 	if (ret)
 		return ret;
-	ret = arch_describe(&r->vm, err, errlen);
-	if (ret)
-		return ret;
 	ret = vm_create_vcpus(&r->vm, err, errlen);
 	if (ret)
 		return ret;
 	log_debug("%u vCPUs set up", r->cfg.vcpus);
+	/* After the vCPUs: arm64's FDT needs their MPIDRs, its vGIC all of them. */
+	ret = arch_describe(&r->vm, err, errlen);
+	if (ret)
+		return ret;
 	ret = event_start(r->vm.ev);
 	if (ret) {
 		snprintf(err, errlen, "event loop thread: %s", strerror(-ret));
@@ -407,7 +410,7 @@ int main(int argc, char **argv)
 	/* A console whose reader went away is the device's business (EPIPE). */
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
-		return usage_error("%s", "missing COMMAND: run, plugins or check-host");
+		return usage_error("%s", "missing COMMAND: run, plugins, check-host or disk");
 	cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
 		return usage(stdout, 0);
@@ -424,5 +427,7 @@ int main(int argc, char **argv)
 		return cmd_plugins(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check-host"))
 		return cmd_check_host(argc - 1, argv + 1);
+	if (!strcmp(cmd, "disk"))
+		return disk_main(argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

@@ -19,6 +19,7 @@
  */
 struct storage_inst {
 	struct cub_storage s; /* what the device holds */
+	struct cub_storage_ops ops; /* s.ops: the plugin's, cut to its ABI minor */
 	struct cub_inst bin;  /* the backend's instance */
 	char *key;            /* the group it came from, normally "backend" */
 	bool opened;
@@ -59,6 +60,13 @@ static void si_free(struct storage_inst *si)
 	free(si);
 }
 
+/* Parameters that name files: path (raw, reflink), base and delta (reflink,
+ * zstd-snap). */
+static bool is_path_param(const char *name)
+{
+	return !strcmp(name, "path") || !strcmp(name, "base") || !strcmp(name, "delta");
+}
+
 /* Paths in a backend's cfg read like boot.kernel's: ~, ${VAR}, and relative
  * to the config file's folder. */
 static int expand_paths(struct storage_inst *si, const struct vm_config *c, char *why,
@@ -72,7 +80,7 @@ static int expand_paths(struct storage_inst *si, const struct vm_config *c, char
 		const char *v;
 		char *x, **strs;
 
-		if (p->type != CUB_P_STR || strcmp(p->name, "path"))
+		if (p->type != CUB_P_STR || !is_path_param(p->name))
 			continue;
 		memcpy(&v, slot, sizeof(v));
 		if (!v || !*v)
@@ -91,6 +99,22 @@ static int expand_paths(struct storage_inst *si, const struct vm_config *c, char
 		memcpy(slot, &x, sizeof(x));
 	}
 	return 0;
+}
+
+/*
+ * Devices call a backend through a copy of its ops holding only the members
+ * its ABI minor defines: a plugin built for 1.0 or 1.1 has a shorter table,
+ * so snapshot and rollback (1.2) are read only from plugins built for 1.2 or
+ * later, and are NULL (-EOPNOTSUPP for the caller) for older ones.
+ */
+static void ops_copy(struct cub_storage_ops *dst, const struct cub_plugin *d)
+{
+	size_t n = offsetof(struct cub_storage_ops, snapshot); /* 1.0, 1.1 */
+
+	if (d->abi_minor >= 2) /* a minor that appends ops adds its own step here */
+		n = offsetof(struct cub_storage_ops, rollback) + sizeof(dst->rollback);
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, d->ops, n);
 }
 
 static bool ops_complete(const struct cub_storage_ops *o)
@@ -143,7 +167,8 @@ static struct storage_inst *si_new(struct cub_inst *in, const struct plugin *p, 
 	si->bin.reg = in->reg;
 	si->bin.conf = in->conf;
 	si->bin.created = true; /* a backend never claims bus regions */
-	si->s.ops = p->d->ops;
+	ops_copy(&si->ops, p->d);
+	si->s.ops = &si->ops;
 	si->s.name = si->bin.name;
 	return si;
 }
@@ -280,6 +305,8 @@ int storage_check_unused(struct cub_inst *in, char *err, size_t errlen)
 	for (struct storage_inst *si = in->storages; si; si = si->next)
 		if (!strcmp(si->key, "backend"))
 			return 0;
+	if (net_holds(in, "backend"))
+		return 0;
 	config_where(in->conf, g, where, sizeof(where));
 	snprintf(err, errlen, "%s: %s: %s takes no backend", where, in->name,
 		 in->plugin->d->name);

@@ -213,6 +213,12 @@ int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen)
 	return x86_layout_place(&xv->layout, r, err, errlen);
 }
 
+/* Lines are GSIs: the IOAPIC pin (or PIC line) itself. */
+uint32_t arch_irq_kvm_line(unsigned line)
+{
+	return line;
+}
+
 /* x86 guests find virtio devices by PCI enumeration; virtio-mmio needs
  * firmware tables or a command-line hint. */
 const char *arch_virtio_default_transport(void)

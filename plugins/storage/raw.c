@@ -16,6 +16,8 @@
 
 #include <cubicle/storage.h>
 
+#include "rawio.h"
+
 /*
  * Reads and writes are preadv/pwritev on the caller's thread (no submit op:
  * the device runs them on its own worker threads). The image is locked with
@@ -55,76 +57,6 @@ struct raw {
 	atomic_bool no_zero_range, no_punch;
 };
 
-/* ---- I/O loops ---- */
-
-/*
- * All of iov at off, restarting after EINTR and short transfers. Returns
- * the bytes moved (short only at end of file, for reads) or -errno.
- */
-static int64_t xfer(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt)
-{
-	struct iovec cur[IOV_MAX];
-	uint64_t done = 0;
-	size_t skip = 0;
-	int i = 0;
-
-	while (i < cnt && !iov[i].iov_len)
-		i++;
-	while (i < cnt) {
-		const struct iovec *v = iov + i;
-		ssize_t r;
-		int n = cnt - i;
-
-		if (skip || n > IOV_MAX) {
-			if (n > IOV_MAX)
-				n = IOV_MAX;
-			for (int j = 0; j < n; j++)
-				cur[j] = iov[i + j];
-			cur[0].iov_base = (uint8_t *)cur[0].iov_base + skip;
-			cur[0].iov_len -= skip;
-			v = cur;
-		}
-		if (off + done > (uint64_t)INT64_MAX)
-			return -EINVAL;
-		r = wr ? pwritev(fd, v, n, (off_t)(off + done)) : preadv(fd, v, n, (off_t)(off + done));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return wr ? -EIO : (int64_t)done; /* end of file */
-		done += (uint64_t)r;
-		for (size_t left = (size_t)r; left;) {
-			size_t avail = iov[i].iov_len - skip;
-
-			if (left < avail) {
-				skip += left;
-				break;
-			}
-			left -= avail;
-			skip = 0;
-			i++;
-		}
-		while (i < cnt && !skip && !iov[i].iov_len)
-			i++;
-	}
-	return (int64_t)done;
-}
-
-static uint64_t iov_total(const struct iovec *iov, int cnt, bool *overflow)
-{
-	uint64_t t = 0;
-
-	*overflow = false;
-	for (int i = 0; i < cnt; i++) {
-		if (iov[i].iov_len > UINT64_MAX - t)
-			*overflow = true;
-		t += iov[i].iov_len;
-	}
-	return t;
-}
-
 static bool mem_aligned(const struct raw *r, const struct iovec *iov, int cnt)
 {
 	for (int i = 0; i < cnt; i++)
@@ -155,7 +87,7 @@ static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct io
 			p += iov[i].iov_len;
 		}
 	}
-	n = xfer(r->dfd, wr, off, &b, 1);
+	n = rawio_xfer(r->dfd, wr, off, &b, 1);
 	if (!wr && n > 0) {
 		uint64_t left = (uint64_t)n;
 
@@ -175,7 +107,7 @@ static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct io
 static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
 {
 	bool overflow;
-	uint64_t len = iov_total(iov, cnt, &overflow);
+	uint64_t len = rawio_iov_total(iov, cnt, &overflow);
 
 	if (cnt < 0 || overflow || off > r->size || len > r->size - off)
 		return -EINVAL;
@@ -185,10 +117,10 @@ static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *
 		return 0;
 	if (r->dfd >= 0 && !(off % r->off_align) && !(len % r->off_align)) {
 		if (mem_aligned(r, iov, cnt))
-			return xfer(r->dfd, wr, off, iov, cnt);
+			return rawio_xfer(r->dfd, wr, off, iov, cnt);
 		return xfer_bounce(r, wr, off, iov, cnt, len);
 	}
-	return xfer(r->fd, wr, off, iov, cnt);
+	return rawio_xfer(r->fd, wr, off, iov, cnt);
 }
 
 static int64_t raw_readv(void *priv, uint64_t off, const struct iovec *iov, int cnt)

@@ -9,6 +9,8 @@
 #   CUBICLE_E2E_REQUIRE=1  a missing ingredient fails the test instead of skipping (CI)
 #   CUBICLE_E2E_SKIP=1     skip every e2e test (e.g. inside make distcheck)
 #   CUBICLE_E2E_TIMEOUT    seconds allowed for the VMM itself (default 60 direct, 240 nested)
+#   CUBICLE_ARCH           the build's arch (make check sets it); a test whose
+#                          E2E_ARCH (default x86_64) differs skips, whatever REQUIRE says
 
 # The source tree: from bash's own record of this file, else by walking up
 # from the calling script until tests/e2e/lib.sh appears.
@@ -49,6 +51,10 @@ host_boots_linux() { e2e_can_boot_direct; }
 e2e_init() {
 	if [ "${CUBICLE_E2E_SKIP:-0}" = 1 ]; then
 		echo "SKIP: $e2e_name: CUBICLE_E2E_SKIP=1"
+		exit 77
+	fi
+	if [ "${CUBICLE_ARCH:-x86_64}" != "${E2E_ARCH:-x86_64}" ]; then
+		echo "SKIP: $e2e_name: boots ${E2E_ARCH:-x86_64} guests; this build is for $CUBICLE_ARCH"
 		exit 77
 	fi
 	case ${CUBICLE_E2E_MODE:-} in

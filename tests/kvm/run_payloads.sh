@@ -7,6 +7,10 @@ set -u
 bd=${top_builddir:-.}
 cub=${CUBICLE:-$bd/cubicle}
 pl=$(cd "$bd" && pwd)/tests/kvm/payloads
+if [ "${CUBICLE_ARCH:-x86_64}" != x86_64 ]; then
+	echo "SKIP: the payloads are x86 guests; this build is for $CUBICLE_ARCH"
+	exit 77
+fi
 if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
 	echo "SKIP: no usable /dev/kvm"
 	exit 77

@@ -290,6 +290,21 @@ static void fake_vq_push(struct cub_vq *vq, const struct cub_vq_chain *c, uint32
 	pthread_mutex_unlock(&q->fh->lock);
 }
 
+static void fake_vq_push_batch(struct cub_vq *vq, const struct cub_vq_used *u, unsigned n)
+{
+	struct fake_vq *q = fvq(vq);
+
+	pthread_mutex_lock(&q->fh->lock);
+	for (unsigned i = 0; i < n; i++) {
+		q->used[q->n_used % FAKE_VQ_LEN].head = u[i].head;
+		q->used[q->n_used % FAKE_VQ_LEN].written = u[i].written;
+		q->n_used++;
+	}
+	q->fh->push_batches++;
+	pthread_cond_broadcast(&q->fh->cond);
+	pthread_mutex_unlock(&q->fh->lock);
+}
+
 static void fake_vq_notify(struct cub_vq *vq)
 {
 	struct fake_vq *q = fvq(vq);
@@ -364,7 +379,8 @@ int fake_virtio_start(struct fake_host *fh)
 	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
 		vqs[i] = (struct cub_vq *)&fh->vqs[i];
 	if (fh->vdev->set_features) {
-		int err = fh->vdev->set_features(fh->vpriv, fh->vdev->features(fh->vpriv));
+		int err = fh->vdev->set_features(fh->vpriv, fh->vdev->features(fh->vpriv) &
+							    ~fh->features_refused);
 
 		if (err)
 			return err;
@@ -429,6 +445,27 @@ static void fake_storage_close(struct cub_inst *in, struct cub_storage *s)
 	fh_of(in)->storage_close_calls++;
 }
 
+/* ---- net ---- */
+
+static int fake_net_open(struct cub_inst *in, const char *key, struct cub_net **out)
+{
+	struct fake_host *fh = fh_of(in);
+
+	fh->net_open_calls++;
+	*out = NULL;
+	if (fh->net_err)
+		return fake_fail(in, fh->net_err, "net open refused (test knob)");
+	if (!fh->net)
+		return fake_fail(in, -ENOENT, "no '%s' group (test has no net backend)", key);
+	*out = fh->net;
+	return 0;
+}
+
+static void fake_net_close(struct cub_inst *in, struct cub_net *n)
+{
+	fh_of(in)->net_close_calls++;
+}
+
 void fake_host_init(struct fake_host *fh)
 {
 	const char *v = getenv("FAKE_HOST_VERBOSE");
@@ -449,6 +486,7 @@ void fake_host_init(struct fake_host *fh)
 		.clock_us = fake_clock_us,
 		.virtio = &fh->virtio,
 		.storage = &fh->storage_host,
+		.net = &fh->net_host,
 	};
 	fh->virtio = (struct cub_virtio_host){
 		.size = sizeof(struct cub_virtio_host),
@@ -457,6 +495,12 @@ void fake_host_init(struct fake_host *fh)
 		.push = fake_vq_push,
 		.notify = fake_vq_notify,
 		.broken = fake_virtio_broken,
+		.push_batch = fake_vq_push_batch,
+	};
+	fh->net_host = (struct cub_net_host){
+		.size = sizeof(struct cub_net_host),
+		.open = fake_net_open,
+		.close = fake_net_close,
 	};
 	fh->storage_host = (struct cub_storage_host){
 		.size = sizeof(struct cub_storage_host),
@@ -599,6 +643,28 @@ static int set_param(const struct cub_param *pa, void *cfg, const char *val)
 		*(char **)slot = s;
 		return 0;
 	}
+	case CUB_P_STRV: { /* "a,b": one allocation, the array then the text */
+		size_t n = 1, l = strlen(val);
+		char **v, *t;
+
+		for (const char *c = val; *c; c++)
+			n += *c == ',';
+		if (!*val)
+			n = 0;
+		v = calloc(1, (n + 1) * sizeof(*v) + l + 1);
+		if (!v)
+			return -ENOMEM;
+		t = memcpy((char *)(v + n + 1), val, l + 1);
+		for (size_t i = 0; i < n; i++) {
+			v[i] = t;
+			t += strcspn(t, ",");
+			if (*t)
+				*t++ = 0;
+		}
+		free(*(char ***)slot);
+		*(char ***)slot = v;
+		return 0;
+	}
 	case CUB_P_ENUM:
 		for (int i = 0; pa->choices && pa->choices[i]; i++) {
 			if (!strcmp(pa->choices[i], val)) {
@@ -646,7 +712,7 @@ void fake_cfg_free(const struct cub_plugin *p, void *cfg)
 	if (!cfg)
 		return;
 	for (unsigned i = 0; i < p->n_params; i++)
-		if (p->params[i].type == CUB_P_STR)
+		if (p->params[i].type == CUB_P_STR || p->params[i].type == CUB_P_STRV)
 			free(*(char **)((char *)cfg + p->params[i].offset));
 	free(cfg);
 }

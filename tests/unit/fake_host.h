@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cubicle/net.h"
 #include "cubicle/plugin.h"
 #include "cubicle/storage.h"
 #include "cubicle/virtio.h"
@@ -85,7 +86,7 @@ struct fake_host {
 
 	/* fail */
 	int fail_err;
-	char fail_msg[256];
+	char fail_msg[512]; /* as long as the core's cub_inst.err */
 	unsigned fail_calls;
 
 	/* vm_exit */
@@ -129,6 +130,16 @@ struct fake_host {
 	unsigned storage_open_calls, storage_close_calls;
 	char storage_key[32];
 	bool storage_ro;
+
+	/* net (ops.net): open hands out the knob net backend */
+	struct cub_net_host net_host;
+	struct cub_net *net; /* knob: NULL makes open fail with -ENOENT */
+	int net_err;         /* knob: nonzero makes open fail with it */
+	unsigned net_open_calls, net_close_calls;
+
+	/* virtio: knob: feature bits the fake driver refuses at start */
+	uint64_t features_refused;
+	unsigned push_batches; /* push_batch calls (each also recorded in used[]) */
 };
 
 void fake_host_init(struct fake_host *fh);
@@ -152,7 +163,8 @@ void fake_plugin_close(void *dl);
 
 /*
  * A cfg struct for plugin p: every param's default, then overrides kv, a
- * NULL-terminated list of "key", "value" pairs (values as config text).
+ * NULL-terminated list of "key", "value" pairs (values as config text; a
+ * string list as "a,b"; dotted keys get their defaults like any other).
  * NULL on an unknown key or bad value (reason on stderr). Free with
  * fake_cfg_free (it owns the strings).
  */

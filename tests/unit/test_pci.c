@@ -2,6 +2,7 @@
 /* Unit tests of PCI bus 0: conf1 decoding, absent functions, BAR sizing and
  * moves, read-only header fields, capability lists, hostile accesses. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "arch.h"
@@ -450,6 +451,14 @@ int main(void)
 		{ "PCI window exhaustion", test_window_full },
 		{ NULL, NULL },
 	};
+	uint64_t win_base, win_size;
+
+	/* The PCI core needs the arch's BAR window; arm64 has no PCI yet. */
+	arch_pci_window(&win_base, &win_size);
+	if (!win_size) {
+		printf("no PCI window on %s: skipped\n", arch_name);
+		return 77;
+	}
 
 	return cu_run("pci", tests);
 }

@@ -369,6 +369,17 @@ static void vh_push(struct cub_vq *h, const struct cub_vq_chain *c, uint32_t wri
 		brokenf(h->d, "queue %u: %s", h->index, virtq_error(vq));
 }
 
+static void vh_push_batch(struct cub_vq *h, const struct cub_vq_used *u, unsigned n)
+{
+	struct virtq *vq = live(h);
+
+	if (!vq)
+		return;
+	virtq_push_batch(vq, u, n);
+	if (virtq_broken(vq))
+		brokenf(h->d, "queue %u: %s", h->index, virtq_error(vq));
+}
+
 static void vh_notify(struct cub_vq *h)
 {
 	struct virtq *vq = live(h);
@@ -390,4 +401,5 @@ const struct cub_virtio_host virtio_host = {
 	.push = vh_push,
 	.notify = vh_notify,
 	.broken = vh_broken,
+	.push_batch = vh_push_batch,
 };

@@ -291,6 +291,38 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t written)
 	__atomic_store_n(&vq->used->idx, htole16(vq->used_idx), __ATOMIC_RELEASE);
 }
 
+void virtq_push_batch(struct virtq *vq, const struct cub_vq_used *u, unsigned n)
+{
+	uint16_t idx;
+
+	if (vq->why)
+		return;
+	/* A batch longer than the ring would overwrite its own first entries. */
+	if (n > vq->size) {
+		broken(vq, "device returned more chains at once than the queue holds");
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t h = u[i].head;
+
+		if (h >= vq->size || !(vq->inflight[h / 64] & (1ull << (h % 64)))) {
+			broken(vq, "device returned a chain it does not hold");
+			return;
+		}
+		vq->inflight[h / 64] &= ~(1ull << (h % 64)); /* a head twice breaks too */
+	}
+	for (idx = vq->used_idx; idx != (uint16_t)(vq->used_idx + n); idx++) {
+		struct vring_used_elem *e = &vq->used->ring[idx & (vq->size - 1)];
+		const struct cub_vq_used *x = &u[(uint16_t)(idx - vq->used_idx)];
+
+		__atomic_store_n(&e->id, htole32(x->head), __ATOMIC_RELAXED);
+		__atomic_store_n(&e->len, htole32(x->written), __ATOMIC_RELAXED);
+	}
+	vq->used_idx = idx;
+	/* Release: every element is visible before the index that publishes them. */
+	__atomic_store_n(&vq->used->idx, htole16(vq->used_idx), __ATOMIC_RELEASE);
+}
+
 bool virtq_should_notify(struct virtq *vq)
 {
 	uint16_t old = vq->signalled, now = vq->used_idx;

@@ -51,6 +51,10 @@ int virtq_pop(struct virtq *vq, struct cub_vq_chain *c);
 /* Give chain @head back with @written bytes written to its device-writable
  * part. A @head that was never popped breaks the queue. */
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t written);
+/* Give back @n chains in order with one used->idx store, so the driver never
+ * sees part of them. Any head never popped breaks the queue and none is
+ * published. */
+void virtq_push_batch(struct virtq *vq, const struct cub_vq_used *u, unsigned n);
 /* After one or more pushes: does the driver want an interrupt now?
  * (VIRTIO_F_EVENT_IDX used_event, else VIRTQ_AVAIL_F_NO_INTERRUPT.) */
 bool virtq_should_notify(struct virtq *vq);

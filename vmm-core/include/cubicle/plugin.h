@@ -14,18 +14,30 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 2 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 3 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
- *      rollback (read by the host only from plugins built for 1.2 or later). */
+ *      rollback (read by the host only from plugins built for 1.2 or later).
+ * 1.3: CUB_P_STRV (a list of strings) and dotted parameter names (a key
+ *      inside a nested group); cub_virtio_host gained push_batch. */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
 /* Parameter types. Widths in the plugin's cfg struct:
  * BOOL bool, INT int64_t, U64 uint64_t, SIZE uint64_t (bytes; config may say
  * "64M"), STR const char * (owned by the host, valid until destroy),
- * ENUM int (index into choices). */
-enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM };
+ * ENUM int (index into choices), STRV (ABI 1.3) const char *const *: a
+ * NULL-terminated array from a config list or array of strings
+ * ([ "a", "b" ]; a default is written "a,b"; "" is the empty list), owned
+ * by the host like STR.
+ *
+ * A parameter name with one dot (ABI 1.3), "policy.allow", is the key
+ * `allow` inside a nested group `policy = { ... };` of the instance's
+ * group. The group is optional: without it every "policy.*" slot stays
+ * zero (NULL, false, 0), so the plugin can tell it was not given; with it,
+ * defaults apply and a param without one is required, as at the top level. */
+enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM,
+		 CUB_P_STRV };
 
 struct cub_param {
 	const char *name;           /* key inside the instance's libconfig group */

@@ -36,6 +36,12 @@ struct cub_vq_chain {
 	struct iovec iov[CUB_VQ_MAX_SEGS];
 };
 
+/* One used-ring entry for push_batch: a chain's head and the bytes written. */
+struct cub_vq_used {
+	uint16_t head;
+	uint32_t written;
+};
+
 /*
  * struct cub_virtio_ops - what a virtio device tells the host.
  *
@@ -94,6 +100,10 @@ struct cub_virtio_ops {
  *          (honours VIRTQ_AVAIL_F_NO_INTERRUPT / used_event). Call after a
  *          batch of pushes.
  * @broken: mark the device NEEDS_RESET with a reason (logged rate-limited).
+ * @push_batch: (ABI 1.3) as @push for @n chains, in order, published with
+ *          one used index update: the driver sees all of them or none (a
+ *          virtio-net packet spread over mergeable buffers must never be
+ *          seen in part). Check with CUB_VIRTIO_HAS_PUSH_BATCH.
  */
 struct cub_virtio_host {
 	uint32_t size;
@@ -102,7 +112,12 @@ struct cub_virtio_host {
 	void (*push)(struct cub_vq *vq, const struct cub_vq_chain *c, uint32_t written);
 	void (*notify)(struct cub_vq *vq);
 	void (*broken)(struct cub_inst *in, const char *why);
+	void (*push_batch)(struct cub_vq *vq, const struct cub_vq_used *u, unsigned n);
 };
+
+#define CUB_VIRTIO_HAS_PUSH_BATCH(v)                                                  \
+	((v)->size >= offsetof(struct cub_virtio_host, push_batch) + sizeof((v)->push_batch) && \
+	 (v)->push_batch)
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* arch_boot_load and arch_describe for arm64: the Image (or a flat payload)
+ * and the initrd into guest RAM, then the vGIC's final init and the device
+ * tree in its slot at the top of RAM. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "a64.h"
+#include "arch.h"
+#include "boot.h"
+#include "fdt_build.h"
+#include "log.h"
+
+static int __attribute__((format(printf, 5, 6)))
+fail(int e, char *err, size_t errlen, const char *file, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (err && errlen) {
+		n = snprintf(err, errlen, "%s: ", file);
+		if (n >= 0 && (size_t)n < errlen) {
+			va_start(ap, fmt);
+			vsnprintf(err + n, errlen - n, fmt, ap);
+			va_end(ap);
+		}
+	}
+	return e;
+}
+
+/* A file opened for reading: its fd, size and (for the kernel) a mapping. */
+struct image {
+	const char *path;
+	int fd;
+	uint64_t size;
+	void *map;
+};
+
+static int image_open(struct image *im, const char *path, uint64_t limit, bool map,
+		      char *err, size_t errlen)
+{
+	struct stat st;
+	int e;
+
+	im->path = path;
+	im->map = NULL;
+	im->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (im->fd < 0)
+		return fail(-errno, err, errlen, path, "%s", strerror(errno));
+	e = -EINVAL;
+	if (fstat(im->fd, &st) < 0) {
+		e = -errno;
+		fail(e, err, errlen, path, "%s", strerror(-e));
+	} else if (!S_ISREG(st.st_mode)) {
+		fail(e, err, errlen, path, "not a regular file");
+	} else if (!st.st_size) {
+		fail(e, err, errlen, path, "empty file");
+	} else if ((uint64_t)st.st_size > limit) {
+		e = -EFBIG;
+		fail(e, err, errlen, path, "%llu bytes do not fit in %llu MiB of guest RAM",
+		     (unsigned long long)st.st_size, (unsigned long long)(limit >> 20));
+	} else {
+		im->size = st.st_size;
+		if (!map)
+			return 0;
+		im->map = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
+		if (im->map != MAP_FAILED)
+			return 0;
+		im->map = NULL;
+		e = -errno;
+		fail(e, err, errlen, path, "%s", strerror(-e));
+	}
+	close(im->fd);
+	im->fd = -1;
+	return e;
+}
+
+static void image_close(struct image *im)
+{
+	if (im->map)
+		munmap(im->map, im->size);
+	if (im->fd >= 0)
+		close(im->fd);
+	im->fd = -1;
+	im->map = NULL;
+}
+
+/* Read the whole file into guest RAM at gpa: one copy, no bounce buffer. */
+static int image_read_to(struct image *im, const struct guest_mem *m, uint64_t gpa,
+			 char *err, size_t errlen)
+{
+	uint8_t *dst = mem_map(m, gpa, im->size);
+	uint64_t done = 0;
+	ssize_t r;
+
+	if (!dst)
+		return fail(-EFAULT, err, errlen, im->path, "[0x%llx, +%llu) is not in guest RAM",
+			    (unsigned long long)gpa, (unsigned long long)im->size);
+	while (done < im->size) {
+		r = pread(im->fd, dst + done, im->size - done, done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return fail(r ? -errno : -EIO, err, errlen, im->path, "read: %s",
+				    r ? strerror(errno) : "file shrank while loading");
+		done += r;
+	}
+	return 0;
+}
+
+static int load_image(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+		      size_t errlen)
+{
+	struct a64_vm *av = a64_of(vm);
+	const struct mem_bank *ram = &vm->mem.bank[0];
+	struct a64_boot_plan p = { .ram_base = ram->gpa, .ram_size = ram->size };
+	struct a64_image_info ii;
+	size_t clen = b->cmdline ? strlen(b->cmdline) : 0;
+	struct image rd = { .fd = -1 };
+	char why[256];
+	int ret;
+
+	ret = a64_image_parse(im->map, im->size, &ii, why, sizeof(why));
+	if (ret)
+		return fail(ret, err, errlen, b->kernel, "%s", why);
+	if (clen >= A64_CMDLINE_MAX)
+		return fail(-E2BIG, err, errlen, b->kernel,
+			    "command line is %zu bytes; arm64 Linux keeps at most %d", clen,
+			    A64_CMDLINE_MAX - 1);
+	if (b->initrd && b->initrd[0]) {
+		ret = image_open(&rd, b->initrd, ram->size, false, err, errlen);
+		if (ret)
+			return ret;
+		p.initrd_size = rd.size;
+	}
+	p.text_offset = ii.text_offset;
+	p.kernel_span = ii.image_size > im->size ? ii.image_size : im->size;
+	ret = a64_boot_plan(&p, why, sizeof(why));
+	if (ret) {
+		fail(ret, err, errlen, p.initrd_size && ret == -ENOSPC &&
+		     p.kernel_end <= p.fdt_gpa ? b->initrd : b->kernel, "%s", why);
+		goto out;
+	}
+	ret = mem_write(&vm->mem, p.kernel_gpa, im->map, im->size);
+	if (ret) {
+		fail(ret, err, errlen, b->kernel, "cannot copy the kernel to 0x%llx",
+		     (unsigned long long)p.kernel_gpa);
+		goto out;
+	}
+	if (p.initrd_size) {
+		ret = image_read_to(&rd, &vm->mem, p.initrd_gpa, err, errlen);
+		if (ret)
+			goto out;
+		av->initrd_gpa = p.initrd_gpa;
+		av->initrd_size = p.initrd_size;
+	}
+	av->fdt_gpa = p.fdt_gpa;
+	av->entry.pc = p.kernel_gpa;
+	av->entry.x0 = p.fdt_gpa;
+	log_debug("arm64 Image: text_offset 0x%llx, image_size 0x%llx, %u KiB pages; kernel at 0x%llx, initrd at 0x%llx, FDT at 0x%llx",
+		  (unsigned long long)ii.text_offset, (unsigned long long)ii.image_size,
+		  ii.page_kib, (unsigned long long)p.kernel_gpa,
+		  (unsigned long long)p.initrd_gpa, (unsigned long long)p.fdt_gpa);
+out:
+	image_close(&rd);
+	return ret;
+}
+
+/* A raw payload for the KVM tests: copied as is to boot.load_addr and
+ * entered at boot.entry in EL1 with the MMU off; X0 still holds the FDT. */
+static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+		     size_t errlen)
+{
+	struct a64_vm *av = a64_of(vm);
+	const struct mem_bank *ram = &vm->mem.bank[0];
+	uint64_t lo = b->load_addr, entry = b->entry ? b->entry : b->load_addr, fdt;
+	int ret;
+
+	if (lo > UINT64_MAX - im->size || !mem_map(&vm->mem, lo, im->size))
+		return fail(-EFAULT, err, errlen, b->kernel,
+			    "payload [0x%llx, +%llu) is not in guest RAM [0x%llx, 0x%llx); set boot.load_addr",
+			    (unsigned long long)lo, (unsigned long long)im->size,
+			    (unsigned long long)ram->gpa, (unsigned long long)(ram->gpa + ram->size));
+	if (a64_fdt_slot(ram->gpa, ram->size, &fdt) || lo + im->size > fdt)
+		return fail(-ENOSPC, err, errlen, b->kernel,
+			    "payload [0x%llx, +%llu) reaches into the device tree's 2 MiB slot at the top of RAM; load it lower or raise machine.memory_mib",
+			    (unsigned long long)lo, (unsigned long long)im->size);
+	if (entry & 3)
+		return fail(-EINVAL, err, errlen, b->kernel,
+			    "entry 0x%llx is not 4-byte aligned", (unsigned long long)entry);
+	ret = image_read_to(im, &vm->mem, lo, err, errlen);
+	if (ret)
+		return ret;
+	av->fdt_gpa = fdt;
+	av->entry.pc = entry;
+	av->entry.x0 = fdt;
+	return 0;
+}
+
+static enum boot_format detect(const struct image *im)
+{
+	const uint8_t *p = im->map;
+
+	if (im->size >= 4 && !memcmp(p, "\x7f" "ELF", 4))
+		return BOOT_ELF;
+	return BOOT_AUTO; /* an Image, or a64_image_parse says what it is not */
+}
+
+int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t errlen)
+{
+	struct a64_vm *av = a64_of(vm);
+	enum boot_format fmt = b->format;
+	struct image im;
+	int ret;
+
+	if (!av)
+		return fail(-EINVAL, err, errlen, "boot", "arch_boot_load before arch_vm_setup");
+	if (!b->kernel || !b->kernel[0])
+		return fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
+	if (vm->mem.n_banks != 1)
+		return fail(-EINVAL, err, errlen, b->kernel, "guest RAM is not one bank");
+	ret = image_open(&im, b->kernel, vm->mem.bank[0].size, fmt != BOOT_FLAT, err, errlen);
+	if (ret)
+		return ret;
+	memset(&av->entry, 0, sizeof(av->entry));
+	if (fmt == BOOT_AUTO)
+		fmt = detect(&im);
+	switch (fmt) {
+	case BOOT_AUTO:
+		ret = load_image(vm, b, &im, err, errlen);
+		break;
+	case BOOT_FLAT:
+		ret = load_flat(vm, b, &im, err, errlen);
+		break;
+	case BOOT_ELF:
+		ret = fail(-ENOEXEC, err, errlen, b->kernel,
+			   "an ELF kernel (vmlinux): arm64 boots the Image (arch/arm64/boot/Image, Debian's vmlinuz) or a flat payload");
+		break;
+	default:
+		ret = fail(-ENOEXEC, err, errlen, b->kernel,
+			   "boot.format \"bzimage\" is x86-only; arm64 boots an Image");
+	}
+	image_close(&im);
+	if (ret)
+		return ret;
+	av->format = fmt;
+	av->entry.valid = true;
+	return 0;
+}
+
+/* What the device tree says, from the arch state; seeds from getrandom. */
+static void describe(struct vm *vm, struct a64_fdt_desc *d, uint8_t *seed, size_t seed_len)
+{
+	struct a64_vm *av = a64_of(vm);
+	const struct boot_cfg *b = &vm->cfg->boot;
+	uint64_t kaslr = 0;
+
+	memset(d, 0, sizeof(*d));
+	d->banks = vm->mem.bank;
+	d->n_banks = vm->mem.n_banks;
+	d->n_cpus = vm->n_vcpus;
+	d->mpidr = av->mpidr;
+	d->gic_version = av->gic_version;
+	d->gic_dist_base = A64_GIC_DIST_BASE;
+	if (av->gic_version == 3) {
+		d->gic_dist_size = A64_GICV3_DIST_SIZE;
+		d->gic_redist_base = A64_GICV3_REDIST_BASE;
+		d->gic_redist_size = A64_GICV3_REDIST_SIZE * vm->n_vcpus;
+	} else {
+		d->gic_dist_size = A64_GICV2_DIST_SIZE;
+		d->gic_cpu_base = A64_GICV2_CPU_BASE;
+		d->gic_cpu_size = A64_GICV2_CPU_SIZE;
+	}
+	d->bootargs = av->format == BOOT_FLAT ? NULL : b->cmdline;
+	d->initrd_start = av->initrd_gpa;
+	d->initrd_end = av->initrd_gpa + av->initrd_size;
+	d->devs = av->layout.dev;
+	d->n_devs = av->layout.n_dev;
+	/* What firmware would hand over: entropy for the early RNG and the
+	 * kernel's own address randomisation. Without it the guest boots
+	 * anyway, just less random. */
+	if (getrandom(seed, seed_len, GRND_NONBLOCK) == (ssize_t)seed_len) {
+		d->rng_seed = seed;
+		d->rng_seed_len = seed_len;
+	}
+	if (getrandom(&kaslr, sizeof(kaslr), GRND_NONBLOCK) == (ssize_t)sizeof(kaslr))
+		d->kaslr_seed = kaslr;
+}
+
+int arch_describe(struct vm *vm, char *err, size_t errlen)
+{
+	struct a64_vm *av = a64_of(vm);
+	struct a64_fdt_desc d;
+	uint8_t seed[64];
+	void *buf;
+	int ret;
+
+	if (!av || !av->entry.valid)
+		return fail(-EINVAL, err, errlen, "boot", "arch_describe before arch_boot_load");
+	if (!vm->n_vcpus || vm->n_vcpus > av->n_mpidr)
+		return fail(-EINVAL, err, errlen, "boot",
+			    "arch_describe needs the vCPUs created first (their MPIDRs, the vGIC)");
+	/* KVM sizes the vGIC from the vCPUs that exist at this point. */
+	ret = a64_gic_init(av, err, errlen);
+	if (ret)
+		return ret;
+	buf = mem_map(&vm->mem, av->fdt_gpa, A64_FDT_MAX);
+	if (!buf)
+		return fail(-EFAULT, err, errlen, "device tree", "slot 0x%llx is not in guest RAM",
+			    (unsigned long long)av->fdt_gpa);
+	describe(vm, &d, seed, sizeof(seed));
+	ret = a64_fdt_build(buf, A64_FDT_MAX, &d);
+	if (ret == -ENOSPC)
+		return fail(ret, err, errlen, "device tree", "does not fit in its 2 MiB slot");
+	if (ret < 0)
+		return fail(ret, err, errlen, "device tree", "cannot describe this machine (%s)",
+			    strerror(-ret));
+	log_debug("device tree: %d bytes at 0x%llx, GICv%u, %u vCPUs, %u devices", ret,
+		  (unsigned long long)av->fdt_gpa, av->gic_version, vm->n_vcpus,
+		  av->layout.n_dev);
+	return 0;
+}

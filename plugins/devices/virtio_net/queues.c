@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* virtio-net's data path: transmit and receive queues against the net backend. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "virtio_net.h"
+
+/*
+ * Queue 0 receives (backend → guest), queue 1 transmits; no control queue,
+ * no multiqueue. Both directions run inline, without worker threads:
+ *   TX  on the thread that kicks the transmit queue (the event loop with
+ *       ioeventfd): pop, check, send. When the backend says -EAGAIN the
+ *       chain is kept and the backend's tx_fd watched for EPOLLOUT; nothing
+ *       more is sent until it fires.
+ *   RX  on the event loop when the backend's rx_fd is readable: hold a
+ *       receive chain, recv straight into it. With mergeable buffers a frame
+ *       longer than the first buffer lands in a bounce buffer behind it and
+ *       is copied into as many more buffers as it needs; they reach the used
+ *       ring in one batch (num_buffers in the first header). When the guest
+ *       has no buffers, rx_fd is no longer watched until it kicks the
+ *       receive queue: frames wait in the backend, none is dropped.
+ * The two fds live in an epoll set of the device's own, which the event
+ * loop watches: switching directions on and off is an epoll_ctl on that set,
+ * never a new host watch.
+ * Offloads (CSUM, TSO4/6, UFO) are offered only when the backend carries
+ * vnet headers with them (a tap); then the guest's header is passed through
+ * after checks. Otherwise frames are plain, and a guest header asking for an
+ * offload it never negotiated drops the frame.
+ */
+
+static void count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* ---- iovec helpers ---- */
+
+/* dst = the bytes of src from offset skip on; returns the segment count. */
+static unsigned iov_tail(const struct iovec *src, unsigned n, size_t skip, struct iovec *dst)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (skip >= src[i].iov_len) {
+			skip -= src[i].iov_len;
+			continue;
+		}
+		dst[k].iov_base = (uint8_t *)src[i].iov_base + skip;
+		dst[k++].iov_len = src[i].iov_len - skip;
+		skip = 0;
+	}
+	return k;
+}
+
+/* Copy between a flat buffer and iov at offset off; returns bytes copied. */
+static size_t iov_copy(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len,
+		       bool to_iov)
+{
+	size_t done = 0;
+
+	for (unsigned i = 0; i < n && done < len; i++) {
+		size_t l = iov[i].iov_len, c;
+		uint8_t *p = iov[i].iov_base;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		c = l - off < len - done ? l - off : len - done;
+		if (to_iov)
+			memcpy(p + off, (uint8_t *)buf + done, c);
+		else
+			memcpy((uint8_t *)buf + done, p + off, c);
+		done += c;
+		off = 0;
+	}
+	return done;
+}
+
+/* ---- which fds the device's epoll set watches ---- */
+
+static int set_reg(struct net *n, int fd, uint32_t *reg, uint32_t want, uint32_t tag)
+{
+	struct epoll_event e = { .events = want, .data.u32 = tag };
+	int op;
+
+	if (fd < 0 || *reg == want)
+		return 0;
+	/* No interest means out of the set: epoll reports ERR and HUP regardless. */
+	op = !want ? EPOLL_CTL_DEL : *reg ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+	if (epoll_ctl(n->efd, op, fd, &e) < 0) {
+		n->h->log_ratelimited(n->in, CUB_LOG_ERR, "epoll_ctl on %s fd %d: %s",
+				      n->be->name, fd, strerror(errno));
+		return -errno;
+	}
+	*reg = want;
+	return 0;
+}
+
+void vnet_interest(struct net *n, int rx, int tx)
+{
+	int rfd = n->be->info.rx_fd, tfd = n->be->info.tx_fd;
+
+	pthread_mutex_lock(&n->ev_lock);
+	if (rx >= 0)
+		n->rx_want = rx;
+	if (tx >= 0)
+		n->tx_want = tx;
+	if (rfd == tfd) {
+		set_reg(n, rfd, &n->rx_reg,
+			(n->rx_want ? EPOLLIN : 0) | (n->tx_want ? EPOLLOUT : 0), TAG_RX | TAG_TX);
+	} else {
+		set_reg(n, rfd, &n->rx_reg, n->rx_want ? EPOLLIN : 0, TAG_RX);
+		set_reg(n, tfd, &n->tx_reg, n->tx_want ? EPOLLOUT : 0, TAG_TX);
+	}
+	pthread_mutex_unlock(&n->ev_lock);
+}
+
+/* ---- transmit ---- */
+
+/* Check the guest's header; 0, or -EINVAL: drop the frame. */
+static int tx_check_hdr(struct net *n, const struct vnet_hdr *hd)
+{
+	uint64_t f = atomic_load_explicit(&n->acked, memory_order_relaxed);
+	uint8_t gso = hd->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
+
+	if ((hd->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) && !(f & F(VIRTIO_NET_F_CSUM)))
+		return -EINVAL;
+	if ((hd->gso_type & VIRTIO_NET_HDR_GSO_ECN) && !(f & F(VIRTIO_NET_F_HOST_ECN)))
+		return -EINVAL;
+	switch (gso) {
+	case VIRTIO_NET_HDR_GSO_NONE:
+		return 0;
+	case VIRTIO_NET_HDR_GSO_TCPV4:
+		return f & F(VIRTIO_NET_F_HOST_TSO4) ? 0 : -EINVAL;
+	case VIRTIO_NET_HDR_GSO_TCPV6:
+		return f & F(VIRTIO_NET_F_HOST_TSO6) ? 0 : -EINVAL;
+	case VIRTIO_NET_HDR_GSO_UDP:
+		return f & F(VIRTIO_NET_F_HOST_UFO) ? 0 : -EINVAL;
+	}
+	return -EINVAL;
+}
+
+/* Send txc: 1 done (sent or dropped), 0 backend full, -EIO malformed. */
+static int tx_one(struct net *n)
+{
+	struct cub_vq_chain *c = n->txc;
+	struct vnet_hdr hd;
+	uint64_t len;
+	unsigned k = 0;
+	int64_t r;
+
+	if (c->n_in)
+		return n->v->broken(n->in, "transmit buffer has device-writable segments"), -EIO;
+	if (c->n_out > MAX_SEGS)
+		return n->v->broken(n->in, "transmit buffer has more than 1023 segments"), -EIO;
+	if (c->out_len < HDR)
+		return n->v->broken(n->in, "transmit buffer shorter than the virtio-net header"),
+		       -EIO;
+	len = c->out_len - HDR;
+	if (len > CUB_NET_MAX_FRAME)
+		return n->v->broken(n->in, "transmit frame longer than 65550 bytes"), -EIO;
+	iov_copy(c->out, c->n_out, 0, &hd, HDR, false); /* a copy: the guest may change it */
+	if (len < ETH_HLEN || tx_check_hdr(n, &hd)) {
+		n->h->log_ratelimited(n->in, CUB_LOG_WARN,
+				      "dropped a %llu-byte frame (flags %#x, gso %#x)",
+				      (unsigned long long)len, hd.flags, hd.gso_type);
+		count(&n->tx_dropped, 1);
+		return 1;
+	}
+	if (n->vnet) {
+		n->tx_iov[k].iov_base = &hd;
+		n->tx_iov[k++].iov_len = HDR;
+	}
+	k += iov_tail(c->out, c->n_out, HDR, n->tx_iov + k);
+	r = n->be->ops->send(n->be->priv, n->tx_iov, (int)k);
+	if (r == -EAGAIN && n->be->info.tx_fd >= 0)
+		return 0;
+	if (r < 0) {
+		n->h->log_ratelimited(n->in, CUB_LOG_DEBUG, "%s: send: %s", n->be->name,
+				      strerror((int)-r));
+		count(&n->tx_dropped, 1);
+		return 1;
+	}
+	count(&n->tx_packets, 1);
+	count(&n->tx_bytes, len);
+	return 1;
+}
+
+/* Send every chain on the transmit queue, or until the backend is full. */
+void vnet_tx_process(struct net *n)
+{
+	unsigned done = 0;
+	int ret;
+
+	pthread_mutex_lock(&n->tx_lock);
+	while (n->tx_running) {
+		if (!n->tx_held) {
+			ret = n->v->pop(n->txq, n->txc);
+			if (ret != 1)
+				break;
+			n->tx_held = true;
+		}
+		ret = tx_one(n);
+		if (ret < 0) {
+			n->tx_held = false; /* broken: pop fails until the driver resets */
+			break;
+		}
+		if (!ret) {
+			vnet_interest(n, -1, true); /* no more until tx_fd is writable */
+			break;
+		}
+		n->tx_held = false;
+		n->v->push(n->txq, n->txc, 0);
+		if (++done % BATCH_NOTIFY == 0)
+			n->v->notify(n->txq);
+	}
+	if (done % BATCH_NOTIFY)
+		n->v->notify(n->txq);
+	pthread_mutex_unlock(&n->tx_lock);
+}
+
+/* ---- receive ---- */
+
+static void rx_push(struct net *n, unsigned *done)
+{
+	if (n->batch)
+		n->v->push_batch(n->rxq, n->used, n->n_used);
+	else
+		for (unsigned i = 0; i < n->n_used; i++) {
+			n->rxm->head = n->used[i].head; /* push reads the head only */
+			n->v->push(n->rxq, n->rxm, n->used[i].written);
+		}
+	n->n_used = 0;
+	if (++*done % BATCH_NOTIFY == 0)
+		n->v->notify(n->rxq);
+}
+
+/* A receive chain must be writable only, with room for the header
+ * (first or only buffer) or for something (later mergeable buffers). */
+static int rx_check(struct net *n, const struct cub_vq_chain *c, bool first)
+{
+	if (c->n_out)
+		return n->v->broken(n->in, "receive buffer has device-readable segments"), -EIO;
+	if (c->n_in > MAX_SEGS)
+		return n->v->broken(n->in, "receive buffer has more than 1023 segments"), -EIO;
+	if (c->in_len < (first ? HDR : 1))
+		return n->v->broken(n->in, first ? "receive buffer shorter than the virtio-net header"
+						 : "empty receive buffer"),
+		       -EIO;
+	return 0;
+}
+
+/* Take the next receive chain into c: 1, 0 if the guest has none, -EIO. */
+static int rx_pop(struct net *n, struct cub_vq_chain *c, bool first)
+{
+	int ret = n->v->pop(n->rxq, c);
+
+	if (ret == 1 && rx_check(n, c, first))
+		return -EIO;
+	return ret;
+}
+
+/* Go on placing a frame's overflow into more mergeable buffers: 1 when the
+ * frame is delivered (or dropped), 0 if the guest has no buffer yet, -EIO. */
+static int rx_continue(struct net *n, unsigned *done)
+{
+	uint16_t nb;
+
+	while (n->pend_off < n->pend_len) {
+		size_t c;
+		int ret;
+
+		if (n->n_used == QUEUE_MAX) {
+			/* The whole ring cannot hold it: hand the buffers back empty
+			 * (the driver drops them) and drop the frame. */
+			for (unsigned i = 0; i < n->n_used; i++)
+				n->used[i].written = 0;
+			count(&n->rx_dropped, 1);
+			n->h->log_ratelimited(n->in, CUB_LOG_WARN,
+					      "dropped a %u-byte frame: receive buffers too small",
+					      n->pend_frame);
+			goto out;
+		}
+		ret = rx_pop(n, n->rxm, false);
+		if (ret <= 0)
+			return ret;
+		c = n->pend_len - n->pend_off;
+		c = iov_copy(n->rxm->in, n->rxm->n_in, 0, n->bounce + n->pend_off, c, true);
+		n->pend_off += c;
+		n->used[n->n_used++] = (struct cub_vq_used){ n->rxm->head, (uint32_t)c };
+	}
+	nb = (uint16_t)n->n_used;
+	put_le16((uint8_t *)&nb, nb);
+	iov_copy(n->rxc->in, n->rxc->n_in, NUM_BUFFERS_OFF, &nb, sizeof(nb), true);
+	count(&n->rx_packets, 1);
+	count(&n->rx_bytes, n->pend_frame);
+out:
+	rx_push(n, done);
+	n->rx_pend = false;
+	n->rx_held = false;
+	return 1;
+}
+
+/* A backend's header on a received frame, against what the guest accepts:
+ * 0 (flags fixed up in *hd), or -EINVAL: drop the frame. The tap honours
+ * set_offloads; this is the device's own guarantee (virtio 5.1.6.4.1). */
+static int rx_fix_hdr(uint64_t f, struct vnet_hdr *hd)
+{
+	uint8_t gso = hd->gso_type & ~VIRTIO_NET_HDR_GSO_ECN;
+
+	if ((hd->gso_type & VIRTIO_NET_HDR_GSO_ECN) && !(f & F(VIRTIO_NET_F_GUEST_ECN)))
+		return -EINVAL;
+	if ((gso == VIRTIO_NET_HDR_GSO_TCPV4 && !(f & F(VIRTIO_NET_F_GUEST_TSO4))) ||
+	    (gso == VIRTIO_NET_HDR_GSO_TCPV6 && !(f & F(VIRTIO_NET_F_GUEST_TSO6))) ||
+	    (gso == VIRTIO_NET_HDR_GSO_UDP && !(f & F(VIRTIO_NET_F_GUEST_UFO))) ||
+	    (gso != VIRTIO_NET_HDR_GSO_NONE && gso != VIRTIO_NET_HDR_GSO_TCPV4 &&
+	     gso != VIRTIO_NET_HDR_GSO_TCPV6 && gso != VIRTIO_NET_HDR_GSO_UDP))
+		return -EINVAL;
+	if (!(f & F(VIRTIO_NET_F_GUEST_CSUM))) {
+		if (hd->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM)
+			return -EINVAL; /* a partial checksum the guest cannot finish */
+		hd->flags = 0;  /* DATA_VALID included: flags must be zero */
+	}
+	return 0;
+}
+
+/* Receive one frame into rxc (popped and checked): 1 placed or dropped (go
+ * on), 0 nothing waiting, -EIO broken, -EAGAIN out of buffers mid-frame. */
+static int rx_one(struct net *n, unsigned *done)
+{
+	struct cub_vq_chain *c = n->rxc;
+	size_t skip = n->vnet ? 0 : HDR, room = c->in_len - skip, frame;
+	unsigned k = iov_tail(c->in, c->n_in, skip, n->rx_iov);
+	struct vnet_hdr hd = { 0 };
+	int64_t r;
+
+	if (n->mrg) {
+		n->rx_iov[k].iov_base = n->bounce;
+		n->rx_iov[k++].iov_len = CUB_NET_MAX_FRAME + HDR;
+	}
+	r = n->be->ops->recv(n->be->priv, n->rx_iov, (int)k);
+	if (r == 0)
+		return 0;
+	if (r < 0 || (n->vnet && r < HDR)) {
+		if (r == -EMSGSIZE || r >= 0) {
+			count(&n->rx_dropped, 1);
+			return 1;
+		}
+		if (++n->rx_errs >= 16) {
+			n->rx_dead = true;
+			n->h->log(n->in, CUB_LOG_ERR, "%s: receive failed: %s; receiving stops",
+				  n->be->name, strerror((int)-r));
+			return 0;
+		}
+		n->h->log_ratelimited(n->in, CUB_LOG_WARN, "%s: receive: %s", n->be->name,
+				      strerror((int)-r));
+		return 1;
+	}
+	n->rx_errs = 0;
+	frame = (size_t)r - (n->vnet ? HDR : 0);
+	if (n->vnet) {
+		iov_copy(c->in, c->n_in, 0, &hd, HDR, false);
+		if (rx_fix_hdr(atomic_load_explicit(&n->acked, memory_order_relaxed), &hd)) {
+			n->h->log_ratelimited(n->in, CUB_LOG_WARN,
+					      "%s: dropped a frame with offloads the guest refused (flags %#x, gso %#x)",
+					      n->be->name, hd.flags, hd.gso_type);
+			count(&n->rx_dropped, 1);
+			return 1; /* the buffer stays ours for the next frame */
+		}
+	}
+	iov_copy(c->in, c->n_in, 0, &hd, HDR, true); /* a plain frame: zeroes */
+	if ((size_t)r <= room) {
+		uint16_t nb;
+
+		put_le16((uint8_t *)&nb, 1);
+		iov_copy(c->in, c->n_in, NUM_BUFFERS_OFF, &nb, sizeof(nb), true);
+		n->used[0] = (struct cub_vq_used){ c->head, (uint32_t)(skip + r) };
+		n->n_used = 1;
+		count(&n->rx_packets, 1);
+		count(&n->rx_bytes, frame);
+		rx_push(n, done);
+		n->rx_held = false;
+		return 1;
+	}
+	/* Only mergeable buffers get here: the rest is in the bounce buffer. */
+	n->used[0] = (struct cub_vq_used){ c->head, (uint32_t)(skip + room) };
+	n->n_used = 1;
+	n->pend_len = (size_t)r - room;
+	n->pend_off = 0;
+	n->pend_frame = (uint32_t)frame;
+	n->rx_pend = true;
+	r = rx_continue(n, done);
+	return r == 0 ? -EAGAIN : (int)r;
+}
+
+/* Place frames while the backend has some and the guest has buffers.
+ * @hup: the backend's fd reported a hang-up: if it has nothing more, it is
+ * gone (a closed peer), and watching it would only spin. */
+void vnet_rx_process(struct net *n, bool hup)
+{
+	unsigned done = 0, budget = RX_BUDGET;
+	bool want = true;
+	int ret;
+
+	pthread_mutex_lock(&n->rx_lock);
+	if (!n->rx_running || n->rx_dead) {
+		pthread_mutex_unlock(&n->rx_lock);
+		return;
+	}
+	while (budget--) {
+		if (n->rx_pend) {
+			ret = rx_continue(n, &done);
+			if (ret <= 0) {
+				want = false; /* wait for buffers (or a reset) */
+				break;
+			}
+			continue;
+		}
+		if (!n->rx_held) {
+			ret = rx_pop(n, n->rxc, true);
+			if (ret <= 0) {
+				want = false;
+				break;
+			}
+			n->rx_held = true;
+		}
+		ret = rx_one(n, &done);
+		if (ret == 0 && hup && !n->rx_dead) {
+			n->rx_dead = true;
+			n->h->log(n->in, CUB_LOG_WARN, "%s hung up; receiving stops", n->be->name);
+		}
+		if (ret == 0 || ret == -EIO) {
+			want = ret == 0 && !n->rx_dead;
+			break;
+		}
+		if (ret == -EAGAIN) {
+			want = false;
+			break;
+		}
+	}
+	if (done % BATCH_NOTIFY)
+		n->v->notify(n->rxq);
+	vnet_interest(n, want, -1);
+	pthread_mutex_unlock(&n->rx_lock);
+}
+
+/* The device's epoll set is readable: see which direction is ready. */
+void vnet_event(void *arg)
+{
+	struct net *n = arg;
+	struct epoll_event ev[2];
+	bool rx = false, tx = false, hup = false;
+	int k = epoll_wait(n->efd, ev, 2, 0);
+
+	for (int i = 0; i < k; i++) {
+		if (ev[i].data.u32 & TAG_RX && ev[i].events & EPOLLHUP)
+			hup = true;
+		if (ev[i].data.u32 & TAG_TX && ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			tx = true;
+		if (ev[i].data.u32 & TAG_RX && ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+			rx = true;
+	}
+	if (tx) {
+		vnet_interest(n, -1, false);
+		vnet_tx_process(n);
+	}
+	if (rx)
+		vnet_rx_process(n, hup);
+}

@@ -1,0 +1,103 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Installs what an ARM64 cross build needs on an x86_64 Debian 12 host: the cross compiler, the arm64 -dev packages through multiarch, QEMU (user mode for the arm64 unit tests, system mode for the nested e2e), `file`, and an arm64 libfdt sysroot.
+#
+# Usage: scripts/deps-arm64.sh
+#
+# Uses sudo when not root. Safe to run again: it does nothing when everything
+# is already there. libfdt-dev:arm64 cannot be installed beside libfdt-dev
+# (amd64), so its .deb is unpacked (not installed) into
+#   ${CUBICLE_CACHE:-$HOME/.cache/cubicle}/sysroot-arm64
+# where `configure --host=aarch64-linux-gnu` looks by default
+# (`--with-libfdt=DIR` points it elsewhere). libfdt1:arm64, the run-time
+# library, installs normally through multiarch.
+set -eu
+
+say() { printf 'deps-arm64: %s\n' "$*" >&2; }
+die() { printf 'deps-arm64: error: %s\n' "$*" >&2; exit 1; }
+
+for tool in dpkg apt-get dpkg-deb dpkg-query; do
+	command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found: this script needs a Debian host"
+done
+[ "$(dpkg --print-architecture)" = amd64 ] ||
+	die "this host is $(dpkg --print-architecture); the cross setup is for amd64 hosts (on arm64, use scripts/deps.sh and a native build)"
+
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+cache=${CUBICLE_CACHE:-${HOME:?HOME is not set}/.cache/cubicle}
+sysroot=$cache/sysroot-arm64
+fdt_ver_file=$sysroot/.libfdt-version
+
+pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+libconfig-dev:arm64 libffi-dev:arm64 libzstd-dev:arm64 libbpf-dev:arm64 libcunit1-dev:arm64
+libfdt1:arm64 pkgconf:arm64 qemu-user-static qemu-system-arm file"
+
+installed() {
+	dpkg-query -W -f='${Status}\n' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+# 1. The arm64 architecture, once.
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+	say "adding the arm64 architecture (dpkg --add-architecture arm64)"
+	$sudo dpkg --add-architecture arm64
+	new_arch=1
+else
+	new_arch=0
+fi
+
+missing=
+for p in $pkgs; do
+	installed "$p" || missing="$missing $p"
+done
+
+updated=0
+apt_update() {
+	[ $updated = 1 ] && return 0
+	say "apt-get update"
+	$sudo apt-get update -q >/dev/null || die "apt-get update failed"
+	updated=1
+}
+
+# 2. The packages that install beside the host's own.
+if [ -n "$missing" ] || [ $new_arch = 1 ]; then
+	apt_update
+fi
+if [ -n "$missing" ]; then
+	say "installing$missing"
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing \
+		>/dev/null || die "apt-get install failed for:$missing"
+fi
+
+# 3. libfdt-dev:arm64 into the sysroot, at the version of the installed libfdt1:arm64.
+fdt_ver=$(dpkg-query -W -f='${Version}' libfdt1:arm64)
+if [ "$(cat "$fdt_ver_file" 2>/dev/null)" != "$fdt_ver" ] ||
+   [ ! -e "$sysroot/usr/lib/aarch64-linux-gnu/libfdt.so" ] ||
+   [ ! -e "$sysroot/usr/include/libfdt.h" ]; then
+	say "unpacking libfdt-dev:arm64 $fdt_ver into $sysroot"
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	(cd "$tmp" && apt-get download -q "libfdt-dev:arm64=$fdt_ver" "libfdt1:arm64=$fdt_ver" >/dev/null 2>&1) || {
+		apt_update
+		(cd "$tmp" && apt-get download -q "libfdt-dev:arm64=$fdt_ver" "libfdt1:arm64=$fdt_ver" >/dev/null) ||
+			die "apt-get download libfdt-dev:arm64 libfdt1:arm64 failed"
+	}
+	rm -rf "$sysroot.new"
+	mkdir -p "$sysroot.new"
+	for deb in "$tmp"/*.deb; do
+		dpkg-deb -x "$deb" "$sysroot.new" || die "dpkg-deb -x $deb failed"
+	done
+	[ -e "$sysroot.new/usr/lib/aarch64-linux-gnu/libfdt.so" ] ||
+		die "libfdt-dev:arm64 did not hold usr/lib/aarch64-linux-gnu/libfdt.so"
+	echo "$fdt_ver" >"$sysroot.new/.libfdt-version"
+	rm -rf "$sysroot"
+	mv "$sysroot.new" "$sysroot"
+fi
+
+# 4. A last check that the pieces a cross build uses are really there.
+for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-pkg-config qemu-aarch64-static qemu-system-aarch64; do
+	command -v "$tool" >/dev/null 2>&1 || die "'$tool' is still missing after the install"
+done
+aarch64-linux-gnu-pkg-config --exists libconfig libffi libzstd libbpf cunit ||
+	die "aarch64-linux-gnu-pkg-config does not find the arm64 .pc files"
+[ -n "$missing" ] && say "ready: ./configure --host=aarch64-linux-gnu (libfdt from $sysroot)"
+exit 0

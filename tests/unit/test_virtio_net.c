@@ -1,0 +1,809 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of virtio-net: the built plugin on the socket backend (and on a
+ * vnet-header backend made here) through the fake host's virtqueues. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "fake_host.h"
+
+#define RXQ 0
+#define TXQ 1
+#define HDR 12
+#define F(bit) (1ull << (bit))
+#define F_CSUM 0
+#define F_GUEST_CSUM 1
+#define F_MTU 3
+#define F_MAC 5
+#define F_GUEST_TSO4 7
+#define F_HOST_TSO4 11
+#define F_MRG_RXBUF 15
+#define F_STATUS 16
+
+static const struct cub_plugin *netp, *sockp;
+static void *net_dl, *sock_dl;
+static struct fake_host fh;
+static void *ncfg, *npriv, *scfg, *spriv;
+static struct cub_net be;
+static int sv[2] = { -1, -1 }; /* sv[1]: the test's end of the wire */
+
+/* Guest memory: chains keep pointers to these until popped. */
+#define N_CHAINS 128
+static struct cub_vq_chain chains[N_CHAINS];
+static unsigned next_chain;
+static uint8_t guest[N_CHAINS][20000];
+
+static struct cub_vq_chain *chain(void)
+{
+	struct cub_vq_chain *c = &chains[next_chain % N_CHAINS];
+
+	fake_chain_init(c, (uint16_t)(next_chain % N_CHAINS));
+	next_chain++;
+	return c;
+}
+
+static uint8_t *mem_of(const struct cub_vq_chain *c)
+{
+	return guest[c - chains];
+}
+
+static void seg(struct cub_vq_chain *c, void *p, size_t len, bool w)
+{
+	CU_ASSERT_EQUAL_FATAL(fake_chain_add(c, p, len, w), 0);
+}
+
+/* ---- device with the socket backend on a socketpair ---- */
+
+static int dev_open(const char *const *kv, uint64_t refused)
+{
+	char fdtxt[16];
+	const char *skv[] = { "fd", fdtxt, NULL };
+	const struct cub_net_ops *so = sockp->ops;
+	int err;
+
+	fake_host_init(&fh);
+	fh.features_refused = refused;
+	next_chain = 0;
+	CU_ASSERT_EQUAL_FATAL(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+	snprintf(fdtxt, sizeof(fdtxt), "%d", sv[0]);
+	scfg = fake_cfg_new(sockp, skv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(scfg);
+	CU_ASSERT_EQUAL_FATAL(so->open(fake_inst(&fh), &fh.ops, scfg, &spriv), 0);
+	be = (struct cub_net){ .ops = so, .priv = spriv, .name = "socket[net0]",
+			       .dev_id = "net0", .vm_path = "/vms/a.cfg" };
+	so->info(spriv, &be.info);
+	fh.net = &be;
+	ncfg = fake_cfg_new(netp, kv);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ncfg);
+	npriv = NULL;
+	err = fake_create(&fh, netp, ncfg, &npriv);
+	if (err && fh.verbose)
+		fprintf(stderr, "(create: %d %s) ", err, fh.fail_msg);
+	return err;
+}
+
+static void dev_close(void)
+{
+	if (npriv)
+		((const struct cub_device_ops *)netp->ops)->destroy(npriv);
+	npriv = NULL;
+	fake_cfg_free(netp, ncfg);
+	((const struct cub_net_ops *)sockp->ops)->close(spriv);
+	fake_cfg_free(sockp, scfg);
+	close(sv[0]);
+	close(sv[1]);
+	memset(&be, 0, sizeof(be));
+	fake_host_fini(&fh);
+}
+
+/* The device's epoll set, as the event loop watches it. */
+static int dev_efd(void)
+{
+	for (unsigned i = 0; i < fh.n_watches; i++)
+		if (fh.watches[i].active)
+			return fh.watches[i].fd;
+	return -1;
+}
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* The event loop: fire the device's watch while its set is readable. */
+static void run_loop(void)
+{
+	int efd = dev_efd(), n = 0;
+
+	while (efd >= 0 && readable(efd) && n++ < 1000)
+		fake_watch_fire(&fh, efd);
+}
+
+static uint64_t cfg_u(uint32_t off, uint32_t len)
+{
+	uint8_t b[8] = { 0 };
+	uint64_t v = 0;
+
+	fh.vdev->config_read(fh.vpriv, off, b, len);
+	for (uint32_t i = 0; i < len; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
+static void mac_of_dev(uint8_t mac[6])
+{
+	fh.vdev->config_read(fh.vpriv, 0, mac, 6);
+}
+
+static unsigned le16(const uint8_t *p)
+{
+	return p[0] | p[1] << 8;
+}
+
+/* A transmit chain: header (zeroes unless hd) and frame, split as asked. */
+static struct cub_vq_chain *tx_chain(const uint8_t *frame, size_t len, const uint8_t *hd,
+				     size_t split)
+{
+	struct cub_vq_chain *c = chain();
+	uint8_t *m = mem_of(c);
+
+	memset(m, 0, HDR);
+	if (hd)
+		memcpy(m, hd, HDR);
+	memcpy(m + HDR, frame, len);
+	if (split && split < HDR + len) {
+		seg(c, m, split, false);
+		seg(c, m + split, HDR + len - split, false);
+	} else {
+		seg(c, m, HDR + len, false);
+	}
+	return c;
+}
+
+/* A receive buffer of len bytes (one segment, or two if split). */
+static struct cub_vq_chain *rx_chain(size_t len, size_t split)
+{
+	struct cub_vq_chain *c = chain();
+	uint8_t *m = mem_of(c);
+
+	memset(m, 0xee, len);
+	if (split && split < len) {
+		seg(c, m, split, true);
+		seg(c, m + split, len - split, true);
+	} else {
+		seg(c, m, len, true);
+	}
+	return c;
+}
+
+static void fill(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 7 + seed);
+}
+
+/* ---- tests ---- */
+
+static void test_config(void)
+{
+	uint64_t f;
+	uint8_t mac[6];
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL(fh.net_open_calls, 1);
+	CU_ASSERT_EQUAL(fh.vdev->device_id, 1);
+	CU_ASSERT_EQUAL(fh.vdev->n_queues, 2);
+	f = fh.vdev->features(fh.vpriv);
+	CU_ASSERT(f & F(F_MAC) && f & F(F_STATUS) && f & F(F_MRG_RXBUF));
+	/* the socket backend has no vnet header: no offloads, no MTU unless asked */
+	CU_ASSERT(!(f & (F(F_CSUM) | F(F_GUEST_CSUM) | F(F_HOST_TSO4) | F(F_GUEST_TSO4))));
+	CU_ASSERT(!(f & F(F_MTU)));
+	CU_ASSERT_EQUAL(cfg_u(6, 2), 1); /* VIRTIO_NET_S_LINK_UP */
+	CU_ASSERT_EQUAL(cfg_u(8, 2), 1);
+	mac_of_dev(mac);
+	CU_ASSERT_EQUAL(mac[0] & 3, 2); /* locally administered, unicast */
+	CU_ASSERT_EQUAL(dev_efd() >= 0, true);
+	dev_close();
+
+	CU_ASSERT_EQUAL_FATAL(dev_open((const char *[]){ "mac", "52:54:00:ab:cd:ef", "mtu", "9000",
+							 NULL }, 0), 0);
+	mac_of_dev(mac);
+	CU_ASSERT_EQUAL(memcmp(mac, "\x52\x54\x00\xab\xcd\xef", 6), 0);
+	CU_ASSERT(fh.vdev->features(fh.vpriv) & F(F_MTU));
+	CU_ASSERT_EQUAL(cfg_u(10, 2), 9000);
+	dev_close();
+
+	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mac", "01:00:5e:00:00:01", NULL }, 0), -EINVAL);
+	CU_ASSERT(strstr(fh.fail_msg, "unicast") != NULL);
+	dev_close();
+	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mac", "52:54:00:ab:cd", NULL }, 0), -EINVAL);
+	dev_close();
+	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mac", "52:54:00:ab:cd:zz", NULL }, 0), -EINVAL);
+	dev_close();
+	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mtu", "67", NULL }, 0), -EINVAL);
+	dev_close();
+	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mtu", "65536", NULL }, 0), -EINVAL);
+	dev_close();
+}
+
+/* Destroy the device and create it again on the same backend, as the host
+ * would: its watches go first. */
+static int recreate(void)
+{
+	for (unsigned i = 0; i < fh.n_watches; i++)
+		fh.watches[i].active = false;
+	((const struct cub_device_ops *)netp->ops)->destroy(npriv);
+	npriv = NULL;
+	return fake_create(&fh, netp, ncfg, &npriv);
+}
+
+/* The default MAC: the same for the same VM and device, else different. */
+static void derived(const char *path, const char *id, uint8_t mac[6])
+{
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	be.dev_id = id;
+	be.vm_path = path;
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	mac_of_dev(mac);
+	dev_close();
+}
+
+static void test_mac_derivation(void)
+{
+	uint8_t a[6], a2[6], b[6], c[6], d[6];
+
+	derived("/vms/a.cfg", "net0", a);
+	derived("/vms/a.cfg", "net0", a2);
+	derived("/vms/a.cfg", "net1", b);
+	derived("/vms/b.cfg", "net0", c);
+	derived("/vms/a.cfgn", "et0", d); /* the parts do not just run together */
+	CU_ASSERT_EQUAL(memcmp(a, a2, 6), 0);
+	CU_ASSERT_NOT_EQUAL(memcmp(a, b, 6), 0);
+	CU_ASSERT_NOT_EQUAL(memcmp(a, c, 6), 0);
+	CU_ASSERT_NOT_EQUAL(memcmp(a, d, 6), 0);
+	CU_ASSERT_EQUAL(a[0] & 3, 2);
+	CU_ASSERT_EQUAL(b[0] & 3, 2);
+	CU_ASSERT_EQUAL(c[0] & 3, 2);
+
+	/* a backend's suggestion beats the derived one, the param beats both */
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	be.info.has_mac = true;
+	memcpy(be.info.mac, "\x02\x11\x22\x33\x44\x55", 6);
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	mac_of_dev(a);
+	CU_ASSERT_EQUAL(memcmp(a, "\x02\x11\x22\x33\x44\x55", 6), 0);
+	dev_close();
+}
+
+static void test_tx(void)
+{
+	uint8_t frame[1514], got[2048], hd[HDR] = { 0 };
+	struct cub_reply rep = { 0 };
+	const struct cub_method *m;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fill(frame, sizeof(frame), 1);
+	/* header split 5 + 7, frame after it in the second segment */
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 60, NULL, 5));
+	fake_vq_add(&fh, TXQ, tx_chain(frame, sizeof(frame), NULL, HDR + 100));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 2);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].used[0].written, 0);
+	CU_ASSERT(fh.vqs[TXQ].notifies >= 1);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 60);
+	CU_ASSERT_EQUAL(memcmp(got, frame, 60), 0);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), (ssize_t)sizeof(frame));
+	CU_ASSERT_EQUAL(memcmp(got, frame, sizeof(frame)), 0);
+
+	/* dropped, not broken: a runt, a checksum request never negotiated */
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 10, NULL, 0));
+	hd[0] = 1; /* VIRTIO_NET_HDR_F_NEEDS_CSUM */
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 100, hd, 0));
+	hd[0] = 0;
+	hd[1] = 1; /* GSO TCPv4 */
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 100, hd, 0));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 5);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), -1);
+
+	m = fake_method_find(netp, "stats");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_STRING_EQUAL(m->sig, "");
+	CU_ASSERT_EQUAL(((int (*)(void *, struct cub_reply *))m->fn)(npriv, &rep), 0);
+	CU_ASSERT(strstr(rep.text, "tx_packets 2 tx_bytes 1574 tx_dropped 3") != NULL);
+	CU_ASSERT(strstr(rep.text, "rx_packets 0 ") != NULL);
+	CU_ASSERT_EQUAL(rep.len, strlen(rep.text));
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+static void test_tx_malformed(void)
+{
+	static const char *const why[] = { "shorter than the virtio-net header",
+					   "device-writable", "longer than 65550" };
+	uint8_t frame[64] = { 0 };
+
+	for (int k = 0; k < 3; k++) {
+		struct cub_vq_chain *c;
+
+		CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+		CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+		if (k == 0) {
+			c = chain();
+			seg(c, mem_of(c), 11, false);
+		} else if (k == 1) {
+			c = tx_chain(frame, sizeof(frame), NULL, 0);
+			seg(c, mem_of(c) + 200, 16, true);
+		} else {
+			c = chain();
+			seg(c, mem_of(c), HDR, false);
+			for (int i = 0; i < 4; i++) /* segments may alias: 80 KiB of frame */
+				seg(c, mem_of(c), 20000, false);
+		}
+		fake_vq_add(&fh, TXQ, c);
+		fake_virtio_kick(&fh, TXQ);
+		CU_ASSERT_EQUAL(fh.broken_calls, 1);
+		CU_ASSERT(strstr(fh.broken_why, why[k]) != NULL);
+		CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 0);
+		CU_ASSERT_EQUAL(recv(sv[1], frame, sizeof(frame), MSG_DONTWAIT), -1);
+		fake_virtio_stop(&fh);
+		dev_close();
+	}
+}
+
+/* One frame per buffer; the header says one buffer. */
+static void test_rx_single(void)
+{
+	uint8_t frame[1514];
+	struct cub_vq_chain *c;
+	uint8_t *m;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	c = rx_chain(HDR + 1514, 7); /* header split over two segments */
+	fake_vq_add(&fh, RXQ, c);
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
+	fill(frame, sizeof(frame), 3);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 1000, 0), 1000);
+	run_loop();
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].head, c->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 1000);
+	m = mem_of(c);
+	CU_ASSERT_EQUAL(m[0], 0);      /* flags */
+	CU_ASSERT_EQUAL(m[1], 0);      /* gso_type NONE */
+	CU_ASSERT_EQUAL(le16(m + 10), 1); /* num_buffers */
+	CU_ASSERT_EQUAL(memcmp(m + HDR, frame, 1000), 0);
+	CU_ASSERT_EQUAL(m[HDR + 1000], 0xee);
+	CU_ASSERT(fh.vqs[RXQ].notifies >= 1);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+/* A frame longer than one mergeable buffer spreads over several, published at once. */
+static void test_rx_mergeable(void)
+{
+	uint8_t frame[4000];
+	struct cub_vq_chain *c[4];
+	unsigned batches;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (int i = 0; i < 4; i++)
+		fake_vq_add(&fh, RXQ, c[i] = rx_chain(HDR + 1000, i == 1 ? 300 : 0));
+	fake_virtio_kick(&fh, RXQ);
+	fill(frame, sizeof(frame), 5);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 2500, 0), 2500);
+	batches = fh.push_batches;
+	run_loop();
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 3);
+	CU_ASSERT_EQUAL(fh.push_batches, batches + 1); /* one publication */
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].head, c[0]->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 1000);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[1].head, c[1]->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[1].written, HDR + 1000); /* no header in later buffers */
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[2].head, c[2]->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[2].written, 2500 - 1000 - (HDR + 1000));
+	CU_ASSERT_EQUAL(le16(mem_of(c[0]) + 10), 3);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c[0]) + HDR, frame, 1000), 0);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c[1]), frame + 1000, HDR + 1000), 0);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c[2]), frame + 2012, 488), 0);
+	/* the fourth buffer takes the next frame */
+	CU_ASSERT_EQUAL(send(sv[1], frame, 64, 0), 64);
+	run_loop();
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 4);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[3].written, HDR + 64);
+	CU_ASSERT_EQUAL(le16(mem_of(c[3]) + 10), 1);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+/* No buffers: stop watching the backend, drop nothing, resume on the kick. */
+static void test_rx_backpressure(void)
+{
+	uint8_t frame[3000], got[128];
+	struct cub_vq_chain *a, *b, *c;
+	struct cub_reply rep = { 0 };
+	int efd;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	efd = dev_efd();
+	fill(frame, sizeof(frame), 9);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(send(sv[1], frame, 100 + i, 0), 100 + i);
+	run_loop();
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
+	CU_ASSERT(!readable(efd)); /* frames wait, but the device is not woken for them */
+	CU_ASSERT(fh.vqs[RXQ].pops <= 2);
+	fake_vq_add(&fh, RXQ, a = rx_chain(HDR + 1500, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 100);
+	run_loop();
+	CU_ASSERT(!readable(efd));
+	fake_vq_add(&fh, RXQ, b = rx_chain(HDR + 1500, 0));
+	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 1500, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[1].written, HDR + 101);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[2].written, HDR + 102);
+	CU_ASSERT_EQUAL(recv(sv[0], got, sizeof(got), MSG_DONTWAIT), -1); /* all taken */
+
+	/* out of buffers halfway through a frame: it waits, then goes out whole */
+	CU_ASSERT_EQUAL(send(sv[1], frame, 2500, 0), 2500);
+	fake_vq_add(&fh, RXQ, a = rx_chain(HDR + 1000, 0));
+	fake_vq_add(&fh, RXQ, b = rx_chain(1000, 0));
+	fake_virtio_kick(&fh, RXQ);
+	run_loop();
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3); /* nothing published yet */
+	CU_ASSERT(!readable(efd));
+	fake_vq_add(&fh, RXQ, c = rx_chain(1000, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 6);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[3].head, a->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[5].head, c->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[5].written, 500);
+	CU_ASSERT_EQUAL(le16(mem_of(a) + 10), 3);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c), frame + 2000, 500), 0);
+
+	CU_ASSERT_EQUAL(((int (*)(void *, struct cub_reply *))fake_method_find(netp, "stats")->fn)(
+				npriv, &rep), 0);
+	CU_ASSERT(strstr(rep.text, "rx_packets 4 rx_bytes 2803 rx_dropped 0") != NULL);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+/* Without mergeable buffers a frame must fit one buffer; one that does not
+ * is dropped and the buffer kept for the next frame. */
+static void test_rx_no_mrg(void)
+{
+	uint8_t frame[3000];
+	struct cub_vq_chain *c;
+	struct cub_reply rep = { 0 };
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, F(F_MRG_RXBUF)), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fill(frame, sizeof(frame), 11);
+	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 1518, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 2000, 0), 2000);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 1518, 0), 1518);
+	run_loop();
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].head, c->head);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 1518);
+	CU_ASSERT_EQUAL(le16(mem_of(c) + 10), 1);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c) + HDR, frame, 1518), 0);
+	((int (*)(void *, struct cub_reply *))fake_method_find(netp, "stats")->fn)(npriv, &rep);
+	CU_ASSERT(strstr(rep.text, "rx_packets 1 rx_bytes 1518 rx_dropped 1") != NULL);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+static void test_rx_malformed(void)
+{
+	static const char *const why[] = { "device-readable", "shorter than the virtio-net header",
+					   "empty receive buffer" };
+	uint8_t frame[2000] = { 0 };
+
+	for (int k = 0; k < 3; k++) {
+		struct cub_vq_chain *c;
+
+		CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+		CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+		c = chain();
+		if (k == 0) {
+			seg(c, mem_of(c), 8, false);
+			seg(c, mem_of(c) + 8, 1500, true);
+		} else if (k == 1) {
+			seg(c, mem_of(c), HDR - 1, true);
+		} else {
+			fake_vq_add(&fh, RXQ, rx_chain(HDR + 100, 0));
+			seg(c, mem_of(c), 0, true);
+		}
+		fake_vq_add(&fh, RXQ, c);
+		CU_ASSERT_EQUAL(send(sv[1], frame, sizeof(frame), 0), sizeof(frame));
+		fake_virtio_kick(&fh, RXQ);
+		run_loop();
+		CU_ASSERT_EQUAL(fh.broken_calls, 1);
+		CU_ASSERT(strstr(fh.broken_why, why[k]) != NULL);
+		CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
+		fake_virtio_stop(&fh);
+		dev_close();
+	}
+}
+
+/* The backend is full: the chain in hand waits, the rest stay queued, no
+ * spinning; when the peer reads, sending resumes and nothing is lost. */
+static void test_tx_backpressure(void)
+{
+	static uint8_t frame[16000], got[16384];
+	unsigned queued = 120, recvd = 0;
+	int efd;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	efd = dev_efd();
+	/* a small send buffer, whatever net.core.wmem_max allowed the backend */
+	CU_ASSERT_EQUAL(setsockopt(be.info.tx_fd, SOL_SOCKET, SO_SNDBUF, &(int){ 65536 },
+				   sizeof(int)), 0);
+	fill(frame, sizeof(frame), 13);
+	for (unsigned i = 0; i < queued; i++)
+		fake_vq_add(&fh, TXQ, tx_chain(frame, sizeof(frame), NULL, 0));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT(fh.vqs[TXQ].n_used > 0 && fh.vqs[TXQ].n_used < queued);
+	CU_ASSERT(!readable(efd)); /* waiting for writability, which is not there */
+	fake_virtio_kick(&fh, TXQ); /* a kick now changes nothing */
+	CU_ASSERT(fh.vqs[TXQ].n_used < queued);
+	while (recvd < queued) {
+		ssize_t r = recv(sv[1], got, sizeof(got), MSG_DONTWAIT);
+
+		if (r < 0) {
+			if (!readable(efd))
+				break;
+			run_loop();
+			continue;
+		}
+		CU_ASSERT_EQUAL(r, (ssize_t)sizeof(frame));
+		recvd++;
+	}
+	CU_ASSERT_EQUAL(recvd, queued);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, queued);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+/* ---- a backend with vnet headers and offloads, over a socketpair ---- */
+
+static bool vh_on;
+static uint32_t vh_offloads;
+static unsigned vh_calls;
+
+static void vh_info(void *priv, struct cub_net_info *o)
+{
+	*o = (struct cub_net_info){ .vnet_hdr = true, .link_up = false, .mtu = 1500,
+				    .offloads = CUB_NET_OFF_CSUM | CUB_NET_OFF_TSO4 |
+						CUB_NET_OFF_TSO6,
+				    .rx_fd = sv[0], .tx_fd = sv[0] };
+}
+
+static int vh_set(void *priv, bool on)
+{
+	vh_on = on;
+	vh_calls++;
+	return 0;
+}
+
+static int vh_offl(void *priv, uint32_t o)
+{
+	vh_offloads = o;
+	return 0;
+}
+
+static int64_t vh_send(void *priv, const struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+	ssize_t r = sendmsg(sv[0], &m, MSG_DONTWAIT);
+
+	return r < 0 ? -errno : r;
+}
+
+static int64_t vh_recv(void *priv, const struct iovec *iov, int n)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n };
+	ssize_t r = recvmsg(sv[0], &m, MSG_DONTWAIT);
+
+	if (r < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	return m.msg_flags & MSG_TRUNC ? -EMSGSIZE : r;
+}
+
+static void vh_close(void *priv)
+{
+}
+
+static const struct cub_net_ops vh_ops = {
+	.info = vh_info, .set_vnet_hdr = vh_set, .set_offloads = vh_offl,
+	.send = vh_send, .recv = vh_recv, .close = vh_close,
+};
+
+static void test_offloads(void)
+{
+	uint8_t frame[3000], got[4000], hd[HDR] = { 1, 1, 54, 0, 0x5a, 0x05, 34, 0, 16, 0, 0, 0 };
+	struct cub_vq_chain *c;
+	uint64_t f;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	be.ops = &vh_ops;
+	vh_info(NULL, &be.info);
+	vh_calls = 0;
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	f = fh.vdev->features(fh.vpriv);
+	CU_ASSERT(f & F(F_CSUM) && f & F(F_GUEST_CSUM) && f & F(F_HOST_TSO4) && f & F(F_GUEST_TSO4));
+	CU_ASSERT(f & F(F_MTU));
+	CU_ASSERT_EQUAL(cfg_u(10, 2), 1500);
+	CU_ASSERT_EQUAL(cfg_u(6, 2), 0); /* the backend says link down */
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	CU_ASSERT(vh_on);
+	CU_ASSERT_EQUAL(vh_offloads, CUB_NET_OFF_CSUM | CUB_NET_OFF_TSO4 | CUB_NET_OFF_TSO6);
+
+	/* TX: a TSO frame goes out with the guest's header in front */
+	fill(frame, sizeof(frame), 17);
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 2000, hd, 3));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), HDR + 2000);
+	CU_ASSERT_EQUAL(memcmp(got, hd, HDR), 0);
+	CU_ASSERT_EQUAL(memcmp(got + HDR, frame, 2000), 0);
+	/* UFO was not offered: dropped */
+	hd[1] = 3;
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 2000, hd, 0));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), -1);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+
+	/* RX: the backend's header reaches the guest, num_buffers set */
+	hd[0] = 2; /* DATA_VALID */
+	hd[1] = 0;
+	memcpy(got, hd, HDR);
+	memcpy(got + HDR, frame, 1400);
+	got[10] = 0x77; /* whatever the backend left there */
+	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 1500, 4));
+	CU_ASSERT_EQUAL(send(sv[1], got, HDR + 1400, 0), HDR + 1400);
+	fake_virtio_kick(&fh, RXQ);
+	run_loop();
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 1400);
+	CU_ASSERT_EQUAL(mem_of(c)[0], 2);
+	CU_ASSERT_EQUAL(le16(mem_of(c) + 10), 1);
+	CU_ASSERT_EQUAL(memcmp(mem_of(c) + HDR, frame, 1400), 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+
+	/* a guest that sends offloads but takes none: the header stays on, the
+	 * device keeps what the guest refused out of received headers */
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, F(F_GUEST_CSUM) | F(F_GUEST_TSO4) | F(8) | F(9) | F(10)), 0);
+	be.ops = &vh_ops;
+	vh_info(NULL, &be.info);
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	CU_ASSERT(vh_on);
+	CU_ASSERT_EQUAL(vh_offloads, 0);
+	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 3000, 0));
+	fake_virtio_kick(&fh, RXQ);
+	memset(got, 0, HDR);
+	got[0] = 2; /* DATA_VALID: not for this guest */
+	CU_ASSERT_EQUAL(send(sv[1], got, HDR + 100, 0), HDR + 100);
+	got[1] = 1; /* a TSO frame: never for this guest */
+	CU_ASSERT_EQUAL(send(sv[1], got, HDR + 2000, 0), HDR + 2000);
+	got[0] = 1; /* a partial checksum: likewise */
+	got[1] = 0;
+	CU_ASSERT_EQUAL(send(sv[1], got, HDR + 100, 0), HDR + 100);
+	run_loop();
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 100);
+	CU_ASSERT_EQUAL(mem_of(c)[0], 0);
+	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 3000, 0));
+	fake_virtio_kick(&fh, RXQ);
+	run_loop();
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 1); /* both dropped */
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+
+	/* feature dependencies (virtio 5.1.3.1): TSO without checksum offload */
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	be.ops = &vh_ops;
+	vh_info(NULL, &be.info);
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	CU_ASSERT_EQUAL(fh.vdev->set_features(fh.vpriv, F(F_HOST_TSO4) | F(F_MAC)), -EINVAL);
+	CU_ASSERT_EQUAL(fh.vdev->set_features(fh.vpriv, F(F_GUEST_TSO4) | F(F_CSUM)), -EINVAL);
+	CU_ASSERT_EQUAL(fh.vdev->set_features(fh.vpriv, F(F_GUEST_TSO4) | F(F_GUEST_CSUM)), 0);
+	dev_close();
+
+	/* a guest that takes no offload: plain frames, the header stays off */
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, F(F_CSUM) | F(F_GUEST_CSUM) | 0x7f80ull /* 7..14 */), 0);
+	be.ops = &vh_ops;
+	vh_info(NULL, &be.info);
+	vh_on = true;
+	CU_ASSERT_EQUAL_FATAL(recreate(), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	CU_ASSERT(!vh_on);
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 100, NULL, 0));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 100);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+/* A reset drops what the device holds; after a restart it works again. */
+static void test_reset(void)
+{
+	uint8_t frame[2500];
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fill(frame, sizeof(frame), 19);
+	fake_vq_add(&fh, RXQ, rx_chain(HDR + 1000, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 2500, 0), 2500);
+	run_loop(); /* half placed: waits for buffers */
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
+	fake_virtio_stop(&fh);
+	CU_ASSERT(!readable(dev_efd()));
+	/* the driver comes back with fresh queues */
+	memset(fh.vqs, 0, sizeof(fh.vqs));
+	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
+		fh.vqs[i].fh = &fh;
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fake_vq_add(&fh, RXQ, rx_chain(HDR + 1500, 0));
+	fake_virtio_kick(&fh, RXQ);
+	CU_ASSERT_EQUAL(send(sv[1], frame, 200, 0), 200);
+	run_loop();
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[0].written, HDR + 200);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "features and config", test_config },
+		{ "MAC derivation", test_mac_derivation },
+		{ "TX: header stripped, drops, stats", test_tx },
+		{ "TX: malformed chains", test_tx_malformed },
+		{ "TX: backend full", test_tx_backpressure },
+		{ "RX: one buffer", test_rx_single },
+		{ "RX: mergeable buffers", test_rx_mergeable },
+		{ "RX: no buffers, backpressure", test_rx_backpressure },
+		{ "RX: without mergeable buffers", test_rx_no_mrg },
+		{ "RX: malformed chains", test_rx_malformed },
+		{ "vnet header backend: offloads", test_offloads },
+		{ "reset with a frame half placed", test_reset },
+		{ NULL, NULL },
+	};
+	int ret;
+
+	signal(SIGPIPE, SIG_IGN);
+	netp = fake_plugin_open("virtio_net", &net_dl);
+	sockp = fake_plugin_open("socket", &sock_dl);
+	if (!netp || !sockp)
+		return 1;
+	ret = cu_run("virtio_net", tests);
+	fake_plugin_close(net_dl);
+	fake_plugin_close(sock_dl);
+	return ret;
+}
