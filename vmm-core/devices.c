@@ -605,7 +605,7 @@ static int inst_create(struct vm *vm, const struct registry *reg, const struct v
 		ret = -EINVAL;
 		goto fail;
 	}
-	ret = storage_check_unused(in, err, errlen);
+	ret = backend_check_unused(in, err, errlen);
 	if (ret)
 		goto fail;
 	*out = in;

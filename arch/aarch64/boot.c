@@ -3,119 +3,17 @@
  * and the initrd into guest RAM, then the vGIC's final init and the device
  * tree in its slot at the top of RAM. */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "a64.h"
 #include "arch.h"
 #include "boot.h"
+#include "bootfile.h"
 #include "fdt_build.h"
 #include "log.h"
 
-static int __attribute__((format(printf, 5, 6)))
-fail(int e, char *err, size_t errlen, const char *file, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (err && errlen) {
-		n = snprintf(err, errlen, "%s: ", file);
-		if (n >= 0 && (size_t)n < errlen) {
-			va_start(ap, fmt);
-			vsnprintf(err + n, errlen - n, fmt, ap);
-			va_end(ap);
-		}
-	}
-	return e;
-}
-
-/* A file opened for reading: its fd, size and (for the kernel) a mapping. */
-struct image {
-	const char *path;
-	int fd;
-	uint64_t size;
-	void *map;
-};
-
-static int image_open(struct image *im, const char *path, uint64_t limit, bool map,
-		      char *err, size_t errlen)
-{
-	struct stat st;
-	int e;
-
-	im->path = path;
-	im->map = NULL;
-	im->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (im->fd < 0)
-		return fail(-errno, err, errlen, path, "%s", strerror(errno));
-	e = -EINVAL;
-	if (fstat(im->fd, &st) < 0) {
-		e = -errno;
-		fail(e, err, errlen, path, "%s", strerror(-e));
-	} else if (!S_ISREG(st.st_mode)) {
-		fail(e, err, errlen, path, "not a regular file");
-	} else if (!st.st_size) {
-		fail(e, err, errlen, path, "empty file");
-	} else if ((uint64_t)st.st_size > limit) {
-		e = -EFBIG;
-		fail(e, err, errlen, path, "%llu bytes do not fit in %llu MiB of guest RAM",
-		     (unsigned long long)st.st_size, (unsigned long long)(limit >> 20));
-	} else {
-		im->size = st.st_size;
-		if (!map)
-			return 0;
-		im->map = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
-		if (im->map != MAP_FAILED)
-			return 0;
-		im->map = NULL;
-		e = -errno;
-		fail(e, err, errlen, path, "%s", strerror(-e));
-	}
-	close(im->fd);
-	im->fd = -1;
-	return e;
-}
-
-static void image_close(struct image *im)
-{
-	if (im->map)
-		munmap(im->map, im->size);
-	if (im->fd >= 0)
-		close(im->fd);
-	im->fd = -1;
-	im->map = NULL;
-}
-
-/* Read the whole file into guest RAM at gpa: one copy, no bounce buffer. */
-static int image_read_to(struct image *im, const struct guest_mem *m, uint64_t gpa,
-			 char *err, size_t errlen)
-{
-	uint8_t *dst = mem_map(m, gpa, im->size);
-	uint64_t done = 0;
-	ssize_t r;
-
-	if (!dst)
-		return fail(-EFAULT, err, errlen, im->path, "[0x%llx, +%llu) is not in guest RAM",
-			    (unsigned long long)gpa, (unsigned long long)im->size);
-	while (done < im->size) {
-		r = pread(im->fd, dst + done, im->size - done, done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return fail(r ? -errno : -EIO, err, errlen, im->path, "read: %s",
-				    r ? strerror(errno) : "file shrank while loading");
-		done += r;
-	}
-	return 0;
-}
-
-static int load_image(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+static int load_image(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 		      size_t errlen)
 {
 	struct a64_vm *av = a64_of(vm);
@@ -123,19 +21,19 @@ static int load_image(struct vm *vm, const struct boot_cfg *b, struct image *im,
 	struct a64_boot_plan p = { .ram_base = ram->gpa, .ram_size = ram->size };
 	struct a64_image_info ii;
 	size_t clen = b->cmdline ? strlen(b->cmdline) : 0;
-	struct image rd = { .fd = -1 };
+	struct bootfile rd = { .fd = -1 };
 	char why[256];
 	int ret;
 
 	ret = a64_image_parse(im->map, im->size, &ii, why, sizeof(why));
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "%s", why);
+		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
 	if (clen >= A64_CMDLINE_MAX)
-		return fail(-E2BIG, err, errlen, b->kernel,
-			    "command line is %zu bytes; arm64 Linux keeps at most %d", clen,
-			    A64_CMDLINE_MAX - 1);
+		return bootfile_fail(-E2BIG, err, errlen, b->kernel,
+				     "command line is %zu bytes; arm64 Linux keeps at most %d",
+				     clen, A64_CMDLINE_MAX - 1);
 	if (b->initrd && b->initrd[0]) {
-		ret = image_open(&rd, b->initrd, ram->size, false, err, errlen);
+		ret = bootfile_open(&rd, b->initrd, ram->size, "guest RAM", false, err, errlen);
 		if (ret)
 			return ret;
 		p.initrd_size = rd.size;
@@ -144,18 +42,15 @@ static int load_image(struct vm *vm, const struct boot_cfg *b, struct image *im,
 	p.kernel_span = ii.image_size > im->size ? ii.image_size : im->size;
 	ret = a64_boot_plan(&p, why, sizeof(why));
 	if (ret) {
-		fail(ret, err, errlen, p.initrd_size && ret == -ENOSPC &&
-		     p.kernel_end <= p.fdt_gpa ? b->initrd : b->kernel, "%s", why);
+		bootfile_fail(ret, err, errlen, p.initrd_size && ret == -ENOSPC &&
+			      p.kernel_end <= p.fdt_gpa ? b->initrd : b->kernel, "%s", why);
 		goto out;
 	}
-	ret = mem_write(&vm->mem, p.kernel_gpa, im->map, im->size);
-	if (ret) {
-		fail(ret, err, errlen, b->kernel, "cannot copy the kernel to 0x%llx",
-		     (unsigned long long)p.kernel_gpa);
+	ret = bootfile_copy(im, &vm->mem, p.kernel_gpa, 0, im->size, err, errlen);
+	if (ret)
 		goto out;
-	}
 	if (p.initrd_size) {
-		ret = image_read_to(&rd, &vm->mem, p.initrd_gpa, err, errlen);
+		ret = bootfile_read_to(&rd, &vm->mem, p.initrd_gpa, err, errlen);
 		if (ret)
 			goto out;
 		av->initrd_gpa = p.initrd_gpa;
@@ -169,13 +64,13 @@ static int load_image(struct vm *vm, const struct boot_cfg *b, struct image *im,
 		  ii.page_kib, (unsigned long long)p.kernel_gpa,
 		  (unsigned long long)p.initrd_gpa, (unsigned long long)p.fdt_gpa);
 out:
-	image_close(&rd);
+	bootfile_close(&rd);
 	return ret;
 }
 
 /* A raw payload for the KVM tests: copied as is to boot.load_addr and
  * entered at boot.entry in EL1 with the MMU off; X0 still holds the FDT. */
-static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+static int load_flat(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 		     size_t errlen)
 {
 	struct a64_vm *av = a64_of(vm);
@@ -184,18 +79,19 @@ static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, 
 	int ret;
 
 	if (lo > UINT64_MAX - im->size || !mem_map(&vm->mem, lo, im->size))
-		return fail(-EFAULT, err, errlen, b->kernel,
-			    "payload [0x%llx, +%llu) is not in guest RAM [0x%llx, 0x%llx); set boot.load_addr",
-			    (unsigned long long)lo, (unsigned long long)im->size,
-			    (unsigned long long)ram->gpa, (unsigned long long)(ram->gpa + ram->size));
+		return bootfile_fail(-EFAULT, err, errlen, b->kernel,
+				     "payload [0x%llx, +%llu) is not in guest RAM [0x%llx, 0x%llx); set boot.load_addr",
+				     (unsigned long long)lo, (unsigned long long)im->size,
+				     (unsigned long long)ram->gpa,
+				     (unsigned long long)(ram->gpa + ram->size));
 	if (a64_fdt_slot(ram->gpa, ram->size, &fdt) || lo + im->size > fdt)
-		return fail(-ENOSPC, err, errlen, b->kernel,
-			    "payload [0x%llx, +%llu) reaches into the device tree's 2 MiB slot at the top of RAM; load it lower or raise machine.memory_mib",
-			    (unsigned long long)lo, (unsigned long long)im->size);
+		return bootfile_fail(-ENOSPC, err, errlen, b->kernel,
+				     "payload [0x%llx, +%llu) reaches into the device tree's 2 MiB slot at the top of RAM; load it lower or raise machine.memory_mib",
+				     (unsigned long long)lo, (unsigned long long)im->size);
 	if (entry & 3)
-		return fail(-EINVAL, err, errlen, b->kernel,
-			    "entry 0x%llx is not 4-byte aligned", (unsigned long long)entry);
-	ret = image_read_to(im, &vm->mem, lo, err, errlen);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "entry 0x%llx is not 4-byte aligned", (unsigned long long)entry);
+	ret = bootfile_read_to(im, &vm->mem, lo, err, errlen);
 	if (ret)
 		return ret;
 	av->fdt_gpa = fdt;
@@ -204,7 +100,7 @@ static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, 
 	return 0;
 }
 
-static enum boot_format detect(const struct image *im)
+static enum boot_format detect(const struct bootfile *im)
 {
 	const uint8_t *p = im->map;
 
@@ -217,16 +113,18 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 {
 	struct a64_vm *av = a64_of(vm);
 	enum boot_format fmt = b->format;
-	struct image im;
+	struct bootfile im;
 	int ret;
 
 	if (!av)
-		return fail(-EINVAL, err, errlen, "boot", "arch_boot_load before arch_vm_setup");
+		return bootfile_fail(-EINVAL, err, errlen, "boot",
+				     "arch_boot_load before arch_vm_setup");
 	if (!b->kernel || !b->kernel[0])
-		return fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
+		return bootfile_fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
 	if (vm->mem.n_banks != 1)
-		return fail(-EINVAL, err, errlen, b->kernel, "guest RAM is not one bank");
-	ret = image_open(&im, b->kernel, vm->mem.bank[0].size, fmt != BOOT_FLAT, err, errlen);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel, "guest RAM is not one bank");
+	ret = bootfile_open(&im, b->kernel, vm->mem.bank[0].size, "guest RAM", fmt != BOOT_FLAT,
+			    err, errlen);
 	if (ret)
 		return ret;
 	memset(&av->entry, 0, sizeof(av->entry));
@@ -240,14 +138,14 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 		ret = load_flat(vm, b, &im, err, errlen);
 		break;
 	case BOOT_ELF:
-		ret = fail(-ENOEXEC, err, errlen, b->kernel,
-			   "an ELF kernel (vmlinux): arm64 boots the Image (arch/arm64/boot/Image, Debian's vmlinuz) or a flat payload");
+		ret = bootfile_fail(-ENOEXEC, err, errlen, b->kernel,
+				    "an ELF kernel (vmlinux): arm64 boots the Image (arch/arm64/boot/Image, Debian's vmlinuz) or a flat payload");
 		break;
 	default:
-		ret = fail(-ENOEXEC, err, errlen, b->kernel,
-			   "boot.format \"bzimage\" is x86-only; arm64 boots an Image");
+		ret = bootfile_fail(-ENOEXEC, err, errlen, b->kernel,
+				    "boot.format \"bzimage\" is x86-only; arm64 boots an Image");
 	}
-	image_close(&im);
+	bootfile_close(&im);
 	if (ret)
 		return ret;
 	av->format = fmt;
@@ -303,25 +201,27 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	int ret;
 
 	if (!av || !av->entry.valid)
-		return fail(-EINVAL, err, errlen, "boot", "arch_describe before arch_boot_load");
+		return bootfile_fail(-EINVAL, err, errlen, "boot",
+				     "arch_describe before arch_boot_load");
 	if (!vm->n_vcpus || vm->n_vcpus > av->n_mpidr)
-		return fail(-EINVAL, err, errlen, "boot",
-			    "arch_describe needs the vCPUs created first (their MPIDRs, the vGIC)");
+		return bootfile_fail(-EINVAL, err, errlen, "boot",
+				     "arch_describe needs the vCPUs created first (their MPIDRs, the vGIC)");
 	/* KVM sizes the vGIC from the vCPUs that exist at this point. */
 	ret = a64_gic_init(av, err, errlen);
 	if (ret)
 		return ret;
 	buf = mem_map(&vm->mem, av->fdt_gpa, A64_FDT_MAX);
 	if (!buf)
-		return fail(-EFAULT, err, errlen, "device tree", "slot 0x%llx is not in guest RAM",
-			    (unsigned long long)av->fdt_gpa);
+		return bootfile_fail(-EFAULT, err, errlen, "device tree",
+				     "slot 0x%llx is not in guest RAM", (unsigned long long)av->fdt_gpa);
 	describe(vm, &d, seed, sizeof(seed));
 	ret = a64_fdt_build(buf, A64_FDT_MAX, &d);
 	if (ret == -ENOSPC)
-		return fail(ret, err, errlen, "device tree", "does not fit in its 2 MiB slot");
+		return bootfile_fail(ret, err, errlen, "device tree",
+				     "does not fit in its 2 MiB slot");
 	if (ret < 0)
-		return fail(ret, err, errlen, "device tree", "cannot describe this machine (%s)",
-			    strerror(-ret));
+		return bootfile_fail(ret, err, errlen, "device tree",
+				     "cannot describe this machine (%s)", strerror(-ret));
 	log_debug("device tree: %d bytes at 0x%llx, GICv%u, %u vCPUs, %u devices", ret,
 		  (unsigned long long)av->fdt_gpa, av->gic_version, vm->n_vcpus,
 		  av->layout.n_dev);

@@ -3,123 +3,14 @@
  * guest RAM (bzImage, ELF vmlinux or a flat payload) and records the BSP's
  * entry state for vcpu.c. */
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "arch.h"
 #include "boot.h"
+#include "bootfile.h"
 #include "x86.h"
 
 #define PAGE_SIZE 0x1000ULL
-
-static int __attribute__((format(printf, 5, 6)))
-fail(int e, char *err, size_t errlen, const char *file, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (err && errlen) {
-		n = snprintf(err, errlen, "%s: ", file);
-		if (n >= 0 && (size_t)n < errlen) {
-			va_start(ap, fmt);
-			vsnprintf(err + n, errlen - n, fmt, ap);
-			va_end(ap);
-		}
-	}
-	return e;
-}
-
-/* A file opened for reading: its fd, size and (for the kernel) a mapping. */
-struct image {
-	const char *path;
-	int fd;
-	uint64_t size;
-	void *map;
-};
-
-static int image_open(struct image *im, const char *path, uint64_t limit, bool map,
-		      char *err, size_t errlen)
-{
-	struct stat st;
-	int e;
-
-	im->path = path;
-	im->map = NULL;
-	im->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (im->fd < 0)
-		return fail(-errno, err, errlen, path, "%s", strerror(errno));
-	if (fstat(im->fd, &st) < 0) {
-		e = -errno;
-		goto out;
-	}
-	e = -EINVAL;
-	if (!S_ISREG(st.st_mode)) {
-		fail(e, err, errlen, path, "not a regular file");
-		goto out_close;
-	}
-	im->size = st.st_size;
-	if (!im->size) {
-		fail(e, err, errlen, path, "empty file");
-		goto out_close;
-	}
-	if (im->size > limit) {
-		e = -EFBIG;
-		fail(e, err, errlen, path, "%llu bytes do not fit in %llu MiB of low guest RAM",
-		     (unsigned long long)im->size, (unsigned long long)(limit >> 20));
-		goto out_close;
-	}
-	if (!map)
-		return 0;
-	im->map = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, im->fd, 0);
-	if (im->map != MAP_FAILED)
-		return 0;
-	im->map = NULL;
-	e = -errno;
-out:
-	fail(e, err, errlen, path, "%s", strerror(-e));
-out_close:
-	close(im->fd);
-	im->fd = -1;
-	return e;
-}
-
-static void image_close(struct image *im)
-{
-	if (im->map)
-		munmap(im->map, im->size);
-	if (im->fd >= 0)
-		close(im->fd);
-	im->fd = -1;
-	im->map = NULL;
-}
-
-/* Read the whole file into guest RAM at gpa: one copy, no bounce buffer. */
-static int image_read_to(struct image *im, const struct guest_mem *m, uint64_t gpa,
-			 char *err, size_t errlen)
-{
-	uint8_t *dst = mem_map(m, gpa, im->size);
-	uint64_t done = 0;
-	ssize_t r;
-
-	if (!dst)
-		return fail(-EFAULT, err, errlen, im->path, "[0x%llx, +%llu) is not in guest RAM",
-			    (unsigned long long)gpa, (unsigned long long)im->size);
-	while (done < im->size) {
-		r = pread(im->fd, dst + done, im->size - done, done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return fail(r ? -errno : -EIO, err, errlen, im->path, "read: %s",
-				    r ? strerror(errno) : "file shrank while loading");
-		done += r;
-	}
-	return 0;
-}
 
 static uint64_t low_ram_end(const struct vm *vm)
 {
@@ -167,49 +58,53 @@ static int load_linux_rest(struct vm *vm, const struct boot_cfg *b, const void *
 	int n, ret;
 
 	if (!bp || !stack)
-		return fail(-EFAULT, err, errlen, b->kernel, "guest RAM does not cover 0x7000-0x9000");
+		return bootfile_fail(-EFAULT, err, errlen, b->kernel,
+				     "guest RAM does not cover 0x7000-0x9000");
 	if (clen > cmdline_max || clen >= X86_CMDLINE_MAX)
-		return fail(-E2BIG, err, errlen, b->kernel,
-			    "command line is %zu bytes; this kernel accepts at most %u", clen,
-			    cmdline_max);
+		return bootfile_fail(-E2BIG, err, errlen, b->kernel,
+				     "command line is %zu bytes; this kernel accepts at most %u",
+				     clen, cmdline_max);
 	ret = mem_write(&vm->mem, X86_CMDLINE_ADDR, cmd, clen + 1);
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "no RAM for the command line at 0x%llx",
-			    X86_CMDLINE_ADDR);
+		return bootfile_fail(ret, err, errlen, b->kernel,
+				     "no RAM for the command line at 0x%llx", X86_CMDLINE_ADDR);
 	s.cmdline_len = clen;
 
 	if (b->initrd && b->initrd[0]) {
-		struct image rd;
+		struct bootfile rd;
 		uint64_t top = low_ram_end(vm);
 
-		ret = image_open(&rd, b->initrd, top, false, err, errlen);
+		ret = bootfile_open(&rd, b->initrd, top, "low guest RAM", false, err, errlen);
 		if (ret)
 			return ret;
 		if (x86_initrd_place(rd.size, initrd_max, top, kend, &s.initrd_gpa)) {
-			fail(-ENOSPC, err, errlen, b->initrd,
-			     "%llu bytes do not fit between the kernel's end (0x%llx) and 0x%llx; raise machine.memory_mib",
-			     (unsigned long long)rd.size, (unsigned long long)kend,
-			     (unsigned long long)(top < initrd_max + 1 ? top : initrd_max + 1));
-			image_close(&rd);
+			bootfile_fail(-ENOSPC, err, errlen, b->initrd,
+				      "%llu bytes do not fit between the kernel's end (0x%llx) and 0x%llx; raise machine.memory_mib",
+				      (unsigned long long)rd.size, (unsigned long long)kend,
+				      (unsigned long long)(top < initrd_max + 1 ? top
+									 : initrd_max + 1));
+			bootfile_close(&rd);
 			return -ENOSPC;
 		}
 		s.initrd_size = rd.size;
-		ret = image_read_to(&rd, &vm->mem, s.initrd_gpa, err, errlen);
-		image_close(&rd);
+		ret = bootfile_read_to(&rd, &vm->mem, s.initrd_gpa, err, errlen);
+		bootfile_close(&rd);
 		if (ret)
 			return ret;
 	}
 
 	n = x86_e820_build(vm->mem.bank, vm->mem.n_banks, e820, X86_E820_MAX);
 	if (n < 0)
-		return fail(n, err, errlen, b->kernel, "cannot describe guest RAM in an e820 map");
+		return bootfile_fail(n, err, errlen, b->kernel,
+				     "cannot describe guest RAM in an e820 map");
 	s.e820 = e820;
 	s.n_e820 = n;
 	memset(stack, 0, PAGE_SIZE);
 	ret = x86_boot_params_build(bp, &s);
 	ret = ret ?: write_cpu_tables(vm, BOOT_MODE_LONG);
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "cannot write the boot tables below 1 MiB");
+		return bootfile_fail(ret, err, errlen, b->kernel,
+				     "cannot write the boot tables below 1 MiB");
 
 	xv->entry.mode = BOOT_MODE_LONG;
 	xv->entry.rsi = X86_ZERO_PAGE;
@@ -217,7 +112,7 @@ static int load_linux_rest(struct vm *vm, const struct boot_cfg *b, const void *
 	return 0;
 }
 
-static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 			size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
@@ -228,18 +123,16 @@ static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct image *i
 
 	ret = x86_bzimage_parse(im->map, im->size, &ki, why, sizeof(why));
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "%s", why);
+		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
 	x86_bzimage_span(&ki, X86_KERNEL_LOAD, &run, &end);
 	if (end > low_ram_end(vm) || X86_KERNEL_LOAD + ki.pm_size > low_ram_end(vm))
-		return fail(-ENOMEM, err, errlen, b->kernel,
-			    "the kernel needs RAM up to 0x%llx (runs at 0x%llx, init_size %u) but low RAM ends at 0x%llx; raise machine.memory_mib",
-			    (unsigned long long)end, (unsigned long long)run, ki.init_size,
-			    (unsigned long long)low_ram_end(vm));
-	ret = mem_write(&vm->mem, X86_KERNEL_LOAD, (const uint8_t *)im->map + ki.pm_offset,
-			ki.pm_size);
+		return bootfile_fail(-ENOMEM, err, errlen, b->kernel,
+				     "the kernel needs RAM up to 0x%llx (runs at 0x%llx, init_size %u) but low RAM ends at 0x%llx; raise machine.memory_mib",
+				     (unsigned long long)end, (unsigned long long)run, ki.init_size,
+				     (unsigned long long)low_ram_end(vm));
+	ret = bootfile_copy(im, &vm->mem, X86_KERNEL_LOAD, ki.pm_offset, ki.pm_size, err, errlen);
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "cannot copy the kernel to 0x%llx",
-			    X86_KERNEL_LOAD);
+		return ret;
 	if (end < X86_KERNEL_LOAD + ki.pm_size)
 		end = X86_KERNEL_LOAD + ki.pm_size;
 	ret = load_linux_rest(vm, b, (const uint8_t *)im->map + X86_SETUP_HDR_OFF, ki.hdr_len,
@@ -249,7 +142,7 @@ static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct image *i
 	return ret;
 }
 
-static int load_elf(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+static int load_elf(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 		    size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
@@ -259,15 +152,15 @@ static int load_elf(struct vm *vm, const struct boot_cfg *b, struct image *im, c
 
 	ret = x86_elf_parse(im->map, im->size, &ei, why, sizeof(why));
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "%s", why);
+		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
 	if (ei.lo < X86_HIMEM_START || ei.hi > low_ram_end(vm))
-		return fail(-ENOMEM, err, errlen, b->kernel,
-			    "segments span [0x%llx, 0x%llx); they must lie between 1 MiB and the end of low RAM (0x%llx)",
-			    (unsigned long long)ei.lo, (unsigned long long)ei.hi,
-			    (unsigned long long)low_ram_end(vm));
+		return bootfile_fail(-ENOMEM, err, errlen, b->kernel,
+				     "segments span [0x%llx, 0x%llx); they must lie between 1 MiB and the end of low RAM (0x%llx)",
+				     (unsigned long long)ei.lo, (unsigned long long)ei.hi,
+				     (unsigned long long)low_ram_end(vm));
 	ret = x86_elf_load(&vm->mem, im->map, im->size, why, sizeof(why));
 	if (ret)
-		return fail(ret, err, errlen, b->kernel, "%s", why);
+		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
 	ret = load_linux_rest(vm, b, NULL, 0, X86_ELF_CMDLINE_MAX, X86_ELF_INITRD_MAX,
 			      (ei.hi + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), err, errlen);
 	xv->entry.rip = ei.entry;
@@ -281,7 +174,7 @@ static bool overlaps(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
 
 /* A raw payload for the KVM tests: copied as is, entered in the mode the
  * config names with nothing but a GDT (and page tables for long mode). */
-static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, char *err,
+static int load_flat(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 		     size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
@@ -289,34 +182,37 @@ static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, 
 	int ret;
 
 	if (b->mode != BOOT_MODE_REAL && b->mode != BOOT_MODE_PROTECTED && b->mode != BOOT_MODE_LONG)
-		return fail(-EINVAL, err, errlen, b->kernel, "unknown boot mode %d", b->mode);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel, "unknown boot mode %d",
+				     b->mode);
 	if (lo > UINT64_MAX - im->size || !mem_map(&vm->mem, lo, im->size))
-		return fail(-EFAULT, err, errlen, b->kernel,
-			    "payload [0x%llx, +%llu) is not in guest RAM", (unsigned long long)lo,
-			    (unsigned long long)im->size);
+		return bootfile_fail(-EFAULT, err, errlen, b->kernel,
+				     "payload [0x%llx, +%llu) is not in guest RAM",
+				     (unsigned long long)lo, (unsigned long long)im->size);
 	if (b->mode != BOOT_MODE_REAL && overlaps(lo, im->size, X86_GDT_ADDR, 8 * X86_GDT_ENTRIES))
-		return fail(-EINVAL, err, errlen, b->kernel,
-			    "payload at 0x%llx overlaps the GDT at 0x500; load it elsewhere",
-			    (unsigned long long)lo);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "payload at 0x%llx overlaps the GDT at 0x500; load it elsewhere",
+				     (unsigned long long)lo);
 	if (b->mode == BOOT_MODE_LONG &&
 	    overlaps(lo, im->size, X86_PML4_ADDR, X86_PT_END - X86_PML4_ADDR))
-		return fail(-EINVAL, err, errlen, b->kernel,
-			    "payload at 0x%llx overlaps the page tables at [0x9000, 0xf000); load it elsewhere",
-			    (unsigned long long)lo);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "payload at 0x%llx overlaps the page tables at [0x9000, 0xf000); load it elsewhere",
+				     (unsigned long long)lo);
 	if (b->mode == BOOT_MODE_REAL &&
 	    (lo & 0xf || lo >= X86_HIMEM_START || entry < lo || entry - lo > 0xffff))
-		return fail(-EINVAL, err, errlen, b->kernel,
-			    "real mode needs a 16-byte aligned load_addr below 1 MiB and an entry within 64 KiB of it (load 0x%llx, entry 0x%llx)",
-			    (unsigned long long)lo, (unsigned long long)entry);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "real mode needs a 16-byte aligned load_addr below 1 MiB and an entry within 64 KiB of it (load 0x%llx, entry 0x%llx)",
+				     (unsigned long long)lo, (unsigned long long)entry);
 	if (b->mode == BOOT_MODE_PROTECTED && entry > 0xffffffffULL)
-		return fail(-EINVAL, err, errlen, b->kernel, "protected-mode entry 0x%llx is above 4 GiB",
-			    (unsigned long long)entry);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "protected-mode entry 0x%llx is above 4 GiB",
+				     (unsigned long long)entry);
 
-	ret = image_read_to(im, &vm->mem, lo, err, errlen);
+	ret = bootfile_read_to(im, &vm->mem, lo, err, errlen);
 	if (ret)
 		return ret;
 	if (b->mode != BOOT_MODE_REAL && write_cpu_tables(vm, b->mode))
-		return fail(-EFAULT, err, errlen, b->kernel, "no RAM for the GDT at 0x500");
+		return bootfile_fail(-EFAULT, err, errlen, b->kernel,
+				     "no RAM for the GDT at 0x500");
 
 	xv->payload_lo = lo;
 	xv->payload_hi = lo + im->size;
@@ -334,7 +230,7 @@ static int load_flat(struct vm *vm, const struct boot_cfg *b, struct image *im, 
 	return 0;
 }
 
-static enum boot_format detect(const struct image *im)
+static enum boot_format detect(const struct bootfile *im)
 {
 	const uint8_t *p = im->map;
 
@@ -350,25 +246,27 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 	struct x86_vm *xv = x86_of(vm);
 	enum boot_format fmt = b->format;
 	uint64_t low = low_ram_end(vm);
-	struct image im;
+	struct bootfile im;
 	int ret;
 
 	if (!xv)
-		return fail(-EINVAL, err, errlen, "boot", "arch_boot_load before arch_vm_setup");
+		return bootfile_fail(-EINVAL, err, errlen, "boot",
+				     "arch_boot_load before arch_vm_setup");
 	if (!b->kernel || !b->kernel[0])
-		return fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
+		return bootfile_fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
 	if (!low)
-		return fail(-EINVAL, err, errlen, b->kernel, "guest RAM has no bank at address 0");
-	ret = image_open(&im, b->kernel, low, fmt != BOOT_FLAT, err, errlen);
+		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
+				     "guest RAM has no bank at address 0");
+	ret = bootfile_open(&im, b->kernel, low, "low guest RAM", fmt != BOOT_FLAT, err, errlen);
 	if (ret)
 		return ret;
 	memset(&xv->entry, 0, sizeof(xv->entry));
 	if (fmt == BOOT_AUTO) {
 		fmt = detect(&im);
 		if (fmt == BOOT_AUTO) {
-			image_close(&im);
-			return fail(-ENOEXEC, err, errlen, b->kernel,
-				    "not a bzImage or ELF kernel; set boot.format = \"flat\" for a raw payload");
+			bootfile_close(&im);
+			return bootfile_fail(-ENOEXEC, err, errlen, b->kernel,
+					     "not a bzImage or ELF kernel; set boot.format = \"flat\" for a raw payload");
 		}
 	}
 	switch (fmt) {
@@ -382,9 +280,9 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 		ret = load_flat(vm, b, &im, err, errlen);
 		break;
 	default:
-		ret = fail(-EINVAL, err, errlen, b->kernel, "unknown boot format %d", fmt);
+		ret = bootfile_fail(-EINVAL, err, errlen, b->kernel, "unknown boot format %d", fmt);
 	}
-	image_close(&im);
+	bootfile_close(&im);
 	if (ret)
 		return ret;
 	xv->format = fmt;
