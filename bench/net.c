@@ -6,25 +6,16 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "cubicle/net.h"
-#include "cubicle/virtio.h"
-#include "devices.h"
-#include "loader.h"
-#include "mem.h"
-#include "virtio/virtqueue.h"
+#include "harness.h"
 
 /*
  * The driver side plays a Linux guest: one descriptor per buffer, mergeable
@@ -38,7 +29,7 @@
  * sendmsg/recvmsg on the same end.
  */
 
-#define QSIZE	  256u
+#define QSIZE	  BENCH_QSIZE
 #define RX_DESC	  0x0
 #define RX_AVAIL  0x1000
 #define RX_USED	  0x2000
@@ -48,36 +39,24 @@
 #define RX_DATA	  0x100000 /* QSIZE buffers of up to 4096 */
 #define TX_DATA	  0x200000 /* QSIZE slots of 12 + 65550 */
 #define TX_SLOT	  (12 + 65552)
-#define RAM	  (64u << 20)
 #define F_WRITE	  2
 #define HDR	  12
-
-struct desc {
-	uint64_t addr;
-	uint32_t len;
-	uint16_t flags, next;
-};
 
 /* One side of the driver: a queue in guest RAM and what the driver knows. */
 struct ring {
 	struct virtq *vq;
-	struct desc *dt;
+	struct bench_desc *dt;
 	uint16_t *avail;  /* flags, idx, ring[QSIZE], used_event */
 	uint16_t *used;   /* flags, idx, then elems; avail_event after them */
 	uint16_t avail_next, kicked_at, used_seen;
 	unsigned q;
 };
 
-static struct guest_mem m;
 static struct ring rx, tx;
-static const struct cub_virtio_ops *vops;
-static void *vpriv;
 static int sv[2];
 static size_t rx_buf_len = 1536;
 
-static pthread_mutex_t irq_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t irq_cond = PTHREAD_COND_INITIALIZER;
-static unsigned irqs, kicks;
+static unsigned kicks;
 
 /* the device's fd watch, served by loop_thread */
 static void (*watch_cb)(void *);
@@ -85,29 +64,6 @@ static void *watch_arg;
 static int watch_fd = -1, stop_fd = -1;
 
 /* ---- a minimal host for the plugin ---- */
-
-static void b_log(struct cub_inst *in, int lvl, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (lvl > CUB_LOG_WARN)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "net: %s: ", in->name);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
-static int b_fail(struct cub_inst *in, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(in->err, sizeof(in->err), fmt, ap);
-	va_end(ap);
-	return err;
-}
 
 static int b_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
 {
@@ -122,58 +78,10 @@ static int b_unwatch(struct cub_inst *in, int fd)
 	return 0;
 }
 
-static int b_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
-{
-	vops = ops;
-	vpriv = priv;
-	return 0;
-}
-
-static int b_pop(struct cub_vq *q, struct cub_vq_chain *c)
-{
-	return virtq_pop((struct virtq *)q, c);
-}
-
-static void b_push(struct cub_vq *q, const struct cub_vq_chain *c, uint32_t written)
-{
-	virtq_push((struct virtq *)q, c->head, written);
-}
-
-static void b_push_batch(struct cub_vq *q, const struct cub_vq_used *u, unsigned n)
-{
-	virtq_push_batch((struct virtq *)q, u, n);
-}
-
-static void b_notify(struct cub_vq *q)
-{
-	if (!virtq_should_notify((struct virtq *)q))
-		return;
-	pthread_mutex_lock(&irq_lock);
-	irqs++;
-	pthread_cond_broadcast(&irq_cond);
-	pthread_mutex_unlock(&irq_lock);
-}
-
-static void b_broken(struct cub_inst *in, const char *why)
-{
-	fprintf(stderr, "net: device broken: %s\n", why);
-	exit(1);
-}
-
-static uint64_t b_clock(struct cub_inst *in)
-{
-	return clock_since_start_us();
-}
-
-static const struct cub_virtio_host vhost = {
-	.size = sizeof(vhost), .add = b_add, .pop = b_pop, .push = b_push,
-	.notify = b_notify, .broken = b_broken, .push_batch = b_push_batch,
-};
-
 static const struct cub_host host = {
-	.size = sizeof(host), .log = b_log, .log_ratelimited = b_log, .fail = b_fail,
-	.fd_watch = b_watch, .fd_unwatch = b_unwatch, .clock_us = b_clock,
-	.virtio = &vhost, .net = &devices_net_host,
+	.size = sizeof(host), .log = bench_log, .log_ratelimited = bench_log, .fail = bench_fail,
+	.fd_watch = b_watch, .fd_unwatch = b_unwatch, .clock_us = bench_clock,
+	.virtio = &bench_vhost, .net = &devices_net_host,
 };
 
 /* The event loop: the device's epoll set readable → its callback. */
@@ -195,14 +103,6 @@ static void *loop_thread(void *arg)
 
 /* ---- the driver ---- */
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static uint16_t used_idx(const struct ring *r)
 {
 	return __atomic_load_n(&r->used[1], __ATOMIC_ACQUIRE);
@@ -219,22 +119,22 @@ static void publish(struct ring *r)
 	r->kicked_at = new;
 	if ((uint16_t)(new - ev - 1) < (uint16_t)(new - old)) {
 		kicks++;
-		vops->notify(vpriv, r->q);
+		bench_vops->notify(bench_vpriv, r->q);
 	}
 }
 
 /* Sleep until the device used more of r: ask for an interrupt first. */
 static void wait_used(struct ring *r)
 {
-	pthread_mutex_lock(&irq_lock);
+	pthread_mutex_lock(&bench_irq_lock);
 	for (;;) {
 		__atomic_store_n(&r->avail[2 + QSIZE], r->used_seen, __ATOMIC_RELAXED); /* used_event */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		if (used_idx(r) != r->used_seen)
 			break;
-		pthread_cond_wait(&irq_cond, &irq_lock);
+		pthread_cond_wait(&bench_irq_cond, &bench_irq_lock);
 	}
-	pthread_mutex_unlock(&irq_lock);
+	pthread_mutex_unlock(&bench_irq_lock);
 }
 
 /* ---- the peer ---- */
@@ -302,14 +202,14 @@ static void peer_wait(void)
 static double tx_virtio(size_t len, unsigned n)
 {
 	unsigned posted = 0, done = 0;
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	peer_start(1, len, n);
 	while (done < n) {
 		while (posted < n && posted - done < QSIZE) {
 			uint16_t s = (uint16_t)(tx.avail_next % QSIZE);
 
-			tx.dt[s] = (struct desc){ TX_DATA + (uint64_t)s * TX_SLOT,
+			tx.dt[s] = (struct bench_desc){ TX_DATA + (uint64_t)s * TX_SLOT,
 						  (uint32_t)(HDR + len), 0, 0 };
 			tx.avail[2 + s] = s;
 			tx.avail_next++;
@@ -321,18 +221,18 @@ static double tx_virtio(size_t len, unsigned n)
 		tx.used_seen = used_idx(&tx);
 	}
 	peer_wait();
-	return now_s() - t0;
+	return bench_now_s() - t0;
 }
 
 /* The plain loops touch the same guest memory as the device does: the
  * transmit slots in turn, the receive area (1 MiB) in turn. */
 static double tx_plain(size_t len, unsigned n)
 {
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	peer_start(1, len, n);
 	for (unsigned i = 0; i < n; i++) {
-		struct iovec v = { mem_map(&m, TX_DATA + (uint64_t)(i % QSIZE) * TX_SLOT + HDR, len),
+		struct iovec v = { mem_map(&bench_mem, TX_DATA + (uint64_t)(i % QSIZE) * TX_SLOT + HDR, len),
 				   len };
 		struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1 };
 
@@ -342,12 +242,12 @@ static double tx_plain(size_t len, unsigned n)
 		}
 	}
 	peer_wait();
-	return now_s() - t0;
+	return bench_now_s() - t0;
 }
 
 static void rx_post(uint16_t d)
 {
-	rx.dt[d] = (struct desc){ RX_DATA + (uint64_t)d * 4096, (uint32_t)rx_buf_len, F_WRITE, 0 };
+	rx.dt[d] = (struct bench_desc){ RX_DATA + (uint64_t)d * 4096, (uint32_t)rx_buf_len, F_WRITE, 0 };
 	rx.avail[2 + rx.avail_next % QSIZE] = d;
 	rx.avail_next++;
 }
@@ -356,7 +256,7 @@ static double rx_virtio(size_t len, unsigned n)
 {
 	unsigned frames = 0, left = 0; /* left: buffers still due for the frame in hand */
 	size_t got = 0;
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	peer_start(2, len, n);
 	while (frames < n) {
@@ -364,7 +264,7 @@ static double rx_virtio(size_t len, unsigned n)
 		while (rx.used_seen != used_idx(&rx)) {
 			const uint32_t *e = (const uint32_t *)&rx.used[2] + 2 * (rx.used_seen % QSIZE);
 			uint16_t d = (uint16_t)e[0];
-			uint8_t *b = mem_map(&m, RX_DATA + (uint64_t)d * 4096, HDR);
+			uint8_t *b = mem_map(&bench_mem, RX_DATA + (uint64_t)d * 4096, HDR);
 
 			if (!left) {
 				left = b[10] | b[11] << 8;
@@ -389,17 +289,17 @@ static double rx_virtio(size_t len, unsigned n)
 		publish(&rx);
 	}
 	peer_wait();
-	return now_s() - t0;
+	return bench_now_s() - t0;
 }
 
 static double rx_plain(size_t len, unsigned n)
 {
 	unsigned per = (QSIZE * 4096) / (unsigned)(len + 16);
-	double t0 = now_s();
+	double t0 = bench_now_s();
 
 	peer_start(2, len, n);
 	for (unsigned i = 0; i < n; i++) {
-		struct iovec v = { mem_map(&m, RX_DATA + (uint64_t)(i % per) * (len + 16), len + 16),
+		struct iovec v = { mem_map(&bench_mem, RX_DATA + (uint64_t)(i % per) * (len + 16), len + 16),
 				   len + 16 };
 		struct msghdr mh = { .msg_iov = &v, .msg_iovlen = 1 };
 
@@ -409,14 +309,7 @@ static double rx_plain(size_t len, unsigned n)
 		}
 	}
 	peer_wait();
-	return now_s() - t0;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
+	return bench_now_s() - t0;
 }
 
 static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u);
@@ -425,7 +318,7 @@ static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_
  * stopped device does not watch the socket, so the plain loop has it alone. */
 static void dev_stop(void)
 {
-	vops->stop(vpriv);
+	bench_vops->stop(bench_vpriv);
 	virtq_free(rx.vq);
 	virtq_free(tx.vq);
 	rx.vq = tx.vq = NULL;
@@ -435,14 +328,14 @@ static void dev_start(void)
 {
 	struct cub_vq *q[2];
 
-	memset(mem_map(&m, 0, TX_DESC + 0x3000), 0, TX_DESC + 0x3000);
+	memset(mem_map(&bench_mem, 0, TX_DESC + 0x3000), 0, TX_DESC + 0x3000);
 	if (ring_init(&rx, 0, RX_DESC, RX_AVAIL, RX_USED) ||
 	    ring_init(&tx, 1, TX_DESC, TX_AVAIL, TX_USED))
 		exit(1);
-	vops->set_features(vpriv, vops->features(vpriv));
+	bench_vops->set_features(bench_vpriv, bench_vops->features(bench_vpriv));
 	q[0] = (struct cub_vq *)rx.vq;
 	q[1] = (struct cub_vq *)tx.vq;
-	if (vops->start(vpriv, q, 2)) {
+	if (bench_vops->start(bench_vpriv, q, 2)) {
 		fprintf(stderr, "net: device start failed\n");
 		exit(1);
 	}
@@ -463,10 +356,8 @@ static void measure(const char *dir, size_t len, unsigned n, unsigned runs)
 		tv[r] = is_rx ? rx_virtio(len, n) : tx_virtio(len, n);
 		dev_stop();
 	}
-	qsort(tv, runs, sizeof(double), cmp_d);
-	qsort(tp, runs, sizeof(double), cmp_d);
-	v = tv[runs / 2];
-	p = tp[runs / 2];
+	v = bench_median(tv, runs);
+	p = bench_median(tp, runs);
 	printf("%s %5zu B frames   virtio-net %7.3f Mpps %6.2f Gb/s   plain %7.3f Mpps %6.2f Gb/s   ratio %.2f\n",
 	       dir, len, n / v / 1e6, bits / v / 1e9, n / p / 1e6, bits / p / 1e9, p / v);
 }
@@ -475,91 +366,49 @@ static void measure(const char *dir, size_t len, unsigned n, unsigned runs)
 
 static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u)
 {
-	struct virtq_addr va = { QSIZE, d, a, u };
-	char err[256];
-
 	*r = (struct ring){ .q = q };
-	r->dt = mem_map(&m, d, 16 * QSIZE);
-	r->avail = mem_map(&m, a, 6 + 2 * QSIZE);
-	r->used = mem_map(&m, u, 6 + 8 * QSIZE);
-	if (virtq_create(&m, &va, 1ull << VIRTIO_F_VERSION_1 | 1ull << VIRTIO_F_EVENT_IDX, &r->vq,
-			 err, sizeof(err))) {
-		fprintf(stderr, "net: %s\n", err);
-		return -1;
-	}
-	return 0;
+	r->dt = mem_map(&bench_mem, d, 16 * QSIZE);
+	r->avail = mem_map(&bench_mem, a, 6 + 2 * QSIZE);
+	r->used = mem_map(&bench_mem, u, 6 + 8 * QSIZE);
+	r->vq = bench_virtq(d, a, u, 1ull << VIRTIO_F_VERSION_1 | 1ull << VIRTIO_F_EVENT_IDX);
+	return r->vq ? 0 : -1;
 }
 
-static int setup_device(struct cub_inst *in, struct registry *reg, struct vm_config *c,
-			struct dev_cfg *dc, void **priv)
+static int setup_device(struct bench_dev *d)
 {
-	char *dirs[] = { CUB_BUILD_DIR "/plugins/devices/.libs", CUB_BUILD_DIR "/plugins/net/.libs",
-			 NULL };
-	char text[400], err[512];
-	const struct plugin *p;
-	char **strs = NULL;
-	unsigned n = 0;
+	char text[400];
 
-	if (registry_scan(reg, dirs, NULL, NULL) ||
-	    !(p = registry_find(reg, CUB_KIND_DEVICE, "virtio-net"))) {
-		fprintf(stderr, "net: plugins not built (run make first)\n");
-		return -1;
-	}
 	snprintf(text, sizeof(text),
 		 "devices = ( { type = \"virtio-net\"; backend = { type = \"socket\"; fd = %d; }; } );",
 		 sv[0]);
-	config_init(&c->lc);
-	c->path = "bench";
-	c->dir = ".";
-	if (!config_read_string(&c->lc, text))
-		return -1;
-	*dc = (struct dev_cfg){ .type = "virtio-net", .id = "bench",
-				.group = config_setting_get_elem(config_lookup(&c->lc, "devices"), 0) };
-	in->name = "virtio-net[bench]";
-	in->plugin = p;
-	in->reg = reg;
-	in->conf = c;
-	in->dc = dc;
-	in->cfg = calloc(1, p->d->cfg_size);
-	if (devices_fill_cfg(p, c, dc->group, in->name, in->cfg, &strs, &n, err, sizeof(err)) ||
-	    ((const struct cub_device_ops *)p->d->ops)->create(in, &host, in->cfg, priv)) {
-		fprintf(stderr, "net: %s%s\n", err, in->err);
-		return -1;
-	}
-	return 0;
+	return bench_dev_create(d, "virtio-net", CUB_BUILD_DIR "/plugins/net/.libs", text, &host);
 }
 
 int main(int argc, char **argv)
 {
 	unsigned runs = argc > 1 ? (unsigned)atoi(argv[1]) : 5;
 	const char *only = argc > 2 ? argv[2] : "";
-	struct mem_bank bank = { .gpa = 0, .size = RAM };
-	static struct cub_inst in;
-	struct registry reg = { 0 };
-	struct vm_config conf = { 0 };
+	static struct bench_dev dev;
 	pthread_t lt, pt;
-	struct dev_cfg dc;
-	void *priv;
 
 	if (runs < 1 || runs > 32) {
 		fprintf(stderr, "usage: net [RUNS 1..32 [tx|rx]]\n");
 		return 2;
 	}
-	clock_mark_start();
-	if (mem_create(&m, RAM, &bank, 1) || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv)) {
+	if (bench_init("net") || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv)) {
 		perror("net: setup");
 		return 1;
 	}
 	/* The peer is what another VM's socket backend would be: the same send buffer. */
 	setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &(int){ 4 << 20 }, sizeof(int));
 	for (unsigned s = 0; s < QSIZE; s++) { /* frames: zero header, some bytes */
-		uint8_t *b = mem_map(&m, TX_DATA + (uint64_t)s * TX_SLOT, TX_SLOT);
+		uint8_t *b = mem_map(&bench_mem, TX_DATA + (uint64_t)s * TX_SLOT, TX_SLOT);
 
 		memset(b, 0, HDR);
 		for (unsigned i = HDR; i < TX_SLOT; i++)
 			b[i] = (uint8_t)(i * 31 + s);
 	}
-	if (setup_device(&in, &reg, &conf, &dc, &priv))
+	if (setup_device(&dev))
 		return 1;
 	stop_fd = eventfd(0, EFD_CLOEXEC);
 	pthread_create(&lt, NULL, loop_thread, NULL);
@@ -577,18 +426,15 @@ int main(int argc, char **argv)
 		measure(dir, 1500, 100000, runs);
 		measure(dir, 65536, 5000, runs);
 	}
-	printf("kicks: %u, interrupts: %u\n", kicks, irqs);
+	printf("kicks: %u, interrupts: %u\n", kicks, bench_irqs);
 
 	peer_start(-1, 0, 0);
 	pthread_join(pt, NULL);
 	if (eventfd_write(stop_fd, 1) == 0)
 		pthread_join(lt, NULL);
-	((const struct cub_device_ops *)in.plugin->d->ops)->destroy(priv);
-	net_close_all(&in);
+	bench_dev_destroy(&dev, net_close_all);
 	close(sv[0]);
 	close(sv[1]);
-	config_destroy(&conf.lc);
-	registry_free(&reg);
-	mem_destroy(&m);
+	mem_destroy(&bench_mem);
 	return 0;
 }

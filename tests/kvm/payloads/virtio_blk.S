@@ -3,46 +3,15 @@
  * would: features, capacity, one queue, then a write, a read-back, a flush,
  * GET_ID and a read beyond the end, all checked. A failed step exits with its
  * number; the script then checks the written sector in the image. */
-#include "testdev.h"
-
-#define VM_BASE 0xd0100000 /* first generic MMIO slot (arch/x86_64/layout.h) */
-#define VM_MAGIC 0x000
-#define VM_DEVICE_ID 0x008
-#define VM_DEV_FEATURES 0x010
-#define VM_DEV_FEATURES_SEL 0x014
-#define VM_DRV_FEATURES 0x020
-#define VM_DRV_FEATURES_SEL 0x024
-#define VM_QUEUE_SEL 0x030
-#define VM_QUEUE_NUM_MAX 0x034
-#define VM_QUEUE_NUM 0x038
-#define VM_QUEUE_READY 0x044
-#define VM_QUEUE_NOTIFY 0x050
-#define VM_STATUS 0x070
-#define VM_DESC_LO 0x080
-#define VM_DRIVER_LO 0x090
-#define VM_DEVICE_LO 0x0a0
-#define VM_CONFIG 0x100
+#include "virtio_mmio.inc"
 
 #define QN 16
-#define DESC 0x100000
-#define AVAIL 0x101000
-#define USED 0x102000
 #define HDRS 0x103000	/* 16 bytes per request */
 #define STAT 0x103800	/* 1 byte per request */
 #define DATA 0x104000	/* 512 bytes written */
 #define BACK 0x105000	/* 512 bytes read back */
 #define IDBUF 0x106000
 #define SPARE 0x107000
-
-#define F_NEXT 1
-#define F_WRITE 2
-
-.macro desc i, addr, len, flags, next
-	movq	$\addr, DESC + 16 * \i
-	movl	$\len, DESC + 16 * \i + 8
-	movw	$\flags, DESC + 16 * \i + 12
-	movw	$\next, DESC + 16 * \i + 14
-.endm
 
 .macro hdr n, type, sector
 	movl	$\type, HDRS + 16 * \n
@@ -51,33 +20,9 @@
 	movb	$0xff, STAT + \n
 .endm
 
-/* Wait until used->idx reaches n, else fail with step. */
-.macro wait_used n, step
-	mov	$200000000, %ecx
-1:	cmpw	$\n, USED + 2
-	je	2f
-	pause
-	dec	%ecx
-	jnz	1b
-	mov	$\step, %al
-	jmp	fail
-2:
-.endm
-
-	.code64
-	.text
-	.globl _start
-_start:
-	mov	$VM_BASE, %rbx
-	mov	$1, %al
-	cmpl	$0x74726976, VM_MAGIC(%rbx)
-	jne	fail
-	mov	$2, %al
-	cmpl	$2, VM_DEVICE_ID(%rbx)		/* block */
-	jne	fail
-	movl	$0, VM_STATUS(%rbx)
-	movl	$1, VM_STATUS(%rbx)
-	movl	$3, VM_STATUS(%rbx)
+	payload_entry
+	vm_probe 2				/* block */
+	vm_begin
 	/* the device offers FLUSH (9) and BLK_SIZE (6) */
 	movl	$0, VM_DEV_FEATURES_SEL(%rbx)
 	mov	VM_DEV_FEATURES(%rbx), %edx
@@ -86,36 +31,16 @@ _start:
 	cmp	$0x240, %edx
 	jne	fail
 	/* accept VERSION_1, FLUSH, BLK_SIZE, SEG_MAX */
-	movl	$1, VM_DRV_FEATURES_SEL(%rbx)
-	movl	$1, VM_DRV_FEATURES(%rbx)
-	movl	$0, VM_DRV_FEATURES_SEL(%rbx)
-	movl	$0x244, VM_DRV_FEATURES(%rbx)
-	movl	$0xb, VM_STATUS(%rbx)
-	mov	$4, %al
-	cmpl	$0xb, VM_STATUS(%rbx)
-	jne	fail
+	vm_features 0x244, 4
 	/* capacity: 1 MiB = 2048 sectors; blk_size 512 */
-	mov	$5, %al
-	cmpl	$2048, VM_CONFIG(%rbx)
-	jne	fail
+	vm_expect 5, VM_CONFIG, 2048
 	cmpl	$0, VM_CONFIG + 4(%rbx)
 	jne	fail
 	cmpl	$512, VM_CONFIG + 20(%rbx)
 	jne	fail
 	/* queue 0 */
-	movl	$0, VM_QUEUE_SEL(%rbx)
-	mov	$6, %al
-	cmpl	$QN, VM_QUEUE_NUM_MAX(%rbx)
-	jb	fail
-	movl	$QN, VM_QUEUE_NUM(%rbx)
-	movl	$DESC, VM_DESC_LO(%rbx)
-	movl	$AVAIL, VM_DRIVER_LO(%rbx)
-	movl	$USED, VM_DEVICE_LO(%rbx)
-	movl	$1, VM_QUEUE_READY(%rbx)
-	movl	$0xf, VM_STATUS(%rbx)
-	mov	$7, %al
-	cmpl	$0xf, VM_STATUS(%rbx)
-	jne	fail
+	vm_queue 0, QN, 6
+	vm_driver_ok 7
 
 	/* data: byte i = i ^ 0x5a */
 	xor	%ecx, %ecx
@@ -138,12 +63,11 @@ _start:
 	hdr	2, 4, 0
 	desc	6, HDRS + 32, 16, F_NEXT, 7
 	desc	7, STAT + 2, 1, F_WRITE, 0
-	movw	$0, AVAIL + 4
-	movw	$3, AVAIL + 6
-	movw	$6, AVAIL + 8
-	movw	$3, AVAIL + 2			/* idx (x86 keeps store order) */
-	movl	$0, VM_QUEUE_NOTIFY(%rbx)
-	wait_used 3, 8
+	avail	0, 0
+	avail	1, 3
+	avail	2, 6
+	vm_kick	3
+	wait_used $3, 8
 	mov	$9, %al
 	cmpb	$0, STAT			/* VIRTIO_BLK_S_OK, three times */
 	jne	fail
@@ -172,11 +96,10 @@ _start:
 	desc	11, HDRS + 64, 16, F_NEXT, 12
 	desc	12, SPARE, 512, F_WRITE | F_NEXT, 13
 	desc	13, STAT + 4, 1, F_WRITE, 0
-	movw	$8, AVAIL + 10
-	movw	$11, AVAIL + 12
-	movw	$5, AVAIL + 2
-	movl	$0, VM_QUEUE_NOTIFY(%rbx)
-	wait_used 5, 12
+	avail	3, 8
+	avail	4, 11
+	vm_kick	5
+	wait_used $5, 12
 	mov	$13, %al
 	cmpb	$0, STAT + 3
 	jne	fail
@@ -192,18 +115,7 @@ _start:
 	cmpl	$1, USED + 4 + 4 * 8 + 4	/* only the status byte written */
 	jne	fail
 
-	movl	$0, VM_STATUS(%rbx)
-	mov	$TD_MMIO, %rbx
-	lea	msg(%rip), %rsi
-3:	lodsb
-	test	%al, %al
-	jz	4f
-	movb	%al, TD_PUTC(%rbx)
-	jmp	3b
-4:	mov	$PASS, %al
-fail:
-	mov	$TD_MMIO, %rbx
-	movb	%al, TD_EXIT(%rbx)
-5:	jmp	5b
+	vm_reset
+	payload_exit msg
 msg:	.asciz	"virtio-blk ok\n"
 serial:	.ascii	"payload-disk\0\0\0\0\0\0\0\0"

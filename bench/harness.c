@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench/harness: guest RAM, a minimal host, plugin loading and timing shared by bench/blk and bench/net. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "harness.h"
+
+struct guest_mem bench_mem;
+const struct cub_virtio_ops *bench_vops;
+void *bench_vpriv;
+pthread_mutex_t bench_irq_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t bench_irq_cond = PTHREAD_COND_INITIALIZER;
+unsigned bench_irqs;
+
+static const char *tag = "bench";
+
+int bench_init(const char *t)
+{
+	struct mem_bank bank = { .gpa = 0, .size = BENCH_RAM };
+
+	tag = t;
+	clock_mark_start();
+	return mem_create(&bench_mem, BENCH_RAM, &bank, 1);
+}
+
+/* ---- a minimal host for the plugin ---- */
+
+void bench_log(struct cub_inst *in, int lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (lvl > CUB_LOG_WARN)
+		return;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: %s: ", tag, in->name);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+int bench_fail(struct cub_inst *in, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(in->err, sizeof(in->err), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+uint64_t bench_clock(struct cub_inst *in)
+{
+	return clock_since_start_us();
+}
+
+static int b_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
+{
+	bench_vops = ops;
+	bench_vpriv = priv;
+	return 0;
+}
+
+static int b_pop(struct cub_vq *q, struct cub_vq_chain *c)
+{
+	return virtq_pop((struct virtq *)q, c);
+}
+
+static void b_push(struct cub_vq *q, const struct cub_vq_chain *c, uint32_t written)
+{
+	virtq_push((struct virtq *)q, c->head, written);
+}
+
+static void b_push_batch(struct cub_vq *q, const struct cub_vq_used *u, unsigned n)
+{
+	virtq_push_batch((struct virtq *)q, u, n);
+}
+
+static void b_notify(struct cub_vq *q)
+{
+	if (!virtq_should_notify((struct virtq *)q))
+		return;
+	pthread_mutex_lock(&bench_irq_lock);
+	bench_irqs++;
+	pthread_cond_broadcast(&bench_irq_cond);
+	pthread_mutex_unlock(&bench_irq_lock);
+}
+
+static void b_broken(struct cub_inst *in, const char *why)
+{
+	fprintf(stderr, "%s: device broken: %s\n", tag, why);
+	exit(1);
+}
+
+const struct cub_virtio_host bench_vhost = {
+	.size = sizeof(bench_vhost), .add = b_add, .pop = b_pop, .push = b_push,
+	.notify = b_notify, .broken = b_broken, .push_batch = b_push_batch,
+};
+
+/* ---- the device ---- */
+
+int bench_dev_create(struct bench_dev *d, const char *type, const char *plugin_dir,
+		     const char *text, const struct cub_host *host)
+{
+	char *dirs[] = { CUB_BUILD_DIR "/plugins/devices/.libs", (char *)plugin_dir, NULL };
+	struct cub_inst *in = &d->in;
+	struct vm_config *c = &d->conf;
+	const struct plugin *p;
+	char **strs = NULL, err[512] = "";
+	unsigned n = 0;
+
+	if (registry_scan(&d->reg, dirs, NULL, NULL) ||
+	    !(p = registry_find(&d->reg, CUB_KIND_DEVICE, type))) {
+		fprintf(stderr, "%s: plugins not built (run make first)\n", tag);
+		return -1;
+	}
+	config_init(&c->lc);
+	c->path = "bench";
+	c->dir = ".";
+	if (!config_read_string(&c->lc, text))
+		return -1;
+	d->dc = (struct dev_cfg){ .type = type, .id = "bench",
+				  .group = config_setting_get_elem(config_lookup(&c->lc, "devices"), 0) };
+	snprintf(d->name, sizeof(d->name), "%s[bench]", type);
+	in->name = d->name;
+	in->plugin = p;
+	in->reg = &d->reg;
+	in->conf = c;
+	in->dc = &d->dc;
+	in->cfg = calloc(1, p->d->cfg_size);
+	if (devices_fill_cfg(p, c, d->dc.group, in->name, in->cfg, &strs, &n, err, sizeof(err)) ||
+	    ((const struct cub_device_ops *)p->d->ops)->create(in, host, in->cfg, &d->priv)) {
+		fprintf(stderr, "%s: %s%s\n", tag, err, in->err);
+		return -1;
+	}
+	return 0;
+}
+
+void bench_dev_destroy(struct bench_dev *d, void (*close_all)(struct cub_inst *))
+{
+	((const struct cub_device_ops *)d->in.plugin->d->ops)->destroy(d->priv);
+	close_all(&d->in);
+	config_destroy(&d->conf.lc);
+	registry_free(&d->reg);
+}
+
+struct virtq *bench_virtq(uint64_t desc, uint64_t avail, uint64_t used, uint64_t features)
+{
+	struct virtq_addr a = { BENCH_QSIZE, desc, avail, used };
+	struct virtq *vq;
+	char err[256];
+
+	if (virtq_create(&bench_mem, &a, features, &vq, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", tag, err);
+		return NULL;
+	}
+	return vq;
+}
+
+/* ---- timing ---- */
+
+double bench_now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double bench_median(double *t, unsigned n)
+{
+	qsort(t, n, sizeof(double), cmp_d);
+	return t[n / 2];
+}
