@@ -160,8 +160,12 @@ echo "CUBICLE-GUEST ready"
 # Tell cubicle's boot-timer device that userspace is up.
 devmem 0xd0000000 8 123 2>/dev/null || echo "CUBICLE-GUEST devmem-failed"
 
+# The markers sit in the tty's buffer until the UART has sent them (slow under
+# emulation); a panic's printk or a reset would cut or interleave them.
+sleep 1
 case " $cmdline " in
 *" cubicle.test=panic "*)
+	sleep 1
 	echo 1 >/proc/sys/kernel/sysrq
 	echo c >/proc/sysrq-trigger ;;
 *" cubicle.shell "*)
