@@ -80,8 +80,11 @@ if [ -n "$bt" ]; then
 	devmem "$bt" 8 123 2>/dev/null || echo "CUBICLE-GUEST devmem-failed=$bt"
 fi
 
+# Let the UART send the buffered markers before a panic or reset cuts them.
+sleep 1
 case " $cmdline " in
 *" cubicle.test=panic "*)
+	sleep 1
 	echo 1 >/proc/sys/kernel/sysrq
 	echo c >/proc/sysrq-trigger ;;
 *" cubicle.shell "*)
