@@ -15,6 +15,6 @@ if host_boots_linux; then
 	echo "quickstart: booting examples/hello.cfg directly on this host's KVM" >&2
 	exec "$cub" run "$src/examples/hello.cfg" "$@"
 fi
-echo "quickstart: this host's KVM cannot boot a stock kernel ($("$cub" check-host | grep 'boots stock' | sed 's/.*  *//'))" >&2
+echo "quickstart: this host's KVM cannot boot a stock kernel ($("$cub" check-host | sed -n 's/^boots stock Linux kernels  *//p'))" >&2
 echo "quickstart: booting examples/hello.cfg inside the nested harness (QEMU TCG -> KVM -> cubicle), about a minute" >&2
 exec "$src/tests/e2e/nested/run-nested.sh" --show -- "$cub" run "$src/examples/hello.cfg" "$@"
