@@ -14,12 +14,16 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 3 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 4 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
  *      rollback (read by the host only from plugins built for 1.2 or later).
  * 1.3: CUB_P_STRV (a list of strings) and dotted parameter names (a key
- *      inside a nested group); cub_virtio_host gained push_batch. */
+ *      inside a nested group); cub_virtio_host gained push_batch.
+ * 1.4: CUB_P_PATH (a path the host expands), CUB_P_STORAGE and CUB_P_NET (a
+ *      nested backend group the host checks before create); cub_param
+ *      gained min and max; cub_plugin gained abi_needs (the oldest host
+ *      minor the plugin needs), param_size and host_check. */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
@@ -37,7 +41,9 @@ enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
  * zero (NULL, false, 0), so the plugin can tell it was not given; with it,
  * defaults apply and a param without one is required, as at the top level. */
 enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM,
-		 CUB_P_STRV };
+		 CUB_P_STRV,
+		 /* ABI 1.4: */
+		 CUB_P_PATH, CUB_P_STORAGE, CUB_P_NET };
 
 struct cub_param {
 	const char *name;           /* key inside the instance's libconfig group */
@@ -46,6 +52,9 @@ struct cub_param {
 	const char *def;            /* default as text; NULL means required */
 	const char *const *choices; /* CUB_P_ENUM only, NULL-terminated */
 	const char *doc;            /* one line, printed by `cubicle plugins NAME` */
+	/* ABI 1.4 (read only from plugins whose param_size covers them): */
+	const char *min, *max;      /* INT, U64, SIZE: inclusive bounds as text
+				     * ("1", "4K"); NULL: no bound */
 };
 
 /* A reply a control method fills: a short text the caller prints. */
@@ -189,7 +198,23 @@ struct cub_plugin {
 	const struct cub_method *methods;
 	unsigned n_methods;
 	const void *ops; /* const struct cub_{device,storage,net}_ops * */
+	/* ABI 1.4 (read only when size covers them): */
+	uint32_t abi_needs;  /* oldest host ABI minor this plugin works with;
+			      * 0 means abi_minor */
+	uint32_t param_size; /* sizeof(struct cub_param) when built */
+	/* (optional) probe what this plugin needs from the host (kernel
+	 * features, permissions) for `cubicle check-host`: write one line into
+	 * @line and return 0 if usable, or a negative errno if not. Main
+	 * thread; no instance exists. */
+	int (*host_check)(char *line, size_t len);
 };
+
+/* The descriptor's header: ABI version, sizes, and the oldest host minor
+ * the plugin needs (the highest "ABI 1.N" feature it uses), so a plugin
+ * built against newer headers still loads into an older host. */
+#define CUB_PLUGIN_ABI(needs)                                                       \
+	.abi_major = CUB_ABI_MAJOR, .abi_minor = CUB_ABI_MINOR, .abi_needs = (needs), \
+	.size = sizeof(struct cub_plugin), .param_size = sizeof(struct cub_param)
 
 #define CUB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
