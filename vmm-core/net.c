@@ -16,25 +16,20 @@ struct net_inst {
 	char *vm_path;       /* n.vm_path */
 };
 
-static bool ops_complete(const void *ops)
-{
-	const struct cub_net_ops *o = ops;
-
-	return o->open && o->close && o->info && o->send && o->recv;
-}
-
 static int ni_init(struct backend *b, const struct cub_inst *in)
 {
 	struct net_inst *ni = (struct net_inst *)b;
 
-	ni->vm_path = in->conf && in->conf->path ? realpath(in->conf->path, NULL) : NULL;
+	const char *path = in->plan && in->plan->path ? in->plan->path : "";
+
+	ni->vm_path = *path ? realpath(path, NULL) : NULL;
 	if (!ni->vm_path)
-		ni->vm_path = strdup(in->conf && in->conf->path ? in->conf->path : "");
+		ni->vm_path = strdup(path);
 	if (!ni->vm_path)
 		return -ENOMEM;
 	ni->n.ops = b->bin.plugin->d->ops;
 	ni->n.name = b->bin.name;
-	ni->n.dev_id = in->dc ? in->dc->id : in->name;
+	ni->n.dev_id = in->pi ? in->pi->id : in->name;
 	ni->n.vm_path = ni->vm_path;
 	return 0;
 }
@@ -81,17 +76,9 @@ static void ni_release(struct backend *b)
 	free(ni->vm_path);
 }
 
-/* Socket paths in a backend's cfg. */
-static const char *const path_params[] = { "path", "peer", NULL };
-
 static const struct backend_kind net_kind = {
 	.kind = CUB_KIND_NET,
 	.noun = "net",
-	.needs = "type = \"socket\"; path = \"...\"; peer = \"...\";",
-	.group = "type = \"socket\"; ...",
-	.ops_names = "open, close, info, send or recv",
-	.ops_complete = ops_complete,
-	.path_params = path_params,
 	.size = sizeof(struct net_inst),
 	.init = ni_init,
 	.open = ni_open,

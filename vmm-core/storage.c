@@ -32,13 +32,6 @@ static void ops_copy(struct cub_storage_ops *dst, const struct cub_plugin *d)
 	memcpy(dst, d->ops, n);
 }
 
-static bool ops_complete(const void *ops)
-{
-	const struct cub_storage_ops *o = ops;
-
-	return o->open && o->close && o->info && o->readv && o->writev && o->flush;
-}
-
 /* Read what a backend says about itself and check it before a device
  * relies on it. */
 static int si_info(struct backend *b, char *why, size_t len)
@@ -89,18 +82,9 @@ static void si_release(struct backend *b)
 		si->s.ops->close(b->bin.priv);
 }
 
-/* Parameters that name files: path (raw, reflink), base and delta (reflink,
- * zstd-snap). */
-static const char *const path_params[] = { "path", "base", "delta", NULL };
-
 static const struct backend_kind storage_kind = {
 	.kind = CUB_KIND_STORAGE,
 	.noun = "storage",
-	.needs = "type = \"raw\"; path = \"disk.img\";",
-	.group = "type = \"raw\"; path = \"...\";",
-	.ops_names = "open, close, info, readv, writev or flush",
-	.ops_complete = ops_complete,
-	.path_params = path_params,
 	.size = sizeof(struct storage_inst),
 	.init = si_init,
 	.open = si_open,
@@ -139,11 +123,6 @@ static void storage_close(struct cub_inst *in, struct cub_storage *s)
 void storage_close_all(struct cub_inst *in)
 {
 	backend_close_all(&in->storages);
-}
-
-int storage_check_unused(struct cub_inst *in, char *err, size_t errlen)
-{
-	return backend_check_unused(in, err, errlen);
 }
 
 const struct cub_storage_host devices_storage_host = {

@@ -54,6 +54,7 @@ enum {
 };
 
 struct blk_cfg {
+	const char *backend; /* the storage plugin's name; the host opens it */
 	bool read_only;
 	const char *serial;
 	int64_t num_queues;
@@ -450,9 +451,6 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	bool ro;
 	int err;
 
-	if (cfg->num_queues < 1 || cfg->num_queues > MAX_QUEUES)
-		return h->fail(in, -EINVAL, "num_queues = %lld; expected 1 to %d",
-			       (long long)cfg->num_queues, MAX_QUEUES);
 	if (serial_len > BLK_ID_BYTES)
 		return h->fail(in, -EINVAL, "serial \"%s\" is %zu bytes; at most %u", cfg->serial,
 			       serial_len, BLK_ID_BYTES);
@@ -515,12 +513,14 @@ static void blk_destroy(void *priv)
 }
 
 static const struct cub_param blk_params[] = {
+	{ .name = "backend", .type = CUB_P_STORAGE, .offset = offsetof(struct blk_cfg, backend),
+	  .doc = "the disk: a storage backend group, e.g. { type = \"raw\"; path = \"disk.img\"; }" },
 	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, read_only),
 	  .def = "false", .doc = "the guest sees a read-only disk (VIRTIO_BLK_F_RO)" },
 	{ .name = "serial", .type = CUB_P_STR, .offset = offsetof(struct blk_cfg, serial),
 	  .def = "", .doc = "device ID string the guest reads (GET_ID), up to 20 bytes" },
 	{ .name = "num_queues", .type = CUB_P_INT, .offset = offsetof(struct blk_cfg, num_queues),
-	  .def = "1", .doc = "request queues, 1 to 16 (VIRTIO_BLK_F_MQ)" },
+	  .def = "1", .min = "1", .max = "16", .doc = "request queues (VIRTIO_BLK_F_MQ)" },
 	{ .name = "iothread", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, iothread),
 	  .def = "false",
 	  .doc = "serve each queue on its own thread instead of the notifying (event-loop) thread" },
@@ -534,9 +534,7 @@ static const struct cub_device_ops blk_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-blk",
 	.version = "1.0",

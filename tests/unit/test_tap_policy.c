@@ -17,8 +17,10 @@
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
+#include "config.h"
 #include "cunit_main.h"
 #include "devices.h"
+#include "params.h"
 #include "fake_host.h"
 #include "loader.h"
 #include "policy.h"
@@ -177,19 +179,19 @@ struct cfg_view {
 static int fill(const struct plugin *p, const char *text, struct cfg_view *cfg, char *err,
 		size_t len)
 {
-	struct vm_config c = { .path = "tap.cfg" };
-	char **strs = NULL;
-	unsigned n = 0;
+	struct arena ar = { 0 };
+	static const char *const skip[] = { "type", NULL };
+	struct params_ctx ctx = { .ar = &ar, .inst = "tap[net0]", .plugin = "tap",
+				  .where = "tap.cfg", .skip = skip };
+	struct cnode *root;
 	int ret;
 
-	config_init(&c.lc);
-	if (!config_read_string(&c.lc, text)) {
-		config_destroy(&c.lc);
+	if (config_load_text(&ar, text, "tap.cfg", &root, err, len)) {
+		arena_free(&ar);
 		return -100;
 	}
 	memset(cfg, 0, p->d->cfg_size);
-	ret = devices_fill_cfg(p, &c, config_lookup(&c.lc, "b"), "tap[net0]", cfg, &strs, &n,
-			       err, len);
+	ret = params_fill(p->params, p->d->n_params, &ctx, cnode_get(root, "b"), cfg, err, len);
 	if (!ret) { /* copy out what the checks below read, before strs go */
 		static char def[16], a0[32], a1[32];
 		static const char *allow[3];
@@ -205,10 +207,7 @@ static int fill(const struct plugin *p, const char *text, struct cfg_view *cfg, 
 			cfg->policy_allow = allow;
 		}
 	}
-	for (unsigned i = 0; i < n; i++)
-		free(strs[i]);
-	free(strs);
-	config_destroy(&c.lc);
+	arena_free(&ar);
 	return ret;
 }
 

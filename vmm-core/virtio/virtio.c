@@ -309,7 +309,8 @@ static bool ops_ok(const struct cub_virtio_ops *o, char *err, size_t errlen)
 
 static int vh_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
 {
-	const char *t = in->transport ? in->transport : arch_virtio_default_transport();
+	const char *t = in->pi && in->pi->transport ? in->pi->transport :
+		arch_virtio_default_transport();
 	struct virtio_dev *d;
 	char err[256];
 	int ret;

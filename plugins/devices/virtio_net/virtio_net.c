@@ -333,6 +333,8 @@ static void net_destroy(void *priv)
 }
 
 static const struct cub_param net_params[] = {
+	{ .name = "backend", .type = CUB_P_NET, .offset = offsetof(struct net_cfg, backend),
+	  .doc = "the link: a net backend group, e.g. { type = \"socket\"; path = \"...\"; }" },
 	{ .name = "mac", .type = CUB_P_STR, .offset = offsetof(struct net_cfg, mac), .def = "",
 	  .doc = "guest MAC address; default: derived from the config path and device id" },
 	{ .name = "mtu", .type = CUB_P_INT, .offset = offsetof(struct net_cfg, mtu), .def = "0",
@@ -351,9 +353,7 @@ static const struct cub_device_ops net_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-net",
 	.version = "1.0",

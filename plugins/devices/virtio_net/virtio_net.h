@@ -62,6 +62,7 @@ struct vnet_hdr {
 _Static_assert(sizeof(struct vnet_hdr) == HDR, "virtio_net_hdr_v1 is 12 bytes");
 
 struct net_cfg {
+	const char *backend; /* the net plugin's name; the host opens it */
 	const char *mac;
 	int64_t mtu;
 };

@@ -556,10 +556,10 @@ static const struct cub_param tap_params[] = {
 	{ .name = "policy.required", .type = CUB_P_BOOL,
 	  .offset = offsetof(struct tap_cfg, policy_required), .def = "true",
 	  .doc = "fail closed: no VM when the policy cannot be attached" },
-	{ .name = "policy.program", .type = CUB_P_STR,
+	{ .name = "policy.program", .type = CUB_P_PATH,
 	  .offset = offsetof(struct tap_cfg, policy_program), .def = "",
 	  .doc = "a BPF object to load instead of the built-in program (testing)" },
-	{ .name = "policy.pin", .type = CUB_P_STR, .offset = offsetof(struct tap_cfg, policy_pin),
+	{ .name = "policy.pin", .type = CUB_P_PATH, .offset = offsetof(struct tap_cfg, policy_pin),
 	  .def = "", .doc = "pin the policy maps in this bpffs folder (for bpftool)" },
 };
 
@@ -575,9 +575,7 @@ static const struct cub_net_ops tap_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_NET,
 	.name = "tap",
 	.version = "1.0",
