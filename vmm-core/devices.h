@@ -11,6 +11,7 @@
 struct vm;
 struct backend;
 struct virtio_dev;
+struct cub_storage;
 
 #define INST_MAX_REGIONS 8
 #define INST_MAX_WATCHES 16
@@ -103,6 +104,8 @@ int backend_check_unused(struct cub_inst *in, char *err, size_t errlen);
 extern const struct cub_storage_host devices_storage_host;
 /* Close every backend in->storages holds (after the device's destroy). */
 void storage_close_all(struct cub_inst *in);
+/* h->storage->write_zeroes: the backend's op, or zero buffers written. */
+int storage_write_zeroes(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap);
 
 /* net.c: the h->net services. */
 extern const struct cub_net_host devices_net_host;

@@ -100,24 +100,13 @@ static void put_le(uint8_t *p, uint64_t v, unsigned n)
 
 /* ---- requests ---- */
 
+/* The host writes zero buffers for a backend without write_zeroes. */
 static uint8_t do_write_zeroes(struct blk *b, const struct blk_range *g)
 {
-	const struct cub_storage_ops *o = b->disk->ops;
 	uint64_t off = g->sector * BLK_SECTOR, len = (uint64_t)g->num_sectors * BLK_SECTOR;
-	static const uint8_t zero[64 * 1024];
 
-	if (o->write_zeroes)
-		return o->write_zeroes(b->disk->priv, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
-		       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
-	while (len) {
-		struct iovec v = { (void *)zero, len < sizeof(zero) ? (size_t)len : sizeof(zero) };
-
-		if (o->writev(b->disk->priv, off, &v, 1) != (int64_t)v.iov_len)
-			return VIRTIO_BLK_S_IOERR;
-		off += v.iov_len;
-		len -= v.iov_len;
-	}
-	return VIRTIO_BLK_S_OK;
+	return b->h->storage->write_zeroes(b->disk, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
+	       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
 }
 
 /* Do a valid request; returns the status and adds data bytes to *written. */
@@ -454,7 +443,8 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	if (serial_len > BLK_ID_BYTES)
 		return h->fail(in, -EINVAL, "serial \"%s\" is %zu bytes; at most %u", cfg->serial,
 			       serial_len, BLK_ID_BYTES);
-	if (!CUB_HOST_HAS(h, virtio) || !CUB_HOST_HAS(h, storage))
+	if (!CUB_HOST_HAS(h, virtio) || !CUB_HOST_HAS(h, storage) ||
+	    !CUB_STORAGE_HOST_HAS(h->storage, write_zeroes))
 		return h->fail(in, -ENOTSUP, "this host offers no virtio or storage services");
 	b = calloc(1, sizeof(*b));
 	if (!b)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fake_host.h"
+#include "devices.h"
 #include "params.h"
 
 static struct fake_host *fh_of(struct cub_inst *in)
@@ -507,6 +508,7 @@ void fake_host_init(struct fake_host *fh)
 		.size = sizeof(struct cub_storage_host),
 		.open = fake_storage_open,
 		.close = fake_storage_close,
+		.write_zeroes = storage_write_zeroes, /* the core's own */
 	};
 	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
 		fh->vqs[i].fh = fh;
