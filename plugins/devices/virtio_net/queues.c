@@ -279,12 +279,24 @@ static int rx_pop(struct net *n, struct cub_vq_chain *c, bool first)
 /* Arm (or disarm) the wait for more receive buffers. */
 static void rx_timer(struct net *n, bool on)
 {
-	n->rx_waiting = on;
 	struct itimerspec t = { .it_value = { .tv_sec = on ? RX_WAIT_MS / 1000 : 0,
 					      .tv_nsec = on ? RX_WAIT_MS % 1000 * 1000000L : 0 } };
 
+	n->rx_waiting = on;
 	if (n->tfd >= 0)
 		timerfd_settime(n->tfd, 0, &t, NULL); /* cannot fail with these arguments */
+}
+
+/* The timer fired for the frame waiting now, not for one finished since
+ * (its expiry read on the event loop, a kick on a vCPU thread finishing
+ * that frame and starting another before we got the lock): still armed
+ * as far as we know, and no time left. */
+static bool rx_timer_expired(const struct net *n)
+{
+	struct itimerspec t;
+
+	return n->rx_waiting && !timerfd_gettime(n->tfd, &t) && !t.it_value.tv_sec &&
+	       !t.it_value.tv_nsec;
 }
 
 /*
@@ -319,8 +331,8 @@ static int rx_continue(struct net *n, unsigned *done, bool expired)
 		size_t c;
 		int ret;
 
-		if (n->n_used == QUEUE_MAX) { /* cannot be with rx_qsize <= QUEUE_MAX */
-			why = "more buffers than a queue holds";
+		if (n->n_used == QUEUE_MAX) { /* the largest queue, all held */
+			why = "the receive queue cannot hold it";
 			break;
 		}
 		ret = rx_pop(n, n->rxm, false);
@@ -482,6 +494,7 @@ void vnet_rx_process(struct net *n, bool hup, bool expired)
 		pthread_mutex_unlock(&n->rx_lock);
 		return;
 	}
+	expired = expired && rx_timer_expired(n);
 	while (budget--) {
 		if (n->rx_pend) {
 			ret = rx_continue(n, &done, expired);
