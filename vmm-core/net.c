@@ -13,13 +13,26 @@
 struct net_inst {
 	struct backend b;    /* first: backend.c allocates and frees it */
 	struct cub_net n;    /* what the device holds */
+	struct cub_net_ops ops; /* n.ops: the plugin's, cut to its ABI minor */
 	char *vm_path;       /* n.vm_path */
 };
+
+/* Devices call a backend through a copy of its ops holding only the
+ * members its ABI minor defines (as storage.c does): set_mac (1.4) is read
+ * only from plugins built for 1.4 or later, NULL for older ones. */
+static void ops_copy(struct cub_net_ops *dst, const struct cub_plugin *d)
+{
+	size_t n = offsetof(struct cub_net_ops, set_mac); /* 1.0 .. 1.3 */
+
+	if (d->abi_minor >= 4) /* a minor that appends ops adds its own step here */
+		n = offsetof(struct cub_net_ops, set_mac) + sizeof(dst->set_mac);
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, d->ops, n);
+}
 
 static int ni_init(struct backend *b, const struct cub_inst *in)
 {
 	struct net_inst *ni = (struct net_inst *)b;
-
 	const char *path = in->plan && in->plan->path ? in->plan->path : "";
 
 	ni->vm_path = *path ? realpath(path, NULL) : NULL;
@@ -27,7 +40,8 @@ static int ni_init(struct backend *b, const struct cub_inst *in)
 		ni->vm_path = strdup(path);
 	if (!ni->vm_path)
 		return -ENOMEM;
-	ni->n.ops = b->bin.plugin->d->ops;
+	ops_copy(&ni->ops, b->bin.plugin->d);
+	ni->n.ops = &ni->ops;
 	ni->n.name = b->bin.name;
 	ni->n.dev_id = in->pi ? in->pi->id : in->name;
 	ni->n.vm_path = ni->vm_path;

@@ -307,6 +307,13 @@ static void fake_vq_push_batch(struct cub_vq *vq, const struct cub_vq_used *u, u
 	pthread_mutex_unlock(&q->fh->lock);
 }
 
+static uint16_t fake_vq_queue_size(struct cub_vq *vq)
+{
+	struct fake_vq *q = fvq(vq);
+
+	return q->size ? q->size : FAKE_VQ_LEN;
+}
+
 static void fake_vq_notify(struct cub_vq *vq)
 {
 	struct fake_vq *q = fvq(vq);
@@ -498,6 +505,7 @@ void fake_host_init(struct fake_host *fh)
 		.notify = fake_vq_notify,
 		.broken = fake_virtio_broken,
 		.push_batch = fake_vq_push_batch,
+		.queue_size = fake_vq_queue_size,
 	};
 	fh->net_host = (struct cub_net_host){
 		.size = sizeof(struct cub_net_host),
