@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libconfig files and --set overrides into the value tree the plan stage
  * reads. Every node remembers FILE:LINE (or the --set option) for messages. */
+#include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +57,88 @@ static struct cnode *convert(struct arena *ar, const config_setting_t *s, const 
 	return n;
 }
 
+/*
+ * libconfig 1.5 (Debian 12) wraps an integer without an L suffix to 32 bits
+ * ("memory_mib = 4294967297;" reads as 1). Before it parses, mark every
+ * integer literal outside int32 with an L so it is read whole, and refuse
+ * one past 64 bits with its line. Strings and comments are left alone.
+ * Returns a malloc'd text, or NULL with the reason in err.
+ */
+static char *widen_ints(const char *in, const char *path, char *err, size_t errlen)
+{
+	size_t n = strlen(in), o = 0;
+	char *out = malloc(2 * n + 1);
+	unsigned line = 1;
+
+	if (!out) {
+		errf(err, errlen, 0, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n;) {
+		char c = in[i];
+
+		if (c == '\n')
+			line++;
+		if (c == '"') { /* a string, with escapes */
+			out[o++] = in[i++];
+			while (i < n && in[i] != '"') {
+				if (in[i] == '\\' && i + 1 < n)
+					out[o++] = in[i++];
+				line += in[i] == '\n';
+				out[o++] = in[i++];
+			}
+			if (i < n)
+				out[o++] = in[i++];
+			continue;
+		}
+		if (c == '#' || (c == '/' && in[i + 1] == '/')) { /* to the end of the line */
+			while (i < n && in[i] != '\n')
+				out[o++] = in[i++];
+			continue;
+		}
+		if (c == '/' && in[i + 1] == '*') {
+			while (i < n && !(in[i] == '*' && in[i + 1] == '/')) {
+				line += in[i] == '\n';
+				out[o++] = in[i++];
+			}
+			continue;
+		}
+		if (c >= '0' && c <= '9' && (i == 0 || !(isalnum((unsigned char)in[i - 1]) ||
+						   in[i - 1] == '_' || in[i - 1] == '.'))) {
+			size_t j = i;
+			bool neg = i > 0 && in[i - 1] == '-';
+			unsigned long long v;
+			char *end;
+
+			while (j < n && (isalnum((unsigned char)in[j]) || in[j] == '_' || in[j] == '.'))
+				j++;
+			errno = 0;
+			v = strtoull(in + i, &end, 0);
+			if (end == in + j) { /* a plain integer literal, no suffix */
+				if (errno == ERANGE || (neg && v > (1ull << 63))) {
+					free(out);
+					errf(err, errlen, 0, "%s:%u: the integer %s%.*s does not fit in 64 bits",
+					     path, line, neg ? "-" : "", (int)(j - i), in + i);
+					return NULL;
+				}
+				memcpy(out + o, in + i, j - i);
+				o += j - i;
+				if (neg ? v > (1ull << 31) : v > INT32_MAX)
+					out[o++] = 'L';
+				i = j;
+				continue;
+			}
+			memcpy(out + o, in + i, j - i);
+			o += j - i;
+			i = j;
+			continue;
+		}
+		out[o++] = in[i++];
+	}
+	out[o] = '\0';
+	return out;
+}
+
 static int finish(struct arena *ar, config_t *lc, bool ok, const char *path, struct cnode **root,
 		  char *err, size_t errlen)
 {
@@ -73,11 +157,19 @@ static int finish(struct arena *ar, config_t *lc, bool ok, const char *path, str
 int config_load_text(struct arena *ar, const char *text, const char *path, struct cnode **root,
 		     char *err, size_t errlen)
 {
+	char *wide = widen_ints(text, path, err, errlen);
 	config_t lc;
+	int ret;
 
+	if (!wide)
+		return -EINVAL;
 	config_init(&lc);
-	return finish(ar, &lc, config_read_string(&lc, text), path, root, err, errlen);
+	ret = finish(ar, &lc, config_read_string(&lc, wide), path, root, err, errlen);
+	free(wide);
+	return ret;
 }
+
+#define CONFIG_MAX_BYTES (16u << 20)
 
 int config_load_file(struct arena *ar, const char *path, char *const *sets, unsigned n_sets,
 		     struct cnode **root, char *err, size_t errlen)
@@ -85,12 +177,15 @@ int config_load_file(struct arena *ar, const char *path, char *const *sets, unsi
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
 	struct stat st;
+	char *text, *wide = NULL;
 	config_t lc;
 	FILE *f;
 	int ret;
 
 	if (!dir)
 		return errf(err, errlen, -ENOMEM, "out of memory");
+	if (errlen)
+		err[0] = '\0';
 	f = fopen(path, "re");
 	if (!f) {
 		ret = -errno;
@@ -103,11 +198,30 @@ int config_load_file(struct arena *ar, const char *path, char *const *sets, unsi
 		return errf(err, errlen, -EINVAL, "%s: not a regular file; expected a VM config file",
 			    path);
 	}
+	if (st.st_size > CONFIG_MAX_BYTES) {
+		fclose(f);
+		free(dir);
+		return errf(err, errlen, -EFBIG, "%s: %lld bytes; a VM config is at most %u", path,
+			    (long long)st.st_size, CONFIG_MAX_BYTES);
+	}
+	text = calloc(1, (size_t)st.st_size + 1);
+	if (!text || fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size ||
+	    !(wide = widen_ints(text, path, err, errlen))) {
+		ret = text ? -EINVAL : -ENOMEM;
+		if (!text || !*err)
+			errf(err, errlen, ret, "%s: cannot read config", path);
+		free(text);
+		fclose(f);
+		free(dir);
+		return ret;
+	}
+	free(text);
+	fclose(f);
 	config_init(&lc);
 	config_set_include_dir(&lc, dir);
 	free(dir);
-	ret = finish(ar, &lc, config_read(&lc, f), path, root, err, errlen);
-	fclose(f);
+	ret = finish(ar, &lc, config_read_string(&lc, wide), path, root, err, errlen);
+	free(wide);
 	for (unsigned i = 0; !ret && i < n_sets; i++)
 		ret = config_apply_set(ar, *root, sets[i], err, errlen);
 	return ret;

@@ -335,7 +335,8 @@ static const struct cub_param sock_params[] = {
 	{ .name = "peer", .type = CUB_P_PATH, .offset = offsetof(struct sock_cfg, peer),
 	  .def = "", .doc = "Unix datagram socket of the other end (its `path`)" },
 	{ .name = "fd", .type = CUB_P_INT, .offset = offsetof(struct sock_cfg, fd),
-	  .def = "-1", .doc = "an inherited AF_UNIX datagram socket instead of path + peer" },
+	  .def = "-1", .min = "-1", .max = "2147483647",
+	  .doc = "an inherited AF_UNIX datagram socket instead of path + peer" },
 };
 
 static const struct cub_net_ops sock_ops = {

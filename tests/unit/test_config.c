@@ -86,9 +86,18 @@ static void test_errors(void)
 		   "without spaces, dots or brackets");
 	expect_err(KERNEL_OK "devices = ( { type = \"nope\"; } );\n", ":2:",
 		   "no device plugin named 'nope'");
-	/* integers past 32 bits are not wrapped */
+	/* integers past 32 bits are not wrapped (libconfig 1.5 would, without an L) */
 	expect_err(KERNEL_OK "machine = { memory_mib = 4294967297L; };\n", ":2:",
 		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { memory_mib = 4294967297; };\n", ":2:",
+		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { memory_mib = 0x100000001; };\n", ":2:",
+		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { vcpus = -4294967295; };\n", ":2:",
+		   "'machine.vcpus' is -4294967295; expected 1 to 64");
+	expect_err(KERNEL_OK "# 99999999999999999999 in a comment is fine\n"
+		   "machine = { memory_mib = 99999999999999999999; };\n", "config.cfg:3:",
+		   "the integer 99999999999999999999 does not fit in 64 bits");
 	expect_err("boot = { kernel = \"/dev/null\"; };\n", ":1:", "not a regular file");
 	expect_err("boot = { kernel = \"${CUBICLE_SURELY_UNSET_VAR}/k\"; };\n", ":1:",
 		   "CUBICLE_SURELY_UNSET_VAR is not set");
