@@ -17,8 +17,8 @@
 #include "config.h"
 #include "arch.h"
 #include "devices.h"
-#include "disk.h"
 #include "event.h"
+#include "helper.h"
 #include "hostcheck.h"
 #include "loader.h"
 #include "log.h"
@@ -428,6 +428,6 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "check-host"))
 		return cmd_check_host(argc - 1, argv + 1);
 	if (!strcmp(cmd, "disk"))
-		return disk_main(argc - 1, argv + 1);
+		return helper_exec("tools/disk", "cubicle-disk", argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

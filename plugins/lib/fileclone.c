@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fileclone.h"
+#include "iov.h"
 
 #define COPY_CHUNK (64u << 20) /* bytes per copy_file_range call: progress granularity */
 #define RW_CHUNK (1u << 20)    /* the read/write fallback's buffer */
@@ -97,21 +98,14 @@ static int copy_range_rw(int dst, int src, off_t off, uint64_t len, uint8_t *buf
 {
 	while (len) {
 		size_t n = len < RW_CHUNK ? (size_t)len : RW_CHUNK;
-		ssize_t r = pread(src, buf, n, off);
+		int err = fullio_pread(src, buf, n, (uint64_t)off); /* -EIO: the source shrank */
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO; /* the source shrank under us */
-		for (ssize_t w, done = 0; done < r; done += w) {
-			w = pwrite(dst, buf + done, (size_t)(r - done), off + done);
-			if (w < 0 && errno == EINTR)
-				w = 0;
-			else if (w <= 0)
-				return w < 0 ? -errno : -EIO;
-		}
-		off += r;
-		len -= (uint64_t)r;
+		if (!err)
+			err = fullio_pwrite(dst, buf, n, (uint64_t)off);
+		if (err)
+			return err;
+		off += (off_t)n;
+		len -= n;
 	}
 	return 0;
 }
