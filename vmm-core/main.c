@@ -387,7 +387,8 @@ static int cmd_check_host(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = ".";
-	int c;
+	struct registry reg = { 0 };
+	int c, status;
 
 	while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
 		if (c == 'd')
@@ -399,7 +400,11 @@ static int cmd_check_host(int argc, char **argv)
 	}
 	if (optind != argc)
 		return usage_error("%s", "'check-host' takes no arguments (use --dir DIR)");
-	return hostcheck_report(stdout, dir) ? VM_EXIT_ERROR : 0;
+	if (load_registry(&reg, NULL, 0, CUB_LOG_WARN) < 0)
+		return VM_EXIT_ERROR;
+	status = hostcheck_report(stdout, dir, &reg) ? VM_EXIT_ERROR : 0;
+	registry_free(&reg);
+	return status;
 }
 
 int main(int argc, char **argv)

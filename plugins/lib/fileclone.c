@@ -94,6 +94,43 @@ static void refusal(int err, int src_fd, int dst_fd, char *why, size_t len)
 			 dfs, strerror(err));
 }
 
+int fc_probe(char *buf, size_t len)
+{
+	char a[] = ".cubicle-reflink-XXXXXX", b[] = ".cubicle-reflink-XXXXXX", cwd[PATH_MAX];
+	char why[400], fsb[64];
+	int fa, fb = -1, err = 0;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	fa = mkstemp(a);
+	if (fa >= 0)
+		fb = mkstemp(b);
+	if (fa < 0 || fb < 0) {
+		err = -errno;
+		snprintf(buf, len, "unknown (cannot create a file in %s: %s)", cwd,
+			 strerror(-err));
+	} else if (write(fa, "cubicle", 7) != 7) {
+		err = errno ? -errno : -EIO;
+		snprintf(buf, len, "unknown (cannot write a file in %s: %s)", cwd,
+			 strerror(-err));
+	} else if (ioctl(fb, FICLONE, fa) < 0) {
+		err = -errno;
+		refusal(-err, fa, fb, why, sizeof(why));
+		snprintf(buf, len, "no (in %s: %s)", cwd, why);
+	} else {
+		snprintf(buf, len, "yes (in %s, %s)", cwd, fc_fs_name(fb, fsb, sizeof(fsb)));
+	}
+	if (fb >= 0) {
+		close(fb);
+		unlink(b);
+	}
+	if (fa >= 0) {
+		close(fa);
+		unlink(a);
+	}
+	return err;
+}
+
 static int copy_range_rw(int dst, int src, off_t off, uint64_t len, uint8_t *buf)
 {
 	while (len) {

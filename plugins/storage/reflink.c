@@ -517,6 +517,12 @@ static const struct cub_storage_ops reflink_ops = {
 	.rollback = rl_rollback,
 };
 
+/* `cubicle check-host`: can the current folder (check-host --dir) reflink? */
+static int rl_host_check(char *line, size_t len)
+{
+	return fc_probe(line, len);
+}
+
 CUB_PLUGIN({
 	.abi_major = CUB_ABI_MAJOR,
 	.abi_minor = CUB_ABI_MINOR,
@@ -532,4 +538,5 @@ CUB_PLUGIN({
 	.methods = reflink_methods,
 	.n_methods = CUB_ARRAY_SIZE(reflink_methods),
 	.ops = &reflink_ops,
+	.host_check = rl_host_check,
 });

@@ -14,6 +14,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include <cubicle/storage.h>
 
 #include "iov.h"
@@ -742,6 +744,13 @@ static const struct cub_storage_ops zs_ops = {
 	.flush = zs_flush,
 };
 
+/* `cubicle check-host`: the libzstd this plugin runs with. */
+static int zs_host_check(char *line, size_t len)
+{
+	snprintf(line, len, "libzstd %s", ZSTD_versionString());
+	return 0;
+}
+
 CUB_PLUGIN({
 	.abi_major = CUB_ABI_MAJOR,
 	.abi_minor = CUB_ABI_MINOR,
@@ -755,4 +764,5 @@ CUB_PLUGIN({
 	.params = zs_params,
 	.n_params = CUB_ARRAY_SIZE(zs_params),
 	.ops = &zs_ops,
+	.host_check = zs_host_check,
 });
