@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `cubicle check-host`: KVM, its capabilities, PVM, reflink and BPF. */
-#include <bpf/libbpf.h>
+/* `cubicle check-host`: KVM, its capabilities, PVM, and what each plugin that asks needs from the host. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <linux/kvm.h>
 
 #include "arch.h"
 #include "hostcheck.h"
+#include "loader.h"
 
 static void line(const char *key, const char *val, void *arg)
 {
@@ -32,36 +30,33 @@ static void cap(FILE *out, int fd, const char *name, int c)
 	line(name, buf, out);
 }
 
-/* Try FICLONE between two temporary files in dir. */
-static const char *reflink_probe(const char *dir, char *buf, size_t len)
-{
-	char a[4096], b[4096];
-	int fa, fb, r;
+/* The descriptor carries member m (it was built against a header that has it). */
+#define DESC_HAS(d, m) ((d)->size >= offsetof(struct cub_plugin, m) + sizeof((d)->m))
 
-	snprintf(a, sizeof(a), "%s/.cubicle-reflink-XXXXXX", dir);
-	snprintf(b, sizeof(b), "%s/.cubicle-reflink-XXXXXX", dir);
-	fa = mkstemp(a);
-	if (fa < 0) {
-		snprintf(buf, len, "unknown (cannot create a file in %s: %s)", dir, strerror(errno));
-		return buf;
+/* One line per plugin that probes the host (cub_plugin.host_check), run in
+ * dir: a probe that needs a folder (reflinks) uses the current one. */
+static void plugin_lines(FILE *out, const char *dir, const struct registry *reg)
+{
+	char buf[512];
+
+	if (chdir(dir) < 0) {
+		snprintf(buf, sizeof(buf), "not run (cannot enter %s: %s)", dir, strerror(errno));
+		line("plugin checks", buf, out);
+		return;
 	}
-	fb = mkstemp(b);
-	if (fb < 0) {
-		snprintf(buf, len, "unknown (cannot create a file in %s: %s)", dir, strerror(errno));
-		close(fa);
-		unlink(a);
-		return buf;
+	for (unsigned i = 0; i < reg->n; i++) {
+		const struct cub_plugin *d = reg->p[i]->d;
+
+		if (!DESC_HAS(d, host_check) || !d->host_check)
+			continue;
+		buf[0] = '\0';
+		d->host_check(buf, sizeof(buf));
+		buf[sizeof(buf) - 1] = '\0';
+		line(d->name, buf[0] ? buf : "(the plugin said nothing)", out);
 	}
-	r = write(fa, "cubicle", 7) == 7 ? ioctl(fb, FICLONE, fa) : -1;
-	snprintf(buf, len, r == 0 ? "yes (in %s)" : "no (in %s: %s)", dir, strerror(errno));
-	close(fa);
-	close(fb);
-	unlink(a);
-	unlink(b);
-	return buf;
 }
 
-int hostcheck_report(FILE *out, const char *dir)
+int hostcheck_report(FILE *out, const char *dir, const struct registry *reg)
 {
 	char why[256], buf[512];
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -87,12 +82,7 @@ int hostcheck_report(FILE *out, const char *dir)
 	     out);
 	linux_ok = arch_host_can_boot_linux(why, sizeof(why));
 	line("boots stock Linux kernels", linux_ok ? "yes" : why, out);
-	line("xfs reflink", reflink_probe(dir, buf, sizeof(buf)), out);
-	snprintf(buf, sizeof(buf), "%s",
-		 libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_SCHED_CLS, NULL) == 1 ?
-		 "yes (tc programs load)" : "no (cannot load a tc BPF program: need root/CAP_BPF)");
-	line("bpf network policy", buf, out);
-	line("zstd", ZSTD_versionString(), out);
+	plugin_lines(out, dir, reg);
 	if (fd < 0)
 		return 1;
 	close(fd);

@@ -5,8 +5,12 @@
 
 #include <stdio.h>
 
-/* Print one "key: value" line per fact. dir is where to probe XFS reflink
- * (the disk images' folder). Returns 0 if /dev/kvm is usable, else 1. */
-int hostcheck_report(FILE *out, const char *dir);
+struct registry;
+
+/* Print one "key  value" line per fact about KVM, then one per plugin in reg
+ * that probes the host (cub_plugin.host_check), run with dir (the disk
+ * images' folder) as the current folder. Returns 0 if /dev/kvm is usable,
+ * else 1. */
+int hostcheck_report(FILE *out, const char *dir, const struct registry *reg);
 
 #endif

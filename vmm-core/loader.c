@@ -279,8 +279,8 @@ void loader_close(struct plugin *p)
 	free(p);
 }
 
-/* True if this executable lives in the build tree (tests, uninstalled use). */
-static bool running_uninstalled(void)
+/* See loader.h. */
+bool loader_uninstalled(void)
 {
 	char exe[PATH_MAX], build[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -332,7 +332,7 @@ char **loader_dirs(char *const *cli_dirs, unsigned n_cli)
 		}
 		free(copy);
 	}
-	if (running_uninstalled()) {
+	if (loader_uninstalled()) {
 		for (unsigned i = 0; i < CUB_ARRAY_SIZE(build_sub); i++) {
 			char buf[PATH_MAX];
 

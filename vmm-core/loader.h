@@ -38,6 +38,10 @@ unsigned loader_abi_needs(const struct cub_plugin *d);
 char **loader_dirs(char *const *cli_dirs, unsigned n_cli);
 void loader_dirs_free(char **dirs);
 
+/* True if this executable lives in the build tree (tests, uninstalled use):
+ * plugins and helper programs are then taken from there. */
+bool loader_uninstalled(void);
+
 /* Load every *.so in dirs. A plugin whose name was already found earlier in
  * the search order is skipped (first wins). Files that fail the checks are
  * reported through the warn callback and skipped. 0 or -ENOMEM. */

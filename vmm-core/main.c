@@ -16,8 +16,8 @@
 #include "cubicle-build.h"
 #include "arch.h"
 #include "devices.h"
-#include "disk.h"
 #include "event.h"
+#include "helper.h"
 #include "hostcheck.h"
 #include "loader.h"
 #include "log.h"
@@ -397,7 +397,8 @@ static int cmd_check_host(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *dir = ".";
-	int c;
+	struct registry reg = { 0 };
+	int c, status;
 
 	while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
 		if (c == 'd')
@@ -409,7 +410,11 @@ static int cmd_check_host(int argc, char **argv)
 	}
 	if (optind != argc)
 		return usage_error("%s", "'check-host' takes no arguments (use --dir DIR)");
-	return hostcheck_report(stdout, dir) ? VM_EXIT_ERROR : 0;
+	if (load_registry(&reg, NULL, 0, CUB_LOG_WARN) < 0)
+		return VM_EXIT_ERROR;
+	status = hostcheck_report(stdout, dir, &reg) ? VM_EXIT_ERROR : 0;
+	registry_free(&reg);
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -438,6 +443,6 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "check-host"))
 		return cmd_check_host(argc - 1, argv + 1);
 	if (!strcmp(cmd, "disk"))
-		return disk_main(argc - 1, argv + 1);
+		return helper_exec("tools/disk", "cubicle-disk", argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

@@ -16,7 +16,7 @@
 
 #include <cubicle/storage.h>
 
-#include "rawio.h"
+#include "iov.h"
 
 /*
  * Reads and writes are preadv/pwritev on the caller's thread (no submit op:
@@ -72,7 +72,7 @@ static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct io
 			   int cnt, uint64_t len)
 {
 	struct iovec b;
-	uint8_t *buf, *p;
+	uint8_t *buf;
 	int64_t n;
 
 	if (len > SIZE_MAX || posix_memalign((void **)&buf, r->mem_align > 4096 ? r->mem_align : 4096,
@@ -80,26 +80,11 @@ static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct io
 		return -ENOMEM;
 	b.iov_base = buf;
 	b.iov_len = (size_t)len;
-	if (wr) {
-		p = buf;
-		for (int i = 0; i < cnt; i++) {
-			memcpy(p, iov[i].iov_base, iov[i].iov_len);
-			p += iov[i].iov_len;
-		}
-	}
-	n = rawio_xfer(r->dfd, wr, off, &b, 1);
-	if (!wr && n > 0) {
-		uint64_t left = (uint64_t)n;
-
-		p = buf;
-		for (int i = 0; i < cnt && left; i++) {
-			size_t c = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
-
-			memcpy(iov[i].iov_base, p, c);
-			p += c;
-			left -= c;
-		}
-	}
+	if (wr)
+		iov_to_buf(iov, cnt, 0, buf, (size_t)len);
+	n = fullio_iov(r->dfd, wr, off, &b, 1, 0, SIZE_MAX);
+	if (!wr && n > 0)
+		iov_from_buf(iov, cnt, 0, buf, (size_t)n);
 	free(buf);
 	return n;
 }
@@ -107,7 +92,7 @@ static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct io
 static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
 {
 	bool overflow;
-	uint64_t len = rawio_iov_total(iov, cnt, &overflow);
+	uint64_t len = iov_total(iov, cnt, &overflow);
 
 	if (cnt < 0 || overflow || off > r->size || len > r->size - off)
 		return -EINVAL;
@@ -117,10 +102,10 @@ static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *
 		return 0;
 	if (r->dfd >= 0 && !(off % r->off_align) && !(len % r->off_align)) {
 		if (mem_aligned(r, iov, cnt))
-			return rawio_xfer(r->dfd, wr, off, iov, cnt);
+			return fullio_iov(r->dfd, wr, off, iov, cnt, 0, SIZE_MAX);
 		return xfer_bounce(r, wr, off, iov, cnt, len);
 	}
-	return rawio_xfer(r->fd, wr, off, iov, cnt);
+	return fullio_iov(r->fd, wr, off, iov, cnt, 0, SIZE_MAX);
 }
 
 static int64_t raw_readv(void *priv, uint64_t off, const struct iovec *iov, int cnt)

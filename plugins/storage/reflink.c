@@ -18,7 +18,7 @@
 #include <cubicle/storage.h>
 
 #include "fileclone.h"
-#include "rawio.h"
+#include "iov.h"
 
 /*
  * I/O is raw's: preadv/pwritev on the caller's thread, an OFD lock so two
@@ -85,7 +85,7 @@ static void log_clone(struct reflink *r, const char *what, const char *src, cons
 static int64_t rl_rw(struct reflink *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
 {
 	bool overflow;
-	uint64_t len = rawio_iov_total(iov, cnt, &overflow);
+	uint64_t len = iov_total(iov, cnt, &overflow);
 	int64_t n;
 
 	if (cnt < 0 || overflow || off > r->size || len > r->size - off)
@@ -95,7 +95,7 @@ static int64_t rl_rw(struct reflink *r, bool wr, uint64_t off, const struct iove
 	if (!len)
 		return 0;
 	pthread_rwlock_rdlock(&r->lock);
-	n = rawio_xfer(r->fd, wr, off, iov, cnt);
+	n = fullio_iov(r->fd, wr, off, iov, cnt, 0, SIZE_MAX);
 	pthread_rwlock_unlock(&r->lock);
 	return n;
 }
@@ -517,6 +517,12 @@ static const struct cub_storage_ops reflink_ops = {
 	.rollback = rl_rollback,
 };
 
+/* `cubicle check-host`: can the current folder (check-host --dir) reflink? */
+static int rl_host_check(char *line, size_t len)
+{
+	return fc_probe(line, len);
+}
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
@@ -530,4 +536,5 @@ CUB_PLUGIN({
 	.methods = reflink_methods,
 	.n_methods = CUB_ARRAY_SIZE(reflink_methods),
 	.ops = &reflink_ops,
+	.host_check = rl_host_check,
 });

@@ -14,8 +14,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include <cubicle/storage.h>
 
+#include "iov.h"
 #include "zseek.h"
 
 /*
@@ -116,54 +119,6 @@ static void bit_set(struct zsnap *s, uint64_t b)
 	atomic_store(&s->dirty[b / 8 / ZMAP_BLOCK], 1);
 }
 
-static int sync_fd(int fd)
-{
-	while (fdatasync(fd) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* The ordered sync described at the top of this file. */
 static int zs_flush(void *priv)
 {
@@ -182,13 +137,13 @@ static int zs_flush(void *priv)
 		for (size_t w = p * (BLOCK / 8); w < (p + 1) * (BLOCK / 8); w++)
 			s->shadow[w] = atomic_load_explicit(&s->bits[w], memory_order_acquire);
 	}
-	err = sync_fd(s->dfd);
+	err = fullio_datasync(s->dfd);
 	for (size_t p = 0; any && !err && p < s->n_pages; p++)
 		if (s->pending[p])
-			err = pwrite_all(s->mfd, (uint8_t *)s->shadow + p * BLOCK, BLOCK,
+			err = fullio_pwrite(s->mfd, (uint8_t *)s->shadow + p * BLOCK, BLOCK,
 					 ZMAP_HDR + p * BLOCK);
 	if (any && !err)
-		err = sync_fd(s->mfd);
+		err = fullio_datasync(s->mfd);
 	if (err) {
 		for (size_t p = 0; p < s->n_pages; p++)
 			if (s->pending[p])
@@ -300,65 +255,13 @@ static int cache_get(struct zsnap *s, uint32_t i, struct slot **out)
 	return err;
 }
 
-/* ---- iovec helpers: a byte range [pos, pos+len) of a request's buffers ---- */
-
-static void iov_copy(const struct iovec *iov, int cnt, size_t pos, void *flat, size_t len,
-		     bool to_iov)
-{
-	uint8_t *p = flat;
-
-	for (int i = 0; i < cnt && len; i++) {
-		size_t l = iov[i].iov_len, n;
-
-		if (pos >= l) {
-			pos -= l;
-			continue;
-		}
-		n = l - pos < len ? l - pos : len;
-		if (to_iov)
-			memcpy((uint8_t *)iov[i].iov_base + pos, p, n);
-		else
-			memcpy(p, (uint8_t *)iov[i].iov_base + pos, n);
-		p += n;
-		len -= n;
-		pos = 0;
-	}
-}
-
-/* preadv/pwritev the request's bytes [pos, pos+len) at file offset @off. */
+/* The request's bytes [pos, pos+len) at file offset @off: 0 or -errno. */
 static int fd_xfer(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt, size_t pos,
 		   size_t len)
 {
-	while (len) {
-		struct iovec cur[64];
-		size_t skip = pos, want = 0;
-		int n = 0;
-		ssize_t r;
+	int64_t r = fullio_iov(fd, wr, off, iov, cnt, pos, len);
 
-		for (int i = 0; i < cnt && n < 64 && want < len; i++) {
-			size_t l = iov[i].iov_len;
-
-			if (skip >= l) {
-				skip -= l;
-				continue;
-			}
-			cur[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
-			cur[n].iov_len = l - skip < len - want ? l - skip : len - want;
-			want += cur[n++].iov_len;
-			skip = 0;
-		}
-		r = wr ? pwritev(fd, cur, n, (off_t)off) : preadv(fd, cur, n, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (!r)
-			return -EIO; /* the delta is as large as the disk: never short */
-		off += (uint64_t)r;
-		pos += (size_t)r;
-		len -= (size_t)r;
-	}
-	return 0;
+	return r < 0 ? (int)r : (size_t)r == len ? 0 : -EIO; /* the delta is as large as the disk */
 }
 
 /* ---- reads ---- */
@@ -378,26 +281,13 @@ static int base_read(struct zsnap *s, uint64_t off, size_t len, const struct iov
 			return err;
 		if (n > len)
 			n = len;
-		iov_copy(iov, cnt, pos, sl->buf + in, (size_t)n, true);
+		iov_from_buf(iov, cnt, pos, sl->buf + in, (size_t)n);
 		cache_put(s, sl);
 		off += n;
 		pos += (size_t)n;
 		len -= (size_t)n;
 	}
 	return 0;
-}
-
-static uint64_t iov_total(const struct iovec *iov, int cnt, bool *overflow)
-{
-	uint64_t t = 0;
-
-	*overflow = cnt < 0;
-	for (int i = 0; i < cnt; i++) {
-		if (iov[i].iov_len > UINT64_MAX - t)
-			*overflow = true;
-		t += iov[i].iov_len;
-	}
-	return t;
 }
 
 static int64_t zs_readv(void *priv, uint64_t off, const struct iovec *iov, int cnt)
@@ -455,8 +345,8 @@ static int64_t alloc_write(struct zsnap *s, uint64_t cur, uint64_t end, const st
 		if (err)
 			return err;
 		run = end < bend ? end : bend;
-		iov_copy(iov, cnt, pos, blk + (cur - bstart), (size_t)(run - cur), false);
-		err = pwrite_all(s->dfd, blk, (size_t)(bend - bstart), bstart);
+		iov_to_buf(iov, cnt, pos, blk + (cur - bstart), (size_t)(run - cur));
+		err = fullio_pwrite(s->dfd, blk, (size_t)(bend - bstart), bstart);
 		if (err)
 			return err;
 		bit_set(s, b);
@@ -570,7 +460,7 @@ static int map_create(struct zsnap *s)
 	}
 	zmap_hdr_init(&hdr, &s->z);
 	memcpy(page, &hdr, sizeof(hdr));
-	err = pwrite_all(fd, page, sizeof(page), 0);
+	err = fullio_pwrite(fd, page, sizeof(page), 0);
 	if (!err && ftruncate(fd, (off_t)(ZMAP_HDR + zmap_bitmap_bytes(s->n_blocks))) < 0)
 		err = -errno;
 	if (!err && fsync(fd) < 0)
@@ -606,7 +496,7 @@ static int map_load(struct zsnap *s)
 				  strerror(errno));
 	if (fstat(s->mfd, &st) < 0)
 		return s->h->fail(s->in, -errno, "cannot stat %s: %s", s->map_path, strerror(errno));
-	err = pread_all(s->mfd, &hdr, sizeof(hdr), 0);
+	err = fullio_pread(s->mfd, &hdr, sizeof(hdr), 0);
 	if (err)
 		return s->h->fail(s->in, -EINVAL, "%s: cannot read the map header: %s", s->map_path,
 				  strerror(-err));
@@ -621,7 +511,7 @@ static int map_load(struct zsnap *s)
 				  (unsigned long long)hdr.base_size, (unsigned long long)hdr.base_table,
 				  (unsigned long long)s->size, (unsigned long long)s->z.file_size,
 				  (unsigned long long)s->z.table_hash);
-	err = pread_all(s->mfd, (void *)s->bits, s->n_words * 8, ZMAP_HDR);
+	err = fullio_pread(s->mfd, (void *)s->bits, s->n_words * 8, ZMAP_HDR);
 	if (err)
 		return s->h->fail(s->in, err, "%s: cannot read the bitmap: %s", s->map_path,
 				  strerror(-err));
@@ -854,6 +744,13 @@ static const struct cub_storage_ops zs_ops = {
 	.flush = zs_flush,
 };
 
+/* `cubicle check-host`: the libzstd this plugin runs with. */
+static int zs_host_check(char *line, size_t len)
+{
+	snprintf(line, len, "libzstd %s", ZSTD_versionString());
+	return 0;
+}
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
@@ -865,4 +762,5 @@ CUB_PLUGIN({
 	.params = zs_params,
 	.n_params = CUB_ARRAY_SIZE(zs_params),
 	.ops = &zs_ops,
+	.host_check = zs_host_check,
 });

@@ -22,7 +22,7 @@ expect() {
 	shift 4
 	timeout 30 $runner "$cub" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
 	got=$?
-	lines=$(grep -vc '^Try .cubicle help' "$tmp/err")
+	lines=$(grep -vEc "^Try .cubicle (disk )?help" "$tmp/err")
 	if [ "$got" -eq "$want" ] && [ "$lines" -eq 1 ] && grep -Eq -e "$re" "$tmp/err"; then
 		echo "ok - $name"
 		pass=$((pass + 1))
@@ -117,12 +117,33 @@ expect "plugins: other ABI major" 1 "unit_bad_abi.so: plugin ABI 2\.[0-9]+, but 
 expect "plugins: no symbol" 1 "unit_no_symbol.so: not a cubicle plugin" -- \
 	plugins "$bd/tests/unit/plugins/.libs/unit_no_symbol.so"
 expect "plugins: unknown name" 1 "no plugin named 'nope'" -- plugins nope
+# `cubicle disk` is the cubicle-disk program, exec'd with the same messages
+# and statuses.
+expect "disk: no subcommand" 2 "cubicle: disk: missing SUBCOMMAND" -- disk
+expect "disk: unknown subcommand" 2 "cubicle: disk: unknown subcommand 'fly'" -- disk fly
+expect "disk create: bad size" 2 "disk create: SIZE '1000': expected a non-zero multiple of 512" -- \
+	disk create "$tmp/a.img" 1000
+expect "disk clone: no base" 1 "cubicle: error: disk clone: cannot open .*nope.img: No such file" -- \
+	disk clone "$tmp/nope.img" "$tmp/b.img"
+expect "check-host: stray argument" 2 "'check-host' takes no arguments" -- check-host extra
 
 # The good paths print what they should.
 if $runner "$cub" plugins | grep -q '^serial8250 *device' && $runner "$cub" plugins boot-timer | grep -q 'elapsed_us'; then
 	echo "ok - plugins lists and describes"; pass=$((pass + 1))
 else
 	echo "not ok - plugins lists and describes"; fail=$((fail + 1))
+fi
+if $runner "$cub" disk help | grep -q '^  clone BASE NEW' && $runner "$cub" disk create "$tmp/c.img" 1M >/dev/null &&
+	[ "$(stat -c %s "$tmp/c.img")" = 1048576 ]; then
+	echo "ok - disk help and disk create"; pass=$((pass + 1))
+else
+	echo "not ok - disk help and disk create"; fail=$((fail + 1))
+fi
+# check-host: plugins that probe the host answer after the KVM lines.
+if $runner "$cub" check-host --dir "$tmp" | grep -q '^zstd-snap  *libzstd '; then
+	echo "ok - check-host asks the plugins"; pass=$((pass + 1))
+else
+	echo "not ok - check-host asks the plugins"; fail=$((fail + 1))
 fi
 if $runner "$cub" --help | grep -q 'Usage: cubicle' && $runner "$cub" --version | grep -q 'plugin ABI 1'; then
 	echo "ok - --help and --version"; pass=$((pass + 1))

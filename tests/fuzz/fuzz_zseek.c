@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* libFuzzer harness for the zstd seekable reader (vmm-core/zseek.c): the input is a whole .zst file; whatever zseek_open accepts must be self-consistent, and reading any frame must fail cleanly or give exactly its size. */
+/* libFuzzer harness for the zstd seekable reader (plugins/lib/zseek.c): the input is a whole .zst file; whatever zseek_open accepts must be self-consistent, and reading any frame must fail cleanly or give exactly its size. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of the zstd seekable format (vmm-core/zseek.c): round trips, frame boundaries, and every seek-table field corrupted. */
+/* Unit tests of the zstd seekable format (plugins/lib/zseek.c): round trips, frame boundaries, and every seek-table field corrupted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

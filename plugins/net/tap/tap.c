@@ -19,6 +19,7 @@
 #include <cubicle/net.h>
 
 #include "policy.h"
+#include "probe.h"
 
 /*
  * Order at open, so that a policy that cannot be enforced means no network:
@@ -684,4 +685,5 @@ CUB_PLUGIN({
 	.methods = tap_methods,
 	.n_methods = CUB_ARRAY_SIZE(tap_methods),
 	.ops = &tap_ops,
+	.host_check = tap_host_check,
 });

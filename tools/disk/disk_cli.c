@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `cubicle disk`: dispatch to subcommands on disk images, and the raw ones (create, clone). */
+/* `cubicle disk` (cubicle-disk): dispatch to subcommands on disk images, the helpers they share, and the raw ones (create, clone). */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "params.h"
 #include "disk.h"
 #include "fileclone.h"
-#include "log.h"
-#include "vm.h"
 
 static int disk_help(int argc, char **argv);
 
@@ -37,7 +38,7 @@ static const struct disk_cmd disk_cmds[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: cubicle disk SUBCOMMAND [ARGS]\n\nSubcommands:\n");
-	for (unsigned i = 0; i < CUB_ARRAY_SIZE(disk_cmds); i++) {
+	for (unsigned i = 0; i < DISK_ARRAY_SIZE(disk_cmds); i++) {
 		char head[64];
 
 		snprintf(head, sizeof(head), "%s %s", disk_cmds[i].name, disk_cmds[i].args);
@@ -66,16 +67,80 @@ int disk_usage_error(const char *sub, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry 'cubicle disk help'.\n");
-	return VM_EXIT_USAGE;
+	return DISK_EXIT_USAGE;
 }
 
-int disk_main(int argc, char **argv)
+/* ---- shared helpers ---- */
+
+void disk_err(const char *fmt, ...)
 {
+	va_list ap;
+
+	fputs("cubicle: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int disk_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' && shift)
+		end++;
+	if ((*end == 'B' || *end == 'b') && shift)
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u;
+}
+
+static uint64_t start_us;
+
+uint64_t disk_clock_us(void)
+{
+	return mono_us() - start_us;
+}
+
+/* `cubicle disk ARGS` runs this program as `cubicle-disk ARGS`. */
+int main(int argc, char **argv)
+{
+	start_us = mono_us();
+	/* As in cubicle: a closed stdout is an EPIPE, not a kill. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
 		return disk_usage_error(NULL, "missing SUBCOMMAND");
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
 		return disk_help(0, NULL);
-	for (unsigned i = 0; i < CUB_ARRAY_SIZE(disk_cmds); i++) {
+	for (unsigned i = 0; i < DISK_ARRAY_SIZE(disk_cmds); i++) {
 		if (strcmp(argv[1], disk_cmds[i].name))
 			continue;
 		optind = 1;
@@ -91,14 +156,14 @@ void disk_progress_init(struct disk_progress *p, const char *what)
 {
 	p->tty = isatty(STDERR_FILENO);
 	p->what = what;
-	p->start_us = clock_since_start_us();
+	p->start_us = disk_clock_us();
 	p->last_us = p->last_done = 0;
 }
 
 void disk_progress(void *arg, uint64_t done, uint64_t total)
 {
 	struct disk_progress *p = arg;
-	uint64_t now = clock_since_start_us(), us;
+	uint64_t now = disk_clock_us(), us;
 	double pct;
 	int bar;
 
@@ -142,17 +207,17 @@ int disk_create(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return disk_usage_error("create", "needs PATH SIZE");
-	if (params_parse_size(argv[optind + 1], &size) || !size || size % 512 ||
+	if (disk_parse_size(argv[optind + 1], &size) || !size || size % 512 ||
 	    size > (uint64_t)INT64_MAX)
 		return disk_usage_error("create", "SIZE '%s': expected a non-zero multiple of 512 bytes, e.g. 4G",
 					argv[optind + 1]);
 	fd = open(argv[optind], O_WRONLY | O_CREAT | O_CLOEXEC | (force ? 0 : O_EXCL), 0644);
 	if (fd < 0) {
 		if (errno == EEXIST)
-			log_err("disk create: %s already exists (--force replaces it)", argv[optind]);
+			disk_err("disk create: %s already exists (--force replaces it)", argv[optind]);
 		else
-			log_err("disk create: cannot create %s: %s", argv[optind], strerror(errno));
-		return VM_EXIT_ERROR;
+			disk_err("disk create: cannot create %s: %s", argv[optind], strerror(errno));
+		return DISK_EXIT_ERROR;
 	}
 	if (fstat(fd, &st) < 0)
 		why = strerror(errno);
@@ -161,9 +226,9 @@ int disk_create(int argc, char **argv)
 	else if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0 || fsync(fd) < 0)
 		why = strerror(errno);
 	if (why) {
-		log_err("disk create: %s: %s", argv[optind], why);
+		disk_err("disk create: %s: %s", argv[optind], why);
 		close(fd);
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	}
 	close(fd);
 	printf("created %s: sparse raw image of %" PRIu64 " bytes (%.2f GiB)\n", argv[optind], size,
@@ -202,8 +267,8 @@ int disk_clone(int argc, char **argv)
 	o.arg = &prog;
 	if (fc_clone_path(argv[optind], argv[optind + 1], &o, &res, err, sizeof(err))) {
 		disk_progress_end(&prog);
-		log_err("disk clone: %s", err);
-		return VM_EXIT_ERROR;
+		disk_err("disk clone: %s", err);
+		return DISK_EXIT_ERROR;
 	}
 	disk_progress_end(&prog);
 	if (res.copied)

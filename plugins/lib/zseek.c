@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "iov.h"
 #include "zseek.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -107,45 +108,6 @@ uint64_t zseek_xxh64(const void *data, size_t len)
 	return acc ^ acc >> 32;
 }
 
-/* ---- I/O helpers ---- */
-
-static int pread_all(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			return -EIO; /* the file shrank under us */
-		p += n;
-		off += (uint64_t)n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- reader ---- */
 
 static int read_table(struct zseek *z, char *why, size_t wl)
@@ -158,7 +120,7 @@ static int read_table(struct zseek *z, char *why, size_t wl)
 	if (z->file_size < 8 + ZSEEK_FOOTER)
 		return say(why, wl, -EINVAL, "not a zstd seekable file: %llu bytes, too small for a seek table",
 			   (unsigned long long)z->file_size);
-	err = pread_all(z->fd, foot, sizeof(foot), z->file_size - ZSEEK_FOOTER);
+	err = fullio_pread(z->fd, foot, sizeof(foot), z->file_size - ZSEEK_FOOTER);
 	if (err)
 		return say(why, wl, err, "cannot read the seek table footer: %s", strerror(-err));
 	if (get32(foot + 5) != ZSEEK_MAGIC)
@@ -183,7 +145,7 @@ static int read_table(struct zseek *z, char *why, size_t wl)
 		return say(why, wl, -ENOMEM, "out of memory for a seek table of %llu frames",
 			   (unsigned long long)n);
 	}
-	err = pread_all(z->fd, t, tlen + 8, z->table_off);
+	err = fullio_pread(z->fd, t, tlen + 8, z->table_off);
 	if (err) {
 		say(why, wl, err, "cannot read the seek table: %s", strerror(-err));
 		goto out;
@@ -329,7 +291,7 @@ int zseek_frame_read(const struct zseek *z, struct zseek_dctx *d, uint32_t i, vo
 		d->buf = b;
 		d->cap = f->csize;
 	}
-	err = pread_all(z->fd, d->buf, f->csize, f->coff);
+	err = fullio_pread(z->fd, d->buf, f->csize, f->coff);
 	if (err)
 		return say(why, wl, err, "%s: cannot read %u bytes: %s", at, f->csize,
 			   err == -EIO ? "the file is shorter than its seek table says" : strerror(-err));
@@ -365,25 +327,6 @@ static uint64_t input_size(int fd)
 	return S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 }
 
-/* Fill up to len bytes from fd at off; returns bytes read (short at EOF) or -errno. */
-static int64_t read_chunk(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (!n)
-			break;
-		got += (size_t)n;
-	}
-	return (int64_t)got;
-}
-
 static int table_write(int out, const uint32_t *ent, uint32_t n, bool sums, char *why, size_t wl)
 {
 	size_t esz = sums ? 12 : 8, len = 8 + n * esz + ZSEEK_FOOTER;
@@ -404,7 +347,7 @@ static int table_write(int out, const uint32_t *ent, uint32_t n, bool sums, char
 	put32(p, n);
 	p[4] = sums ? ZSEEK_DESC_CHECKSUM : 0;
 	put32(p + 5, ZSEEK_MAGIC);
-	err = write_all(out, t, len);
+	err = fullio_write(out, t, len);
 	free(t);
 	return err ? say(why, wl, err, "cannot write the seek table: %s", strerror(-err)) : 0;
 }
@@ -442,7 +385,7 @@ int zseek_write(int in, int out, const struct zseek_wopts *o, struct zseek_wstat
 		goto out;
 	}
 	for (;;) {
-		int64_t got = read_chunk(in, src, fsz, off);
+		int64_t got = fullio_pread_upto(in, src, fsz, off);
 		size_t c;
 
 		if (got < 0) {
@@ -462,7 +405,7 @@ int zseek_write(int in, int out, const struct zseek_wopts *o, struct zseek_wstat
 			err = say(why, wl, -EIO, "compressing frame %u: %s", n, ZSTD_getErrorName(c));
 			goto out;
 		}
-		err = write_all(out, dst, c);
+		err = fullio_write(out, dst, c);
 		if (err) {
 			say(why, wl, err, "write error: %s", strerror(-err));
 			goto out;

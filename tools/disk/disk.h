@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `cubicle disk`: the subcommand table, and the helpers subcommands share. */
+/* `cubicle disk` (the cubicle-disk program cubicle execs): the subcommand table, and the helpers subcommands share. */
 #ifndef CUBICLE_DISK_H
 #define CUBICLE_DISK_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+/* cubicle's exit statuses (its vm.h), which `cubicle disk` passes on. */
+#define DISK_EXIT_ERROR 1
+#define DISK_EXIT_USAGE 2
+
+#define DISK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 /*
  * One `cubicle disk` subcommand. fn gets argv[0] = its name and the
  * arguments after it (getopt ready: optind = 1, opterr = 0), and returns the
- * process exit status: 0, VM_EXIT_ERROR after one message, or
- * VM_EXIT_USAGE through disk_usage_error().
+ * process exit status: 0, DISK_EXIT_ERROR after one message (disk_err), or
+ * DISK_EXIT_USAGE through disk_usage_error().
  * To add one: write fn in its own file, declare it below, and add a line to
  * disk_cmds[] in disk_cli.c.
  */
@@ -21,11 +27,18 @@ struct disk_cmd {
 	int (*fn)(int argc, char **argv);
 };
 
-/* `cubicle disk ...` from main(): argv[0] is "disk". */
-int disk_main(int argc, char **argv);
-
-/* "cubicle disk SUB: message" and a pointer to help; returns VM_EXIT_USAGE. */
+/* "cubicle disk SUB: message" and a pointer to help; returns DISK_EXIT_USAGE. */
 int disk_usage_error(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One line on stderr, as cubicle's log says errors: "cubicle: error: message". */
+void disk_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A size as cubicle's config reads it: a number with an optional K, M, G or T
+ * (KiB, MB, ...: powers of 1024). 0, or -EINVAL / -ERANGE. */
+int disk_parse_size(const char *s, uint64_t *out);
+
+/* Microseconds since the program started (CLOCK_MONOTONIC). */
+uint64_t disk_clock_us(void);
 
 /* A progress line on stderr, drawn only when stderr is a terminal. */
 struct disk_progress {

@@ -29,6 +29,13 @@ struct fc_result {
 	char why[400];        /* when copied: why FICLONE could not be used */
 };
 
+/*
+ * Whether FICLONE works in the current folder (tried between two new files):
+ * one line into buf, "yes (in DIR, xfs)" or "no (in DIR: why)". 0 if it
+ * does, else -errno.
+ */
+int fc_probe(char *buf, size_t len);
+
 /* A filesystem's name for messages ("xfs", "ext4", "tmpfs", ...). */
 const char *fc_fs_name(int fd, char *buf, size_t len);
 

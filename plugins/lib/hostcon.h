@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The host end of a guest console, compiled into each console device plugin (no ABI). */
+/* The host end of a guest console (plugins/lib, built into each console device plugin; no ABI). */
 #ifndef CUBICLE_HOSTCON_H
 #define CUBICLE_HOSTCON_H
 

@@ -11,13 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "params.h"
 #include "disk.h"
-#include "log.h"
-#include "vm.h"
+#include "iov.h"
 #include "zseek.h"
 
-/* One message ("cubicle: disk SUB: ..."); returns VM_EXIT_ERROR. */
+/* One message ("cubicle: disk SUB: ..."); returns DISK_EXIT_ERROR. */
 __attribute__((format(printf, 2, 3)))
 static int fail(const char *sub, const char *fmt, ...)
 {
@@ -27,8 +25,8 @@ static int fail(const char *sub, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_err("disk %s: %s", sub, msg);
-	return VM_EXIT_ERROR;
+	disk_err("disk %s: %s", sub, msg);
+	return DISK_EXIT_ERROR;
 }
 
 static double now_s(void)
@@ -76,7 +74,7 @@ static int out_open(const char *sub, const char *out, bool force, char **tmp)
 	return fd;
 }
 
-/* Sync, close and rename tmp over out when ok; else remove tmp. 0 or VM_EXIT_ERROR. */
+/* Sync, close and rename tmp over out when ok; else remove tmp. 0 or DISK_EXIT_ERROR. */
 static int out_commit(const char *sub, int fd, char *tmp, const char *out, bool ok)
 {
 	if (ok && fsync(fd) < 0)
@@ -88,7 +86,7 @@ static int out_commit(const char *sub, int fd, char *tmp, const char *out, bool 
 	if (!ok)
 		unlink(tmp);
 	free(tmp);
-	return ok ? 0 : VM_EXIT_ERROR;
+	return ok ? 0 : DISK_EXIT_ERROR;
 }
 
 /* ---- compress ---- */
@@ -119,7 +117,7 @@ int disk_compress(int argc, char **argv)
 				return disk_usage_error("compress", "--level %s: expected a number", optarg);
 			break;
 		case 's':
-			if (params_parse_size(optarg, &fs) || fs < 4096 || fs > (64u << 20))
+			if (disk_parse_size(optarg, &fs) || fs < 4096 || fs > (64u << 20))
 				return disk_usage_error("compress", "--frame-size %s: expected 4K .. 64M",
 							optarg);
 			o.frame_size = (uint32_t)fs;
@@ -142,7 +140,7 @@ int disk_compress(int argc, char **argv)
 	fd = out_open("compress", out, force, &tmp);
 	if (fd < 0) {
 		close(in);
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	}
 	disk_progress_init(&prog, "compressing");
 	o.progress = disk_progress;
@@ -153,10 +151,10 @@ int disk_compress(int argc, char **argv)
 	close(in);
 	if (err) {
 		fail("compress", "%s: %s", img, why);
-		return out_commit("compress", fd, tmp, out, false) ?: VM_EXIT_ERROR;
+		return out_commit("compress", fd, tmp, out, false) ?: DISK_EXIT_ERROR;
 	}
 	if (out_commit("compress", fd, tmp, out, true))
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	el = now_s() - t0;
 	printf("compressed %s (%s) to %s: %s, ratio %.2f, %u frames of %u KiB, level %d, %.2f s (%.0f MiB/s)\n",
 	       img, human(st.in_bytes, a, sizeof(a)), out, human(st.out_bytes, b, sizeof(b)),
@@ -180,13 +178,10 @@ static int write_sparse(int fd, const uint8_t *p, size_t len, uint64_t off)
 		size_t n = len - i < 4096 ? len - i : 4096;
 
 		if (!all_zero(p + i, n)) {
-			ssize_t w = pwrite(fd, p + i, n, (off_t)(off + i));
+			int err = fullio_pwrite(fd, p + i, n, off + i);
 
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0)
-				return -errno;
-			n = (size_t)w;
+			if (err)
+				return err;
 		}
 		i += n;
 	}
@@ -270,12 +265,12 @@ int disk_decompress(int argc, char **argv)
 	if (argc - optind != 2)
 		return disk_usage_error("decompress", "needs IN.zst OUT");
 	if (open_seekable("decompress", argv[optind], &z, &in))
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	fd = out_open("decompress", argv[optind + 1], force, &tmp);
 	if (fd < 0) {
 		zseek_close(&z);
 		close(in);
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	}
 	disk_progress_init(&prog, "decompressing");
 	r = walk("decompress", &z, fd, argv[optind], &prog);
@@ -287,7 +282,7 @@ int disk_decompress(int argc, char **argv)
 		       argv[optind + 1], (unsigned long long)z.size, z.n_frames);
 	zseek_close(&z);
 	close(in);
-	return r || c ? VM_EXIT_ERROR : 0;
+	return r || c ? DISK_EXIT_ERROR : 0;
 }
 
 int disk_check(int argc, char **argv)
@@ -301,7 +296,7 @@ int disk_check(int argc, char **argv)
 	if (argc != 2 || argv[1][0] == '-')
 		return disk_usage_error("check", "needs one FILE");
 	if (open_seekable("check", argv[1], &z, &fd))
-		return VM_EXIT_ERROR;
+		return DISK_EXIT_ERROR;
 	disk_progress_init(&prog, "checking");
 	bad = walk("check", &z, -1, argv[1], &prog);
 	if (bad > 0)
@@ -311,7 +306,7 @@ int disk_check(int argc, char **argv)
 		       human(z.size, a, sizeof(a)), z.checksums ? ", with checksums" : "");
 	zseek_close(&z);
 	close(fd);
-	return bad ? VM_EXIT_ERROR : 0;
+	return bad ? DISK_EXIT_ERROR : 0;
 }
 
 /* ---- inspect ---- */
@@ -326,7 +321,7 @@ static int inspect_map(const char *delta, const char *map)
 
 	if (fd < 0)
 		return fail("inspect", "cannot open %s: %s", map, strerror(errno));
-	if (fstat(fd, &ms) < 0 || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+	if (fstat(fd, &ms) < 0 || fullio_pread(fd, &h, sizeof(h), 0)) {
 		close(fd);
 		return fail("inspect", "%s: cannot read the map header", map);
 	}
@@ -335,7 +330,7 @@ static int inspect_map(const char *delta, const char *map)
 		return fail("inspect", "%s: %s", map, why);
 	}
 	for (uint64_t off = ZMAP_HDR; off < (uint64_t)ms.st_size; off += sizeof(word)) {
-		if (pread(fd, &word, sizeof(word), (off_t)off) != (ssize_t)sizeof(word)) {
+		if (fullio_pread(fd, &word, sizeof(word), off)) {
 			close(fd);
 			return fail("inspect", "%s: short read", map);
 		}

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fileclone.h"
+#include "iov.h"
 
 #define COPY_CHUNK (64u << 20) /* bytes per copy_file_range call: progress granularity */
 #define RW_CHUNK (1u << 20)    /* the read/write fallback's buffer */
@@ -93,25 +94,55 @@ static void refusal(int err, int src_fd, int dst_fd, char *why, size_t len)
 			 dfs, strerror(err));
 }
 
+int fc_probe(char *buf, size_t len)
+{
+	char a[] = ".cubicle-reflink-XXXXXX", b[] = ".cubicle-reflink-XXXXXX", cwd[PATH_MAX];
+	char why[400], fsb[64];
+	int fa, fb = -1, err = 0;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	fa = mkstemp(a);
+	if (fa >= 0)
+		fb = mkstemp(b);
+	if (fa < 0 || fb < 0) {
+		err = -errno;
+		snprintf(buf, len, "unknown (cannot create a file in %s: %s)", cwd,
+			 strerror(-err));
+	} else if (write(fa, "cubicle", 7) != 7) {
+		err = errno ? -errno : -EIO;
+		snprintf(buf, len, "unknown (cannot write a file in %s: %s)", cwd,
+			 strerror(-err));
+	} else if (ioctl(fb, FICLONE, fa) < 0) {
+		err = -errno;
+		refusal(-err, fa, fb, why, sizeof(why));
+		snprintf(buf, len, "no (in %s: %s)", cwd, why);
+	} else {
+		snprintf(buf, len, "yes (in %s, %s)", cwd, fc_fs_name(fb, fsb, sizeof(fsb)));
+	}
+	if (fb >= 0) {
+		close(fb);
+		unlink(b);
+	}
+	if (fa >= 0) {
+		close(fa);
+		unlink(a);
+	}
+	return err;
+}
+
 static int copy_range_rw(int dst, int src, off_t off, uint64_t len, uint8_t *buf)
 {
 	while (len) {
 		size_t n = len < RW_CHUNK ? (size_t)len : RW_CHUNK;
-		ssize_t r = pread(src, buf, n, off);
+		int err = fullio_pread(src, buf, n, (uint64_t)off); /* -EIO: the source shrank */
 
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO; /* the source shrank under us */
-		for (ssize_t w, done = 0; done < r; done += w) {
-			w = pwrite(dst, buf + done, (size_t)(r - done), off + done);
-			if (w < 0 && errno == EINTR)
-				w = 0;
-			else if (w <= 0)
-				return w < 0 ? -errno : -EIO;
-		}
-		off += r;
-		len -= (uint64_t)r;
+		if (!err)
+			err = fullio_pwrite(dst, buf, n, (uint64_t)off);
+		if (err)
+			return err;
+		off += (off_t)n;
+		len -= n;
 	}
 	return 0;
 }
