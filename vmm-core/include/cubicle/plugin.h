@@ -238,10 +238,11 @@ struct cub_host {
  *           and *@priv, or -errno after h->fail(). On failure destroy is not
  *           called: free what you made; the host removes regions and
  *           watches and closes backends left open.
- * @destroy: (required) free everything. Main thread, after every vCPU and
- *           the event-loop thread have stopped; the host has removed the
- *           instance's regions and fd watches and stopped its virtio queues
- *           (stop) first, and closes backends still open after it returns.
+ * @destroy: free everything (NULL: nothing is called). Main thread,
+ *           after every vCPU and the event-loop thread have stopped; the
+ *           host has removed the instance's regions and fd watches and
+ *           stopped its virtio queues (stop) first, and closes backends
+ *           still open after it returns.
  * @reset:   reserved: this host never calls it. A guest reset (x86 i8042 /
  *           `reboot=k`, a triple fault; ARM64 PSCI SYSTEM_RESET) ends the VM
  *           (exit statuses in cubicle(1)); the control API will reset a VM
