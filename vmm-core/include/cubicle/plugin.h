@@ -180,9 +180,10 @@ enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
  *              base and irq and writes them back into @r. Create time only.
  * @irq_set:    drive interrupt @line to @level. Any thread.
  * @fd_watch:   call @cb(@arg) on the event-loop thread whenever @fd has any of
- *              the epoll events @ev (level-triggered). Returns 0 or -errno
- *              (-ENOSPC past 16 watches per instance). The host removes
- *              watches left at destroy/close; it never closes @fd.
+ *              the epoll events @ev (level-triggered unless @ev has
+ *              EPOLLET). Returns 0 or -errno (-ENOSPC past 16 watches per
+ *              instance). The host removes watches left at destroy/close;
+ *              it never closes @fd.
  * @fd_unwatch: stop watching @fd. Returns 0 or -errno. A callback the
  *              event loop already picked up may still be running (or
  *              start) on the event-loop thread when this returns: free
