@@ -105,33 +105,25 @@ int bench_dev_create(struct bench_dev *d, const char *type, const char *plugin_d
 {
 	char *dirs[] = { CUB_BUILD_DIR "/plugins/devices/.libs", (char *)plugin_dir, NULL };
 	struct cub_inst *in = &d->in;
-	struct vm_config *c = &d->conf;
-	const struct plugin *p;
-	char **strs = NULL, err[512] = "";
-	unsigned n = 0;
+	char err[512] = "";
 
 	if (registry_scan(&d->reg, dirs, NULL, NULL) ||
-	    !(p = registry_find(&d->reg, CUB_KIND_DEVICE, type))) {
+	    !registry_find(&d->reg, CUB_KIND_DEVICE, type)) {
 		fprintf(stderr, "%s: plugins not built (run make first)\n", tag);
 		return -1;
 	}
-	config_init(&c->lc);
-	c->path = "bench";
-	c->dir = ".";
-	if (!config_read_string(&c->lc, text))
+	if (plan_devices_text(&d->plan, text, "bench", ".", &d->reg, err, sizeof(err)) ||
+	    !d->plan.n_devs) {
+		fprintf(stderr, "%s: %s\n", tag, err);
 		return -1;
-	d->dc = (struct dev_cfg){ .type = type, .id = "bench",
-				  .group = config_setting_get_elem(config_lookup(&c->lc, "devices"), 0) };
-	snprintf(d->name, sizeof(d->name), "%s[bench]", type);
-	in->name = d->name;
-	in->plugin = p;
-	in->reg = &d->reg;
-	in->conf = c;
-	in->dc = &d->dc;
-	in->cfg = calloc(1, p->d->cfg_size);
-	if (devices_fill_cfg(p, c, d->dc.group, in->name, in->cfg, &strs, &n, err, sizeof(err)) ||
-	    ((const struct cub_device_ops *)p->d->ops)->create(in, host, in->cfg, &d->priv)) {
-		fprintf(stderr, "%s: %s%s\n", tag, err, in->err);
+	}
+	in->name = d->plan.devs[0].name;
+	in->plugin = d->plan.devs[0].plugin;
+	in->cfg = d->plan.devs[0].cfg;
+	in->plan = &d->plan;
+	in->pi = &d->plan.devs[0];
+	if (((const struct cub_device_ops *)in->plugin->d->ops)->create(in, host, in->cfg, &d->priv)) {
+		fprintf(stderr, "%s: %s\n", tag, in->err);
 		return -1;
 	}
 	return 0;
@@ -141,7 +133,7 @@ void bench_dev_destroy(struct bench_dev *d, void (*close_all)(struct cub_inst *)
 {
 	((const struct cub_device_ops *)d->in.plugin->d->ops)->destroy(d->priv);
 	close_all(&d->in);
-	config_destroy(&d->conf.lc);
+	plan_free(&d->plan);
 	registry_free(&d->reg);
 }
 

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "plan.h"
 #include "cubicle/virtio.h"
 #include "devices.h"
 #include "loader.h"
@@ -27,10 +27,8 @@ struct bench_desc {
 struct bench_dev {
 	struct cub_inst in;
 	struct registry reg;
-	struct vm_config conf;
-	struct dev_cfg dc;
+	struct plan plan;
 	void *priv;
-	char name[64];
 };
 
 extern struct guest_mem bench_mem;

@@ -14,7 +14,7 @@
 struct vm;
 struct vcpu;
 struct boot_cfg;
-struct vm_config;
+struct plan;
 
 extern const char *const arch_name; /* "x86_64", "aarch64" */
 
@@ -38,7 +38,7 @@ uint32_t arch_irq_kvm_line(unsigned line);
 /* Config values this arch cannot honour (arm64: boot.mode, x86's boot
  * formats), after the core's schema check. 0, or -EINVAL with
  * "FILE:LINE: reason" in err. */
-int arch_config_check(const struct vm_config *c, char *err, size_t errlen);
+int arch_plan_check(const struct plan *c, char *err, size_t errlen);
 /* The guest-physical window below 4 GiB that PCI memory BARs are placed in
  * (pci.c) and that the firmware tables describe as the root bridge's
  * memory range. *size 0: the arch has no PCI. */

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Plugin instances: config → cfg struct, the cub_host services, lifecycle. */
+/* Plugin instances made from the plan: the cub_host services (host.c),
+ * create and destroy (devices.c), their backends (backend.c). */
 #ifndef CUBICLE_DEVICES_H
 #define CUBICLE_DEVICES_H
 
-#include "config.h"
 #include "loader.h"
+#include "plan.h"
 #include "log.h"
 
 struct vm;
 struct backend;
 struct virtio_dev;
+struct cub_storage;
 
 #define INST_MAX_REGIONS 8
 #define INST_MAX_WATCHES 16
@@ -17,10 +19,8 @@ struct virtio_dev;
 struct cub_inst {
 	struct vm *vm;
 	const struct plugin *plugin;
-	char *name;       /* "serial8250[com1]" */
-	void *cfg;        /* the plugin's cfg struct */
-	char **strs;      /* strings in cfg, owned here */
-	unsigned n_strs;
+	const char *name; /* "serial8250[com1]" (the plan's) */
+	const void *cfg;  /* the plugin's cfg struct (the plan's) */
 	void *priv;
 	bool created;
 	char err[512];    /* last h->fail() message */
@@ -32,32 +32,23 @@ struct cub_inst {
 	unsigned n_regions;
 	int watched[INST_MAX_WATCHES];
 	unsigned n_watched;
-	/* Backends (backend.c): what h->storage->open and h->net->open need. */
-	const struct registry *reg;
-	const struct vm_config *conf;
-	const struct dev_cfg *dc;      /* this instance's config entry, or NULL */
+	/* The plan: this instance's entry (its backends, transport) and the
+	 * VM's (the config path a net backend derives a MAC from). */
+	const struct plan *plan;
+	const struct plan_inst *pi;
 	struct backend *storages;      /* storage backends it opened (storage.c) */
 	struct backend *nets;          /* net backends it opened (net.c) */
 	bool err_full;                 /* err already carries file:line and a name */
-	/* Virtio (virtio/virtio.c): the config's `transport` key, or NULL for
-	 * the arch default; the device, once h->virtio->add made one. */
-	const char *transport;
+	/* Virtio (virtio/virtio.c): the device, once h->virtio->add made one. */
 	struct virtio_dev *virtio;
 };
 
-/* The host service table every instance gets. */
+/* The host service table every instance gets (host.c). */
 extern const struct cub_host devices_host;
 
-/* Fill cfg (plugin->d->cfg_size bytes) from defaults and the libconfig group.
- * group may be NULL (defaults only). Unknown keys, wrong types and missing
- * required params: -EINVAL with "FILE:LINE: NAME: ..." in err. strs collects allocated strings. */
-int devices_fill_cfg(const struct plugin *p, const struct vm_config *c,
-		     const config_setting_t *group, const char *inst_name, void *cfg, char ***strs,
-		     unsigned *n_strs, char *err, size_t errlen);
-
-/* Create every configured device in order. */
-int devices_create_all(struct vm *vm, const struct registry *reg, const struct vm_config *c,
-		       struct cub_inst ***out, unsigned *n_out, char *err, size_t errlen);
+/* Create every planned device in order; no plugin code has run before. */
+int devices_create_all(struct vm *vm, const struct plan *p, struct cub_inst ***out,
+		       unsigned *n_out, char *err, size_t errlen);
 void devices_destroy_all(struct cub_inst **insts, unsigned n);
 
 /*
@@ -69,17 +60,14 @@ void devices_destroy_all(struct cub_inst **insts, unsigned n);
 struct backend {
 	struct cub_inst bin;              /* the backend's instance */
 	const struct backend_kind *kind;
-	char *key;                        /* the group it came from, normally "backend" */
+	const char *key;                  /* the group it came from, normally "backend" */
 	bool opened;                      /* the plugin's open succeeded */
 	struct backend *next;
 };
 
 /*
  * What differs between storage and net backends.
- * @kind, @noun:   the plugin kind to look up; "storage" in "no storage plugin named 'x'"
- * @needs, @group: examples in the messages for a missing @key and a non-group @key
- * @ops_names:     "open, close, ...": the ops @ops_complete requires
- * @path_params:   NULL-terminated names of CUB_P_STR params that are paths
+ * @kind, @noun:   the plugin kind; "storage" in messages
  * @size:          size of the kind's struct, which begins with struct backend
  * @init:          (optional) set up the kind's part once bin is named; -ENOMEM
  * @open:          call the plugin's open with bin, devices_host and bin.cfg;
@@ -90,9 +78,7 @@ struct backend {
  */
 struct backend_kind {
 	enum cub_kind kind;
-	const char *noun, *needs, *group, *ops_names;
-	bool (*ops_complete)(const void *ops);
-	const char *const *path_params;
+	const char *noun;
 	size_t size;
 	int (*init)(struct backend *b, const struct cub_inst *in);
 	int (*open)(struct backend *b, const void *arg);
@@ -100,9 +86,9 @@ struct backend_kind {
 	void (*release)(struct backend *b);
 };
 
-/* Open the backend the group @key of in's config names, as a plugin of
- * k->kind, and add it to @list; @arg goes to k->open. 0, or a negative errno
- * with "FILE:LINE: NAME: ..." in in->err (in->err_full set). */
+/* Open the backend the plan holds for the group @key of in's config, as a
+ * plugin of k->kind, and add it to @list; @arg goes to k->open. 0, or a
+ * negative errno with "FILE:LINE: NAME: ..." in in->err (in->err_full set). */
 int backend_open(struct cub_inst *in, const char *key, const struct backend_kind *k,
 		 struct backend **list, const void *arg, struct backend **out);
 /* Close @b and take it off @list; no-op when @b is not on it. */
@@ -110,16 +96,16 @@ void backend_close(struct backend **list, struct backend *b);
 void backend_close_all(struct backend **list);
 /* Is a backend from group @key on @list? */
 bool backend_holds(const struct backend *list, const char *key);
-/* After create: a `backend` group the device never opened is an error.
- * 0, or -EINVAL with "FILE:LINE: NAME: TYPE takes no backend" in err. */
+/* After create: a planned backend group the device never opened is an
+ * error. 0, or -EINVAL with "FILE:LINE: NAME: ..." in err. */
 int backend_check_unused(struct cub_inst *in, char *err, size_t errlen);
 
 /* storage.c: the h->storage services. */
 extern const struct cub_storage_host devices_storage_host;
 /* Close every backend in->storages holds (after the device's destroy). */
 void storage_close_all(struct cub_inst *in);
-/* backend_check_unused, under the name the unit tests use. */
-int storage_check_unused(struct cub_inst *in, char *err, size_t errlen);
+/* h->storage->write_zeroes: the backend's op, or zero buffers written. */
+int storage_write_zeroes(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap);
 
 /* net.c: the h->net services. */
 extern const struct cub_net_host devices_net_host;

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "params.h"
 #include "disk.h"
 #include "fileclone.h"
 #include "log.h"
@@ -142,7 +142,7 @@ int disk_create(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return disk_usage_error("create", "needs PATH SIZE");
-	if (config_parse_size(argv[optind + 1], &size) || !size || size % 512 ||
+	if (params_parse_size(argv[optind + 1], &size) || !size || size % 512 ||
 	    size > (uint64_t)INT64_MAX)
 		return disk_usage_error("create", "SIZE '%s': expected a non-zero multiple of 512 bytes, e.g. 4G",
 					argv[optind + 1]);

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "params.h"
 #include "disk.h"
 #include "log.h"
 #include "vm.h"
@@ -119,7 +119,7 @@ int disk_compress(int argc, char **argv)
 				return disk_usage_error("compress", "--level %s: expected a number", optarg);
 			break;
 		case 's':
-			if (config_parse_size(optarg, &fs) || fs < 4096 || fs > (64u << 20))
+			if (params_parse_size(optarg, &fs) || fs < 4096 || fs > (64u << 20))
 				return disk_usage_error("compress", "--frame-size %s: expected 4K .. 64M",
 							optarg);
 			o.frame_size = (uint32_t)fs;

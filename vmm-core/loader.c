@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "params.h"
+#include "cubicle/net.h"
+#include "cubicle/storage.h"
 
 #define MAX_ARGS 8
 
@@ -34,10 +37,7 @@ const char *loader_kind_name(enum cub_kind k)
 
 const char *loader_ptype_name(enum cub_ptype t)
 {
-	static const char *const n[] = { "bool", "int", "u64", "size", "string", "enum",
-					 "strings" };
-
-	return (unsigned)t < CUB_ARRAY_SIZE(n) ? n[t] : "?";
+	return params_type_name(t);
 }
 
 static size_t ptype_width(enum cub_ptype t)
@@ -46,7 +46,8 @@ static size_t ptype_width(enum cub_ptype t)
 	case CUB_P_BOOL: return sizeof(bool);
 	case CUB_P_INT: return sizeof(int64_t);
 	case CUB_P_U64: case CUB_P_SIZE: return sizeof(uint64_t);
-	case CUB_P_STR: return sizeof(const char *);
+	case CUB_P_STR: case CUB_P_PATH: case CUB_P_STORAGE: case CUB_P_NET:
+		return sizeof(const char *);
 	case CUB_P_ENUM: return sizeof(int);
 	case CUB_P_STRV: return sizeof(const char *const *);
 	}
@@ -98,32 +99,64 @@ static bool valid_param_name(const char *s)
 		goto fail;                              \
 	} while (0)
 
-/* Every check that needs only the descriptor, after the ABI gate. */
-static int check_desc(const char *path, const struct cub_plugin *d, char *err, size_t errlen)
+/* The ops every plugin of a kind must have; NULL if complete. */
+static const char *ops_missing(const struct cub_plugin *d)
 {
+	if (d->kind == CUB_KIND_DEVICE) {
+		const struct cub_device_ops *o = d->ops;
+
+		return o->create ? NULL : "create";
+	}
+	if (d->kind == CUB_KIND_STORAGE) {
+		const struct cub_storage_ops *o = d->ops;
+
+		return o->open && o->close && o->info && o->readv && o->writev && o->flush ?
+			NULL : "open, close, info, readv, writev and flush";
+	}
+	const struct cub_net_ops *o = d->ops;
+
+	return o->open && o->close && o->info && o->send && o->recv ? NULL :
+		"open, close, info, send and recv";
+}
+
+/* Every check that needs only the descriptor, after the ABI gate. */
+static int check_desc(const char *path, const struct cub_plugin *d,
+		      const struct cub_param *params, char *err, size_t errlen)
+{
+	const char *missing;
+
 	if (d->kind != CUB_KIND_DEVICE && d->kind != CUB_KIND_STORAGE && d->kind != CUB_KIND_NET)
 		FAIL("%s: unknown plugin kind %d", path, (int)d->kind);
 	if (!valid_name(d->name))
 		FAIL("%s: plugin name must be 1-64 characters of a-z, 0-9, '-', '_'", path);
 	if (!d->ops)
 		FAIL("%s: plugin '%s' has no ops table", path, d->name);
-	if (d->n_params && !d->params)
-		FAIL("%s: plugin '%s' declares %u params but no table", path, d->name, d->n_params);
+	if ((missing = ops_missing(d)))
+		FAIL("%s: %s plugin '%s' lacks ops it must have: %s", path, loader_kind_name(d->kind),
+		     d->name, missing);
 	if (d->n_methods && !d->methods)
 		FAIL("%s: plugin '%s' declares %u methods but no table", path, d->name,
 		     d->n_methods);
 	for (unsigned i = 0; i < d->n_params; i++) {
-		const struct cub_param *p = &d->params[i];
+		const struct cub_param *p = &params[i];
 		size_t w = ptype_width(p->type);
+		bool backend = p->type == CUB_P_STORAGE || p->type == CUB_P_NET;
 
 		if (!valid_param_name(p->name))
 			FAIL("%s: param %u of '%s' has an invalid name", path, i, d->name);
 		if (!strcmp(p->name, "type") || !strcmp(p->name, "id") ||
-		    !strcmp(p->name, "backend"))
+		    !strcmp(p->name, "transport") || (!strcmp(p->name, "backend") && !backend))
 			FAIL("%s: param '%s' of '%s' uses a reserved name", path, p->name, d->name);
 		if (!w)
-			FAIL("%s: param '%s' of '%s' has unknown type %d", path, p->name, d->name,
-			     (int)p->type);
+			FAIL("%s: param '%s' of '%s' has unknown type %d (built for a newer ABI? set abi_needs)",
+			     path, p->name, d->name, (int)p->type);
+		if (backend && (d->kind != CUB_KIND_DEVICE || strchr(p->name, '.')))
+			FAIL("%s: backend param '%s' of '%s': only a device's top-level params can be backends",
+			     path, p->name, d->name);
+		if ((p->min || p->max) && p->type != CUB_P_INT && p->type != CUB_P_U64 &&
+		    p->type != CUB_P_SIZE)
+			FAIL("%s: param '%s' of '%s' has min/max but is not a number", path, p->name,
+			     d->name);
 		if (p->offset > d->cfg_size || w > d->cfg_size - p->offset)
 			FAIL("%s: param '%s' of '%s' lies outside its %zu-byte cfg struct (offset %zu)",
 			     path, p->name, d->name, d->cfg_size, p->offset);
@@ -178,6 +211,13 @@ static int prep_cifs(struct plugin *p, char *err, size_t errlen)
 	return 0;
 }
 
+unsigned loader_abi_needs(const struct cub_plugin *d)
+{
+	if (d->size >= offsetof(struct cub_plugin, abi_needs) + sizeof(d->abi_needs) && d->abi_needs)
+		return d->abi_needs;
+	return d->abi_minor;
+}
+
 int loader_open(const char *path, struct plugin **out, char *err, size_t errlen)
 {
 	struct plugin *p = calloc(1, sizeof(*p));
@@ -200,13 +240,20 @@ int loader_open(const char *path, struct plugin **out, char *err, size_t errlen)
 	if (d->abi_major != CUB_ABI_MAJOR)
 		FAIL("%s: plugin ABI %u.%u, but this cubicle speaks ABI %u.%u: rebuild the plugin against cubicle-plugin %u",
 		     path, d->abi_major, d->abi_minor, CUB_ABI_MAJOR, CUB_ABI_MINOR, CUB_ABI_MAJOR);
-	if (d->abi_minor > CUB_ABI_MINOR)
-		FAIL("%s: plugin needs ABI %u.%u, newer than this cubicle's %u.%u: upgrade cubicle",
-		     path, d->abi_major, d->abi_minor, CUB_ABI_MAJOR, CUB_ABI_MINOR);
 	if (d->size < LOADER_MIN_DESC_SIZE)
 		FAIL("%s: plugin descriptor is %u bytes, smaller than the %zu bytes of ABI %u",
 		     path, d->size, (size_t)(LOADER_MIN_DESC_SIZE), CUB_ABI_MAJOR);
-	if ((ret = check_desc(path, d, err, errlen)))
+	if (loader_abi_needs(d) > CUB_ABI_MINOR)
+		FAIL("%s: plugin needs ABI %u.%u, newer than this cubicle's %u.%u: upgrade cubicle",
+		     path, d->abi_major, loader_abi_needs(d), CUB_ABI_MAJOR, CUB_ABI_MINOR);
+	if (d->n_params && !d->params)
+		FAIL("%s: plugin '%s' declares %u params but no table", path, d->name, d->n_params);
+	if (!(p->params = params_normalize(d))) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
+		goto out;
+	}
+	if ((ret = check_desc(path, d, p->params, err, errlen)))
 		goto out;
 	p->d = d;
 	if ((ret = prep_cifs(p, err, errlen)))
@@ -225,6 +272,7 @@ void loader_close(struct plugin *p)
 	if (!p)
 		return;
 	free(p->cifs);
+	free(p->params);
 	if (p->dl)
 		dlclose(p->dl);
 	free(p->path);

@@ -13,6 +13,7 @@ struct plugin {
 	char *path;
 	void *dl;
 	const struct cub_plugin *d;
+	struct cub_param *params; /* d's params in this host's layout (params.c) */
 	void *cifs; /* one prepared ffi_cif (+ arg types) per method */
 };
 
@@ -27,6 +28,8 @@ struct registry {
 /* Open and check one file. 0, or -errno with one line naming the file in err. */
 int loader_open(const char *path, struct plugin **out, char *err, size_t errlen);
 void loader_close(struct plugin *p);
+/* The oldest host ABI minor d says it needs (abi_needs, else abi_minor). */
+unsigned loader_abi_needs(const struct cub_plugin *d);
 
 /* The directories to search, in order: each --plugin-dir, then
  * CUBICLE_PLUGIN_PATH (colon-separated), then the build tree (when running

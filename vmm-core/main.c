@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cubicle-build.h"
-#include "config.h"
 #include "arch.h"
 #include "devices.h"
 #include "disk.h"
@@ -22,6 +21,7 @@
 #include "hostcheck.h"
 #include "loader.h"
 #include "log.h"
+#include "plan.h"
 #include "vm.h"
 
 #define MAX_OPTS 64
@@ -106,7 +106,7 @@ static int load_registry(struct registry *reg, char *const *dirs_cli, unsigned n
 /* ---- run ---- */
 
 struct run_ctx {
-	struct vm_config cfg;
+	struct plan cfg;
 	struct vm vm;
 	struct registry reg;
 	struct cub_inst **insts;
@@ -154,7 +154,7 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 		snprintf(err, errlen, "signalfd: %s", strerror(errno));
 		return -errno;
 	}
-	ret = devices_create_all(&r->vm, &r->reg, &r->cfg, &r->insts, &r->n_insts, err, errlen);
+	ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
 	if (ret)
 		return ret;
 	log_debug("%u devices created", r->n_insts);
@@ -196,8 +196,8 @@ static void run_teardown(struct run_ctx *r)
 		close(r->sfd);
 	if (r->have_vm)
 		vm_destroy(&r->vm);
+	plan_free(&r->cfg);
 	registry_free(&r->reg);
-	config_free(&r->cfg);
 }
 
 static int cmd_run(int argc, char **argv)
@@ -246,20 +246,23 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return usage_error("%s", "'run' takes exactly one CONFIG file");
-	if (config_load(&r.cfg, argv[optind], sets, n_sets, err, sizeof(err))) {
+	if (cli_level >= 0)
+		log_set_level(cli_level);
+	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
+		return VM_EXIT_ERROR;
+	/* The whole VM description is checked before any plugin code runs. */
+	if (plan_load(&r.cfg, argv[optind], sets, n_sets, &r.reg, err, sizeof(err))) {
 		log_err("%s", err);
-		config_free(&r.cfg);
+		plan_free(&r.cfg);
+		registry_free(&r.reg);
 		return VM_EXIT_ERROR;
 	}
 	log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
 	if (host_check && r.cfg.host_check && r.cfg.boot.format != BOOT_FLAT &&
 	    !arch_host_can_boot_linux(err, sizeof(err))) {
 		log_err("%s (or pass --no-host-check to try anyway)", err);
-		config_free(&r.cfg);
-		return VM_EXIT_ERROR;
-	}
-	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0) {
-		config_free(&r.cfg);
+		plan_free(&r.cfg);
+		registry_free(&r.reg);
 		return VM_EXIT_ERROR;
 	}
 	if (run_setup(&r, err, sizeof(err))) {
@@ -288,16 +291,23 @@ static void describe(const struct plugin *p)
 	if (d->n_params)
 		printf("  parameters:\n");
 	for (unsigned i = 0; i < d->n_params; i++) {
-		const struct cub_param *prm = &d->params[i];
-
+		const struct cub_param *prm = &p->params[i];
 		char def[96];
 
-		if (prm->def)
+		if (!prm->def)
+			snprintf(def, sizeof(def), "(required)");
+		else if (prm->type == CUB_P_STORAGE || prm->type == CUB_P_NET)
+			snprintf(def, sizeof(def), "(optional)");
+		else if (prm->type == CUB_P_STR || prm->type == CUB_P_PATH ||
+			 prm->type == CUB_P_ENUM || prm->type == CUB_P_STRV)
 			snprintf(def, sizeof(def), "= \"%s\"", prm->def);
 		else
-			snprintf(def, sizeof(def), "(required)");
+			snprintf(def, sizeof(def), "= %s", prm->def);
 		printf("    %-14s %-7s %-18s %s\n", prm->name, loader_ptype_name(prm->type), def,
 		       prm->doc ? prm->doc : "");
+		if (prm->min || prm->max)
+			printf("    %-14s range: %s to %s\n", "", prm->min ? prm->min : "-",
+			       prm->max ? prm->max : "-");
 		if (prm->type == CUB_P_ENUM) {
 			printf("    %-14s choices:", "");
 			for (int j = 0; prm->choices[j]; j++)

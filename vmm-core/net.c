@@ -13,28 +13,37 @@
 struct net_inst {
 	struct backend b;    /* first: backend.c allocates and frees it */
 	struct cub_net n;    /* what the device holds */
+	struct cub_net_ops ops; /* n.ops: the plugin's, cut to its ABI minor */
 	char *vm_path;       /* n.vm_path */
 };
 
-static bool ops_complete(const void *ops)
+/* Devices call a backend through a copy of its ops holding only the
+ * members its ABI minor defines (as storage.c does): set_mac (1.4) is read
+ * only from plugins built for 1.4 or later, NULL for older ones. */
+static void ops_copy(struct cub_net_ops *dst, const struct cub_plugin *d)
 {
-	const struct cub_net_ops *o = ops;
+	size_t n = offsetof(struct cub_net_ops, set_mac); /* 1.0 .. 1.3 */
 
-	return o->open && o->close && o->info && o->send && o->recv;
+	if (d->abi_minor >= 4) /* a minor that appends ops adds its own step here */
+		n = offsetof(struct cub_net_ops, set_mac) + sizeof(dst->set_mac);
+	memset(dst, 0, sizeof(*dst));
+	memcpy(dst, d->ops, n);
 }
 
 static int ni_init(struct backend *b, const struct cub_inst *in)
 {
 	struct net_inst *ni = (struct net_inst *)b;
+	const char *path = in->plan && in->plan->path ? in->plan->path : "";
 
-	ni->vm_path = in->conf && in->conf->path ? realpath(in->conf->path, NULL) : NULL;
+	ni->vm_path = *path ? realpath(path, NULL) : NULL;
 	if (!ni->vm_path)
-		ni->vm_path = strdup(in->conf && in->conf->path ? in->conf->path : "");
+		ni->vm_path = strdup(path);
 	if (!ni->vm_path)
 		return -ENOMEM;
-	ni->n.ops = b->bin.plugin->d->ops;
+	ops_copy(&ni->ops, b->bin.plugin->d);
+	ni->n.ops = &ni->ops;
 	ni->n.name = b->bin.name;
-	ni->n.dev_id = in->dc ? in->dc->id : in->name;
+	ni->n.dev_id = in->pi ? in->pi->id : in->name;
 	ni->n.vm_path = ni->vm_path;
 	return 0;
 }
@@ -81,17 +90,9 @@ static void ni_release(struct backend *b)
 	free(ni->vm_path);
 }
 
-/* Socket paths in a backend's cfg. */
-static const char *const path_params[] = { "path", "peer", NULL };
-
 static const struct backend_kind net_kind = {
 	.kind = CUB_KIND_NET,
 	.noun = "net",
-	.needs = "type = \"socket\"; path = \"...\"; peer = \"...\";",
-	.group = "type = \"socket\"; ...",
-	.ops_names = "open, close, info, send or recv",
-	.ops_complete = ops_complete,
-	.path_params = path_params,
 	.size = sizeof(struct net_inst),
 	.init = ni_init,
 	.open = ni_open,

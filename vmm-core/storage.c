@@ -2,6 +2,7 @@
 /* Storage backends for devices (h->storage): what backend.c does, with a
  * storage plugin's ops and info checked. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,6 @@ static void ops_copy(struct cub_storage_ops *dst, const struct cub_plugin *d)
 		n = offsetof(struct cub_storage_ops, rollback) + sizeof(dst->rollback);
 	memset(dst, 0, sizeof(*dst));
 	memcpy(dst, d->ops, n);
-}
-
-static bool ops_complete(const void *ops)
-{
-	const struct cub_storage_ops *o = ops;
-
-	return o->open && o->close && o->info && o->readv && o->writev && o->flush;
 }
 
 /* Read what a backend says about itself and check it before a device
@@ -89,18 +83,9 @@ static void si_release(struct backend *b)
 		si->s.ops->close(b->bin.priv);
 }
 
-/* Parameters that name files: path (raw, reflink), base and delta (reflink,
- * zstd-snap). */
-static const char *const path_params[] = { "path", "base", "delta", NULL };
-
 static const struct backend_kind storage_kind = {
 	.kind = CUB_KIND_STORAGE,
 	.noun = "storage",
-	.needs = "type = \"raw\"; path = \"disk.img\";",
-	.group = "type = \"raw\"; path = \"...\";",
-	.ops_names = "open, close, info, readv, writev or flush",
-	.ops_complete = ops_complete,
-	.path_params = path_params,
 	.size = sizeof(struct storage_inst),
 	.init = si_init,
 	.open = si_open,
@@ -141,13 +126,27 @@ void storage_close_all(struct cub_inst *in)
 	backend_close_all(&in->storages);
 }
 
-int storage_check_unused(struct cub_inst *in, char *err, size_t errlen)
+int storage_write_zeroes(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap)
 {
-	return backend_check_unused(in, err, errlen);
+	static const uint8_t zero[64 * 1024];
+
+	if (s->ops->write_zeroes)
+		return s->ops->write_zeroes(s->priv, off, len, unmap);
+	while (len) {
+		struct iovec v = { (void *)zero, len < sizeof(zero) ? (size_t)len : sizeof(zero) };
+		int64_t n = s->ops->writev(s->priv, off, &v, 1);
+
+		if (n != (int64_t)v.iov_len)
+			return n < 0 ? (int)n : -EIO;
+		off += v.iov_len;
+		len -= v.iov_len;
+	}
+	return 0;
 }
 
 const struct cub_storage_host devices_storage_host = {
 	.size = sizeof(struct cub_storage_host),
 	.open = storage_open,
 	.close = storage_close,
+	.write_zeroes = storage_write_zeroes,
 };

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "arch.h"
-#include "config.h"
+#include "plan.h"
 #include "log.h"
 #include "vm.h"
 
@@ -86,7 +86,7 @@ static int map_ram(struct vm *vm, char *err, size_t errlen)
 	return 0;
 }
 
-int vm_create(struct vm *vm, const struct vm_config *cfg, char *err, size_t errlen)
+int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
 {
 	int ret;
 

@@ -13,7 +13,7 @@
 
 struct event_loop;
 struct pci_bus;
-struct vm_config;
+struct plan;
 
 /* Process exit statuses of `cubicle run`. */
 enum {
@@ -43,7 +43,7 @@ struct vm {
 	struct vcpu *vcpus;
 	struct event_loop *ev;
 	struct pci_bus *pci; /* pci.c: bus 0, NULL on a machine without PCI */
-	const struct vm_config *cfg;
+	const struct plan *cfg;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -55,7 +55,7 @@ struct vm {
 };
 
 /* Open /dev/kvm, create the VM, its RAM and irqchip (arch_vm_setup). */
-int vm_create(struct vm *vm, const struct vm_config *cfg, char *err, size_t errlen);
+int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen);
 /* Create the vCPU fds and run arch_vcpu_setup on each. */
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
 /* Start the vCPU threads. */

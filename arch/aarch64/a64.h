@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "plan.h"
 #include "layout.h"
 #include "vm.h"
 

@@ -117,29 +117,17 @@ uint32_t arch_irq_kvm_line(unsigned line)
 	return a64_irq_line_spi(line);
 }
 
-int arch_config_check(const struct vm_config *c, char *err, size_t errlen)
+int arch_plan_check(const struct plan *c, char *err, size_t errlen)
 {
-	const config_setting_t *boot = config_lookup(&c->lc, "boot"), *s;
-	char where[512];
-
-	if (!boot)
-		return 0;
-	s = config_setting_get_member(boot, "mode");
-	if (s) {
-		config_where(c, s, where, sizeof(where));
-		snprintf(err, errlen,
-			 "%s: 'boot.mode' is x86-only (real, protected or long mode); an arm64 flat payload starts at EL1 with the MMU off",
-			 where);
-		return -EINVAL;
-	}
-	if (c->boot.format == BOOT_BZIMAGE || c->boot.format == BOOT_ELF) {
-		s = config_setting_get_member(boot, "format");
-		config_where(c, s ? s : boot, where, sizeof(where));
-		snprintf(err, errlen,
-			 "%s: boot.format = \"%s\" is x86-only; arm64 boots an Image (\"auto\") or a \"flat\" payload",
-			 where, c->boot.format == BOOT_BZIMAGE ? "bzimage" : "elf");
-		return -EINVAL;
-	}
+	if (c->boot.where_mode)
+		return errf(err, errlen, -EINVAL,
+			    "%s: 'boot.mode' is x86-only (real, protected or long mode); an arm64 flat payload starts at EL1 with the MMU off",
+			    c->boot.where_mode);
+	if (c->boot.format == BOOT_BZIMAGE || c->boot.format == BOOT_ELF)
+		return errf(err, errlen, -EINVAL,
+			    "%s: boot.format = \"%s\" is x86-only; arm64 boots an Image (\"auto\") or a \"flat\" payload",
+			    c->boot.where_format ? c->boot.where_format : c->boot.where,
+			    c->boot.format == BOOT_BZIMAGE ? "bzimage" : "elf");
 	return 0;
 }
 

@@ -155,10 +155,10 @@ static size_t build_madt(uint8_t *t, unsigned n_cpus)
 _Static_assert(XSDT_OFF >= RSDP_LEN && FADT_OFF >= XSDT_OFF + ACPI_HDR_LEN + 16 &&
 	       MADT_OFF >= FADT_OFF + FADT_LEN, "ACPI table layout");
 _Static_assert(X86_ACPI_SIZE(0, 0) >= DSDT_OFF(0) + ACPI_HDR_LEN &&
-	       X86_ACPI_SIZE(CONFIG_MAX_VCPUS, 0) >= DSDT_OFF(CONFIG_MAX_VCPUS) + ACPI_HDR_LEN,
+	       X86_ACPI_SIZE(PLAN_MAX_VCPUS, 0) >= DSDT_OFF(PLAN_MAX_VCPUS) + ACPI_HDR_LEN,
 	       "X86_ACPI_SIZE must cover the layout");
-_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(CONFIG_MAX_VCPUS, 4096) <= X86_ACPI_LIMIT,
-	       "ACPI tables for CONFIG_MAX_VCPUS and 4 KiB of AML must fit below X86_ACPI_LIMIT");
+_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(PLAN_MAX_VCPUS, 4096) <= X86_ACPI_LIMIT,
+	       "ACPI tables for PLAN_MAX_VCPUS and 4 KiB of AML must fit below X86_ACPI_LIMIT");
 
 size_t x86_acpi_tables_size(unsigned n_cpus, size_t aml_len)
 {
@@ -173,7 +173,7 @@ int x86_acpi_tables_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus,
 	size_t need = x86_acpi_tables_size(n_cpus, aml_len);
 	uint8_t *b = buf;
 
-	if (!n_cpus || n_cpus > CONFIG_MAX_VCPUS || (aml_len && !aml) || aml_len > 0xffff)
+	if (!n_cpus || n_cpus > PLAN_MAX_VCPUS || (aml_len && !aml) || aml_len > 0xffff)
 		return -EINVAL;
 	if (len < need || gpa + need > X86_ACPI_LIMIT)
 		return -ENOSPC;

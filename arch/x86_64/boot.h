@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "plan.h"
 #include "mem.h"
 
 #define X86_SETUP_HDR_OFF  0x1f1 /* struct setup_header in a bzImage */
@@ -104,7 +104,7 @@ size_t x86_mptable_size(unsigned n_cpus);
  * address @gpa into @buf (@len bytes): @n_cpus processors with APIC ids
  * 0..n-1 (0 is the BSP), one ISA bus, the IOAPIC (id n_cpus) with ISA IRQ
  * n on pin n for all 24 pins, LINT0 ExtINT and LINT1 NMI. Returns the size
- * written, -EINVAL (n_cpus 0 or > CONFIG_MAX_VCPUS) or -ENOSPC (@len too
+ * written, -EINVAL (n_cpus 0 or > PLAN_MAX_VCPUS) or -ENOSPC (@len too
  * small or the table would pass X86_MPTABLE_LIMIT).
  */
 int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint32_t cpu_sig,

@@ -79,8 +79,8 @@ _Static_assert(sizeof(struct mpf) == 16 && sizeof(struct mpc_header) == 44 &&
 	       sizeof(struct mpc_ioapic) == 8 && sizeof(struct mpc_irq) == 8,
 	       "MP spec 1.4 entry sizes");
 _Static_assert(X86_MPTABLE_SIZE(MP_IOAPIC_PINS) > 0 &&
-	       X86_EBDA_START + X86_MPTABLE_SIZE(CONFIG_MAX_VCPUS) <= X86_MPTABLE_LIMIT,
-	       "the MP table for CONFIG_MAX_VCPUS must fit below X86_MPTABLE_LIMIT");
+	       X86_EBDA_START + X86_MPTABLE_SIZE(PLAN_MAX_VCPUS) <= X86_MPTABLE_LIMIT,
+	       "the MP table for PLAN_MAX_VCPUS must fit below X86_MPTABLE_LIMIT");
 
 size_t x86_mptable_size(unsigned n_cpus)
 {
@@ -107,7 +107,7 @@ int x86_mptable_build(void *buf, size_t len, uint64_t gpa, unsigned n_cpus, uint
 	uint8_t ioapic_id = (uint8_t)n_cpus;
 	unsigned i, count = 0;
 
-	if (!n_cpus || n_cpus > CONFIG_MAX_VCPUS)
+	if (!n_cpus || n_cpus > PLAN_MAX_VCPUS)
 		return -EINVAL;
 	if (len < size || gpa + size > X86_MPTABLE_LIMIT)
 		return -ENOSPC;
@@ -196,9 +196,9 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 		return -EINVAL;
 	if (!n)
 		n = 1;
-	if (n > CONFIG_MAX_VCPUS) {
+	if (n > PLAN_MAX_VCPUS) {
 		snprintf(err, errlen, "%u vCPUs: the x86 tables describe at most %d", n,
-			 CONFIG_MAX_VCPUS);
+			 PLAN_MAX_VCPUS);
 		return -EINVAL;
 	}
 	/* The DSDT's PCI root bridge: without it, Linux never scans bus 0. */

@@ -124,7 +124,7 @@ void arch_vm_destroy(struct vm *vm)
 
 /* Every key of the core schema means something on x86 (boot.mode and the
  * bzimage and elf formats are x86's own). */
-int arch_config_check(const struct vm_config *c, char *err, size_t errlen)
+int arch_plan_check(const struct plan *c, char *err, size_t errlen)
 {
 	return 0;
 }

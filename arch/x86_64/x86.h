@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "plan.h"
 #include "layout.h"
 #include "vm.h"
 

@@ -133,9 +133,7 @@ static const struct cub_device_ops boot_timer_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "boot-timer",
 	.version = "1.0",

@@ -63,7 +63,7 @@ struct hostcon_cfg {
 	  .def = "stdio", .choices = hostcon_choices, \
 	  .doc = "where " what " goes: stdio (Ctrl-A x quits), file, " \
 		 "socket (Unix, listening) or none" }, \
-	{ .name = "path", .type = CUB_P_STR, .offset = offsetof(cfg_type, member.path), \
+	{ .name = "path", .type = CUB_P_PATH, .offset = offsetof(cfg_type, member.path), \
 	  .def = "", .doc = "file to append output to, or Unix socket to listen on" }, \
 	{ .name = "input", .type = CUB_P_BOOL, .offset = offsetof(cfg_type, member.input), \
 	  .def = "true", .doc = "stdio: feed host stdin to the guest (raw mode on a tty)" }

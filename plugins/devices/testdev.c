@@ -234,9 +234,7 @@ static const struct cub_device_ops testdev_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "testdev",
 	.version = "1.0",

@@ -55,6 +55,7 @@ enum {
 };
 
 struct blk_cfg {
+	const char *backend; /* the storage plugin's name; the host opens it */
 	bool read_only;
 	const char *serial;
 	int64_t num_queues;
@@ -100,24 +101,13 @@ static void put_le(uint8_t *p, uint64_t v, unsigned n)
 
 /* ---- requests ---- */
 
+/* The host writes zero buffers for a backend without write_zeroes. */
 static uint8_t do_write_zeroes(struct blk *b, const struct blk_range *g)
 {
-	const struct cub_storage_ops *o = b->disk->ops;
 	uint64_t off = g->sector * BLK_SECTOR, len = (uint64_t)g->num_sectors * BLK_SECTOR;
-	static const uint8_t zero[64 * 1024];
 
-	if (o->write_zeroes)
-		return o->write_zeroes(b->disk->priv, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
-		       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
-	while (len) {
-		struct iovec v = { (void *)zero, len < sizeof(zero) ? (size_t)len : sizeof(zero) };
-
-		if (o->writev(b->disk->priv, off, &v, 1) != (int64_t)v.iov_len)
-			return VIRTIO_BLK_S_IOERR;
-		off += v.iov_len;
-		len -= v.iov_len;
-	}
-	return VIRTIO_BLK_S_OK;
+	return b->h->storage->write_zeroes(b->disk, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
+	       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
 }
 
 /* Do a valid request; returns the status and adds data bytes to *written. */
@@ -451,13 +441,11 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	bool ro;
 	int err;
 
-	if (cfg->num_queues < 1 || cfg->num_queues > MAX_QUEUES)
-		return h->fail(in, -EINVAL, "num_queues = %lld; expected 1 to %d",
-			       (long long)cfg->num_queues, MAX_QUEUES);
 	if (serial_len > BLK_ID_BYTES)
 		return h->fail(in, -EINVAL, "serial \"%s\" is %zu bytes; at most %u", cfg->serial,
 			       serial_len, BLK_ID_BYTES);
-	if (!CUB_HOST_HAS(h, virtio) || !CUB_HOST_HAS(h, storage))
+	if (!CUB_HOST_HAS(h, virtio) || !CUB_HOST_HAS(h, storage) ||
+	    !CUB_STORAGE_HOST_HAS(h->storage, write_zeroes))
 		return h->fail(in, -ENOTSUP, "this host offers no virtio or storage services");
 	b = calloc(1, sizeof(*b));
 	if (!b)
@@ -516,12 +504,14 @@ static void blk_destroy(void *priv)
 }
 
 static const struct cub_param blk_params[] = {
+	{ .name = "backend", .type = CUB_P_STORAGE, .offset = offsetof(struct blk_cfg, backend),
+	  .doc = "the disk: a storage backend group, e.g. { type = \"raw\"; path = \"disk.img\"; }" },
 	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, read_only),
 	  .def = "false", .doc = "the guest sees a read-only disk (VIRTIO_BLK_F_RO)" },
 	{ .name = "serial", .type = CUB_P_STR, .offset = offsetof(struct blk_cfg, serial),
 	  .def = "", .doc = "device ID string the guest reads (GET_ID), up to 20 bytes" },
 	{ .name = "num_queues", .type = CUB_P_INT, .offset = offsetof(struct blk_cfg, num_queues),
-	  .def = "1", .doc = "request queues, 1 to 16 (VIRTIO_BLK_F_MQ)" },
+	  .def = "1", .min = "1", .max = "16", .doc = "request queues (VIRTIO_BLK_F_MQ)" },
 	{ .name = "iothread", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, iothread),
 	  .def = "false",
 	  .doc = "serve each queue on its own thread instead of the notifying (event-loop) thread" },
@@ -535,9 +525,7 @@ static const struct cub_device_ops blk_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-blk",
 	.version = "1.0",

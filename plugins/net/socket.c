@@ -330,12 +330,13 @@ static int sock_open(struct cub_inst *in, const struct cub_host *h, const void *
 }
 
 static const struct cub_param sock_params[] = {
-	{ .name = "path", .type = CUB_P_STR, .offset = offsetof(struct sock_cfg, path),
+	{ .name = "path", .type = CUB_P_PATH, .offset = offsetof(struct sock_cfg, path),
 	  .def = "", .doc = "Unix datagram socket to bind (removed at exit)" },
-	{ .name = "peer", .type = CUB_P_STR, .offset = offsetof(struct sock_cfg, peer),
+	{ .name = "peer", .type = CUB_P_PATH, .offset = offsetof(struct sock_cfg, peer),
 	  .def = "", .doc = "Unix datagram socket of the other end (its `path`)" },
 	{ .name = "fd", .type = CUB_P_INT, .offset = offsetof(struct sock_cfg, fd),
-	  .def = "-1", .doc = "an inherited AF_UNIX datagram socket instead of path + peer" },
+	  .def = "-1", .min = "-1", .max = "2147483647",
+	  .doc = "an inherited AF_UNIX datagram socket instead of path + peer" },
 };
 
 static const struct cub_net_ops sock_ops = {
@@ -348,9 +349,7 @@ static const struct cub_net_ops sock_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_NET,
 	.name = "socket",
 	.version = "1.0",

@@ -401,7 +401,7 @@ static void raw_close(void *priv)
 }
 
 static const struct cub_param raw_params[] = {
-	{ .name = "path", .type = CUB_P_STR, .offset = offsetof(struct raw_cfg, path),
+	{ .name = "path", .type = CUB_P_PATH, .offset = offsetof(struct raw_cfg, path),
 	  .doc = "image file or block device (relative to the config file)" },
 	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct raw_cfg, read_only),
 	  .def = "false", .doc = "open read-only; writes fail" },
@@ -423,9 +423,7 @@ static const struct cub_storage_ops raw_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
 	.name = "raw",
 	.version = "1.0",

@@ -485,9 +485,9 @@ static void rl_close(void *priv)
 static const char *const fallback_choices[] = { "fail", "copy", NULL };
 
 static const struct cub_param reflink_params[] = {
-	{ .name = "base", .type = CUB_P_STR, .offset = offsetof(struct reflink_cfg, base),
+	{ .name = "base", .type = CUB_P_PATH, .offset = offsetof(struct reflink_cfg, base),
 	  .doc = "golden image that path is cloned from (relative to the config file)" },
-	{ .name = "path", .type = CUB_P_STR, .offset = offsetof(struct reflink_cfg, path),
+	{ .name = "path", .type = CUB_P_PATH, .offset = offsetof(struct reflink_cfg, path),
 	  .doc = "this VM's disk; made a FICLONE of base when absent" },
 	{ .name = "fallback", .type = CUB_P_ENUM, .offset = offsetof(struct reflink_cfg, fallback),
 	  .def = "fail", .choices = fallback_choices,
@@ -518,9 +518,7 @@ static const struct cub_storage_ops reflink_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
 	.name = "reflink",
 	.version = "1.0",

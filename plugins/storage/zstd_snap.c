@@ -834,9 +834,9 @@ fail:
 }
 
 static const struct cub_param zs_params[] = {
-	{ .name = "base", .type = CUB_P_STR, .offset = offsetof(struct zsnap_cfg, base),
+	{ .name = "base", .type = CUB_P_PATH, .offset = offsetof(struct zsnap_cfg, base),
 	  .doc = "the zstd seekable base image (`cubicle disk compress`); never written" },
-	{ .name = "delta", .type = CUB_P_STR, .offset = offsetof(struct zsnap_cfg, delta),
+	{ .name = "delta", .type = CUB_P_PATH, .offset = offsetof(struct zsnap_cfg, delta),
 	  .def = "", .doc = "this VM's copy-on-write file (created sparse; its map is DELTA.map)" },
 	{ .name = "cache_frames", .type = CUB_P_U64,
 	  .offset = offsetof(struct zsnap_cfg, cache_frames), .def = "64",
@@ -855,9 +855,7 @@ static const struct cub_storage_ops zs_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
 	.name = "zstd-snap",
 	.version = "1.0",

@@ -68,17 +68,39 @@ cfg "$good_boot"
 expect "--set out of range" 1 "--set machine.vcpus=0: 'machine.vcpus' is 0" -- run "$tmp/vm.cfg" --set machine.vcpus=0
 expect "--set malformed" 1 "expected PATH=VALUE" -- run "$tmp/vm.cfg" --set machine.vcpus
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"warp-drive\"; id = \"w\"; }" ");"
-expect_kvm "unknown plugin" 1 "vm.cfg:4: no device plugin named 'warp-drive'" -- run "$tmp/vm.cfg"
+expect "unknown plugin" 1 "vm.cfg:4: no device plugin named 'warp-drive'" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"serial8250\"; id = \"com1\";" "    colour = \"red\"; }" ");"
-expect_kvm "unknown plugin param" 1 "vm.cfg:5: serial8250\\[com1\\]: unknown parameter 'colour'" -- run "$tmp/vm.cfg"
+expect "unknown plugin param" 1 "vm.cfg:5: serial8250\\[com1\\]: unknown parameter 'colour'" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"serial8250\"; id = \"com1\"; console = \"file\"; }" ");"
 expect_kvm "plugin refuses config" 1 "vm.cfg:4: serial8250\\[com1\\]: .*path" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"a\"; }," "  { type = \"boot-timer\"; id = \"b\"; }" ");"
 expect_kvm "layout conflict" 1 "vm.cfg:5: boot-timer\\[b\\]: " -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"t\";" "    transport = \"isa\"; }" ");"
-expect_kvm "bad virtio transport" 1 "vm.cfg:5: boot-timer\\[t\\]: 'transport' must be \"pci\" or \"mmio\"" -- run "$tmp/vm.cfg"
+expect "bad virtio transport" 1 "vm.cfg:5: boot-timer\\[t\\]: 'transport' must be \"pci\" or \"mmio\"" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"t\"; transport = \"mmio\"; }" ");"
 expect_kvm "transport on a non-virtio device" 1 "vm.cfg:4: boot-timer\\[t\\]: 'transport' applies to virtio devices only" -- run "$tmp/vm.cfg"
+# The plan stage checks every device and nested backend before any plugin
+# runs or /dev/kvm is opened: these need no KVM.
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"boot-timer\"; id = \"t\"; }," \
+	"  { type = \"virtio-blk\"; id = \"d\";" "    backend = { type = \"raw\";" "      pathh = \"x.img\"; }; }" ");"
+expect "typo in a nested backend group" 1 "vm.cfg:7: raw\\[d\\]: unknown parameter 'pathh'; raw takes path" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-net\"; id = \"n\";" \
+	"    backend = { type = \"tap\"; ifname = \"tap0\";" "      policy = { default = \"deny\"; allow = 5; }; }; }" ");"
+expect "wrong type two levels deep" 1 "vm.cfg:6: tap\\[n\\]: 'policy.allow' must be a list of strings" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-blk\"; id = \"d\";" \
+	"    backend = { type = \"raw\"; path = \"\${CUB_SURELY_UNSET}/x.img\"; }; }" ");"
+expect "bad path in a backend" 1 "vm.cfg:5: raw\\[d\\]: 'path': .*CUB_SURELY_UNSET is not set" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-blk\"; id = \"d\";" \
+	"    backend = { type = \"raw\"; path = \"x.img\"; }; }" ");"
+expect "--set into a backend" 1 "--set devices.d.backend.pathh=y: raw\\[d\\]: unknown parameter 'pathh'" -- \
+	run "$tmp/vm.cfg" --set devices.d.backend.pathh=y
+expect "--set of an unknown device id" 1 "--set devices.e.x=1: no device with id 'e'; the ids are: d" -- \
+	run "$tmp/vm.cfg" --set devices.e.x=1
+expect "--set past 64 bits" 1 "--set machine.memory_mib=99999999999999999999: 'machine.memory_mib' must be an integer within 64 bits" -- \
+	run "$tmp/vm.cfg" --set machine.memory_mib=99999999999999999999
+mkfifo "$tmp/fifo-kernel"
+cfg "boot = { kernel = \"fifo-kernel\"; };"
+expect "a FIFO as the kernel" 1 "vm.cfg:1: boot.kernel: .*fifo-kernel is not a regular file" -- run "$tmp/vm.cfg"
 if [ $x86 = 1 ]; then
 	cfg "$good_boot" "machine = { host_check = false; };"
 	expect_kvm "not a kernel" 1 "junk-kernel: .*not a bzImage or ELF" -- run "$tmp/vm.cfg"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The tap backend and its eBPF egress policy end to end: a guest on virtio-net pings its host and fetches 16 MiB over HTTP; under a policy that allows only that server a second host address stays unreachable, drops are counted, an allow-list change at run time takes effect; a policy that cannot attach keeps the VM from starting.
+# The tap backend and its eBPF egress policy end to end: a guest on virtio-net pings its host and fetches 16 MiB over HTTP; under a policy that allows only that server a second host address stays unreachable, a spoofed source address is dropped, drops are counted, an allow-list change at run time takes effect; a policy that cannot attach keeps the VM from starting.
 #
 # Everything host-side runs as root in a network and mount namespace of its
 # own (unshare): inside the nested harness's L1, or on this host in direct
@@ -63,6 +63,10 @@ policy)
 	say fetch_rc $?
 	say sha "$(sha256sum /tmp/big.bin | cut -d' ' -f1)"
 	rm -f /tmp/big.bin
+	# a spoofed source address (policy.ip is 10.0.2.15)
+	ip addr add 10.0.2.99/32 dev eth0
+	say spoof_ping "$(ok ping -c 1 -W 2 -I 10.0.2.99 10.0.2.1)"
+	ip addr del 10.0.2.99/32 dev eth0
 	say denied_done 1
 	# The host now adds 10.0.3.1 to the allow list through the map.
 	r=fail i=0
@@ -105,7 +109,7 @@ EOF
 }
 vmcfg open open ''
 vmcfg policy policy 'policy = { default = "deny"; allow = [ "10.0.2.1:80/tcp" ]; arp = true;
-      pin = "/sys/fs/bpf/cubicle-net0"; };'
+      ip = "10.0.2.15"; pin = "/sys/fs/bpf/cubicle-net0"; };'
 vmcfg badcidr open 'policy = { default = "deny";
       allow = [ "10.0.2.1:80/tcp", "10.0.3.0/33" ]; };'
 vmcfg noclsact open 'policy = { default = "deny"; allow = [ "10.0.2.1:80/tcp" ]; };'
@@ -172,6 +176,7 @@ until grep -q 'CUBICLE-GUEST denied_done=1' "$w/policy.console" 2>/dev/null || [
 done
 say drops_addr_live "$(stat 6)"
 say passed_live "$(stat 0)"
+say drops_srcip_live "$(stat 11)"
 say filter_live "$(tc filter show dev tap0 ingress 2>/dev/null | grep -c 'direct-action')"
 # 10.0.3.1/32 -> { id 100, TP_ANY }: key = prefixlen (LE) + address (BE)
 bpftool map update pinned /sys/fs/bpf/cubicle-net0/prefixes \
@@ -227,6 +232,11 @@ e2e_check "policy: TCP to the second address fails" [ "$(m policy tcp_second)" =
 e2e_check "policy: the allowed fetch still works (wget status '$(m policy fetch_rc)')" [ "$(m policy fetch_rc)" = 0 ]
 e2e_check "policy: its sha256 matches" [ "$(m policy sha)" = "$sha" ]
 e2e_check "policy: ICMP to the allowed address passes" [ "$(m policy ping_host)" = ok ]
+e2e_check "policy: the device told the backend the guest's MAC" \
+	has policy "frames pass only from the guest's MAC 52:54:00:12:34:56"
+e2e_check "policy: a ping from a spoofed source address fails" [ "$(m policy spoof_ping)" = fail ]
+e2e_check "policy: ... and is counted as source_ip (got '$(h drops_srcip_live)')" \
+	[ "$(h drops_srcip_live)" -ge 1 ]
 e2e_check "policy: the classifier sits on tap0's ingress (direct action) while the VM runs" [ "$(h filter_live)" = 1 ]
 drops=$(h drops_addr_live)
 e2e_check "policy: address drops counted while it runs (got '$drops', want >= 3)" [ "${drops:-0}" -ge 3 ]

@@ -8,7 +8,7 @@ struct hello_cfg {
 };
 
 static const struct cub_param params[] = {
-	{ "greeting", CUB_P_INT, offsetof(struct hello_cfg, greeting), "42", NULL, "a number" },
+	{ "greeting", CUB_P_INT, offsetof(struct hello_cfg, greeting), "42", NULL, "a number", NULL, NULL },
 };
 
 static int create(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv)
@@ -27,9 +27,7 @@ static void destroy(void *priv)
 static const struct cub_device_ops ops = { .create = create, .destroy = destroy };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "sdk-hello",
 	.version = "1",

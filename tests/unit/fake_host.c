@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "fake_host.h"
+#include "devices.h"
+#include "params.h"
 
 static struct fake_host *fh_of(struct cub_inst *in)
 {
@@ -305,6 +307,13 @@ static void fake_vq_push_batch(struct cub_vq *vq, const struct cub_vq_used *u, u
 	pthread_mutex_unlock(&q->fh->lock);
 }
 
+static uint16_t fake_vq_queue_size(struct cub_vq *vq)
+{
+	struct fake_vq *q = fvq(vq);
+
+	return q->size ? q->size : FAKE_VQ_LEN;
+}
+
 static void fake_vq_notify(struct cub_vq *vq)
 {
 	struct fake_vq *q = fvq(vq);
@@ -496,6 +505,7 @@ void fake_host_init(struct fake_host *fh)
 		.notify = fake_vq_notify,
 		.broken = fake_virtio_broken,
 		.push_batch = fake_vq_push_batch,
+		.queue_size = fake_vq_queue_size,
 	};
 	fh->net_host = (struct cub_net_host){
 		.size = sizeof(struct cub_net_host),
@@ -506,6 +516,7 @@ void fake_host_init(struct fake_host *fh)
 		.size = sizeof(struct cub_storage_host),
 		.open = fake_storage_open,
 		.close = fake_storage_close,
+		.write_zeroes = storage_write_zeroes, /* the core's own */
 	};
 	for (unsigned i = 0; i < FAKE_MAX_VQS; i++)
 		fh->vqs[i].fh = fh;
@@ -599,122 +610,76 @@ void fake_plugin_close(void *dl)
 		dlclose(dl);
 }
 
-static int set_param(const struct cub_param *pa, void *cfg, const char *val)
-{
-	char *slot = (char *)cfg + pa->offset;
-	char *end;
-
-	switch (pa->type) {
-	case CUB_P_BOOL:
-		if (!strcmp(val, "true"))
-			*(bool *)slot = true;
-		else if (!strcmp(val, "false"))
-			*(bool *)slot = false;
-		else
-			return -EINVAL;
-		return 0;
-	case CUB_P_INT:
-		errno = 0;
-		*(int64_t *)slot = strtoll(val, &end, 0);
-		return errno || *end ? -EINVAL : 0;
-	case CUB_P_U64:
-	case CUB_P_SIZE: {
-		unsigned long long v;
-
-		errno = 0;
-		v = strtoull(val, &end, 0);
-		if (pa->type == CUB_P_SIZE && *end) {
-			unsigned sh = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-
-			if (!sh || end[1])
-				return -EINVAL;
-			v <<= sh;
-			end++;
-		}
-		*(uint64_t *)slot = v;
-		return errno || *end ? -EINVAL : 0;
-	}
-	case CUB_P_STR: {
-		char *s = strdup(val);
-
-		if (!s)
-			return -ENOMEM;
-		free(*(char **)slot);
-		*(char **)slot = s;
-		return 0;
-	}
-	case CUB_P_STRV: { /* "a,b": one allocation, the array then the text */
-		size_t n = 1, l = strlen(val);
-		char **v, *t;
-
-		for (const char *c = val; *c; c++)
-			n += *c == ',';
-		if (!*val)
-			n = 0;
-		v = calloc(1, (n + 1) * sizeof(*v) + l + 1);
-		if (!v)
-			return -ENOMEM;
-		t = memcpy((char *)(v + n + 1), val, l + 1);
-		for (size_t i = 0; i < n; i++) {
-			v[i] = t;
-			t += strcspn(t, ",");
-			if (*t)
-				*t++ = 0;
-		}
-		free(*(char ***)slot);
-		*(char ***)slot = v;
-		return 0;
-	}
-	case CUB_P_ENUM:
-		for (int i = 0; pa->choices && pa->choices[i]; i++) {
-			if (!strcmp(pa->choices[i], val)) {
-				*(int *)slot = i;
-				return 0;
-			}
-		}
-		return -EINVAL;
-	}
-	return -EINVAL;
-}
+/* Defaults and overrides through the core's own parameter filler
+ * (vmm-core/params.c), so plugin tests see exactly what the host does. */
+struct fake_cfg {
+	struct arena ar;
+	max_align_t cfg[];
+};
 
 void *fake_cfg_new(const struct cub_plugin *p, const char *const *kv)
 {
-	void *cfg = calloc(1, p->cfg_size ? p->cfg_size : 1);
-	unsigned i;
+	struct fake_cfg *fc = calloc(1, sizeof(*fc) + (p->cfg_size ? p->cfg_size : 1));
+	struct cub_param *params = params_normalize(p);
+	/* partial: a test may leave a required parameter out to see the plugin cope */
+	struct params_ctx ctx = { .inst = p->name, .plugin = p->name, .where = "fake_cfg_new",
+				  .partial = true };
+	struct cnode *g;
+	char err[512];
+	int ret = -ENOMEM;
 
-	if (!cfg)
-		return NULL;
-	for (i = 0; i < p->n_params; i++) {
-		const struct cub_param *pa = &p->params[i];
+	if (!fc || !params)
+		goto fail;
+	ctx.ar = &fc->ar;
+	g = cnode_new(&fc->ar, CN_GROUP, NULL, "fake_cfg_new");
+	for (; g && kv && kv[0]; kv += 2) {
+		struct cnode *v, *parent = g;
+		char grp[80];
 
-		if (pa->def && set_param(pa, cfg, pa->def)) {
-			fprintf(stderr, "fake_cfg_new: %s: bad default '%s'\n", pa->name, pa->def);
+		if (params_group_of(kv[0], grp, sizeof(grp))) { /* "g.key": inside group g */
+			parent = cnode_get(g, grp);
+			if (!parent && (!(parent = cnode_new(&fc->ar, CN_GROUP, arena_strdup(&fc->ar, grp),
+							     "fake_cfg_new")) || cnode_add(&fc->ar, g, parent)))
+				goto fail;
+		}
+		v = cnode_new(&fc->ar, CN_TEXT, arena_strdup(&fc->ar, kv[0] + (parent == g ? 0 :
+									       strlen(grp) + 1)),
+			      arena_printf(&fc->ar, "fake_cfg_new(%s)", kv[0]));
+		if (!v || !kv[1] || cnode_add(&fc->ar, parent, v)) {
+			ret = -EINVAL;
 			goto fail;
 		}
+		v->s = kv[1];
 	}
-	for (; kv && kv[0]; kv += 2) {
-		for (i = 0; i < p->n_params; i++)
-			if (!strcmp(p->params[i].name, kv[0]))
-				break;
-		if (i == p->n_params || !kv[1] || set_param(&p->params[i], cfg, kv[1])) {
-			fprintf(stderr, "fake_cfg_new: %s: bad key or value\n", kv[0]);
-			goto fail;
-		}
+	if (!g)
+		goto fail;
+	ret = params_fill(params, p->n_params, &ctx, g, fc->cfg, err, sizeof(err));
+	if (ret) {
+		fprintf(stderr, "fake_cfg_new: %s\n", err);
+		goto fail;
 	}
-	return cfg;
+	free(params);
+	return fc->cfg;
 fail:
-	fake_cfg_free(p, cfg);
+	if (ret == -ENOMEM)
+		fprintf(stderr, "fake_cfg_new: out of memory\n");
+	free(params);
+	if (fc)
+		arena_free(&fc->ar);
+	free(fc);
 	return NULL;
 }
 
 void fake_cfg_free(const struct cub_plugin *p, void *cfg)
 {
+	struct fake_cfg *fc;
+
+	(void)p;
 	if (!cfg)
 		return;
-	for (unsigned i = 0; i < p->n_params; i++)
-		if (p->params[i].type == CUB_P_STR || p->params[i].type == CUB_P_STRV)
-			free(*(char **)((char *)cfg + p->params[i].offset));
-	free(cfg);
+	fc = (struct fake_cfg *)((char *)cfg - offsetof(struct fake_cfg, cfg));
+	arena_free(&fc->ar);
+	free(fc);
 }
 
 int fake_create(struct fake_host *fh, const struct cub_plugin *p, const void *cfg, void **priv)

@@ -46,6 +46,7 @@ struct fake_vq {
 	unsigned notifies;
 	unsigned pops;     /* pop calls, including empty ones */
 	int pop_err;       /* knob: nonzero makes pop return it */
+	uint16_t size;     /* knob: what queue_size reports (0: FAKE_VQ_LEN) */
 };
 
 struct fake_watch {

@@ -9,27 +9,32 @@
 
 #include "config.h"
 #include "cunit_main.h"
+#include "loader.h"
+#include "params.h"
+#include "plan.h"
 
 static char dir[] = "/tmp/cubicle-test-config-XXXXXX";
 static char cfgpath[256];
 static char err[1024];
+static struct registry reg;
 
-/* Write text as the config (with a real kernel file beside it) and load it. */
-static int load(struct vm_config *c, const char *text, char *const *sets, unsigned n)
+/* Write text as the config (with a real kernel file beside it) and plan it. */
+static int load(struct plan *c, const char *text, char *const *sets, unsigned n)
 {
 	FILE *f = fopen(cfgpath, "w");
 
 	fputs(text, f);
 	fclose(f);
 	err[0] = '\0';
-	return config_load(c, cfgpath, sets, n, err, sizeof(err));
+	memset(c, 0, sizeof(*c));
+	return plan_load(c, cfgpath, sets, n, &reg, err, sizeof(err));
 }
 
 #define KERNEL_OK "boot = { kernel = \"vmlinuz\"; };\n"
 
 static void test_minimal(void)
 {
-	struct vm_config c;
+	struct plan c;
 
 	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK, NULL, 0), 0);
 	CU_ASSERT_EQUAL(c.vcpus, 1);
@@ -40,19 +45,19 @@ static void test_minimal(void)
 	/* Relative paths are taken against the config file's folder. */
 	CU_ASSERT_PTR_NOT_NULL(strstr(c.boot.kernel, dir));
 	CU_ASSERT_EQUAL(c.n_devs, 0);
-	config_free(&c);
+	plan_free(&c);
 }
 
 static void expect_err(const char *text, const char *line, const char *what)
 {
-	struct vm_config c;
+	struct plan c;
 
 	CU_ASSERT_EQUAL(load(&c, text, NULL, 0), -EINVAL);
 	if (!strstr(err, line) || !strstr(err, what))
 		fprintf(stderr, "\n  got: %s\n  want: %s ... %s\n", err, line, what);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, line));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, what));
-	config_free(&c);
+	plan_free(&c);
 }
 
 static void test_errors(void)
@@ -75,21 +80,37 @@ static void test_errors(void)
 		   "only applies to format = \"flat\"");
 	expect_err(KERNEL_OK "machine = { vcpus = = 1; };\n", "config.cfg:2:", "syntax error");
 	expect_err(KERNEL_OK "devices = ( { id = \"x\"; } );\n", ":2:", "needs type");
-	expect_err(KERNEL_OK "devices = ( { type = \"a\"; id = \"x\"; },\n { type = \"b\"; id = \"x\"; } );\n",
+	expect_err(KERNEL_OK "devices = ( { type = \"boot-timer\"; id = \"x\"; },\n { type = \"boot-timer\"; id = \"x\"; } );\n",
 		   ":3:", "used twice");
-	expect_err(KERNEL_OK "devices = ( { type = \"a\"; id = \"x.y\"; } );\n", ":2:",
+	expect_err(KERNEL_OK "devices = ( { type = \"boot-timer\"; id = \"x.y\"; } );\n", ":2:",
 		   "without spaces, dots or brackets");
+	expect_err(KERNEL_OK "devices = ( { type = \"nope\"; } );\n", ":2:",
+		   "no device plugin named 'nope'");
+	/* integers past 32 bits are not wrapped (libconfig 1.5 would, without an L) */
+	expect_err(KERNEL_OK "machine = { memory_mib = 4294967297L; };\n", ":2:",
+		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { memory_mib = 4294967297; };\n", ":2:",
+		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { memory_mib = 0x100000001; };\n", ":2:",
+		   "'machine.memory_mib' is 4294967297; expected 1 to 1048576");
+	expect_err(KERNEL_OK "machine = { vcpus = -4294967295; };\n", ":2:",
+		   "'machine.vcpus' is -4294967295; expected 1 to 64");
+	expect_err(KERNEL_OK "# 99999999999999999999 in a comment is fine\n"
+		   "machine = { memory_mib = 99999999999999999999; };\n", "config.cfg:3:",
+		   "the integer 99999999999999999999 does not fit in 64 bits");
+	expect_err("boot = { kernel = \"/dev/null\"; };\n", ":1:", "not a regular file");
 	expect_err("boot = { kernel = \"${CUBICLE_SURELY_UNSET_VAR}/k\"; };\n", ":1:",
 		   "CUBICLE_SURELY_UNSET_VAR is not set");
 }
 
 static void test_missing_file(void)
 {
-	struct vm_config c;
+	struct plan c;
 
-	CU_ASSERT_EQUAL(config_load(&c, "/nonexistent/vm.cfg", NULL, 0, err, sizeof(err)), -ENOENT);
+	memset(&c, 0, sizeof(c));
+	CU_ASSERT_EQUAL(plan_load(&c, "/nonexistent/vm.cfg", NULL, 0, &reg, err, sizeof(err)), -ENOENT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/vm.cfg: cannot open config"));
-	config_free(&c);
+	plan_free(&c);
 }
 
 static void test_overrides(void)
@@ -100,7 +121,7 @@ static void test_overrides(void)
 	char *bad_type[] = { "machine.vcpus=lots" };
 	char *bad_form[] = { "machine.vcpus" };
 	char *bad_range[] = { "machine.vcpus=100" };
-	struct vm_config c;
+	struct plan c;
 	const char *s;
 
 	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n"
@@ -110,61 +131,89 @@ static void test_overrides(void)
 	CU_ASSERT_EQUAL(c.memory_mib, 512);
 	CU_ASSERT_STRING_EQUAL(c.boot.cmdline, "console=ttyS0 quiet");
 	CU_ASSERT_EQUAL_FATAL(c.n_devs, 1);
-	CU_ASSERT(config_setting_lookup_string(c.devs[0].group, "console", &s));
-	CU_ASSERT_STRING_EQUAL(s, "file");
-	config_free(&c);
+	plan_free(&c);
+	{ /* the tree the plan read: --set values are text the reader types */
+		struct arena ar = { 0 };
+		struct cnode *root, *d;
+
+		CU_ASSERT_EQUAL_FATAL(config_load_file(&ar, cfgpath, sets, 5, &root, err, sizeof(err)), 0);
+		d = cnode_get(root, "devices")->kids[0];
+		CU_ASSERT_EQUAL(cnode_get(d, "console")->type, CN_TEXT);
+		CU_ASSERT_STRING_EQUAL(cnode_get(d, "console")->s, "file");
+		CU_ASSERT_STRING_EQUAL(cnode_get(d, "console")->where, "--set devices.com1.console=file");
+		s = cnode_get(d, "path")->s;
+		CU_ASSERT_STRING_EQUAL(s, "/tmp/x");
+		arena_free(&ar);
+	}
+	/* a nested group, an unknown id, and a value past 64 bits */
+	{
+		char *nested[] = { "devices.com1.nope.deep=1" };
+		char *noid[] = { "devices.com9.console=file" };
+		char *huge[] = { "machine.memory_mib=99999999999999999999" };
+
+		CU_ASSERT_EQUAL(load(&c, KERNEL_OK "devices = ( { type = \"serial8250\"; id = \"com1\"; } );\n",
+				     nested, 1), -EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "--set devices.com1.nope.deep=1: serial8250[com1]: unknown parameter 'nope'"));
+		plan_free(&c);
+		CU_ASSERT_EQUAL(load(&c, KERNEL_OK "devices = ( { type = \"serial8250\"; id = \"com1\"; } );\n",
+				     noid, 1), -EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "no device with id 'com9'; the ids are: com1"));
+		plan_free(&c);
+		CU_ASSERT_EQUAL(load(&c, KERNEL_OK, huge, 1), -EINVAL);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "must be an integer within 64 bits"));
+		plan_free(&c);
+	}
 
 	CU_ASSERT_EQUAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n", bad_type, 1), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "--set machine.vcpus=lots"));
-	config_free(&c);
+	plan_free(&c);
 	CU_ASSERT_EQUAL(load(&c, KERNEL_OK, bad_form, 1), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected PATH=VALUE"));
-	config_free(&c);
+	plan_free(&c);
 	/* A range error on an overridden value names the option, not a line. */
 	CU_ASSERT_EQUAL(load(&c, KERNEL_OK "machine = { vcpus = 1; };\n", bad_range, 1), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "--set machine.vcpus=100"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "expected 1 to 64"));
-	config_free(&c);
+	plan_free(&c);
 }
 
 static void test_expand(void)
 {
+	struct arena ar = { 0 };
 	char *p;
 
 	setenv("HOME", "/home/tester", 1);
 	setenv("CUB_T", "abc", 1);
-	p = config_expand_path("~/k", "/etc", err, sizeof(err));
+	p = params_expand_path(&ar, "~/k", "/etc", err, sizeof(err));
 	CU_ASSERT_STRING_EQUAL(p, "/home/tester/k");
-	free(p);
-	p = config_expand_path("${CUB_T}/x/${CUB_T}", "/etc", err, sizeof(err));
+	p = params_expand_path(&ar, "${CUB_T}/x/${CUB_T}", "/etc", err, sizeof(err));
 	CU_ASSERT_STRING_EQUAL(p, "abc/x/abc");
-	free(p);
-	p = config_expand_path("rel/k", "/etc/vms", err, sizeof(err));
+	p = params_expand_path(&ar, "rel/k", "/etc/vms", err, sizeof(err));
 	CU_ASSERT_STRING_EQUAL(p, "/etc/vms/rel/k");
-	free(p);
-	p = config_expand_path("/abs", "/etc", err, sizeof(err));
+	p = params_expand_path(&ar, "/abs", "/etc", err, sizeof(err));
 	CU_ASSERT_STRING_EQUAL(p, "/abs");
-	free(p);
-	CU_ASSERT_PTR_NULL(config_expand_path("${CUB_T", "/etc", err, sizeof(err)));
+	CU_ASSERT_PTR_NULL(params_expand_path(&ar, "${CUB_T", "/etc", err, sizeof(err)));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "malformed"));
+	(void)p;
+	arena_free(&ar);
 }
 
 static void test_sizes(void)
 {
 	uint64_t v;
 
-	CU_ASSERT_EQUAL(config_parse_size("4096", &v), 0);
+	CU_ASSERT_EQUAL(params_parse_size("4096", &v), 0);
 	CU_ASSERT_EQUAL(v, 4096);
-	CU_ASSERT_EQUAL(config_parse_size("64M", &v), 0);
+	CU_ASSERT_EQUAL(params_parse_size("64M", &v), 0);
 	CU_ASSERT_EQUAL(v, 64ull << 20);
-	CU_ASSERT_EQUAL(config_parse_size("2GiB", &v), 0);
+	CU_ASSERT_EQUAL(params_parse_size("2GiB", &v), 0);
 	CU_ASSERT_EQUAL(v, 2ull << 30);
-	CU_ASSERT_EQUAL(config_parse_size("0x1000", &v), 0);
+	CU_ASSERT_EQUAL(params_parse_size("0x1000", &v), 0);
 	CU_ASSERT_EQUAL(v, 0x1000);
-	CU_ASSERT_EQUAL(config_parse_size("12Q", &v), -EINVAL);
-	CU_ASSERT_EQUAL(config_parse_size("-1", &v), -EINVAL);
-	CU_ASSERT_EQUAL(config_parse_size("", &v), -EINVAL);
-	CU_ASSERT_EQUAL(config_parse_size("99999999999T", &v), -ERANGE);
+	CU_ASSERT_EQUAL(params_parse_size("12Q", &v), -EINVAL);
+	CU_ASSERT_EQUAL(params_parse_size("-1", &v), -EINVAL);
+	CU_ASSERT_EQUAL(params_parse_size("", &v), -EINVAL);
+	CU_ASSERT_EQUAL(params_parse_size("99999999999T", &v), -ERANGE);
 }
 
 int main(void)
@@ -182,7 +231,9 @@ int main(void)
 	FILE *f;
 	int ret;
 
-	if (!mkdtemp(dir))
+	char *dirs[] = { CUB_BUILD_DIR "/plugins/devices/.libs", NULL };
+
+	if (!mkdtemp(dir) || registry_scan(&reg, dirs, NULL, NULL))
 		return 2;
 	snprintf(cfgpath, sizeof(cfgpath), "%s/config.cfg", dir);
 	snprintf(kpath, sizeof(kpath), "%s/vmlinuz", dir);

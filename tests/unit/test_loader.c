@@ -8,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "cunit_main.h"
 #include "devices.h"
 #include "loader.h"
+#include "plan.h"
 
 #define PDIR CUB_BUILD_DIR "/tests/unit/plugins/.libs"
 static char err[1024];
@@ -92,8 +92,9 @@ static void test_registry(void)
 	struct registry reg = { 0 };
 
 	CU_ASSERT_EQUAL(registry_scan(&reg, dirs, NULL, NULL), 0);
-	/* Only the good variant (and none of the refused ones) is registered. */
-	CU_ASSERT_EQUAL(reg.n, 1);
+	/* Only the good variants (and none of the refused ones) are registered. */
+	CU_ASSERT_EQUAL(reg.n, 2);
+	CU_ASSERT_PTR_NOT_NULL(registry_find(&reg, CUB_KIND_DEVICE, "unit-needs-older"));
 	CU_ASSERT_PTR_NOT_NULL(registry_find(&reg, CUB_KIND_DEVICE, "unit-good"));
 	CU_ASSERT_PTR_NULL(registry_find(&reg, CUB_KIND_STORAGE, "unit-good"));
 	registry_free(&reg);
@@ -133,81 +134,179 @@ static void test_dirs(void)
 	unsetenv("CUBICLE_PLUGIN_PATH");
 }
 
-static int fill(struct plugin *p, const char *group_text, struct vm_config *c, void *cfg,
-		char ***strs, unsigned *n)
-{
-	config_setting_t *g;
+static struct plan plan;
 
-	config_init(&c->lc);
-	c->path = "unit.cfg";
-	if (!config_read_string(&c->lc, group_text))
-		return -100;
-	g = config_lookup(&c->lc, "dev");
-	return devices_fill_cfg(p, c, g, "unit-good[u]", cfg, strs, n, err, sizeof(err));
+/* "dev = { ... };" as devices[0] of a config, planned with only p (and the
+ * build's storage plugins) in the registry; the filled cfg is copied out
+ * (its strings stay valid until the next fill). */
+static int fill(struct plugin *p, const char *group_text, void *cfg, size_t len)
+{
+	static struct registry reg;
+	char *dirs[] = { CUB_BUILD_DIR "/plugins/storage/.libs", NULL };
+	struct plugin **v;
+	char text[1024];
+	const char *body = strchr(group_text, '{') + 1;
+	int ret;
+
+	plan_free(&plan);
+	registry_free(&reg);
+	if (registry_scan(&reg, dirs, NULL, NULL) || !(v = realloc(reg.p, (reg.n + 1) * sizeof(*v))))
+		return -ENOMEM;
+	reg.p = v;
+	reg.p[reg.n++] = p;
+	snprintf(text, sizeof(text), "devices = ( { %s id = \"u\"; %.*s } );",
+		 strncmp(body, " type =", 7) ? "type = \"unit-good\";" : "",
+		 (int)(strrchr(body, '}') - body), body);
+	ret = plan_devices_text(&plan, text, "unit.cfg", "/srv/vm", &reg, err, sizeof(err));
+	if (!ret)
+		memcpy(cfg, plan.devs[0].cfg, len);
+	reg.n--; /* p is the caller's */
+	return ret;
 }
 
 static void test_fill_cfg(void)
 {
 	struct plugin *p;
-	struct vm_config c;
 	struct {
 		bool flag;
 		int64_t count;
 		uint64_t big, size;
 		const char *label;
 		int colour;
+		const char *image;
+		int64_t level;
+		const char *disk;
 	} cfg;
-	char **strs = NULL;
-	unsigned n = 0;
 
 	CU_ASSERT_EQUAL_FATAL(open_variant("unit_good", &p), 0);
-	memset(&c, 0, sizeof(c));
-	CU_ASSERT_EQUAL(fill(p, "dev = { type = \"unit-good\"; big = 5; };", &c, &cfg, &strs, &n), 0);
+	CU_ASSERT_EQUAL(fill(p, "dev = { type = \"unit-good\"; big = 5; };", &cfg, sizeof(cfg)), 0);
 	CU_ASSERT_EQUAL(cfg.flag, false);
 	CU_ASSERT_EQUAL(cfg.count, -3);
 	CU_ASSERT_EQUAL(cfg.big, 5);
 	CU_ASSERT_EQUAL(cfg.size, 64 * 1024);
 	CU_ASSERT_STRING_EQUAL(cfg.label, "none");
 	CU_ASSERT_EQUAL(cfg.colour, 1);
-	config_destroy(&c.lc);
 
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; flag = true; size = \"2M\"; colour = \"blue\"; label = \"x\"; };",
-			     &c, &cfg, &strs, &n), 0);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; flag = true; size = \"2M\"; colour = \"blue\"; label = \"x\"; };", &cfg, sizeof(cfg)), 0);
 	CU_ASSERT_EQUAL(cfg.flag, true);
 	CU_ASSERT_EQUAL(cfg.size, 2 << 20);
 	CU_ASSERT_EQUAL(cfg.colour, 2);
 	CU_ASSERT_STRING_EQUAL(cfg.label, "x");
-	config_destroy(&c.lc);
 
-	CU_ASSERT_EQUAL(fill(p, "dev = { };", &c, &cfg, &strs, &n), -EINVAL);
+	CU_ASSERT_EQUAL(fill(p, "dev = { };", &cfg, sizeof(cfg)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'big' is required"));
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = {\n big = 1;\n colur = \"red\"; };", &c, &cfg, &strs, &n),
+	CU_ASSERT_EQUAL(fill(p, "dev = {\n big = 1;\n colur = \"red\"; };", &cfg, sizeof(cfg)),
 			-EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:3: unit-good[u]: unknown parameter 'colur'"));
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; colour = \"pink\"; };", &c, &cfg, &strs, &n),
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; colour = \"pink\"; };", &cfg, sizeof(cfg)),
 			-EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "one of: red, green, blue"));
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = -1; };", &c, &cfg, &strs, &n), -EINVAL);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = -1; };", &cfg, sizeof(cfg)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "must not be negative"));
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; flag = 1; };", &c, &cfg, &strs, &n), -EINVAL);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; flag = 1; };", &cfg, sizeof(cfg)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'flag' must be true or false"));
-	config_destroy(&c.lc);
 	/* `transport` is the virtio core's key, next to type and id. */
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"mmio\"; };", &c, &cfg, &strs, &n), 0);
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"isa\"; };", &c, &cfg, &strs, &n),
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"mmio\"; };", &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = \"isa\"; };", &cfg, sizeof(cfg)),
 			-EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "'transport' must be \"pci\" or \"mmio\""));
-	config_destroy(&c.lc);
-	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = 2; };", &c, &cfg, &strs, &n), -EINVAL);
-	config_destroy(&c.lc);
-	for (unsigned i = 0; i < n; i++)
-		free(strs[i]);
-	free(strs);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; transport = 2; };", &cfg, sizeof(cfg)), -EINVAL);
+	/* CUB_P_PATH under any name: ~, ${VAR}, relative to the config's folder */
+	setenv("CUB_UNIT_DIR", "/data", 1);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; image = \"disk.img\"; };", &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.image, "/srv/vm/disk.img");
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; image = \"${CUB_UNIT_DIR}/a\"; };", &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.image, "/data/a");
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; image = \"${CUB_UNIT_NOPE}/a\"; };", &cfg, sizeof(cfg)),
+			-EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "CUB_UNIT_NOPE is not set"));
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; label = \"rel\"; };", &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.label, "rel"); /* a STR is never expanded */
+	/* min/max from the table, with the range in the message */
+	CU_ASSERT_EQUAL(cfg.level, 5);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1;\n level = 11; };", &cfg, sizeof(cfg)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:2: unit-good[u]: 'level' is 11; expected 1 to 10"));
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; level = 0; };", &cfg, sizeof(cfg)), -EINVAL);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; level = 10; };", &cfg, sizeof(cfg)), 0);
+	/* values past 32 bits are kept whole, or refused with the range */
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 4294967297L; };", &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_EQUAL(cfg.big, 4294967297ULL);
+	/* a nested backend group: absent is NULL, present is checked here */
+	CU_ASSERT_PTR_NULL(cfg.disk);
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1;\n disk = { type = \"raw\";\n pathh = \"x\"; }; };",
+			     &cfg, sizeof(cfg)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:3: raw[u.disk]: unknown parameter 'pathh'"));
+	CU_ASSERT_EQUAL(fill(p, "dev = { big = 1; disk = { type = \"raw\"; path = \"d.img\"; }; };",
+			     &cfg, sizeof(cfg)), 0);
+	CU_ASSERT_STRING_EQUAL(cfg.disk, "raw");
+	CU_ASSERT_STRING_EQUAL(*(const char *const *)plan.devs[0].backends[0].inst.cfg,
+			       "/srv/vm/d.img");
+	plan_free(&plan);
+	loader_close(p);
+}
+
+static unsigned creates(struct plugin *p)
+{
+	struct cub_reply r;
+
+	CU_ASSERT_EQUAL(loader_call(p, "creates", NULL, &r, NULL, 0, err, sizeof(err)), 0);
+	return (unsigned)strtoul(r.text, NULL, 10);
+}
+
+/* A typo anywhere in the description, even two levels deep in the second
+ * device, stops the plan before the first device's create runs. */
+static void test_plan_before_create(void)
+{
+	static const char *const bad =
+		"devices = ( { type = \"unit-good\"; big = 1; },\n"
+		" { type = \"unit-good\"; big = 2; disk = { type = \"raw\";\n path = 7; }; } );";
+	static const char *const good =
+		"devices = ( { type = \"unit-good\"; big = 1; }, { type = \"unit-good\"; big = 2; } );";
+	struct plugin *p;
+	struct registry reg = { 0 };
+	char *dirs[] = { CUB_BUILD_DIR "/plugins/storage/.libs", NULL };
+	struct plugin **v;
+	struct cub_inst **insts;
+	unsigned n;
+
+	CU_ASSERT_EQUAL_FATAL(open_variant("unit_good", &p), 0);
+	CU_ASSERT_EQUAL_FATAL(registry_scan(&reg, dirs, NULL, NULL), 0);
+	v = realloc(reg.p, (reg.n + 1) * sizeof(*v));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+	reg.p = v;
+	reg.p[reg.n++] = p;
+	plan_free(&plan);
+	CU_ASSERT_EQUAL(creates(p), 0);
+	CU_ASSERT_EQUAL(plan_devices_text(&plan, bad, "unit.cfg", "/srv", &reg, err, sizeof(err)),
+			-EINVAL);
+	if (!strstr(err, "unit.cfg:3: raw[unit-good1.disk]: 'path' must be a path"))
+		fprintf(stderr, "\n  got: %s\n", err);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:3: raw[unit-good1.disk]: 'path' must be a path"));
+	CU_ASSERT_EQUAL(plan.n_devs, 1); /* the first device was planned, not created */
+	CU_ASSERT_EQUAL(creates(p), 0);
+	plan_free(&plan);
+	/* the same two devices, valid: both are created (the counter works) */
+	CU_ASSERT_EQUAL_FATAL(plan_devices_text(&plan, good, "unit.cfg", "/srv", &reg, err,
+						sizeof(err)), 0);
+	CU_ASSERT_EQUAL_FATAL(devices_create_all(NULL, &plan, &insts, &n, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(creates(p), 2);
+	devices_destroy_all(insts, n);
+	plan_free(&plan);
+	reg.n--;
+	registry_free(&reg);
+	loader_close(p);
+}
+
+/* abi_needs: built against a newer minor, it loads where what it needs is. */
+static void test_abi_needs(void)
+{
+	struct plugin *p;
+
+	CU_ASSERT_EQUAL_FATAL(open_variant("unit_needs_older", &p), 0);
+	CU_ASSERT_EQUAL(p->d->abi_minor, CUB_ABI_MINOR + 1);
+	CU_ASSERT_EQUAL(loader_abi_needs(p->d), CUB_ABI_MINOR);
+	CU_ASSERT_STRING_EQUAL(p->params[7].max, "10");
 	loader_close(p);
 }
 
@@ -220,6 +319,8 @@ int main(void)
 		{ "registry reports refused files", test_registry_warns },
 		{ "search path order", test_dirs },
 		{ "config to cfg struct", test_fill_cfg },
+		{ "the plan is checked before any create", test_plan_before_create },
+		{ "abi_needs lets a newer plugin load", test_abi_needs },
 		{ NULL, NULL },
 	};
 

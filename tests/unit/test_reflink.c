@@ -17,7 +17,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "plan.h"
 #include "cubicle/storage.h"
 #include "cunit_main.h"
 #include "devices.h"
@@ -487,14 +487,17 @@ static void test_host_abi_gate(void)
 {
 	static struct cub_plugin old_d;
 	static struct plugin old;
-	struct plugin *list[2] = { rl, &old };
-	struct registry reg = { .p = list, .n = 2 };
-	struct vm_config conf = { 0 };
-	struct dev_cfg dc = { .type = "virtio-blk", .id = "disk0" };
-	struct cub_inst in = { .name = "virtio-blk[disk0]", .reg = &reg, .conf = &conf, .dc = &dc };
+	struct plugin *blk = NULL;
+	struct plugin *list[3] = { rl, &old, NULL };
+	struct registry reg = { .p = list, .n = 3 };
+	struct plan plan = { 0 };
+	struct cub_inst in = { .name = "virtio-blk[disk0]", .plan = &plan };
 	struct cub_storage *s;
-	char text[512];
+	char text[512], path[512], err[512];
 
+	CU_ASSERT_EQUAL_FATAL(fake_plugin_path("virtio_blk", path, sizeof(path)), 0);
+	CU_ASSERT_EQUAL_FATAL(loader_open(path, &blk, err, sizeof(err)), 0);
+	list[2] = blk;
 	make_image(in_dir("golden.img"), 8 * MIB, 0x42);
 	unlink(in_dir("vm-host.img"));
 	unlink(in_dir("vm-host2.img"));
@@ -503,17 +506,16 @@ static void test_host_abi_gate(void)
 	old_d.abi_minor = 1;
 	old = *rl;
 	old.d = &old_d;
-	conf.path = in_dir("unit.cfg");
-	conf.dir = dir;
-	config_init(&conf.lc);
 	/* relative base and path: from the config file's folder */
 	snprintf(text, sizeof(text),
-		 "devices = ( { type = \"virtio-blk\"; backend = { type = \"reflink\"; base = \"golden.img\";"
+		 "devices = ( { type = \"virtio-blk\"; id = \"disk0\"; backend = { type = \"reflink\"; base = \"golden.img\";"
 		 " path = \"vm-host.img\"; fallback = \"copy\"; }; },\n"
-		 " { type = \"virtio-blk\"; backend = { type = \"reflink-1.1\"; base = \"golden.img\";"
+		 " { type = \"virtio-blk\"; id = \"disk1\"; backend = { type = \"reflink-1.1\"; base = \"golden.img\";"
 		 " path = \"vm-host2.img\"; fallback = \"copy\"; }; } );");
-	CU_ASSERT_FATAL(config_read_string(&conf.lc, text));
-	dc.group = config_setting_get_elem(config_lookup(&conf.lc, "devices"), 0);
+	if (plan_devices_text(&plan, text, in_dir("unit.cfg"), dir, &reg, err, sizeof(err)))
+		fprintf(stderr, "\n  %s\n", err);
+	CU_ASSERT_EQUAL_FATAL(plan.n_devs, 2);
+	in.pi = &plan.devs[0];
 	CU_ASSERT_EQUAL_FATAL(devices_storage_host.open(&in, "backend", false, &s), 0);
 	CU_ASSERT_STRING_EQUAL(s->name, "reflink[disk0]");
 	CU_ASSERT_PTR_NOT_NULL(s->ops->snapshot);
@@ -522,14 +524,15 @@ static void test_host_abi_gate(void)
 	CU_ASSERT_EQUAL(s->ops->rollback(s->priv, ""), 0);
 	storage_close_all(&in);
 	/* the same code, described as built for 1.1: its ops are cut there */
-	dc.group = config_setting_get_elem(config_lookup(&conf.lc, "devices"), 1);
+	in.pi = &plan.devs[1];
 	CU_ASSERT_EQUAL_FATAL(devices_storage_host.open(&in, "backend", false, &s), 0);
 	CU_ASSERT_PTR_NOT_NULL(s->ops->readv);
 	CU_ASSERT_PTR_NOT_NULL(s->ops->write_zeroes);
 	CU_ASSERT_PTR_NULL(s->ops->snapshot);
 	CU_ASSERT_PTR_NULL(s->ops->rollback);
 	storage_close_all(&in);
-	config_destroy(&conf.lc);
+	plan_free(&plan);
+	loader_close(blk);
 }
 
 /* ---- driver: `test_reflink call PATH BASE FALLBACK METHOD ARG` ---- */

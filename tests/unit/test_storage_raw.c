@@ -10,7 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "plan.h"
 #include "cubicle/storage.h"
 #include "cunit_main.h"
 #include "devices.h"
@@ -342,38 +342,31 @@ static void test_direct(void)
 /* ---- the host side: storage.c ---- */
 
 static struct registry reg;
-static struct vm_config conf;
-static struct dev_cfg dc;
+static struct plan plan;
 static char err[1024];
+static int plan_ret;
 
-/* A device instance with this config as its group (devices[0]). */
+/* A device instance for devices[0] of this config text, planned as the
+ * core plans it; NULL (plan_ret and err set) when the plan refuses it. */
 static struct cub_inst *inst_for(const char *text, const char *type)
 {
 	static char cfgpath[300];
-	struct cub_inst *in = calloc(1, sizeof(*in));
-	config_setting_t *devs;
+	struct cub_inst *in;
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(in);
-	memset(&conf, 0, sizeof(conf));
-	config_init(&conf.lc);
+	(void)type;
+	memset(&plan, 0, sizeof(plan));
 	snprintf(cfgpath, sizeof(cfgpath), "%s/unit.cfg", dir);
-	conf.path = cfgpath;
-	conf.dir = dir;
-	if (!config_read_string(&conf.lc, text)) {
-		fprintf(stderr, "config: line %d: %s\n", config_error_line(&conf.lc),
-			config_error_text(&conf.lc));
-		CU_FAIL_FATAL("bad test config");
+	plan_ret = plan_devices_text(&plan, text, cfgpath, dir, &reg, err, sizeof(err));
+	if (plan_ret) {
+		plan_free(&plan);
+		return NULL;
 	}
-	devs = config_lookup(&conf.lc, "devices");
-	dc.type = type;
-	dc.id = "disk0";
-	dc.group = config_setting_get_elem(devs, 0);
-	in->plugin = registry_find(&reg, CUB_KIND_DEVICE, type);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(in->plugin);
-	in->name = "virtio-blk[disk0]";
-	in->reg = &reg;
-	in->conf = &conf;
-	in->dc = &dc;
+	in = calloc(1, sizeof(*in));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+	in->plugin = plan.devs[0].plugin;
+	in->name = plan.devs[0].name;
+	in->plan = &plan;
+	in->pi = &plan.devs[0];
 	return in;
 }
 
@@ -381,22 +374,31 @@ static void inst_done(struct cub_inst *in)
 {
 	storage_close_all(in);
 	free(in);
-	config_destroy(&conf.lc);
+	plan_free(&plan);
 }
 
+/* The plan refuses the config, or (if it takes it) the backend's open fails:
+ * either way with want and one message containing what. */
 static void expect_open_err(const char *text, int want, const char *what)
 {
 	struct cub_inst *in = inst_for(text, "virtio-blk");
 	struct cub_storage *s = (void *)1;
+	const char *msg = err;
 
-	CU_ASSERT_EQUAL(devices_storage_host.open(in, "backend", false, &s), want);
-	CU_ASSERT_PTR_NULL(s);
-	CU_ASSERT(in->err_full);
-	if (!strstr(in->err, what))
-		fprintf(stderr, "\n  got: %s\n  want: %s\n", in->err, what);
-	CU_ASSERT_PTR_NOT_NULL(strstr(in->err, what));
-	CU_ASSERT_PTR_NULL(in->storages);
-	inst_done(in);
+	if (in) {
+		CU_ASSERT_EQUAL(devices_storage_host.open(in, "backend", false, &s), want);
+		CU_ASSERT_PTR_NULL(s);
+		CU_ASSERT(in->err_full);
+		CU_ASSERT_PTR_NULL(in->storages);
+		msg = in->err;
+	} else {
+		CU_ASSERT_EQUAL(plan_ret, want);
+	}
+	if (!strstr(msg, what))
+		fprintf(stderr, "\n  got: %s\n  want: %s\n", msg, what);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, what));
+	if (in)
+		inst_done(in);
 }
 
 static void test_host_open(void)
@@ -410,7 +412,7 @@ static void test_host_open(void)
 	path_in_dir(p, sizeof(p), "host.img");
 	make_file(p, 4 << 20);
 	/* relative to the config file's folder */
-	in = inst_for("devices = ( { type = \"virtio-blk\";\n backend = {\n type = \"raw\";\n"
+	in = inst_for("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = {\n type = \"raw\";\n"
 		      " path = \"host.img\"; read_only = true; }; } );", "virtio-blk");
 	CU_ASSERT_EQUAL_FATAL(devices_storage_host.open(in, "backend", false, &s), 0);
 	CU_ASSERT_STRING_EQUAL(s->name, "raw[disk0]");
@@ -418,7 +420,7 @@ static void test_host_open(void)
 	CU_ASSERT(s->info.read_only);
 	CU_ASSERT_EQUAL(s->ops->readv(s->priv, 0, &v, 1), 512);
 	CU_ASSERT_EQUAL(s->ops->writev(s->priv, 0, &v, 1), -EROFS);
-	CU_ASSERT_EQUAL(storage_check_unused(in, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(backend_check_unused(in, err, sizeof(err)), 0);
 	/* twice is refused; closed, it is gone; the device's ro wins below */
 	first = s;
 	CU_ASSERT_EQUAL(devices_storage_host.open(in, "backend", false, &s), -EBUSY);
@@ -427,7 +429,7 @@ static void test_host_open(void)
 	CU_ASSERT_PTR_NULL(in->storages);
 	inst_done(in);
 
-	in = inst_for("devices = ( { type = \"virtio-blk\"; backend = { type = \"raw\";"
+	in = inst_for("devices = ( { type = \"virtio-blk\"; id = \"disk0\"; backend = { type = \"raw\";"
 		      " path = \"host.img\"; }; } );", "virtio-blk");
 	CU_ASSERT_EQUAL_FATAL(devices_storage_host.open(in, "backend", true, &s), 0);
 	CU_ASSERT(s->info.read_only);
@@ -441,64 +443,60 @@ static void test_host_errors(void)
 
 	path_in_dir(p, sizeof(p), "host.img");
 	make_file(p, 4 << 20);
-	expect_open_err("devices = ( { type = \"virtio-blk\"; } );", -ENOENT,
-			"unit.cfg:1: virtio-blk[disk0]: needs backend = {");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = \"raw\"; } );", -EINVAL,
-			"unit.cfg:2: virtio-blk[disk0]: 'backend' must be a group");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { path = \"x\"; }; } );",
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\"; } );", -EINVAL,
+			"unit.cfg:1: virtio-blk[disk0]: 'backend' is required");
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = \"raw\"; } );", -EINVAL,
+			"unit.cfg:2: virtio-blk[disk0]: 'backend' must be a storage backend group");
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { path = \"x\"; }; } );",
 			-EINVAL, "unit.cfg:2: virtio-blk[disk0]: 'backend' needs type = ");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { type = \"qcow9\"; }; } );",
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { type = \"qcow9\"; }; } );",
 			-ENOENT, "unit.cfg:2: virtio-blk[disk0]: no storage plugin named 'qcow9'");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { type = \"raw\"; }; } );",
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { type = \"raw\"; }; } );",
 			-EINVAL, "unit.cfg:2: raw[disk0]: 'path' is required");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { type = \"raw\";\n"
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { type = \"raw\";\n"
 			" path = \"host.img\";\n sise = 5; }; } );",
 			-EINVAL, "unit.cfg:4: raw[disk0]: unknown parameter 'sise'; raw takes path, read_only, direct, size");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { type = \"raw\";\n"
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { type = \"raw\";\n"
 			" path = \"host.img\";\n read_only = 1; }; } );",
 			-EINVAL, "unit.cfg:4: raw[disk0]: 'read_only' must be true or false");
-	expect_open_err("devices = ( { type = \"virtio-blk\";\n backend = { type = \"raw\";\n"
+	expect_open_err("devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = { type = \"raw\";\n"
 			" path = \"host.img\"; id = \"x\"; }; } );",
 			-EINVAL, "raw[disk0]: a backend takes no 'id'");
-	snprintf(text, sizeof(text), "devices = ( { type = \"virtio-blk\";\n backend = {\n"
+	snprintf(text, sizeof(text), "devices = ( { type = \"virtio-blk\"; id = \"disk0\";\n backend = {\n"
 		 " type = \"raw\"; path = \"nope.img\"; }; } );");
 	expect_open_err(text, -ENOENT, "unit.cfg:2: raw[disk0]: cannot open ");
 	expect_open_err(text, -ENOENT, "/nope.img: No such file");
 }
 
+/* A device that declares no backend gets none: the plan says so before
+ * any plugin code runs. */
 static void test_host_unused_backend(void)
 {
 	struct cub_inst *in;
 
-	in = inst_for("devices = ( { type = \"virtio-rng\";\n backend = { type = \"raw\"; }; } );",
+	in = inst_for("devices = ( { type = \"virtio-rng\"; id = \"rng0\";\n backend = { type = \"raw\"; }; } );",
 		      "virtio-rng");
-	in->name = "virtio-rng[rng0]";
-	CU_ASSERT_EQUAL(storage_check_unused(in, err, sizeof(err)), -EINVAL);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:2: virtio-rng[rng0]: virtio-rng takes no backend"));
-	inst_done(in);
-	in = inst_for("devices = ( { type = \"virtio-rng\"; } );", "virtio-rng");
-	CU_ASSERT_EQUAL(storage_check_unused(in, err, sizeof(err)), 0);
+	CU_ASSERT_PTR_NULL(in);
+	CU_ASSERT_EQUAL(plan_ret, -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "unit.cfg:2: virtio-rng[rng0]: unknown parameter 'backend'"));
+	in = inst_for("devices = ( { type = \"virtio-rng\"; id = \"rng0\"; } );", "virtio-rng");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+	CU_ASSERT_EQUAL(backend_check_unused(in, err, sizeof(err)), 0);
 	inst_done(in);
 }
 
-/* devices_fill_cfg reserves `backend` for the storage host. */
+/* Device params and the nested backend group are both filled by the plan. */
 static void test_fill_cfg_backend_key(void)
 {
-	const struct plugin *blk = registry_find(&reg, CUB_KIND_DEVICE, "virtio-blk");
-	char **strs = NULL;
-	unsigned n = 0;
-	uint8_t cfg[256];
+	struct cub_inst *in = inst_for("devices = ( { type = \"virtio-blk\"; id = \"disk0\"; serial = \"abc\";\n"
+				       " backend = { type = \"raw\"; path = \"x\"; }; } );",
+				       "virtio-blk");
 
-	CU_ASSERT_PTR_NOT_NULL_FATAL(blk);
-	CU_ASSERT_FATAL(blk->d->cfg_size <= sizeof(cfg));
-	free(inst_for("devices = ( { type = \"virtio-blk\"; serial = \"abc\";\n"
-		      " backend = { type = \"raw\"; path = \"x\"; }; } );", "virtio-blk"));
-	CU_ASSERT_EQUAL(devices_fill_cfg(blk, &conf, dc.group, "virtio-blk[disk0]", cfg, &strs, &n,
-					 err, sizeof(err)), 0);
-	for (unsigned i = 0; i < n; i++)
-		free(strs[i]);
-	free(strs);
-	config_destroy(&conf.lc);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+	CU_ASSERT_EQUAL(plan.devs[0].n_backends, 1);
+	CU_ASSERT_STRING_EQUAL(*(const char *const *)plan.devs[0].cfg, "raw"); /* blk_cfg.backend */
+	CU_ASSERT_PTR_NOT_NULL(strstr(*(const char *const *)plan.devs[0].backends[0].inst.cfg, "/x"));
+	inst_done(in);
 }
 
 static int suite_init(void)

@@ -17,8 +17,10 @@
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
+#include "config.h"
 #include "cunit_main.h"
 #include "devices.h"
+#include "params.h"
 #include "fake_host.h"
 #include "loader.h"
 #include "policy.h"
@@ -172,24 +174,25 @@ struct cfg_view {
 	const char *const *policy_allow;
 	bool policy_arp, policy_dhcp, policy_required;
 	const char *policy_program, *policy_pin;
+	const char *policy_ip, *policy_mac;
 };
 
 static int fill(const struct plugin *p, const char *text, struct cfg_view *cfg, char *err,
 		size_t len)
 {
-	struct vm_config c = { .path = "tap.cfg" };
-	char **strs = NULL;
-	unsigned n = 0;
+	struct arena ar = { 0 };
+	static const char *const skip[] = { "type", NULL };
+	struct params_ctx ctx = { .ar = &ar, .inst = "tap[net0]", .plugin = "tap",
+				  .where = "tap.cfg", .skip = skip };
+	struct cnode *root;
 	int ret;
 
-	config_init(&c.lc);
-	if (!config_read_string(&c.lc, text)) {
-		config_destroy(&c.lc);
+	if (config_load_text(&ar, text, "tap.cfg", &root, err, len)) {
+		arena_free(&ar);
 		return -100;
 	}
 	memset(cfg, 0, p->d->cfg_size);
-	ret = devices_fill_cfg(p, &c, config_lookup(&c.lc, "b"), "tap[net0]", cfg, &strs, &n,
-			       err, len);
+	ret = params_fill(p->params, p->d->n_params, &ctx, cnode_get(root, "b"), cfg, err, len);
 	if (!ret) { /* copy out what the checks below read, before strs go */
 		static char def[16], a0[32], a1[32];
 		static const char *allow[3];
@@ -205,10 +208,7 @@ static int fill(const struct plugin *p, const char *text, struct cfg_view *cfg, 
 			cfg->policy_allow = allow;
 		}
 	}
-	for (unsigned i = 0; i < n; i++)
-		free(strs[i]);
-	free(strs);
-	config_destroy(&c.lc);
+	arena_free(&ar);
 	return ret;
 }
 
@@ -303,6 +303,12 @@ static void log_line(void *arg, int warn, const char *line)
 		fprintf(stderr, "  libbpf: %s\n", line);
 }
 
+/* The guest's MAC: eth() sends from it. */
+static const uint8_t guest_mac[6] = { 0x52, 0x54, 0, 0x12, 0x34, 0x56 };
+static const uint8_t other_mac[6] = { 0x52, 0x54, 0, 0x12, 0x34, 0x57 };
+
+/* Load with the guest's MAC known and no source IP (the usual state once
+ * the device has called set_mac). */
 static struct tp_bpf *load(uint32_t cfg, const char *const *allow, struct tp_rules *rs)
 {
 	struct tp_bpf_opts o = { .cfg = cfg, .log = log_line };
@@ -321,6 +327,7 @@ static struct tp_bpf *load(uint32_t cfg, const char *const *allow, struct tp_rul
 		printf("\n  sync: %s ", why);
 		CU_FAIL("tp_bpf_sync");
 	}
+	CU_ASSERT_EQUAL(tp_bpf_guest(b, guest_mac, 0), 0);
 	return b;
 }
 
@@ -332,10 +339,10 @@ struct pkt {
 
 static void eth(struct pkt *p, uint16_t type)
 {
-	static const uint8_t dst[6] = { 0x02, 0, 0, 0, 0, 1 }, src[6] = { 0x52, 0x54, 0, 0x12, 0x34, 0x56 };
+	static const uint8_t dst[6] = { 0x02, 0, 0, 0, 0, 1 };
 
 	memcpy(p->b, dst, 6);
-	memcpy(p->b + 6, src, 6);
+	memcpy(p->b + 6, guest_mac, 6);
 	p->b[12] = (uint8_t)(type >> 8);
 	p->b[13] = (uint8_t)type;
 	p->len = ETH_HLEN;
@@ -389,6 +396,41 @@ static void udp(struct pkt *p, const char *dst, uint16_t dport)
 static void icmp(struct pkt *p, const char *dst)
 {
 	ip4(p, IPPROTO_ICMP, "10.0.2.15", dst, 0, 0, 0x4000, 5, 8);
+}
+
+/* An IPv4-over-Ethernet ARP op (1 request, 2 reply) from sha/spa about tpa. */
+static void arp_pkt(struct pkt *p, uint16_t op, const uint8_t *sha, const char *spa,
+		    const char *tpa)
+{
+	uint8_t *a;
+	uint32_t x;
+
+	eth(p, ETH_P_ARP);
+	a = p->b + ETH_HLEN;
+	memset(a, 0, 28);
+	a[1] = 1;     /* Ethernet */
+	a[2] = 0x08;  /* IPv4 */
+	a[4] = 6;
+	a[5] = 4;
+	a[7] = (uint8_t)op;
+	memcpy(a + 8, sha, 6);
+	inet_pton(AF_INET, spa, &x);
+	memcpy(a + 14, &x, 4);
+	inet_pton(AF_INET, tpa, &x);
+	memcpy(a + 24, &x, 4);
+	p->len = ETH_HLEN + 28;
+}
+
+/* Insert a tag (tpid, vid) after the MAC addresses: called twice, the second
+ * tag is the outer one. */
+static void tag(struct pkt *p, uint16_t tpid, uint16_t vid)
+{
+	memmove(p->b + 16, p->b + 12, p->len - 12);
+	p->b[12] = (uint8_t)(tpid >> 8);
+	p->b[13] = (uint8_t)tpid;
+	p->b[14] = (uint8_t)(vid >> 8);
+	p->b[15] = (uint8_t)vid;
+	p->len += 4;
 }
 
 /* Run the program on p; check the verdict and that exactly counter `want`
@@ -491,9 +533,7 @@ static void test_bpf_l2_and_malformed(void)
 	noarp = load(0, allow, &rs);
 	if (!b || !noarp)
 		goto out;
-	eth(&p, ETH_P_ARP);
-	memset(p.b + p.len, 0, 28);
-	p.len += 28;
+	arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
 	expect(b, &p, TP_PASS, "arp with arp = true");
 	expect(noarp, &p, TP_DROP_ARP, "arp with arp = false");
 	eth(&p, ETH_P_IPV6);
@@ -501,10 +541,7 @@ static void test_bpf_l2_and_malformed(void)
 	p.b[p.len] = 0x60;
 	p.len += 40;
 	expect(b, &p, TP_DROP_IPV6, "ipv6");
-	eth(&p, 0x8100); /* a VLAN tag */
-	memset(p.b + p.len, 0, 40);
-	p.len += 40;
-	expect(b, &p, TP_DROP_L3, "vlan-tagged frame");
+
 	eth(&p, 0x1234);
 	expect(b, &p, TP_DROP_L3, "unknown ethertype");
 	/* IPv4 malformed. BPF_PROG_TEST_RUN refuses an IPv4 frame shorter
@@ -635,6 +672,159 @@ static void test_bpf_runtime_change(void)
 	tp_bpf_free(b);
 }
 
+/*
+ * VLAN tags. In the packet data (where BPF_PROG_TEST_RUN leaves them, and
+ * where QinQ's inner tag stays on a real tap) they are dropped as vlan. A
+ * real tagged frame reaches tc ingress with its outer tag moved into the
+ * skb's metadata (vlan_present, vlan_tci): BPF_PROG_TEST_RUN does not
+ * untag, and its ctx_in refuses the vlan fields (-EINVAL) on the kernels we
+ * know, so this tries and, when refused, leaves that path to
+ * test_plugin_tap, which writes tagged frames into a real tap.
+ */
+static void test_bpf_vlan(void)
+{
+	struct __sk_buff ctx = { .vlan_present = 1, .vlan_tci = 5 };
+	struct tp_rules rs;
+	struct tp_bpf *b;
+	struct pkt p;
+	uint8_t out[512];
+	int err;
+
+	if (!need_bpf())
+		return;
+	b = load(0, allow, &rs);
+	if (!b)
+		return;
+	tcp(&p, "10.0.0.1", 8080);
+	expect(b, &p, TP_PASS, "the frame untagged");
+	tag(&p, ETH_P_8021Q, 0);
+	expect(b, &p, TP_DROP_VLAN, "VID 0 (a priority tag) in the data");
+	tcp(&p, "10.0.0.1", 8080);
+	tag(&p, ETH_P_8021Q, 5);
+	expect(b, &p, TP_DROP_VLAN, "VID 5 in the data");
+	tcp(&p, "10.0.0.1", 8080);
+	tag(&p, ETH_P_8021AD, 7);
+	expect(b, &p, TP_DROP_VLAN, "an 802.1ad tag in the data");
+	tcp(&p, "10.0.0.1", 8080);
+	tag(&p, ETH_P_8021Q, 5);
+	tag(&p, ETH_P_8021AD, 7);
+	expect(b, &p, TP_DROP_VLAN, "QinQ (802.1ad outside 802.1Q)");
+	tcp(&p, "10.0.0.1", 8080);
+	tag(&p, ETH_P_8021Q, 5);
+	tag(&p, 0x9100, 7);
+	expect(b, &p, TP_DROP_VLAN, "QinQ with the old 0x9100 outer tag");
+	/* the metadata, if this kernel lets a test run set it */
+	tcp(&p, "10.0.0.1", 8080);
+	{
+		uint64_t s0[TP_NSTATS], s1[TP_NSTATS];
+		LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = p.b, .data_size_in = p.len,
+			    .data_out = out, .data_size_out = sizeof(out), .ctx_in = &ctx,
+			    .ctx_size_in = sizeof(ctx), .repeat = 1);
+
+		tp_bpf_stats(b, s0);
+		err = bpf_prog_test_run_opts(tp_bpf_prog_fd(b), &o);
+		tp_bpf_stats(b, s1);
+		if (!err) {
+			CU_ASSERT_EQUAL(o.retval, TC_ACT_SHOT);
+			CU_ASSERT_EQUAL(s1[TP_DROP_VLAN] - s0[TP_DROP_VLAN], 1);
+		} else {
+			CU_ASSERT_EQUAL(err, -EINVAL);
+			printf("\n  note: this kernel's BPF_PROG_TEST_RUN refuses vlan_present in ctx_in; "
+			       "the tag in skb metadata is tested through a real tap ");
+		}
+	}
+	tp_bpf_free(b);
+	tp_rules_free(&rs);
+}
+
+/* Source checks: the guest's MAC always, its IPv4 address with policy.ip,
+ * ARP only about itself. */
+static void test_bpf_source(void)
+{
+	static const char *const none[] = { NULL };
+	const uint32_t ip = 0x0a00020f; /* 10.0.2.15, as tcp() and udp() send from */
+	struct tp_rules rs;
+	struct tp_bpf *b, *dhcp;
+	struct pkt p;
+
+	if (!need_bpf())
+		return;
+	b = load(TP_CFG_ARP, allow, &rs);
+	tp_rules_free(&rs);
+	dhcp = load(TP_CFG_ARP | TP_CFG_DHCP, none, &rs);
+	if (!b || !dhcp)
+		goto out;
+	/* the MAC only (policy.ip not set) */
+	udp(&p, "10.0.0.53", 53);
+	expect(b, &p, TP_PASS, "udp from the guest's MAC");
+	memcpy(p.b + 6, other_mac, 6);
+	expect(b, &p, TP_DROP_SRC_MAC, "udp from a spoofed source MAC");
+	ip4(&p, IPPROTO_UDP, "10.0.2.99", "10.0.0.53", 40000, 53, 0, 5, 8);
+	expect(b, &p, TP_PASS, "another source IP, ip not set: passes (documented)");
+	arp_pkt(&p, 2, guest_mac, "10.0.0.1", "10.0.2.1");
+	expect(b, &p, TP_PASS, "an ARP reply for another IP, ip not set: passes (documented)");
+	arp_pkt(&p, 2, other_mac, "10.0.2.15", "10.0.2.1");
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP whose sender MAC is not the guest's");
+	/* before the device names the MAC, nothing passes */
+	CU_ASSERT_EQUAL(tp_bpf_guest(b, NULL, 0), 0);
+	udp(&p, "10.0.0.53", 53);
+	expect(b, &p, TP_DROP_SRC_MAC, "udp before the guest's MAC is known");
+	arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
+	expect(b, &p, TP_DROP_SRC_MAC, "arp before the guest's MAC is known");
+	/* with the guest's IP */
+	CU_ASSERT_EQUAL(tp_bpf_guest(b, guest_mac, ip), 0);
+	udp(&p, "10.0.0.53", 53);
+	expect(b, &p, TP_PASS, "udp from the guest's MAC and IP");
+	ip4(&p, IPPROTO_UDP, "10.0.2.99", "10.0.0.53", 40000, 53, 0, 5, 8);
+	expect(b, &p, TP_DROP_SRC_IP, "udp with a spoofed source IP to an allowed port");
+	ip4(&p, IPPROTO_TCP, "10.0.0.1", "10.0.0.1", 40000, 8080, 0x4000, 5, 20);
+	expect(b, &p, TP_DROP_SRC_IP, "tcp claiming the server's own address");
+	ip4(&p, IPPROTO_ICMP, "10.0.2.99", "10.0.0.1", 0, 0, 0, 5, 8);
+	expect(b, &p, TP_DROP_SRC_IP, "icmp with a spoofed source");
+	ip4(&p, IPPROTO_UDP, "10.0.2.99", "10.0.0.53", 40000, 53, 0x2000, 5, 8);
+	expect(b, &p, TP_DROP_SRC_IP, "a spoofed fragment counts as spoofed");
+	ip4(&p, IPPROTO_UDP, "0.0.0.0", "10.0.0.53", 40000, 53, 0, 5, 8);
+	expect(b, &p, TP_DROP_SRC_IP, "0.0.0.0 outside a DHCP request");
+	arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
+	expect(b, &p, TP_PASS, "ARP request from the guest");
+	arp_pkt(&p, 2, guest_mac, "10.0.2.15", "10.0.2.1");
+	expect(b, &p, TP_PASS, "ARP reply from the guest");
+	arp_pkt(&p, 1, guest_mac, "0.0.0.0", "10.0.2.15");
+	expect(b, &p, TP_PASS, "ARP probe (sender 0.0.0.0, RFC 5227)");
+	arp_pkt(&p, 2, guest_mac, "10.0.0.1", "10.0.2.1");
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP reply claiming the allowed server's IP");
+	arp_pkt(&p, 1, guest_mac, "10.0.2.16", "10.0.2.1");
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP request from another IP");
+	arp_pkt(&p, 2, guest_mac, "0.0.0.0", "10.0.2.1");
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP reply from 0.0.0.0");
+	arp_pkt(&p, 2, other_mac, "10.0.2.15", "10.0.2.1");
+	memcpy(p.b + 6, guest_mac, 6);
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP reply naming another sender MAC");
+	arp_pkt(&p, 3, guest_mac, "10.0.2.15", "10.0.2.1");
+	expect(b, &p, TP_DROP_ARP_SPOOF, "RARP op 3");
+	arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
+	p.b[ETH_HLEN + 2] = 0x86;
+	p.b[ETH_HLEN + 3] = 0xdd;
+	expect(b, &p, TP_DROP_ARP_SPOOF, "ARP for another protocol");
+	arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
+	p.len = ETH_HLEN + 20;
+	expect(b, &p, TP_DROP_SHORT, "ARP cut short");
+	/* DHCP with the IP set: from 0.0.0.0 or the guest's own address */
+	CU_ASSERT_EQUAL(tp_bpf_guest(dhcp, guest_mac, ip), 0);
+	ip4(&p, IPPROTO_UDP, "0.0.0.0", "255.255.255.255", 68, 67, 0, 5, 8);
+	expect(dhcp, &p, TP_PASS, "dhcp discover from 0.0.0.0");
+	ip4(&p, IPPROTO_UDP, "10.0.2.15", "255.255.255.255", 68, 67, 0, 5, 8);
+	expect(dhcp, &p, TP_PASS, "dhcp rebinding from the guest's address");
+	ip4(&p, IPPROTO_UDP, "10.0.2.99", "255.255.255.255", 68, 67, 0, 5, 8);
+	expect(dhcp, &p, TP_DROP_SRC_IP, "dhcp from another address");
+	ip4(&p, IPPROTO_UDP, "0.0.0.0", "255.255.255.255", 40000, 53, 0, 5, 8);
+	expect(dhcp, &p, TP_DROP_SRC_IP, "other broadcast udp from 0.0.0.0");
+out:
+	tp_bpf_free(b);
+	tp_bpf_free(dhcp);
+	tp_rules_free(&rs);
+}
+
 static void test_bpf_bad_program(void)
 {
 	struct tp_bpf_opts o = { .program = "/nonexistent.o", .log = log_line };
@@ -693,6 +883,12 @@ static void test_plugin_config_errors(void)
 	static const char *const bad_default[] = { "ifname", "t0", "policy.default", "allow", NULL };
 	static const char *const no_name[] = { NULL };
 	static const char *const long_name[] = { "ifname", "a-name-of-twenty-chars", NULL };
+	static const char *const bad_ip[] = { "ifname", "t0", "policy.default", "deny",
+					      "policy.ip", "10.0.2", NULL };
+	static const char *const mcast_ip[] = { "ifname", "t0", "policy.default", "deny",
+						"policy.ip", "224.0.0.1", NULL };
+	static const char *const bad_mac[] = { "ifname", "t0", "policy.default", "deny",
+					       "policy.mac", "01:00:5e:00:00:01", NULL };
 	struct fake_host fh;
 	void *priv = NULL;
 
@@ -712,6 +908,12 @@ static void test_plugin_config_errors(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "ifname must name an existing tap"));
 	CU_ASSERT_EQUAL(open_tap(&fh, long_name, &priv), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "longer than 15"));
+	CU_ASSERT_EQUAL(open_tap(&fh, bad_ip, &priv), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "policy.ip = \"10.0.2\": expected an IPv4 address"));
+	CU_ASSERT_EQUAL(open_tap(&fh, mcast_ip, &priv), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "not a unicast address"));
+	CU_ASSERT_EQUAL(open_tap(&fh, bad_mac, &priv), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "policy.mac = \"01:00:5e:00:00:01\": expected six hex octets"));
 	fake_host_fini(&fh);
 }
 
@@ -750,6 +952,16 @@ static void send_tcp(void *priv, const char *dst, uint16_t port, bool vnet)
 	CU_ASSERT_EQUAL(ops->send(priv, vnet ? v : v + 1, vnet ? 2 : 1), (int64_t)(p.len + (vnet ? sizeof(hdr) : 0)));
 }
 
+/* Send p as it is, behind a zeroed vnet header. */
+static void send_pkt(void *priv, const struct pkt *p)
+{
+	const struct cub_net_ops *ops = plug->ops;
+	uint8_t hdr[CUB_NET_HDR_LEN] = { 0 };
+	struct iovec v[2] = { { hdr, sizeof(hdr) }, { (void *)p->b, p->len } };
+
+	CU_ASSERT_EQUAL(ops->send(priv, v, 2), (int64_t)(p->len + sizeof(hdr)));
+}
+
 static void send_short(void *priv, unsigned len)
 {
 	const struct cub_net_ops *ops = plug->ops;
@@ -765,7 +977,7 @@ static void test_plugin_tap(void)
 {
 	static const char *const kv[] = { "ifname", "cubt0", "create", "true",
 					  "policy.default", "deny", "policy.allow", "10.0.2.1:80/tcp",
-					  NULL };
+					  "policy.ip", "10.0.2.15", NULL };
 	const struct cub_net_ops *ops;
 	struct cub_net_info info;
 	struct cub_net_stats st;
@@ -790,8 +1002,15 @@ static void test_plugin_tap(void)
 	CU_ASSERT(info.rx_fd >= 0);
 	CU_ASSERT_EQUAL(info.mtu, 1500);
 	CU_ASSERT_EQUAL(ops->recv(priv, &v, 1), 0); /* nothing waiting: no blocking */
+	CU_ASSERT_FALSE(info.has_mac); /* no policy.mac: the device chooses */
 	CU_ASSERT_EQUAL(ops->set_vnet_hdr(priv, true), 0);
 	CU_ASSERT_EQUAL(ops->set_offloads(priv, info.offloads), 0);
+	/* until the device names the guest's MAC, nothing passes */
+	send_tcp(priv, "10.0.2.1", 80, true);
+	CU_ASSERT_EQUAL(stat_of(priv, "source_mac"), 1);
+	CU_ASSERT_EQUAL(stat_of(priv, "passed"), 0);
+	CU_ASSERT_EQUAL(ops->set_mac(priv, guest_mac), 0);
+	CU_ASSERT_TRUE(fake_log_has(&fh, "frames pass only from the guest's MAC 52:54:00:12:34:56"));
 	/* frames written to the tap meet the filter on its ingress */
 	send_tcp(priv, "10.0.3.1", 80, true);
 	send_tcp(priv, "10.0.2.1", 80, true);
@@ -804,14 +1023,54 @@ static void test_plugin_tap(void)
 	send_short(priv, ETH_HLEN + 12);
 	CU_ASSERT_EQUAL(stat_of(priv, "short"), 2);
 	ops->stats(priv, &st);
-	CU_ASSERT_EQUAL(st.tx_packets, 5);
-	CU_ASSERT_EQUAL(st.tx_dropped, 4);
+	CU_ASSERT_EQUAL(st.tx_packets, 6);
+	CU_ASSERT_EQUAL(st.tx_dropped, 5);
+	/*
+	 * Tagged frames around an allowed packet. The kernel moves the outer
+	 * tag into the skb's metadata before tc ingress, so these exercise
+	 * vlan_present; the one from another MAC shows it (the data path
+	 * checks the source MAC first and would count source_mac).
+	 */
+	{
+		struct pkt p;
+
+		tcp(&p, "10.0.2.1", 80);
+		tag(&p, ETH_P_8021Q, 0);
+		send_pkt(priv, &p);
+		tcp(&p, "10.0.2.1", 80);
+		tag(&p, ETH_P_8021Q, 5);
+		send_pkt(priv, &p);
+		memcpy(p.b + 6, other_mac, 6);
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "vlan"), 3);
+		CU_ASSERT_EQUAL(stat_of(priv, "source_mac"), 1);
+		tcp(&p, "10.0.2.1", 80);
+		tag(&p, ETH_P_8021Q, 5);
+		tag(&p, ETH_P_8021AD, 7);
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "vlan"), 4);
+		/* spoofed sources (policy.ip is 10.0.2.15) */
+		ip4(&p, IPPROTO_TCP, "10.0.2.99", "10.0.2.1", 40000, 80, 0x4000, 5, 20);
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "source_ip"), 1);
+		tcp(&p, "10.0.2.1", 80);
+		memcpy(p.b + 6, other_mac, 6);
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "source_mac"), 2);
+		arp_pkt(&p, 2, guest_mac, "10.0.2.1", "10.0.2.2");
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "arp_spoof"), 1);
+		arp_pkt(&p, 1, guest_mac, "10.0.2.15", "10.0.2.1");
+		send_pkt(priv, &p);
+		CU_ASSERT_EQUAL(stat_of(priv, "passed"), 2);
+		CU_ASSERT_EQUAL(stat_of(priv, "address"), 1);
+	}
 	/* run-time changes through the methods */
 	CU_ASSERT_EQUAL(call_s("policy_allow", priv, &r, "10.0.3.1"), 0);
 	CU_ASSERT_PTR_NOT_NULL(strstr(r.text, "allowed 10.0.3.1"));
 	CU_ASSERT_EQUAL(ops->set_vnet_hdr(priv, false), 0); /* plain frames work too */
 	send_tcp(priv, "10.0.3.1", 80, false);
-	CU_ASSERT_EQUAL(stat_of(priv, "passed"), 2);
+	CU_ASSERT_EQUAL(stat_of(priv, "passed"), 3);
 	CU_ASSERT_EQUAL(call_s("policy_deny", priv, &r, "10.0.3.1"), 0);
 	send_tcp(priv, "10.0.3.1", 80, false);
 	CU_ASSERT_EQUAL(stat_of(priv, "address"), 2);
@@ -833,8 +1092,43 @@ static void test_plugin_tap(void)
 		CU_ASSERT_EQUAL(stat_of(priv, "address"), 3);
 	}
 	ops->close(priv);
-	CU_ASSERT_TRUE(fake_log_has(&fh, "policy: passed 2; dropped:"));
+	CU_ASSERT_TRUE(fake_log_has(&fh, "policy: passed 3; dropped:"));
+	CU_ASSERT_TRUE(fake_log_has(&fh, " vlan 4 source_mac 2 source_ip 1 arp_spoof 1"));
 	CU_ASSERT_EQUAL(if_nametoindex("cubt0"), 0); /* a created tap goes with us */
+	fake_host_fini(&fh);
+}
+
+/* policy.mac: the filter knows the guest from open on, the device is told
+ * through info, and a device that picks another MAC is refused. */
+static void test_plugin_policy_mac(void)
+{
+	static const char *const kv[] = { "ifname", "cubt2", "create", "true",
+					  "policy.default", "deny", "policy.allow", "10.0.2.1:80/tcp",
+					  "policy.mac", "52:54:00:12:34:56", NULL };
+	const struct cub_net_ops *ops;
+	struct cub_net_info info;
+	struct fake_host fh;
+	void *priv = NULL;
+
+	if (!need_tap() || !plug)
+		return;
+	ops = plug->ops;
+	fake_host_init(&fh);
+	if (open_tap(&fh, kv, &priv)) {
+		printf("\n  open: %s ", fh.fail_msg);
+		CU_FAIL_FATAL("tap open");
+	}
+	ops->info(priv, &info);
+	CU_ASSERT_TRUE(info.has_mac);
+	CU_ASSERT_EQUAL(memcmp(info.mac, guest_mac, 6), 0);
+	send_tcp(priv, "10.0.2.1", 80, false);
+	CU_ASSERT_EQUAL(stat_of(priv, "passed"), 1);
+	CU_ASSERT_EQUAL(ops->set_mac(priv, other_mac), -EINVAL);
+	CU_ASSERT_TRUE(fake_log_has(&fh, "the device gives the guest MAC 52:54:00:12:34:57 but policy.mac is 52:54:00:12:34:56"));
+	send_tcp(priv, "10.0.2.1", 80, false); /* still the configured one */
+	CU_ASSERT_EQUAL(stat_of(priv, "passed"), 2);
+	CU_ASSERT_EQUAL(ops->set_mac(priv, guest_mac), 0);
+	ops->close(priv);
 	fake_host_fini(&fh);
 }
 
@@ -885,9 +1179,12 @@ int main(void)
 		{ "bpf: arp, ipv6, other ethertypes, malformed frames", test_bpf_l2_and_malformed },
 		{ "bpf: fragments and dhcp", test_bpf_fragments_and_dhcp },
 		{ "bpf: allow list changed at run time", test_bpf_runtime_change },
+		{ "bpf: vlan tags, in the data and the skb metadata", test_bpf_vlan },
+		{ "bpf: source MAC, source IP, ARP sender", test_bpf_source },
 		{ "bpf: an unloadable program is a clear error", test_bpf_bad_program },
 		{ "plugin: config errors", test_plugin_config_errors },
 		{ "plugin: a real tap with the policy attached", test_plugin_tap },
+		{ "plugin: policy.mac", test_plugin_policy_mac },
 		{ "plugin: fail closed", test_plugin_fail_closed },
 		{ NULL, NULL },
 	};

@@ -263,8 +263,8 @@ static void test_tables_2(void)
 
 static void test_tables_max(void)
 {
-	check_tables(CONFIG_MAX_VCPUS, 0);
-	check_tables(CONFIG_MAX_VCPUS, sizeof(aml));
+	check_tables(PLAN_MAX_VCPUS, 0);
+	check_tables(PLAN_MAX_VCPUS, sizeof(aml));
 }
 
 /* Every vCPU count fits between the RSDP and the end of the scan area. */
@@ -274,7 +274,7 @@ static void test_fits(void)
 
 	CU_ASSERT_EQUAL(X86_ACPI_RSDP % 16, 0);
 	CU_ASSERT_TRUE(X86_ACPI_RSDP >= BIOS_LO && X86_ACPI_LIMIT <= BIOS_HI);
-	for (n = 1; n <= CONFIG_MAX_VCPUS; n++)
+	for (n = 1; n <= PLAN_MAX_VCPUS; n++)
 		CU_ASSERT_TRUE(X86_ACPI_RSDP + x86_acpi_tables_size(n, 4096) <= X86_ACPI_LIMIT);
 }
 
@@ -282,12 +282,12 @@ static void test_refusals(void)
 {
 	size_t size = x86_acpi_tables_size(2, 0);
 	uint64_t high = ((X86_ACPI_LIMIT - size) & ~15ULL) + 16;
-	uint8_t *buf = calloc(1, x86_acpi_tables_size(CONFIG_MAX_VCPUS + 1, 0));
+	uint8_t *buf = calloc(1, x86_acpi_tables_size(PLAN_MAX_VCPUS + 1, 0));
 
 	CU_ASSERT_FATAL(buf != NULL);
 	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, size, X86_ACPI_RSDP, 0, NULL, 0), -EINVAL);
-	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, x86_acpi_tables_size(CONFIG_MAX_VCPUS + 1, 0),
-					      X86_ACPI_RSDP, CONFIG_MAX_VCPUS + 1, NULL, 0),
+	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, x86_acpi_tables_size(PLAN_MAX_VCPUS + 1, 0),
+					      X86_ACPI_RSDP, PLAN_MAX_VCPUS + 1, NULL, 0),
 			-EINVAL);
 	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, size, X86_ACPI_RSDP, 2, NULL, 1), -EINVAL);
 	CU_ASSERT_EQUAL(x86_acpi_tables_build(buf, size - 1, X86_ACPI_RSDP, 2, NULL, 0), -ENOSPC);
@@ -301,7 +301,7 @@ int main(void)
 	static const struct cu_test tests[] = {
 		{ "tables for 1 vCPU, found as Linux scans", test_tables_1 },
 		{ "tables for 2 vCPUs with a DSDT body", test_tables_2 },
-		{ "tables for CONFIG_MAX_VCPUS", test_tables_max },
+		{ "tables for PLAN_MAX_VCPUS", test_tables_max },
 		{ "every vCPU count fits below X86_ACPI_LIMIT with 4 KiB of AML", test_fits },
 		{ "bad vCPU counts and short room refused", test_refusals },
 		{ NULL, NULL },

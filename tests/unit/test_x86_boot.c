@@ -314,7 +314,7 @@ static void test_mptable(void)
 	check_mptable(64);
 	CU_ASSERT_EQUAL(x86_mptable_size(64), 1564);
 	CU_ASSERT_EQUAL(x86_mptable_build(buf, sizeof(buf), X86_EBDA_START, 0, 0, 0), -EINVAL);
-	CU_ASSERT_EQUAL(x86_mptable_build(buf, sizeof(buf), X86_EBDA_START, CONFIG_MAX_VCPUS + 1,
+	CU_ASSERT_EQUAL(x86_mptable_build(buf, sizeof(buf), X86_EBDA_START, PLAN_MAX_VCPUS + 1,
 					  0, 0), -EINVAL);
 	CU_ASSERT_EQUAL(x86_mptable_build(buf, sizeof(buf), X86_EBDA_START, 1, 0, 0), -ENOSPC);
 }

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "plan.h"
 #include "cubicle/storage.h"
 #include "cunit_main.h"
 #include "devices.h"
@@ -539,31 +539,22 @@ static void test_concurrent_partial_writes(void)
 static void test_host_relative_paths(void)
 {
 	static struct registry reg;
-	static struct vm_config conf;
-	static struct dev_cfg dc;
 	char *dirs[3] = { CUB_BUILD_DIR "/plugins/storage/.libs",
 			  CUB_BUILD_DIR "/plugins/devices/.libs", NULL };
-	struct cub_inst in = { 0 };
+	struct plan plan = { 0 };
+	struct cub_inst in = { .name = "virtio-blk[disk0]", .plan = &plan };
 	struct cub_storage *s;
-	char cfgpath[300];
+	char cfgpath[300], err[512];
 
 	CU_ASSERT_EQUAL_FATAL(registry_scan(&reg, dirs, NULL, NULL), 0);
-	config_init(&conf.lc);
 	snprintf(cfgpath, sizeof(cfgpath), "%s/unit.cfg", dir);
-	conf.path = cfgpath;
-	conf.dir = dir;
-	CU_ASSERT_FATAL(config_read_string(&conf.lc,
-		"devices = ( { type = \"virtio-blk\"; backend = { type = \"zstd-snap\";"
-		" base = \"base.zst\"; delta = \"host.delta\"; cache_frames = 4; }; } );"));
-	dc.type = "virtio-blk";
-	dc.id = "disk0";
-	dc.group = config_setting_get_elem(config_lookup(&conf.lc, "devices"), 0);
-	in.plugin = registry_find(&reg, CUB_KIND_DEVICE, "virtio-blk");
-	CU_ASSERT_PTR_NOT_NULL_FATAL(in.plugin);
-	in.name = "virtio-blk[disk0]";
-	in.reg = &reg;
-	in.conf = &conf;
-	in.dc = &dc;
+	if (plan_devices_text(&plan,
+		"devices = ( { type = \"virtio-blk\"; id = \"disk0\"; backend = { type = \"zstd-snap\";"
+		" base = \"base.zst\"; delta = \"host.delta\"; cache_frames = 4; }; } );",
+		cfgpath, dir, &reg, err, sizeof(err)))
+		fprintf(stderr, "\n  %s\n", err);
+	CU_ASSERT_EQUAL_FATAL(plan.n_devs, 1);
+	in.pi = &plan.devs[0];
 	rm_delta("host.delta");
 	if (devices_storage_host.open(&in, "backend", false, &s))
 		fprintf(stderr, "\n  %s\n", in.err);
@@ -573,7 +564,7 @@ static void test_host_relative_paths(void)
 	CU_ASSERT_EQUAL(access(in_dir("host.delta"), F_OK), 0);
 	CU_ASSERT_EQUAL(access(in_dir("host.delta.map"), F_OK), 0);
 	storage_close_all(&in);
-	config_destroy(&conf.lc);
+	plan_free(&plan);
 	registry_free(&reg);
 }
 

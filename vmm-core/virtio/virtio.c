@@ -309,7 +309,8 @@ static bool ops_ok(const struct cub_virtio_ops *o, char *err, size_t errlen)
 
 static int vh_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
 {
-	const char *t = in->transport ? in->transport : arch_virtio_default_transport();
+	const char *t = in->pi && in->pi->transport ? in->pi->transport :
+		arch_virtio_default_transport();
 	struct virtio_dev *d;
 	char err[256];
 	int ret;
@@ -388,6 +389,13 @@ static void vh_notify(struct cub_vq *h)
 		h->d->tops->interrupt(h->d->tpriv, (int)h->index);
 }
 
+static uint16_t vh_queue_size(struct cub_vq *h)
+{
+	struct virtq *vq = live(h);
+
+	return vq ? virtq_size(vq) : 0;
+}
+
 static void vh_broken(struct cub_inst *in, const char *why)
 {
 	if (in->virtio)
@@ -402,4 +410,5 @@ const struct cub_virtio_host virtio_host = {
 	.notify = vh_notify,
 	.broken = vh_broken,
 	.push_batch = vh_push_batch,
+	.queue_size = vh_queue_size,
 };

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "virtio_net.h"
 
@@ -21,6 +23,17 @@
  *       ring in one batch (num_buffers in the first header). When the guest
  *       has no buffers, rx_fd is no longer watched until it kicks the
  *       receive queue: frames wait in the backend, none is dropped.
+ *       A frame short of buffers half way waits for the next kick, but the
+ *       buffers it holds are ones the driver cannot post again, so it is
+ *       dropped (the buffers go back empty, rx_nobuf counts it) when
+ *       - what it holds leaves the driver too few free descriptors for
+ *         another chain like the smallest it gave (so with a queue smaller
+ *         than the frame needs, it is dropped once it holds the whole
+ *         queue), or
+ *       - no buffer came for RX_WAIT_MS (a driver that refills only after
+ *         it receives, as Linux does below half a ring free, would
+ *         otherwise wait on us while we wait on it).
+ *       Either way receiving goes on; nothing waits forever.
  * The two fds live in an epoll set of the device's own, which the event
  * loop watches: switching directions on and off is an epoll_ctl on that set,
  * never a new host watch.
@@ -263,34 +276,100 @@ static int rx_pop(struct net *n, struct cub_vq_chain *c, bool first)
 	return ret;
 }
 
-/* Go on placing a frame's overflow into more mergeable buffers: 1 when the
- * frame is delivered (or dropped), 0 if the guest has no buffer yet, -EIO. */
-static int rx_continue(struct net *n, unsigned *done)
+/* Arm (or disarm) the wait for more receive buffers. */
+static void rx_timer(struct net *n, bool on)
 {
+	struct itimerspec t = { .it_value = { .tv_sec = on ? RX_WAIT_MS / 1000 : 0,
+					      .tv_nsec = on ? RX_WAIT_MS % 1000 * 1000000L : 0 } };
+
+	n->rx_waiting = on;
+	if (n->tfd >= 0)
+		timerfd_settime(n->tfd, 0, &t, NULL); /* cannot fail with these arguments */
+}
+
+/* The timer fired for the frame waiting now, not for one finished since
+ * (its expiry read on the event loop, a kick on a vCPU thread finishing
+ * that frame and starting another before we got the lock): still armed
+ * as far as we know, and no time left. */
+static bool rx_timer_expired(const struct net *n)
+{
+	struct itimerspec t;
+
+	return n->rx_waiting && !timerfd_gettime(n->tfd, &t) && !t.it_value.tv_sec &&
+	       !t.it_value.tv_nsec;
+}
+
+/*
+ * Whether the driver can never give another buffer while the pending frame
+ * holds these: the descriptors held leave fewer free than the smallest
+ * chain it gave. A chain counts one descriptor per segment: exact for a
+ * direct chain; an indirect one takes a single descriptor, so with those we
+ * give up a little early (Linux's mergeable buffers are one segment each).
+ */
+static bool rx_exhausted(const struct net *n)
+{
+	return n->held_desc + n->min_desc > n->rx_qsize;
+}
+
+static void rx_hold(struct net *n, const struct cub_vq_chain *c)
+{
+	n->held_desc += c->n_in;
+	if (!n->min_desc || c->n_in < n->min_desc)
+		n->min_desc = c->n_in;
+}
+
+/* Go on placing a frame's overflow into more mergeable buffers: 1 when the
+ * frame is delivered (or dropped), 0 if it waits for buffers, -EIO.
+ * @expired: the wait timer fired, so a frame still short is dropped. */
+static int rx_continue(struct net *n, unsigned *done, bool expired)
+{
+	const char *why = NULL;
+	unsigned got = 0;
 	uint16_t nb;
 
 	while (n->pend_off < n->pend_len) {
 		size_t c;
 		int ret;
 
-		if (n->n_used == QUEUE_MAX) {
-			/* The whole ring cannot hold it: hand the buffers back empty
-			 * (the driver drops them) and drop the frame. */
-			for (unsigned i = 0; i < n->n_used; i++)
-				n->used[i].written = 0;
-			count(&n->rx_dropped, 1);
-			n->h->log_ratelimited(n->in, CUB_LOG_WARN,
-					      "dropped a %u-byte frame: receive buffers too small",
-					      n->pend_frame);
-			goto out;
+		if (n->n_used == QUEUE_MAX) { /* the largest queue, all held */
+			why = "the receive queue cannot hold it";
+			break;
 		}
 		ret = rx_pop(n, n->rxm, false);
-		if (ret <= 0)
+		if (ret < 0)
 			return ret;
+		if (!ret) {
+			if (rx_exhausted(n))
+				why = "the receive queue cannot hold it";
+			else if (expired)
+				why = "no more receive buffers came";
+			else {
+				/* The wait runs from the last buffer that came:
+				 * kicks without buffers do not extend it. */
+				if (got || !n->rx_waiting)
+					rx_timer(n, true);
+				return 0;
+			}
+			break;
+		}
+		rx_hold(n, n->rxm);
+		got++;
 		c = n->pend_len - n->pend_off;
 		c = iov_copy(n->rxm->in, n->rxm->n_in, 0, n->bounce + n->pend_off, c, true);
 		n->pend_off += c;
 		n->used[n->n_used++] = (struct cub_vq_used){ n->rxm->head, (uint32_t)c };
+	}
+	if (why) {
+		/* Hand the buffers back empty (the driver drops them) and drop
+		 * the frame. */
+		for (unsigned i = 0; i < n->n_used; i++)
+			n->used[i].written = 0;
+		count(&n->rx_dropped, 1);
+		count(&n->rx_nobuf, 1);
+		n->h->log_ratelimited(n->in, CUB_LOG_WARN,
+				      "dropped a %u-byte frame: %s (%u buffers, %u of %u descriptors held)",
+				      n->pend_frame, why, n->n_used, n->held_desc, n->rx_qsize);
+		goto out;
 	}
 	nb = (uint16_t)n->n_used;
 	put_le16((uint8_t *)&nb, nb);
@@ -298,6 +377,8 @@ static int rx_continue(struct net *n, unsigned *done)
 	count(&n->rx_packets, 1);
 	count(&n->rx_bytes, n->pend_frame);
 out:
+	if (n->rx_waiting)
+		rx_timer(n, false);
 	rx_push(n, done);
 	n->rx_pend = false;
 	n->rx_held = false;
@@ -392,14 +473,17 @@ static int rx_one(struct net *n, unsigned *done)
 	n->pend_off = 0;
 	n->pend_frame = (uint32_t)frame;
 	n->rx_pend = true;
-	r = rx_continue(n, done);
+	n->held_desc = n->min_desc = 0;
+	rx_hold(n, c);
+	r = rx_continue(n, done, false);
 	return r == 0 ? -EAGAIN : (int)r;
 }
 
 /* Place frames while the backend has some and the guest has buffers.
  * @hup: the backend's fd reported a hang-up: if it has nothing more, it is
- * gone (a closed peer), and watching it would only spin. */
-void vnet_rx_process(struct net *n, bool hup)
+ * gone (a closed peer), and watching it would only spin. @expired: the
+ * wait timer fired (see rx_continue). */
+void vnet_rx_process(struct net *n, bool hup, bool expired)
 {
 	unsigned done = 0, budget = RX_BUDGET;
 	bool want = true;
@@ -410,9 +494,10 @@ void vnet_rx_process(struct net *n, bool hup)
 		pthread_mutex_unlock(&n->rx_lock);
 		return;
 	}
+	expired = expired && rx_timer_expired(n);
 	while (budget--) {
 		if (n->rx_pend) {
-			ret = rx_continue(n, &done);
+			ret = rx_continue(n, &done, expired);
 			if (ret <= 0) {
 				want = false; /* wait for buffers (or a reset) */
 				break;
@@ -451,11 +536,18 @@ void vnet_rx_process(struct net *n, bool hup)
 void vnet_event(void *arg)
 {
 	struct net *n = arg;
-	struct epoll_event ev[2];
-	bool rx = false, tx = false, hup = false;
-	int k = epoll_wait(n->efd, ev, 2, 0);
+	struct epoll_event ev[3];
+	bool rx = false, tx = false, hup = false, expired = false;
+	int k = epoll_wait(n->efd, ev, 3, 0);
 
 	for (int i = 0; i < k; i++) {
+		if (ev[i].data.u32 & TAG_TIMER) {
+			uint64_t ticks;
+
+			/* read, or the level-triggered set stays readable */
+			expired = read(n->tfd, &ticks, sizeof(ticks)) == sizeof(ticks);
+			continue;
+		}
 		if (ev[i].data.u32 & TAG_RX && ev[i].events & EPOLLHUP)
 			hup = true;
 		if (ev[i].data.u32 & TAG_TX && ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
@@ -467,6 +559,6 @@ void vnet_event(void *arg)
 		vnet_interest(n, -1, false);
 		vnet_tx_process(n);
 	}
-	if (rx)
-		vnet_rx_process(n, hup);
+	if (rx || expired)
+		vnet_rx_process(n, hup, expired);
 }

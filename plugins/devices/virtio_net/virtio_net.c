@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "virtio_net.h"
@@ -97,6 +98,12 @@ static int net_start(void *priv, struct cub_vq *const *vqs, unsigned nq)
 	n->rx_running = n->rxq;
 	n->rx_held = n->rx_pend = n->rx_dead = false;
 	n->rx_errs = 0;
+	n->rx_qsize = QUEUE_MAX;
+	if (n->rxq && CUB_VIRTIO_HAS_QUEUE_SIZE(n->v)) {
+		uint16_t qs = n->v->queue_size(n->rxq);
+
+		n->rx_qsize = qs && qs < QUEUE_MAX ? qs : QUEUE_MAX;
+	}
 	pthread_mutex_unlock(&n->rx_lock);
 	pthread_mutex_lock(&n->tx_lock);
 	n->txq = nq > Q_TX ? vqs[Q_TX] : NULL;
@@ -105,7 +112,7 @@ static int net_start(void *priv, struct cub_vq *const *vqs, unsigned nq)
 	pthread_mutex_unlock(&n->tx_lock);
 	/* Buffers may be waiting already. */
 	vnet_tx_process(n);
-	vnet_rx_process(n, false);
+	vnet_rx_process(n, false, false);
 	return 0;
 }
 
@@ -116,7 +123,7 @@ static void net_notify(void *priv, unsigned q)
 	if (q == Q_TX)
 		vnet_tx_process(n);
 	else if (q == Q_RX)
-		vnet_rx_process(n, false); /* new buffers: receive again */
+		vnet_rx_process(n, false, false); /* new buffers: receive again */
 }
 
 static void net_stop(void *priv)
@@ -127,6 +134,12 @@ static void net_stop(void *priv)
 	n->rx_running = n->rx_held = n->rx_pend = false;
 	n->n_used = 0;
 	n->rxq = NULL;
+	if (n->rx_waiting) {
+		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
+
+		timerfd_settime(n->tfd, 0, &off, NULL);
+		n->rx_waiting = false;
+	}
 	pthread_mutex_unlock(&n->rx_lock);
 	pthread_mutex_lock(&n->tx_lock);
 	n->tx_running = n->tx_held = false;
@@ -146,13 +159,14 @@ static int net_m_stats(void *priv, struct cub_reply *rep)
 	if (n->be->ops->stats)
 		n->be->ops->stats(n->be->priv, &b);
 	k = snprintf(rep->text, sizeof(rep->text),
-		     "rx_packets %llu rx_bytes %llu rx_dropped %llu "
+		     "rx_packets %llu rx_bytes %llu rx_dropped %llu rx_dropped_nobuf %llu "
 		     "tx_packets %llu tx_bytes %llu tx_dropped %llu "
 		     "backend_rx_dropped %llu backend_rx_errors %llu "
 		     "backend_tx_dropped %llu backend_tx_errors %llu",
 		     (unsigned long long)atomic_load(&n->rx_packets),
 		     (unsigned long long)atomic_load(&n->rx_bytes),
 		     (unsigned long long)atomic_load(&n->rx_dropped),
+		     (unsigned long long)atomic_load(&n->rx_nobuf),
 		     (unsigned long long)atomic_load(&n->tx_packets),
 		     (unsigned long long)atomic_load(&n->tx_bytes),
 		     (unsigned long long)atomic_load(&n->tx_dropped),
@@ -223,6 +237,8 @@ static void net_free(struct net *n)
 {
 	if (n->efd >= 0)
 		close(n->efd);
+	if (n->tfd >= 0)
+		close(n->tfd);
 	if (n->be)
 		n->h->net->close(n->in, n->be);
 	pthread_mutex_destroy(&n->ev_lock);
@@ -260,19 +276,30 @@ static int net_setup(struct net *n, const struct net_cfg *cfg)
 		memcpy(n->mac, i->mac, 6);
 	else
 		derive_mac(n->be->vm_path, n->be->dev_id, n->mac);
+	snprintf(m, sizeof(m), "%02x:%02x:%02x:%02x:%02x:%02x", n->mac[0], n->mac[1], n->mac[2],
+		 n->mac[3], n->mac[4], n->mac[5]);
+	/* A backend that checks source addresses learns the guest's here,
+	 * before any frame can flow. */
+	if (n->be->ops->set_mac && (err = n->be->ops->set_mac(n->be->priv, n->mac)))
+		return n->h->fail(n->in, err, "%s refused the guest's MAC %s: %s (see its log line)",
+				  n->be->name, m, strerror(-err));
 	n->mtu = (uint16_t)(cfg->mtu ? cfg->mtu : i->mtu <= 65535 ? i->mtu : 65535);
 	n->offered = offer(i, n->mtu);
 	n->efd = epoll_create1(EPOLL_CLOEXEC);
 	if (n->efd < 0)
 		return n->h->fail(n->in, -errno, "epoll_create1: %s", strerror(errno));
+	n->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (n->tfd < 0)
+		return n->h->fail(n->in, -errno, "timerfd_create: %s", strerror(errno));
+	if (epoll_ctl(n->efd, EPOLL_CTL_ADD, n->tfd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_TIMER }) < 0)
+		return n->h->fail(n->in, -errno, "epoll_ctl: %s", strerror(errno));
 	err = n->h->fd_watch(n->in, n->efd, EPOLLIN, vnet_event, n);
 	if (err)
 		return n->h->fail(n->in, err, "cannot watch the backend: %s", strerror(-err));
 	err = n->h->virtio->add(n->in, &net_vops, n);
 	if (err)
 		return err;
-	snprintf(m, sizeof(m), "%02x:%02x:%02x:%02x:%02x:%02x", n->mac[0], n->mac[1], n->mac[2],
-		 n->mac[3], n->mac[4], n->mac[5]);
 	n->h->log(n->in, CUB_LOG_DEBUG, "%s: mac %s%s, mtu %u, offloads %s", n->be->name, m,
 		  cfg->mac && *cfg->mac ? "" : " (derived)", n->mtu,
 		  n->offered & F(VIRTIO_NET_F_CSUM) ? "yes" : "none");
@@ -303,6 +330,7 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 	n->h = h;
 	n->v = h->virtio;
 	n->efd = -1;
+	n->tfd = -1;
 	n->batch = CUB_VIRTIO_HAS_PUSH_BATCH(h->virtio);
 	pthread_mutex_init(&n->ev_lock, NULL);
 	pthread_mutex_init(&n->rx_lock, NULL);
@@ -333,6 +361,8 @@ static void net_destroy(void *priv)
 }
 
 static const struct cub_param net_params[] = {
+	{ .name = "backend", .type = CUB_P_NET, .offset = offsetof(struct net_cfg, backend),
+	  .doc = "the link: a net backend group, e.g. { type = \"socket\"; path = \"...\"; }" },
 	{ .name = "mac", .type = CUB_P_STR, .offset = offsetof(struct net_cfg, mac), .def = "",
 	  .doc = "guest MAC address; default: derived from the config path and device id" },
 	{ .name = "mtu", .type = CUB_P_INT, .offset = offsetof(struct net_cfg, mtu), .def = "0",
@@ -351,9 +381,7 @@ static const struct cub_device_ops net_ops = {
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-net",
 	.version = "1.0",

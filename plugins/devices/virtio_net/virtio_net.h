@@ -50,6 +50,7 @@
 #define HDR CUB_NET_HDR_LEN
 #define NUM_BUFFERS_OFF 10
 #define MAX_SEGS 1023   /* UIO_MAXIOV, less one for a header or the bounce buffer */
+#define RX_WAIT_MS 100  /* a half-placed frame waits this long for more buffers */
 
 /* struct virtio_net_config: mac, status, max_virtqueue_pairs, mtu */
 enum { CFG_MAC = 0, CFG_STATUS = 6, CFG_MAX_PAIRS = 8, CFG_MTU = 10, CFG_SIZE = 12 };
@@ -62,12 +63,13 @@ struct vnet_hdr {
 _Static_assert(sizeof(struct vnet_hdr) == HDR, "virtio_net_hdr_v1 is 12 bytes");
 
 struct net_cfg {
+	const char *backend; /* the net plugin's name; the host opens it */
 	const char *mac;
 	int64_t mtu;
 };
 
 /* Epoll data tags for the device's own set. */
-enum { TAG_RX = 1, TAG_TX = 2 };
+enum { TAG_RX = 1, TAG_TX = 2, TAG_TIMER = 4 };
 
 struct net {
 	struct cub_inst *in;
@@ -80,7 +82,8 @@ struct net {
 	_Atomic uint64_t acked;
 	bool batch;           /* host has push_batch */
 
-	int efd;              /* the device's epoll set: rx_fd, tx_fd */
+	int efd;              /* the device's epoll set: rx_fd, tx_fd, tfd */
+	int tfd;              /* timerfd: how long a half-placed frame may wait */
 	pthread_mutex_t ev_lock;
 	bool rx_want, tx_want;
 	uint32_t rx_reg, tx_reg; /* events registered for each fd (0: not in the set) */
@@ -91,6 +94,10 @@ struct net {
 	bool rx_held;         /* rxc popped and not pushed */
 	bool rx_pend;         /* a frame half placed in mergeable buffers */
 	bool rx_dead;         /* the backend's receive side failed for good */
+	uint16_t rx_qsize;    /* the receive queue's size (QUEUE_MAX if unknown) */
+	unsigned held_desc;   /* segments of the chains the pending frame holds */
+	unsigned min_desc;    /* segments of the smallest of them */
+	bool rx_waiting;      /* tfd armed: the pending frame waits for buffers */
 	unsigned rx_errs;     /* recv errors in a row */
 	struct cub_vq_chain *rxc, *rxm;
 	uint8_t *bounce;      /* CUB_NET_MAX_FRAME */
@@ -108,6 +115,7 @@ struct net {
 	struct iovec tx_iov[CUB_VQ_MAX_SEGS + 1];
 
 	_Atomic uint64_t rx_packets, rx_bytes, rx_dropped;
+	_Atomic uint64_t rx_nobuf; /* of rx_dropped: the guest's buffers could not hold it */
 	_Atomic uint64_t tx_packets, tx_bytes, tx_dropped;
 };
 
@@ -119,8 +127,9 @@ static inline void put_le16(uint8_t *p, uint16_t v)
 
 /* queues.c: the data path. Each takes the locks it needs. */
 void vnet_tx_process(struct net *n);
-/* @hup: the backend's fd reported a hang-up. */
-void vnet_rx_process(struct net *n, bool hup);
+/* @hup: the backend's fd reported a hang-up. @expired: the wait timer
+ * fired: a frame still short of buffers is dropped. */
+void vnet_rx_process(struct net *n, bool hup, bool expired);
 /* The device's epoll set is readable (the event loop's callback). */
 void vnet_event(void *arg);
 /* Watch rx_fd for input (@rx), tx_fd for room (@tx); -1 leaves one as is. */

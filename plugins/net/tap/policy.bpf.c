@@ -12,10 +12,25 @@
 
 /*
  * Decisions, in order (anything not passed is dropped and counted):
- *   ARP                      pass if arp (TP_CFG_ARP), else TP_DROP_ARP
+ *   an 802.1Q/802.1ad tag in the skb's metadata: TP_DROP_VLAN. The kernel
+ *     moves the outer tag of a tagged frame out of the packet data before tc
+ *     ingress (skb_vlan_untag), so the bytes here start at the inner
+ *     EtherType; the metadata is the only trace. VID 0 (priority tags) too.
+ *   Ethernet header cut short: TP_DROP_SHORT
+ *   source MAC other than the guest's, or the guest's not known yet:
+ *     TP_DROP_SRC_MAC (see the guest map)
+ *   a VLAN EtherType left in the data (QinQ's inner tag): TP_DROP_VLAN
+ *   ARP                      TP_DROP_ARP if arp is off; then only an IPv4
+ *                            request or reply whose sender MAC is the
+ *                            guest's and, with policy.ip, whose sender
+ *                            address is the guest's (or 0.0.0.0 in a
+ *                            request: an RFC 5227 probe) passes, else
+ *                            TP_DROP_ARP_SPOOF
  *   IPv6                     TP_DROP_IPV6: not filtered yet, so never passed
- *   other EtherTypes, VLAN   TP_DROP_L3
+ *   other EtherTypes         TP_DROP_L3
  *   IPv4 with version != 4, IHL < 5, or a header cut short: TP_DROP_SHORT
+ *   with policy.ip, a source other than the guest's: TP_DROP_SRC_IP
+ *     (0.0.0.0 only in the DHCP request below)
  *   any fragment (MF or an offset): TP_DROP_FRAG. The ports live only in the
  *     first fragment; rather than track fragment trains, none passes. Guests
  *     keep to the MTU (TCP by MSS, PMTU discovery sets DF); a UDP datagram
@@ -35,9 +50,7 @@
  * hdr_len) is judged by its real bytes, not dropped as short.
  */
 
-#define ETH_P_ARP_BE bpf_htons(ETH_P_ARP)
-#define ETH_P_IP_BE bpf_htons(ETH_P_IP)
-#define ETH_P_IPV6_BE bpf_htons(ETH_P_IPV6)
+#define ARP_LEN 28 /* an IPv4-over-Ethernet ARP body */
 #define IP_MF_OFFSET_MASK 0x3fff /* MF flag and fragment offset, host order */
 
 const volatile __u32 tp_cfg = 0; /* TP_CFG_*: set by the loader before load */
@@ -56,6 +69,13 @@ struct {
 	__type(key, struct tp_port_key);
 	__type(value, __u8);
 } ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_guest);
+} guest SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -84,19 +104,29 @@ static __always_inline int l4_ports(struct __sk_buff *skb, __u32 off, __u16 *spo
 	return 0;
 }
 
-static __always_inline int ipv4(struct __sk_buff *skb)
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4] &&
+	       a[5] == b[5];
+}
+
+static __always_inline int ipv4(struct __sk_buff *skb, const struct tp_guest *g)
 {
 	struct tp_prefix_key key = { .prefixlen = 32 };
 	struct tp_port_key pk = {};
 	struct tp_prefix *pfx;
 	__u16 sport, dport;
 	struct iphdr ip;
+	int src_ok;
 	__u32 l4;
 
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &ip, sizeof(ip)))
 		return verdict(TP_DROP_SHORT);
 	if (ip.version != 4 || ip.ihl < 5)
 		return verdict(TP_DROP_SHORT);
+	src_ok = !(g->flags & TP_GUEST_IP) || ip.saddr == g->ip;
+	if (!src_ok && ip.saddr) /* 0.0.0.0: only as a DHCP request, below */
+		return verdict(TP_DROP_SRC_IP);
 	if (bpf_ntohs(ip.frag_off) & IP_MF_OFFSET_MASK)
 		return verdict(TP_DROP_FRAG);
 	l4 = ETH_HLEN + ip.ihl * 4;
@@ -107,6 +137,8 @@ static __always_inline int ipv4(struct __sk_buff *skb)
 		if (sport == 68 && dport == 67)
 			return verdict(TP_PASS);
 	}
+	if (!src_ok)
+		return verdict(TP_DROP_SRC_IP);
 	key.addr = ip.daddr;
 	pfx = bpf_map_lookup_elem(&prefixes, &key);
 	if (!pfx)
@@ -131,19 +163,58 @@ static __always_inline int ipv4(struct __sk_buff *skb)
 	}
 }
 
+/* ARP (arp on): an IPv4-over-Ethernet request or reply whose sender is the
+ * guest. Offsets in the body: htype 0, ptype 2, hlen 4, plen 5, op 6,
+ * sender MAC 8, sender IPv4 14 (not aligned: read as bytes). */
+static __always_inline int arp(struct __sk_buff *skb, const struct tp_guest *g)
+{
+	__u8 a[ARP_LEN];
+	__u16 op;
+	__u32 spa;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, a, sizeof(a)))
+		return verdict(TP_DROP_SHORT);
+	op = (__u16)(a[6] << 8 | a[7]);
+	if (a[0] != 0 || a[1] != 1 || a[2] != 0x08 || a[3] != 0x00 || a[4] != 6 || a[5] != 4 ||
+	    (op != 1 && op != 2))
+		return verdict(TP_DROP_ARP_SPOOF);
+	if (!mac_eq(a + 8, g->mac))
+		return verdict(TP_DROP_ARP_SPOOF);
+	__builtin_memcpy(&spa, a + 14, sizeof(spa));
+	if ((g->flags & TP_GUEST_IP) && spa != g->ip && !(op == 1 && spa == 0))
+		return verdict(TP_DROP_ARP_SPOOF);
+	return verdict(TP_PASS);
+}
+
 SEC("tc")
 int tap_policy(struct __sk_buff *skb)
 {
-	__be16 proto;
+	const struct tp_guest *g;
+	struct ethhdr eth;
+	__u32 zero = 0;
 
-	if (bpf_skb_load_bytes(skb, offsetof(struct ethhdr, h_proto), &proto, sizeof(proto)))
+	/* A tag the kernel took out of the data (see the top of the file). */
+	if (skb->vlan_present)
+		return verdict(TP_DROP_VLAN);
+	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)))
 		return verdict(TP_DROP_SHORT);
-	if (proto == ETH_P_IP_BE)
-		return ipv4(skb);
-	if (proto == ETH_P_ARP_BE)
-		return verdict(tp_cfg & TP_CFG_ARP ? TP_PASS : TP_DROP_ARP);
-	if (proto == ETH_P_IPV6_BE)
+	g = bpf_map_lookup_elem(&guest, &zero);
+	if (!g || !(g->flags & TP_GUEST_MAC) || !mac_eq(eth.h_source, g->mac))
+		return verdict(TP_DROP_SRC_MAC);
+	switch (bpf_ntohs(eth.h_proto)) {
+	case ETH_P_IP:
+		return ipv4(skb, g);
+	case ETH_P_ARP:
+		if (!(tp_cfg & TP_CFG_ARP))
+			return verdict(TP_DROP_ARP);
+		return arp(skb, g);
+	case ETH_P_IPV6:
 		return verdict(TP_DROP_IPV6);
+	case ETH_P_8021Q:
+	case ETH_P_8021AD:
+	case ETH_P_QINQ1:
+		return verdict(TP_DROP_VLAN);
+	}
 	return verdict(TP_DROP_L3);
 }
 

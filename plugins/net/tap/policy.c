@@ -19,6 +19,10 @@ const char *const tp_stat_names[TP_NSTATS] = {
 	[TP_DROP_ADDR] = "address",
 	[TP_DROP_PORT] = "port",
 	[TP_DROP_PROTO] = "protocol",
+	[TP_DROP_VLAN] = "vlan",
+	[TP_DROP_SRC_MAC] = "source_mac",
+	[TP_DROP_SRC_IP] = "source_ip",
+	[TP_DROP_ARP_SPOOF] = "arp_spoof",
 };
 
 static uint32_t mask(unsigned plen)

@@ -19,6 +19,10 @@
  *           TP_ANY.
  * stats     per-CPU array of __u64, indexed by enum tp_stat: frames passed and
  *           frames dropped per reason. The plugin sums the CPUs.
+ * guest     array of one struct tp_guest: the addresses the guest may send
+ *           from. Filled by the plugin once the device names the guest's MAC
+ *           (set_mac) or from policy.mac / policy.ip; until the MAC is known
+ *           every frame is dropped (TP_DROP_SRC_MAC).
  */
 #define TP_MAX_PREFIXES 1024
 #define TP_MAX_PORTS 4096
@@ -42,17 +46,32 @@ struct tp_port_key {
 	__u8 pad;    /* always 0 */
 };
 
+#define TP_GUEST_MAC 1u /* mac is the guest's: frames from another source are dropped */
+#define TP_GUEST_IP 2u  /* ip is the guest's: IPv4 and ARP from another are dropped */
+
+struct tp_guest {
+	__u8 mac[6];
+	__u8 flags;  /* TP_GUEST_* */
+	__u8 pad;    /* always 0 */
+	__u32 ip;    /* network order; meaningful with TP_GUEST_IP */
+};
+
 /* Counters: one pass counter, then one per drop reason. */
 enum tp_stat {
 	TP_PASS = 0,
 	TP_DROP_SHORT,  /* truncated or malformed Ethernet, IPv4 or L4 header */
-	TP_DROP_L3,     /* an EtherType other than IPv4, ARP, IPv6 (VLAN tags too) */
+	TP_DROP_L3,     /* an EtherType other than IPv4, ARP, IPv6, VLAN */
 	TP_DROP_ARP,    /* ARP while arp = false */
 	TP_DROP_IPV6,   /* any IPv6 frame (IPv6 is not filtered yet: all dropped) */
 	TP_DROP_FRAG,   /* any IPv4 fragment, first or not */
 	TP_DROP_ADDR,   /* no allow entry covers the destination */
 	TP_DROP_PORT,   /* TCP or UDP port/protocol not allowed to that destination */
 	TP_DROP_PROTO,  /* another IP protocol to a destination allowed by port only */
+	TP_DROP_VLAN,   /* an 802.1Q/802.1ad tag: in the skb's metadata or the frame */
+	TP_DROP_SRC_MAC, /* Ethernet source is not the guest's MAC (or it is not known yet) */
+	TP_DROP_SRC_IP, /* IPv4 source is not the guest's address (policy.ip set) */
+	TP_DROP_ARP_SPOOF, /* ARP that is not an IPv4 request/reply from the guest's own
+			    * MAC (and address, with policy.ip) */
 	TP_NSTATS
 };
 
@@ -141,7 +160,7 @@ struct tp_bpf_opts {
 	const char *program;  /* a BPF object file to load instead of the
 			       * built-in one (same maps and program), or NULL */
 	const char *pin;      /* a folder on a bpf file system to pin the maps
-			       * in (prefixes, ports, stats), or NULL */
+			       * in (prefixes, ports, stats, guest), or NULL */
 	tp_log_fn *log;       /* libbpf's messages and the verifier log, one line
 			       * each (err_level: 1 for warnings); may be NULL */
 	void *log_arg;
@@ -162,6 +181,11 @@ int tp_bpf_attach(struct tp_bpf *b, int ifindex, char *why, size_t len);
 /* Make the maps hold rs (normalised), changing only what differs. 0 or
  * -errno with why (-ENOSPC: more than the maps hold). */
 int tp_bpf_sync(struct tp_bpf *b, const struct tp_rules *rs, char *why, size_t len);
+
+/* The guest's addresses: mac (NULL: not known, so every frame is dropped)
+ * and ip (host order; 0: not set, so IPv4 and ARP sources are not checked
+ * beyond the MAC). 0 or -errno. */
+int tp_bpf_guest(struct tp_bpf *b, const uint8_t *mac, uint32_t ip);
 
 /* Counters summed over CPUs. 0 or -errno. */
 int tp_bpf_stats(struct tp_bpf *b, uint64_t out[TP_NSTATS]);

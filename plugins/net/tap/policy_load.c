@@ -116,7 +116,7 @@ out:
 static int pin_maps(struct tp_bpf *b, const char *dir, char *why, size_t len)
 {
 	struct bpf_map *maps[] = { b->skel->maps.prefixes, b->skel->maps.ports,
-				   b->skel->maps.stats };
+				   b->skel->maps.stats, b->skel->maps.guest };
 	char path[4096];
 	int err;
 
@@ -127,7 +127,7 @@ static int pin_maps(struct tp_bpf *b, const char *dir, char *why, size_t len)
 	b->pin = strdup(dir);
 	if (!b->pin)
 		return -ENOMEM;
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, bpf_map__name(maps[i]));
 		unlink(path); /* left by a VM that died */
 		err = bpf_map__pin(maps[i], path);
@@ -393,6 +393,19 @@ int tp_bpf_sync(struct tp_bpf *b, const struct tp_rules *rs, char *why, size_t l
 	return 0;
 }
 
+int tp_bpf_guest(struct tp_bpf *b, const uint8_t *mac, uint32_t ip)
+{
+	struct tp_guest g = { .flags = (mac ? TP_GUEST_MAC : 0) | (ip ? TP_GUEST_IP : 0),
+			      .ip = htonl(ip) };
+	uint32_t zero = 0;
+
+	if (mac)
+		memcpy(g.mac, mac, sizeof(g.mac));
+	if (bpf_map_update_elem(bpf_map__fd(b->skel->maps.guest), &zero, &g, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 int tp_bpf_stats(struct tp_bpf *b, uint64_t out[TP_NSTATS])
 {
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(b->skel->maps.stats);
@@ -441,9 +454,9 @@ void tp_bpf_free(struct tp_bpf *b)
 	}
 	if (b->pin) {
 		struct bpf_map *maps[] = { b->skel->maps.prefixes, b->skel->maps.ports,
-					   b->skel->maps.stats };
+					   b->skel->maps.stats, b->skel->maps.guest };
 
-		for (unsigned i = 0; i < 3; i++)
+		for (unsigned i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
 			bpf_map__unpin(maps[i], NULL);
 		rmdir(b->pin);
 		free(b->pin);

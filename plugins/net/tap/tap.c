@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The tap net backend: frames to and from a host tap device (IFF_VNET_HDR, non-blocking), optionally fenced by an eBPF egress policy on the tap's ingress. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
@@ -49,6 +50,8 @@ struct tap_cfg {
 	bool policy_required;
 	const char *policy_program;
 	const char *policy_pin;
+	const char *policy_ip;
+	const char *policy_mac;
 };
 
 struct tap {
@@ -66,11 +69,38 @@ struct tap {
 	struct tp_bpf *bpf;
 	struct tp_rules rules;
 	bool arp, dhcp;
+	uint32_t ip;          /* policy.ip, host order; 0: not set */
+	uint8_t mac[6];       /* the guest's: policy.mac, or set_mac */
+	bool has_mac;
+	bool mac_fixed;       /* from policy.mac: set_mac must agree */
 	_Atomic uint64_t rx_packets, rx_bytes, rx_dropped, rx_errors;
 	_Atomic uint64_t tx_packets, tx_bytes, tx_errors;
 };
 
 #define COUNT(t, field, n) atomic_fetch_add_explicit(&(t)->field, (n), memory_order_relaxed)
+
+/* ---- addresses ---- */
+
+/* "52:54:00:12:34:56": 0, or -EINVAL (multicast and all-zero too). */
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	unsigned v[6];
+	char end;
+
+	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3],
+				      &v[4], &v[5], &end) != 6)
+		return -EINVAL;
+	for (int i = 0; i < 6; i++)
+		mac[i] = (uint8_t)v[i];
+	if ((mac[0] & 1) || !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]))
+		return -EINVAL;
+	return 0;
+}
+
+static void mac_text(const uint8_t *m, char buf[18])
+{
+	snprintf(buf, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
 
 /* ---- frames ---- */
 
@@ -202,6 +232,43 @@ static void tap_info(void *priv, struct cub_net_info *out)
 		.rx_fd = t->fd,
 		.tx_fd = t->fd,
 	};
+	if (t->mac_fixed) { /* the device adopts it unless its own mac is set */
+		memcpy(out->mac, t->mac, sizeof(out->mac));
+		out->has_mac = true;
+	}
+}
+
+/* The device names the guest's MAC: from now on the policy passes frames
+ * from it (and only from it). */
+static int tap_set_mac(void *priv, const uint8_t mac[6])
+{
+	struct tap *t = priv;
+	char want[18], got[18];
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	mac_text(mac, got);
+	if (t->mac_fixed && memcmp(t->mac, mac, sizeof(t->mac))) {
+		mac_text(t->mac, want);
+		t->h->log(t->in, CUB_LOG_ERR,
+			  "%s: the device gives the guest MAC %s but policy.mac is %s: every frame would be dropped; set the device's mac to %s or drop one of them",
+			  t->ifname, got, want, want);
+		err = -EINVAL;
+		goto out;
+	}
+	memcpy(t->mac, mac, sizeof(t->mac));
+	t->has_mac = true;
+	if (t->bpf && (err = tp_bpf_guest(t->bpf, t->mac, t->ip))) {
+		t->h->log(t->in, CUB_LOG_ERR, "%s: cannot give the policy the guest's MAC: %s",
+			  t->ifname, strerror(-err));
+		goto out;
+	}
+	if (t->bpf)
+		t->h->log(t->in, CUB_LOG_INFO, "%s: policy: frames pass only from the guest's MAC %s",
+			  t->ifname, got);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
 }
 
 static void tap_stats(void *priv, struct cub_net_stats *out)
@@ -243,6 +310,24 @@ static int policy_parse(struct tap *t, const struct tap_cfg *cfg)
 	}
 	t->arp = cfg->policy_arp;
 	t->dhcp = cfg->policy_dhcp;
+	if (cfg->policy_ip && *cfg->policy_ip) {
+		struct in_addr a;
+
+		if (inet_pton(AF_INET, cfg->policy_ip, &a) != 1)
+			return t->h->fail(t->in, -EINVAL, "policy.ip = \"%s\": expected an IPv4 address a.b.c.d",
+					  cfg->policy_ip);
+		t->ip = ntohl(a.s_addr);
+		if (!t->ip || t->ip == 0xffffffff || (t->ip >> 28) == 14)
+			return t->h->fail(t->in, -EINVAL, "policy.ip = \"%s\": not a unicast address",
+					  cfg->policy_ip);
+	}
+	if (cfg->policy_mac && *cfg->policy_mac) {
+		if (parse_mac(cfg->policy_mac, t->mac))
+			return t->h->fail(t->in, -EINVAL,
+					  "policy.mac = \"%s\": expected six hex octets like 52:54:00:12:34:56, unicast, not all zero",
+					  cfg->policy_mac);
+		t->has_mac = t->mac_fixed = true;
+	}
 	return 0;
 }
 
@@ -265,6 +350,8 @@ static int policy_attach(struct tap *t, const struct tap_cfg *cfg, char *why, si
 	};
 	int err = tp_bpf_load(&t->bpf, &o, why, len);
 
+	if (!err && (err = tp_bpf_guest(t->bpf, t->has_mac ? t->mac : NULL, t->ip)))
+		snprintf(why, len, "cannot set the guest's addresses: %s", strerror(-err));
 	if (!err)
 		err = tp_bpf_sync(t->bpf, &t->rules, why, len);
 	if (!err)
@@ -283,9 +370,14 @@ static int policy_setup(struct tap *t, const struct tap_cfg *cfg)
 	int err = policy_attach(t, cfg, why, sizeof(why));
 
 	if (!err) {
+		char ip[INET_ADDRSTRLEN];
+		struct in_addr a = { htonl(t->ip) };
+
+		if (!t->ip || !inet_ntop(AF_INET, &a, ip, sizeof(ip)))
+			snprintf(ip, sizeof(ip), "not checked");
 		t->h->log(t->in, CUB_LOG_INFO,
-			  "%s: egress policy attached (default deny, %u allow rules, arp %s, dhcp %s)",
-			  t->ifname, t->rules.n, t->arp ? "on" : "off", t->dhcp ? "on" : "off");
+			  "%s: egress policy attached (default deny, %u allow rules, arp %s, dhcp %s, source ip %s)",
+			  t->ifname, t->rules.n, t->arp ? "on" : "off", t->dhcp ? "on" : "off", ip);
 		return 0;
 	}
 	if (cfg->policy_required)
@@ -556,11 +648,15 @@ static const struct cub_param tap_params[] = {
 	{ .name = "policy.required", .type = CUB_P_BOOL,
 	  .offset = offsetof(struct tap_cfg, policy_required), .def = "true",
 	  .doc = "fail closed: no VM when the policy cannot be attached" },
-	{ .name = "policy.program", .type = CUB_P_STR,
+	{ .name = "policy.program", .type = CUB_P_PATH,
 	  .offset = offsetof(struct tap_cfg, policy_program), .def = "",
 	  .doc = "a BPF object to load instead of the built-in program (testing)" },
-	{ .name = "policy.pin", .type = CUB_P_STR, .offset = offsetof(struct tap_cfg, policy_pin),
+	{ .name = "policy.pin", .type = CUB_P_PATH, .offset = offsetof(struct tap_cfg, policy_pin),
 	  .def = "", .doc = "pin the policy maps in this bpffs folder (for bpftool)" },
+	{ .name = "policy.ip", .type = CUB_P_STR, .offset = offsetof(struct tap_cfg, policy_ip),
+	  .def = "", .doc = "the guest's IPv4 address: IPv4 and ARP from any other are dropped (empty: not checked)" },
+	{ .name = "policy.mac", .type = CUB_P_STR, .offset = offsetof(struct tap_cfg, policy_mac),
+	  .def = "", .doc = "the guest's MAC (empty: the device's, which is normal); the device must agree" },
 };
 
 static const struct cub_net_ops tap_ops = {
@@ -572,12 +668,11 @@ static const struct cub_net_ops tap_ops = {
 	.send = tap_send,
 	.recv = tap_recv,
 	.stats = tap_stats,
+	.set_mac = tap_set_mac,
 };
 
 CUB_PLUGIN({
-	.abi_major = CUB_ABI_MAJOR,
-	.abi_minor = CUB_ABI_MINOR,
-	.size = sizeof(struct cub_plugin),
+	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_NET,
 	.name = "tap",
 	.version = "1.0",

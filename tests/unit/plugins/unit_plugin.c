@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cubicle/plugin.h"
+#include "cubicle/storage.h"
 
 /* #defines, not an enum: #if must see them. */
 #define GOOD 1
@@ -15,6 +15,7 @@
 #define NO_SYMBOL 4
 #define BAD_PARAM 5
 #define BAD_SIG 6
+#define NEEDS_OLDER 7 /* built for a newer minor, needs only this host's */
 
 struct good_cfg {
 	bool flag;
@@ -23,17 +24,25 @@ struct good_cfg {
 	uint64_t size;
 	const char *label;
 	int colour;
+	const char *image;
+	int64_t level;
+	const char *disk;
 };
+
+static unsigned creates; /* how often create ran: the "creates" method */
 
 static const char *const colours[] = { "red", "green", "blue", NULL };
 
 static const struct cub_param params[] __attribute__((unused)) = {
-	{ "flag", CUB_P_BOOL, offsetof(struct good_cfg, flag), "false", NULL, "a bool" },
-	{ "count", CUB_P_INT, offsetof(struct good_cfg, count), "-3", NULL, "an int" },
-	{ "big", CUB_P_U64, offsetof(struct good_cfg, big), NULL, NULL, "required u64" },
-	{ "size", CUB_P_SIZE, offsetof(struct good_cfg, size), "64K", NULL, "a size" },
-	{ "label", CUB_P_STR, offsetof(struct good_cfg, label), "none", NULL, "a string" },
-	{ "colour", CUB_P_ENUM, offsetof(struct good_cfg, colour), "green", colours, "an enum" },
+	{ "flag", CUB_P_BOOL, offsetof(struct good_cfg, flag), "false", NULL, "a bool", NULL, NULL },
+	{ "count", CUB_P_INT, offsetof(struct good_cfg, count), "-3", NULL, "an int", NULL, NULL },
+	{ "big", CUB_P_U64, offsetof(struct good_cfg, big), NULL, NULL, "required u64", NULL, NULL },
+	{ "size", CUB_P_SIZE, offsetof(struct good_cfg, size), "64K", NULL, "a size", NULL, NULL },
+	{ "label", CUB_P_STR, offsetof(struct good_cfg, label), "none", NULL, "a string", NULL, NULL },
+	{ "colour", CUB_P_ENUM, offsetof(struct good_cfg, colour), "green", colours, "an enum", NULL, NULL },
+	{ "image", CUB_P_PATH, offsetof(struct good_cfg, image), "", NULL, "a path", NULL, NULL },
+	{ "level", CUB_P_INT, offsetof(struct good_cfg, level), "5", NULL, "1 to 10", "1", "10" },
+	{ "disk", CUB_P_STORAGE, offsetof(struct good_cfg, disk), "", NULL, "an optional disk", NULL, NULL },
 };
 
 static int m_add(void *priv, struct cub_reply *r, int64_t a, uint64_t b)
@@ -53,15 +62,28 @@ static int m_fail(void *priv, struct cub_reply *r, int flag, uint32_t code)
 	return flag ? -(int)code : 0;
 }
 
+static int m_creates(void *priv, struct cub_reply *r)
+{
+	r->len = (size_t)snprintf(r->text, sizeof(r->text), "%u", creates);
+	return 0;
+}
+
 static const struct cub_method methods[] __attribute__((unused)) = {
 	{ "add", "xt", "a + b", (void (*)(void))m_add },
 	{ "echo", "s", "priv|s", (void (*)(void))m_echo },
 	{ "fail", VARIANT == BAD_SIG ? "bq" : "bu", "-code if flag", (void (*)(void))m_fail },
+	{ "creates", "", "how often create ran", (void (*)(void))m_creates },
 };
 
 static int create(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv)
 {
+	const struct good_cfg *c = cfg;
+	struct cub_storage *s;
+
+	creates++;
 	*priv = NULL;
+	if (c->disk && h->storage)
+		return h->storage->open(in, "disk", true, &s);
 	return 0;
 }
 
@@ -76,10 +98,13 @@ __attribute__((visibility("default"))) const struct cub_device_ops *not_a_plugin
 #else
 CUB_PLUGIN({
 	.abi_major = VARIANT == BAD_ABI ? CUB_ABI_MAJOR + 1 : CUB_ABI_MAJOR,
-	.abi_minor = VARIANT == NEWER_MINOR ? CUB_ABI_MINOR + 1 : CUB_ABI_MINOR,
+	.abi_minor = VARIANT == NEWER_MINOR || VARIANT == NEEDS_OLDER ? CUB_ABI_MINOR + 1 :
+		CUB_ABI_MINOR,
+	.abi_needs = VARIANT == NEWER_MINOR ? CUB_ABI_MINOR + 1 : CUB_ABI_MINOR,
+	.param_size = sizeof(struct cub_param),
 	.size = sizeof(struct cub_plugin),
 	.kind = CUB_KIND_DEVICE,
-	.name = "unit-good",
+	.name = VARIANT == NEEDS_OLDER ? "unit-needs-older" : "unit-good",
 	.version = "1",
 	.license = "Apache-2.0",
 	.summary = "loader test plugin",

@@ -123,6 +123,15 @@ struct cub_net_stats {
  * @stats:  (optional) fill @out with the backend's counters. Any thread;
  *          may be slightly stale. NULL: all zero. virtio-net reads it for
  *          its `stats` control method.
+ * @set_mac: (optional, ABI 1.4) the guest's MAC address, as the device
+ *          presents it to the guest (its own `mac` param, info.mac, or
+ *          derived). The device calls it once at create, before any frame
+ *          can flow; a backend that checks source addresses (the tap's
+ *          policy) drops every frame until it is called. 0, or -errno with
+ *          the reason logged by the backend (the device then fails to
+ *          create). Main thread. Default: ignored. The host hands devices a
+ *          copy of the ops cut to the backend's ABI minor, so a backend
+ *          built for 1.3 shows NULL here.
  */
 struct cub_net_ops {
 	int (*open)(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv);
@@ -133,6 +142,8 @@ struct cub_net_ops {
 	int64_t (*send)(void *priv, const struct iovec *iov, int iovcnt);
 	int64_t (*recv)(void *priv, const struct iovec *iov, int iovcnt);
 	void (*stats)(void *priv, struct cub_net_stats *out);
+	/* ABI 1.4: */
+	int (*set_mac)(void *priv, const uint8_t mac[6]);
 };
 
 /* An open backend, as a device sees it: call ops with priv. */

@@ -23,7 +23,10 @@ extern "C" {
  * 1.4: CUB_P_PATH (a path the host expands), CUB_P_STORAGE and CUB_P_NET (a
  *      nested backend group the host checks before create); cub_param
  *      gained min and max; cub_plugin gained abi_needs (the oldest host
- *      minor the plugin needs), param_size and host_check. */
+ *      minor the plugin needs), param_size and host_check; cub_net_ops
+ *      gained set_mac (read only from plugins built for 1.4 or later);
+ *      cub_virtio_host gained queue_size; cub_storage_host gained
+ *      write_zeroes. */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 

@@ -156,12 +156,25 @@ struct cub_storage {
  *         an error after create ("virtio-rng takes no backend").
  * @close: close it (the backend's close op runs now). Main thread. The host
  *         also closes any left open at destroy, after the device's destroy.
+ * @write_zeroes: (ABI 1.4) make [@off, @off + @len) read as zeroes: the
+ *         backend's write_zeroes op when it has one, else writev of a zero
+ *         buffer in chunks of at most 64 KiB (blocks stay allocated; @unmap
+ *         is then ignored). 0 or -errno (-EIO for a short write). Any thread
+ *         the backend's I/O ops may run on. Check with CUB_STORAGE_HOST_HAS.
+ *         A device calls this rather than the backend's op, so a backend
+ *         without write_zeroes still serves the guest's write-zeroes.
  */
 struct cub_storage_host {
 	uint32_t size;
 	int (*open)(struct cub_inst *in, const char *key, bool ro, struct cub_storage **out);
 	void (*close)(struct cub_inst *in, struct cub_storage *s);
+	/* ABI 1.4: */
+	int (*write_zeroes)(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap);
 };
+
+#define CUB_STORAGE_HOST_HAS(sh, member) \
+	((sh)->size >= offsetof(struct cub_storage_host, member) + sizeof((sh)->member) && \
+	 (sh)->member)
 
 #ifdef __cplusplus
 }

@@ -126,6 +126,10 @@ struct cub_virtio_ops {
  *          one used index update: the driver sees all of them or none (a
  *          virtio-net packet spread over mergeable buffers must never be
  *          seen in part). Check with CUB_VIRTIO_HAS_PUSH_BATCH.
+ * @queue_size: (ABI 1.4) the size the driver gave queue @vq (entries; at
+ *          most the device's queue_max): how many descriptors the driver
+ *          can ever have handed over at once. Same thread discipline as
+ *          pop. Check with CUB_VIRTIO_HAS_QUEUE_SIZE.
  */
 struct cub_virtio_host {
 	uint32_t size;
@@ -135,11 +139,16 @@ struct cub_virtio_host {
 	void (*notify)(struct cub_vq *vq);
 	void (*broken)(struct cub_inst *in, const char *why);
 	void (*push_batch)(struct cub_vq *vq, const struct cub_vq_used *u, unsigned n);
+	uint16_t (*queue_size)(struct cub_vq *vq);
 };
 
 #define CUB_VIRTIO_HAS_PUSH_BATCH(v)                                                  \
 	((v)->size >= offsetof(struct cub_virtio_host, push_batch) + sizeof((v)->push_batch) && \
 	 (v)->push_batch)
+
+#define CUB_VIRTIO_HAS_QUEUE_SIZE(v)                                                  \
+	((v)->size >= offsetof(struct cub_virtio_host, queue_size) + sizeof((v)->queue_size) && \
+	 (v)->queue_size)
 
 #ifdef __cplusplus
 }
