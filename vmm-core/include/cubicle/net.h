@@ -74,10 +74,10 @@ struct cub_net_stats {
  * Frames are whole Ethernet frames (destination MAC first), preceded by a
  * CUB_NET_HDR_LEN vnet header while it is on. Nothing blocks: the device
  * waits on rx_fd and tx_fd through the event loop (no busy polling on
- * either side). Required: open, close, info, send, recv; the host refuses a
- * net plugin lacking one before calling any of its code, and refuses an
- * open backend whose info has rx_fd < 0, offloads without set_vnet_hdr and
- * set_offloads, or an mtu outside 68..CUB_NET_MAX_FRAME - 14.
+ * either side). Required: open, close, info, send, recv; the loader
+ * refuses a net plugin lacking one, and the host refuses an open backend
+ * whose info has rx_fd < 0, offloads without set_vnet_hdr and set_offloads,
+ * or an mtu outside 68..CUB_NET_MAX_FRAME - 14.
  *
  * Threads: send and recv may run at the same time on different threads;
  * each is called by one thread at a time (virtio-net holds a lock per
@@ -85,8 +85,8 @@ struct cub_net_stats {
  * kick (the event-loop thread with ioeventfd, else a vCPU thread) or on the
  * event loop when tx_fd turns writable; recv on the event-loop thread when
  * rx_fd is readable, or on a vCPU thread when the guest adds receive
- * buffers or starts the device. open, close, set_vnet_hdr and set_offloads
- * run on the main thread or with no send or recv running.
+ * buffers or starts the device. open, close and set_mac run on the main
+ * thread; set_vnet_hdr and set_offloads with no send or recv running.
  *
  * @open:   open from @cfg (the backend's cfg struct, filled from the device's
  *          `backend` group; read-only, valid until close). Returns 0 and

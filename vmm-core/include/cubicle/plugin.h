@@ -67,8 +67,11 @@ enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
  * zero (NULL, false, 0), so the plugin can tell it was not given; with it,
  * defaults apply and a param without one is required, as at the top level.
  *
- * The names "type" and "id" are the host's and cannot be params; "transport"
- * is read by the host for virtio devices ("pci" or "mmio").
+ * The names "type", "id" and "transport" (read by the host for virtio
+ * devices: "pci" or "mmio") cannot be params; "backend" only as a STORAGE or
+ * NET param. STORAGE and NET params belong to devices, at the top level;
+ * min and max only to INT, U64 and SIZE. The loader refuses a plugin that
+ * breaks these rules.
  */
 enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM,
 		 CUB_P_STRV,
@@ -233,10 +236,10 @@ struct cub_host {
 /*
  * struct cub_device_ops - a device plugin's ops (kind CUB_KIND_DEVICE).
  *
- * @create:  make an instance from @cfg (the plugin's cfg struct, filled and
- *           checked by the host; read-only, valid until destroy). Claims
- *           regions (h->region_add), becomes a virtio device
- *           (h->virtio->add), opens backends (h->storage->open,
+ * @create:  (required) make an instance from @cfg (the plugin's cfg
+ *           struct, filled and checked by the host; read-only, valid until
+ *           destroy). Claims regions (h->region_add), becomes a virtio
+ *           device (h->virtio->add), opens backends (h->storage->open,
  *           h->net->open): all of that only here. Main thread, devices in
  *           config order, before any vCPU or the event loop runs. Returns 0
  *           and *@priv, or -errno after h->fail(). On failure destroy is not
@@ -289,8 +292,10 @@ struct cub_device_ops {
  * The loader refuses a file (with one message naming it) unless
  * abi_major == the host's major and needs <= the host's minor, where needs
  * is abi_needs when @size covers it and it is nonzero, else abi_minor; then
- * it checks @size, @kind, @name, that @ops is set, every param (name, type,
- * slot inside @cfg_size, enum choices) and every method signature.
+ * it checks @size, @kind, @name, that @ops has the ops its kind must have
+ * (device: create; storage: open, close, info, readv, writev, flush; net:
+ * open, close, info, send, recv), every param (name, type, slot inside
+ * @cfg_size, enum choices, the rules above) and every method signature.
  *
  * Search order: each --plugin-dir, the folders of CUBICLE_PLUGIN_PATH
  * (colon-separated), then the build tree's plugins when cubicle runs from

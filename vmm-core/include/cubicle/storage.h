@@ -60,7 +60,7 @@ struct cub_storage_req {
 /*
  * struct cub_storage_ops - a storage backend plugin's ops (kind
  * CUB_KIND_STORAGE). Required: open, close, info, readv, writev, flush; the
- * host refuses a storage plugin lacking one before calling any of its code.
+ * loader refuses a storage plugin lacking one.
  *
  * Threads: open, close and info run on the main thread. The I/O ops
  * (readv, writev, flush, discard, write_zeroes) run on whichever thread the
