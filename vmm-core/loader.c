@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The plugin loader: dlopen, the ABI gate and descriptor checks (in the order
- * of STYLE.md §2), the plugin search path, and method calls through libffi. */
+ * doc/plugin-guide.md gives), the plugin search path, and method calls
+ * through libffi. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

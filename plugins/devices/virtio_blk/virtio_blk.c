@@ -18,8 +18,9 @@
  * Two ways to serve a queue:
  * - inline (default, iothread = false): the thread that delivers the kick
  *   drains the queue itself. With ioeventfd that is the event-loop thread,
- *   as DESIGN.md asks ("worker threads only where a backend needs them") and
- *   as Firecracker's synchronous engine does: no thread hop per request. A
+ *   as Firecracker's synchronous engine does: no thread hop per request, and
+ *   worker threads only where a backend needs them (doc/plugin-guide.md,
+ *   "Lifecycle and threads"). A
  *   kick that arrives while another thread drains only sets `kicked`, and
  *   the draining thread goes round again.
  * - iothread = true: notify wakes the queue's worker, which pops, does

@@ -56,7 +56,7 @@ struct cub_net_info {
 	bool link_up;       /* carrier; info is re-read when the guest looks */
 	int rx_fd;          /* readable (level-triggered: EPOLLIN) while recv
 			     * may return a frame; the device polls it, never
-			     * reads it */
+			     * reads it. Required (>= 0). */
 	int tx_fd;          /* writable (EPOLLOUT) once send may take a frame
 			     * again after -EAGAIN; -1 if send never returns
 			     * -EAGAIN. May equal rx_fd. */
@@ -70,38 +70,59 @@ struct cub_net_stats {
 };
 
 /*
- * struct cub_net_ops - a packet backend plugin's ops. Frames are whole
- * Ethernet frames (destination MAC first), preceded by a CUB_NET_HDR_LEN
- * vnet header while it is on. Nothing blocks: the device waits on rx_fd and
- * tx_fd through the event loop (no busy polling on either side).
- * send and recv may run at the same time on different threads (TX on a vCPU
- * or the event loop, RX on the event loop); each is called by one thread at
- * a time. The other ops run on the main thread, or with the device quiesced.
+ * struct cub_net_ops - a packet backend plugin's ops (kind CUB_KIND_NET).
+ * Frames are whole Ethernet frames (destination MAC first), preceded by a
+ * CUB_NET_HDR_LEN vnet header while it is on. Nothing blocks: the device
+ * waits on rx_fd and tx_fd through the event loop (no busy polling on
+ * either side). Required: open, close, info, send, recv; the loader
+ * refuses a net plugin lacking one, and the host refuses an open backend
+ * whose info has rx_fd < 0, offloads without set_vnet_hdr and set_offloads,
+ * or an mtu outside 68..CUB_NET_MAX_FRAME - 14.
  *
- * @open:   open from @cfg (the backend's cfg struct). Returns 0 or -errno
- *          after h->fail(). Main thread. @in names the backend
- *          ("socket[net0]"), not the device.
- * @close:  free everything (fds included). Main thread.
- * @info:   fill @out. Never fails; cheap: the device calls it again
- *          whenever the guest reads the link state (any thread).
- * @set_vnet_hdr: (optional) @on: frames in both directions carry the vnet
- *          header from now on; off: plain frames. 0, or -EOPNOTSUPP when
- *          info.vnet_hdr is false (also the default when NULL). Called
- *          with no send or recv running (device start, before any frame).
+ * Threads: send and recv may run at the same time on different threads;
+ * each is called by one thread at a time (virtio-net holds a lock per
+ * direction). send runs on the thread that delivers the guest's transmit
+ * kick (the event-loop thread with ioeventfd, else a vCPU thread) or on the
+ * event loop when tx_fd turns writable; recv on the event-loop thread when
+ * rx_fd is readable, or on a vCPU thread when the guest adds receive
+ * buffers or starts the device. open, close and set_mac run on the main
+ * thread; set_vnet_hdr and set_offloads with no send or recv running.
+ *
+ * @open:   open from @cfg (the backend's cfg struct, filled from the device's
+ *          `backend` group; read-only, valid until close). Returns 0 and
+ *          *@priv, or -errno after h->fail(). Main thread. @in names the
+ *          backend ("socket[net0]"), not the device; @in and @h stay valid
+ *          until close returns.
+ * @close:  free everything (fds included). Main thread: at the device's
+ *          request (h->net->close) or by the host after the device's
+ *          destroy, with no send or recv running. @in and @h are still
+ *          valid here; the host removes the backend's fd watches after.
+ * @info:   fill @out. Must not fail; cheap: virtio-net calls it again
+ *          whenever the guest reads its config space (link state), on a
+ *          vCPU thread, concurrently with send and recv.
+ * @set_vnet_hdr: (optional; required if info.vnet_hdr) @on: frames in both
+ *          directions carry the vnet header from now on; off: plain frames.
+ *          0 or -errno. virtio-net calls it only when info.vnet_hdr is set,
+ *          at each device start (vCPU thread, before any frame of that
+ *          start). NULL with info.vnet_hdr set is a backend bug the host
+ *          does not catch: the device would send headers the backend never
+ *          agreed to.
  * @set_offloads: (optional; required if info.offloads is not 0) the
  *          offloads (CUB_NET_OFF_*) the guest accepts in received frames;
  *          recv must never return a frame using another (tap:
- *          TUNSETOFFLOAD). Default: 0, only plain frames. Called like
- *          set_vnet_hdr, after it.
+ *          TUNSETOFFLOAD). Called like set_vnet_hdr, after it, only when
+ *          the header is on. NULL: only plain frames are expected.
  * @send:   send one frame gathered from @iov: the bytes taken (the whole
  *          frame; a datagram is never cut), -EAGAIN if the backend cannot
- *          take it now (nothing sent: wait for tx_fd, then send it again),
- *          or another -errno (the frame is lost; the device counts a drop).
+ *          take it now (nothing sent: the device waits for tx_fd, then sends
+ *          it again; with tx_fd -1 the frame is dropped instead), or another
+ *          -errno (the frame is lost; the device counts a drop).
  * @recv:   receive one frame into @iov: its length in bytes, 0 if none is
  *          waiting, -EMSGSIZE if it was longer than @iov (it is consumed
  *          and dropped), or another -errno. Never blocks.
  * @stats:  (optional) fill @out with the backend's counters. Any thread;
- *          may be slightly stale. Default: all zero.
+ *          may be slightly stale. NULL: all zero. virtio-net reads it for
+ *          its `stats` control method.
  * @set_mac: (optional, ABI 1.4) the guest's MAC address, as the device
  *          presents it to the guest (its own `mac` param, info.mac, or
  *          derived). The device calls it once at create, before any frame
@@ -139,14 +160,15 @@ struct cub_net {
 /*
  * struct cub_net_host - at h->net (NULL on a host without networking).
  *
- * @open:  open the backend described by the group @key (normally "backend")
- *         inside this device's config: its `type` names a net plugin, the
- *         other keys are that plugin's parameters. Create time only. 0 and
- *         *@out, or -errno with the reason already recorded on the device
- *         (file:line and the backend's name): return the error as it is,
- *         without calling fail() again.
- * @close: close it (the host also closes any left open at destroy, after the
- *         device's destroy).
+ * @open:  open the backend described by the group @key (normally "backend",
+ *         declared with a CUB_P_NET param) inside this device's config: its
+ *         `type` names a net plugin, the other keys are that plugin's
+ *         parameters, already checked by the plan. Create time only; main
+ *         thread. 0 and *@out, or -errno with the reason already recorded
+ *         on the device (FILE:LINE and the backend's name): return the
+ *         error as it is, without calling fail() again.
+ * @close: close it (the backend's close op runs now). Main thread. The host
+ *         also closes any left open at destroy, after the device's destroy.
  */
 struct cub_net_host {
 	uint32_t size;

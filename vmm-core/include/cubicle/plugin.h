@@ -30,34 +30,82 @@ extern "C" {
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
-/* Parameter types. Widths in the plugin's cfg struct:
- * BOOL bool, INT int64_t, U64 uint64_t, SIZE uint64_t (bytes; config may say
- * "64M"), STR const char * (owned by the host, valid until destroy),
- * ENUM int (index into choices), STRV (ABI 1.3) const char *const *: a
- * NULL-terminated array from a config list or array of strings
- * ([ "a", "b" ]; a default is written "a,b"; "" is the empty list), owned
- * by the host like STR.
+/*
+ * Parameter types. The host fills the plugin's cfg struct from the config
+ * (defaults first, then the instance's group and --set), checks every value
+ * before any plugin code of the VM runs (the plan stage: unknown keys, wrong
+ * types, min/max, with FILE:LINE), and hands it over read-only. Slot types:
+ *
+ * BOOL  bool.
+ * INT   int64_t.
+ * U64   uint64_t (a negative value is an error).
+ * SIZE  uint64_t bytes; the config may also say "64M" (K, M, G, T: powers
+ *       of 1024).
+ * STR   const char *, owned by the host, valid until destroy/close.
+ * ENUM  int: the index of the given text in choices.
+ * STRV  (ABI 1.3) const char *const *: a NULL-terminated array from a config
+ *       list or array of strings ([ "a", "b" ]; a default is written "a,b";
+ *       "" is the empty list), owned by the host like STR.
+ * PATH  (ABI 1.4) const char *, like STR, but the host expands a leading
+ *       `~`, `${VAR}`, and takes a relative path against the folder of the
+ *       config file that set it; "" stays "". Values from the control API
+ *       (to come) are used as given. Use it for every file or socket name,
+ *       whatever the parameter is called.
+ * STORAGE, NET (ABI 1.4) declare a nested backend group under the param's
+ *       name (normally "backend"): `backend = { type = "raw"; path = ...; };`.
+ *       def NULL: the group is required; def "": optional. Slot:
+ *       const char *, the backend plugin's name (the group's `type`), NULL
+ *       when an optional group is absent. The plan checks the group's keys
+ *       against that backend plugin's parameter table; at create the device
+ *       opens it with h->storage->open(in, "backend", ro, &s) or
+ *       h->net->open(in, "backend", &n) (storage.h, net.h). On the command
+ *       line: --set devices.ID.backend.PARAM=VALUE.
  *
  * A parameter name with one dot (ABI 1.3), "policy.allow", is the key
  * `allow` inside a nested group `policy = { ... };` of the instance's
  * group. The group is optional: without it every "policy.*" slot stays
  * zero (NULL, false, 0), so the plugin can tell it was not given; with it,
- * defaults apply and a param without one is required, as at the top level. */
+ * defaults apply and a param without one is required, as at the top level.
+ *
+ * The names "type", "id" and "transport" (read by the host for virtio
+ * devices: "pci" or "mmio") cannot be params; "backend" only as a STORAGE or
+ * NET param. STORAGE and NET params belong to devices, at the top level;
+ * min and max only to INT, U64 and SIZE. The loader refuses a plugin that
+ * breaks these rules.
+ */
 enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM,
 		 CUB_P_STRV,
 		 /* ABI 1.4: */
 		 CUB_P_PATH, CUB_P_STORAGE, CUB_P_NET };
 
+/*
+ * struct cub_param - one entry of a plugin's parameter table. The host
+ * reads it without running plugin code (`cubicle plugins NAME` prints it).
+ *
+ * @name:    key inside the instance's config group (1-64 of a-z 0-9 - _,
+ *           or two such joined by one dot).
+ * @type:    enum cub_ptype; decides the slot's C type (above).
+ * @offset:  offsetof(struct <plugin>_cfg, field); the loader refuses a
+ *           slot that does not fit in cfg_size.
+ * @def:     default as config text ("42", "64M", "true", "a,b"); NULL: the
+ *           key is required.
+ * @choices: CUB_P_ENUM only, NULL-terminated.
+ * @doc:     one line for `cubicle plugins NAME`.
+ * @min, @max: (ABI 1.4; read only from plugins whose param_size covers
+ *           them) INT, U64, SIZE: inclusive bounds as text ("2", "4K");
+ *           NULL: no bound. The host checks them, defaults included, and
+ *           names the value and the range in its message
+ *           ("'queue_size' is 3; expected 2 to 32768").
+ */
 struct cub_param {
-	const char *name;           /* key inside the instance's libconfig group */
+	const char *name;
 	enum cub_ptype type;
-	size_t offset;              /* offsetof(struct <plugin>_cfg, field) */
-	const char *def;            /* default as text; NULL means required */
-	const char *const *choices; /* CUB_P_ENUM only, NULL-terminated */
-	const char *doc;            /* one line, printed by `cubicle plugins NAME` */
-	/* ABI 1.4 (read only from plugins whose param_size covers them): */
-	const char *min, *max;      /* INT, U64, SIZE: inclusive bounds as text
-				     * ("1", "4K"); NULL: no bound */
+	size_t offset;
+	const char *def;
+	const char *const *choices;
+	const char *doc;
+	/* ABI 1.4: */
+	const char *min, *max;
 };
 
 /* A reply a control method fills: a short text the caller prints. */
@@ -67,11 +115,15 @@ struct cub_reply {
 };
 
 /*
- * A control method, called from the control channel through libffi.
+ * A control method: a named function the host can call through libffi
+ * with arguments given as text, for a method it has never heard of.
  * sig: the arguments after (priv, reply), one letter each, D-Bus style:
  *   b bool (int), i int32_t, u uint32_t, x int64_t, t uint64_t, s const char *.
  * fn's real type: int fn(void *priv, struct cub_reply *reply, ...args);
- * it returns 0 or a negative errno.
+ * it returns 0 or a negative errno. At most 8 arguments; the loader checks
+ * every signature at load time. `cubicle plugins NAME` lists methods; this
+ * host has no command that calls them yet (the control API will, on its own
+ * thread, concurrently with vCPUs and the event loop).
  */
 struct cub_method {
 	const char *name;
@@ -124,15 +176,25 @@ enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
  * @log_ratelimited: as @log, but drops lines beyond a few per second per
  *              instance (a hostile guest must not flood the host log).
  * @fail:       record a human-readable reason for @err on the instance and
- *              return @err (a negative errno). The core prints it once.
- * @gpa_map:    host pointer to guest physical [gpa, gpa+len), or NULL if any
- *              byte is outside guest RAM or the sum overflows. Any thread.
+ *              return @err (a negative errno). The core prints it once,
+ *              prefixed with FILE:LINE and the instance name, when create
+ *              or open returns @err. Do not also log it.
+ * @gpa_map:    host pointer to guest physical [gpa, gpa+len), or NULL if
+ *              @len is 0, any byte is outside guest RAM or the sum
+ *              overflows. Any thread.
  * @region_add: claim a PIO or MMIO region of a class; the arch layout picks
  *              base and irq and writes them back into @r. Create time only.
  * @irq_set:    drive interrupt @line to @level. Any thread.
  * @fd_watch:   call @cb(@arg) on the event-loop thread whenever @fd has any of
- *              the epoll events @ev. Returns 0 or -errno.
- * @fd_unwatch: stop watching @fd. Returns 0 or -errno.
+ *              the epoll events @ev (level-triggered unless @ev has
+ *              EPOLLET). Returns 0 or -errno (-ENOSPC past 16 watches per
+ *              instance). The host removes watches left at destroy/close;
+ *              it never closes @fd.
+ * @fd_unwatch: stop watching @fd. Returns 0 or -errno. A callback the
+ *              event loop already picked up may still be running (or
+ *              start) on the event-loop thread when this returns: free
+ *              what @arg points to only once no callback can run (at
+ *              destroy/close the event loop has stopped).
  * @vm_exit:    ask the VM to stop; the process exits with @status once every
  *              thread has stopped. Any thread; the first request wins.
  * @tty_raw:    put terminal @fd in raw mode; the host restores it at exit,
@@ -174,13 +236,25 @@ struct cub_host {
 /*
  * struct cub_device_ops - a device plugin's ops (kind CUB_KIND_DEVICE).
  *
- * @create:  make an instance from @cfg (the plugin's cfg struct, filled by the
- *           host from defaults and config; read-only, valid until destroy).
- *           Claims regions through h->region_add. Main thread. Returns 0 or
- *           -errno after h->fail(). On failure destroy is not called.
- * @destroy: free everything; regions and fd watches are already gone. Main
- *           thread, after all vCPU and event-loop threads have stopped.
- * @reset:   (optional) back to power-on state; default: nothing to do.
+ * @create:  (required) make an instance from @cfg (the plugin's cfg
+ *           struct, filled and checked by the host; read-only, valid until
+ *           destroy). Claims regions (h->region_add), becomes a virtio
+ *           device (h->virtio->add), opens backends (h->storage->open,
+ *           h->net->open): all of that only here. Main thread, devices in
+ *           config order, before any vCPU or the event loop runs. Returns 0
+ *           and *@priv, or -errno after h->fail(). On failure destroy is not
+ *           called: free what you made; the host removes regions and
+ *           watches and closes backends left open.
+ * @destroy: free everything (NULL: nothing is called). Main thread,
+ *           after every vCPU and the event-loop thread have stopped; the
+ *           host has removed the instance's regions and fd watches and
+ *           stopped its virtio queues (stop) first, and closes backends
+ *           still open after it returns.
+ * @reset:   reserved: this host never calls it. A guest reset (x86 i8042 /
+ *           `reboot=k`, a triple fault; ARM64 PSCI SYSTEM_RESET) ends the VM
+ *           (exit statuses in cubicle(1)); the control API will reset a VM
+ *           in place and call it then. Leave it NULL or make it bring the
+ *           device back to its power-on state (0 or -errno).
  */
 struct cub_device_ops {
 	int (*create)(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv);
@@ -188,33 +262,74 @@ struct cub_device_ops {
 	int (*reset)(void *priv);
 };
 
-/* The descriptor each plugin exports as `cubicle_plugin`. */
+/*
+ * struct cub_plugin - the descriptor each plugin exports as `cubicle_plugin`
+ * (CUB_PLUGIN). The host reads it after dlopen and before running any
+ * plugin code; a plugin has no constructors.
+ *
+ * @abi_major, @abi_minor: the headers it was built with (CUB_PLUGIN_ABI).
+ * @size:      sizeof(struct cub_plugin) when built; members past it are
+ *             read as absent.
+ * @kind:      CUB_KIND_DEVICE, _STORAGE or _NET: which ops @ops points to.
+ * @name:      what configs say in `type = "..."`: 1-64 of a-z 0-9 - _.
+ *             Plugins are found by this name, not by file name (below).
+ * @version, @license, @summary: shown by `cubicle plugins`.
+ * @cfg_size:  the size of the cfg struct the host allocates, zeroes, fills
+ *             from @params and passes to create/open read-only.
+ * @params, @n_params:   the parameter table (struct cub_param).
+ * @methods, @n_methods: control methods (struct cub_method); may be 0.
+ * @ops:       const struct cub_{device,storage,net}_ops *; required.
+ * @abi_needs: (ABI 1.4) the oldest host ABI minor the plugin works with:
+ *             the highest "ABI 1.N" feature it uses. 0 means abi_minor.
+ * @param_size: (ABI 1.4) sizeof(struct cub_param) when built, so the host
+ *             can walk the tables of plugins built with other headers.
+ * @host_check: (ABI 1.4; optional) probe what the plugin needs from the
+ *             host (kernel features, permissions; tap: BPF) for
+ *             `cubicle check-host`: write one line into @line and return 0
+ *             if usable, or a negative errno if not. Main thread; no
+ *             instance exists. NULL: nothing to check.
+ *
+ * The loader refuses a file (with one message naming it) unless
+ * abi_major == the host's major and needs <= the host's minor, where needs
+ * is abi_needs when @size covers it and it is nonzero, else abi_minor; then
+ * it checks @size, @kind, @name, that @ops has the ops its kind must have
+ * (device: create; storage: open, close, info, readv, writev, flush; net:
+ * open, close, info, send, recv), every param (name, type, slot inside
+ * @cfg_size, enum choices, the rules above) and every method signature.
+ *
+ * Search order: each --plugin-dir, the folders of CUBICLE_PLUGIN_PATH
+ * (colon-separated), then the build tree's plugins when cubicle runs from
+ * its build folder, else the installed folder (`pkg-config
+ * --variable=plugindir cubicle-plugin`). Every *.so there is read, in
+ * alphabetical order per folder. When two plugins of one kind share a name,
+ * the first found wins and the later one is skipped.
+ */
 struct cub_plugin {
 	uint32_t abi_major, abi_minor;
-	uint32_t size; /* sizeof(struct cub_plugin) when built: lets us append */
+	uint32_t size;
 	enum cub_kind kind;
 	const char *name, *version, *license;
-	const char *summary; /* one line for `cubicle plugins` */
-	size_t cfg_size;     /* host allocates, fills defaults + config, passes const */
+	const char *summary;
+	size_t cfg_size;
 	const struct cub_param *params;
 	unsigned n_params;
 	const struct cub_method *methods;
 	unsigned n_methods;
-	const void *ops; /* const struct cub_{device,storage,net}_ops * */
+	const void *ops;
 	/* ABI 1.4 (read only when size covers them): */
-	uint32_t abi_needs;  /* oldest host ABI minor this plugin works with;
-			      * 0 means abi_minor */
-	uint32_t param_size; /* sizeof(struct cub_param) when built */
-	/* (optional) probe what this plugin needs from the host (kernel
-	 * features, permissions) for `cubicle check-host`: write one line into
-	 * @line and return 0 if usable, or a negative errno if not. Main
-	 * thread; no instance exists. */
+	uint32_t abi_needs;
+	uint32_t param_size;
 	int (*host_check)(char *line, size_t len);
 };
 
 /* The descriptor's header: ABI version, sizes, and the oldest host minor
  * the plugin needs (the highest "ABI 1.N" feature it uses), so a plugin
- * built against newer headers still loads into an older host. */
+ * built against newer headers still loads into an older host:
+ *   CUB_PLUGIN({ CUB_PLUGIN_ABI(4), .kind = ..., .name = ..., ... });
+ * Pass at least 1: 0 means "abi_minor", i.e. the headers' own minor. Hosts
+ * older than 1.4 do not read abi_needs and refuse any abi_minor above
+ * theirs, so it pays from 1.4 on: a plugin built against 1.5 headers with
+ * CUB_PLUGIN_ABI(4) still loads into a 1.4 host. */
 #define CUB_PLUGIN_ABI(needs)                                                       \
 	.abi_major = CUB_ABI_MAJOR, .abi_minor = CUB_ABI_MINOR, .abi_needs = (needs), \
 	.size = sizeof(struct cub_plugin), .param_size = sizeof(struct cub_param)

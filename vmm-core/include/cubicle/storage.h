@@ -13,21 +13,38 @@
 extern "C" {
 #endif
 
-/* What a backend can do; filled by its info op. */
+/*
+ * What a backend is and can do; filled by its info op right after open and
+ * checked by the host (size a multiple of 512, block_size a power of two
+ * 512..65536: otherwise the open fails). Devices read the copy in
+ * struct cub_storage; info is not called again.
+ *
+ * @size:       bytes; a multiple of 512.
+ * @block_size: logical block size the device reports to the guest.
+ * @read_only:  the backend refuses writes, discards and write-zeroes
+ *              (-EROFS). The host also sets it when the device opened the
+ *              backend read-only.
+ * @can_discard: discard works; virtio-blk offers discard only with it set
+ *              and the discard op present.
+ * @can_write_zeroes: write_zeroes works; with it clear and the op present,
+ *              virtio-blk does not offer write-zeroes at all.
+ * @can_flush:  informational: flush makes written data durable. Nothing
+ *              reads it; flush is called whatever it says (see below).
+ */
 struct cub_storage_info {
-	uint64_t size;        /* bytes; a multiple of 512 */
-	uint32_t block_size;  /* logical block size the device should report (512, 4096) */
-	bool read_only;       /* writes, discards and write-zeroes fail with -EROFS */
-	bool can_discard;     /* discard op works (e.g. punches holes) */
+	uint64_t size;
+	uint32_t block_size;
+	bool read_only;
+	bool can_discard;
 	bool can_write_zeroes;
-	bool can_flush;       /* flush makes written data durable */
+	bool can_flush;
 };
 
 struct cub_storage_req;
 typedef void cub_storage_done_fn(struct cub_storage_req *r, int64_t result);
 
-/* An asynchronous request (submit op). The backend calls done exactly once,
- * from any thread, with bytes transferred or -errno. */
+/* Reserved for an asynchronous submit op (below); no host or device in
+ * this tree builds one. */
 struct cub_storage_req {
 	enum { CUB_SREQ_READ, CUB_SREQ_WRITE, CUB_SREQ_FLUSH, CUB_SREQ_DISCARD,
 	       CUB_SREQ_WRITE_ZEROES } op;
@@ -41,33 +58,64 @@ struct cub_storage_req {
 };
 
 /*
- * struct cub_storage_ops - a storage backend plugin's ops.
- * All I/O ops may be called from several threads at once.
+ * struct cub_storage_ops - a storage backend plugin's ops (kind
+ * CUB_KIND_STORAGE). Required: open, close, info, readv, writev, flush; the
+ * loader refuses a storage plugin lacking one.
  *
- * @open:   open from @cfg (the backend's cfg struct). @ro: the device wants
- *          read-only. Returns 0 or -errno after h->fail(). Main thread.
- *          @in names the backend ("raw[disk0]"), not the device.
- * @close:  flush nothing, free everything. Main thread.
- * @info:   fill @out. Never fails after open.
- * @readv:  read at @off into @iov: bytes read (short only at end of disk) or
- *          -errno. Blocking.
- * @writev: write at @off: bytes written or -errno. Blocking.
- * @flush:  make earlier writes durable: 0 or -errno.
- * @discard:      (optional) the range is no longer needed: 0 or -errno.
- *                Default: -EOPNOTSUPP.
+ * Threads: open, close and info run on the main thread. The I/O ops
+ * (readv, writev, flush, discard, write_zeroes) run on whichever thread the
+ * device serves its queue on: with virtio-blk that is the thread that
+ * delivers the guest's kick (the event-loop thread with ioeventfd, else a
+ * vCPU thread) or, with `iothread = true`, one worker thread per queue.
+ * Several may run at once (one per queue), also at overlapping offsets:
+ * the backend does its own locking. They may block (pread/pwrite), but a
+ * slow op holds up the thread it runs on: with inline serving that is the
+ * event loop or a vCPU (virtio-blk's iothread = true moves it off both).
+ *
+ * Bounds: the host does not check offsets or lengths. virtio-blk checks
+ * every request against info.size (and refuses writes when read-only)
+ * before it calls the backend, but another device plugin may pass any
+ * offset: check it, and fail with -EINVAL (or a short read at the end).
+ *
+ * @open:   open from @cfg (the backend's cfg struct, filled from the device's
+ *          `backend` group; read-only, valid until close). @ro: the device
+ *          wants read-only. Returns 0 and *@priv, or -errno after
+ *          h->fail(). @in names the backend ("raw[disk0]"), not the device;
+ *          keep @in and @h: both stay valid until close returns.
+ * @close:  free everything (fds included); flush nothing. Main thread: at
+ *          the device's request (h->storage->close, in create or destroy)
+ *          or by the host after the device's destroy, when no I/O op is
+ *          running or will run. The backend's @in and @h are still valid
+ *          here (h->log works); the host removes the backend's fd watches
+ *          after close returns.
+ * @info:   fill @out (struct cub_storage_info). Must not fail.
+ * @readv:  read at @off into @iov: bytes read (short only at the end of the
+ *          disk) or -errno.
+ * @writev: write @iov at @off: bytes written (all of them) or -errno.
+ * @flush:  make earlier completed writes durable: 0 or -errno. Called for
+ *          every guest flush whatever can_flush says (virtio-blk always
+ *          offers VIRTIO_BLK_F_FLUSH); a backend with nothing to make
+ *          durable returns 0.
+ * @discard:      (optional) the range is no longer needed: 0 or -errno;
+ *                -EOPNOTSUPP counts as done (discard is a hint). NULL:
+ *                virtio-blk does not offer discard.
  * @write_zeroes: (optional) the range reads as zeroes afterwards; with
  *                @unmap the backend may also deallocate it (a hole), without
- *                it the blocks stay allocated. Default: writev of zero
- *                buffers.
+ *                it the blocks stay allocated. Called only when
+ *                can_write_zeroes is set. NULL: the host writes zero
+ *                buffers in bounded chunks through writev.
+ * @submit: reserved: never called. Leave it NULL.
  * @snapshot: (optional, ABI 1.2) make @dest a point-in-time copy of the disk
- *          (flush first; reflink: an O(1) FICLONE). 0 or -errno (-EOPNOTSUPP
- *          by default). Called with the device quiesced.
+ *          (flush first; reflink: an O(1) FICLONE). 0 or -errno; NULL:
+ *          -EOPNOTSUPP for the caller. For a caller that has quiesced the
+ *          device; no device or host command in this tree calls it yet.
  * @rollback: (optional, ABI 1.2) make the disk's content that of @src (a
  *          snapshot made earlier) without closing the device: later reads see
- *          @src's bytes. 0 or -errno (-EOPNOTSUPP by default). Device quiesced.
- * @submit: (optional) asynchronous form of all of the above; return 0 if
- *          queued (done is called later) or -errno if not queued. Default:
- *          the host runs the blocking ops on the caller's thread.
+ *          @src's bytes. 0 or -errno; NULL: -EOPNOTSUPP. Same callers as
+ *          snapshot (none yet).
+ *
+ * snapshot and rollback are read only from plugins whose abi_minor is 2 or
+ * more; for older ones the device sees NULL.
  */
 struct cub_storage_ops {
 	int (*open)(struct cub_inst *in, const struct cub_host *h, const void *cfg, bool ro,
@@ -96,21 +144,25 @@ struct cub_storage {
 /*
  * struct cub_storage_host - at h->storage (NULL on a host without storage).
  *
- * @open:  open the backend described by the group @key (normally "backend")
- *         inside this device's config: its `type` names a storage plugin,
- *         the other keys are that plugin's parameters. @ro forces read-only.
- *         Create time only. 0 and *@out, or -errno with the reason already
- *         recorded on the device (file:line and the backend's name): return
- *         the error as it is, without calling fail() again.
- *         A device config with a @key group its plugin never opened is an
- *         error after create ("virtio-rng takes no backend").
- * @close: close it (the host also closes any left open at destroy, after
- *         the device's destroy).
+ * @open:  open the backend described by the group @key (normally "backend",
+ *         declared with a CUB_P_STORAGE param) inside this device's config:
+ *         its `type` names a storage plugin, the other keys are that
+ *         plugin's parameters, already checked by the plan. @ro forces
+ *         read-only (info.read_only is then set). Create time only; main
+ *         thread. 0 and *@out, or -errno with the reason already recorded
+ *         on the device (FILE:LINE and the backend's name): return the
+ *         error as it is, without calling fail() again.
+ *         A device config with a `backend` group its plugin never opened is
+ *         an error after create ("virtio-rng takes no backend").
+ * @close: close it (the backend's close op runs now). Main thread. The host
+ *         also closes any left open at destroy, after the device's destroy.
  * @write_zeroes: (ABI 1.4) make [@off, @off + @len) read as zeroes: the
  *         backend's write_zeroes op when it has one, else writev of a zero
  *         buffer in chunks of at most 64 KiB (blocks stay allocated; @unmap
  *         is then ignored). 0 or -errno (-EIO for a short write). Any thread
  *         the backend's I/O ops may run on. Check with CUB_STORAGE_HOST_HAS.
+ *         A device calls this rather than the backend's op, so a backend
+ *         without write_zeroes still serves the guest's write-zeroes.
  */
 struct cub_storage_host {
 	uint32_t size;

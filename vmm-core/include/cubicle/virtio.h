@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* cubicle plugin ABI: virtio devices. A device plugin describes itself with a
- * struct cub_virtio_ops and hands it to h->virtio_add(); the host's virtio
- * core and a transport it picks (PCI on x86, MMIO on ARM64, or as configured)
- * do the rest. The device never knows which transport carries it. */
+ * struct cub_virtio_ops and hands it to h->virtio->add() in create; the
+ * host's virtio core and a transport (PCI on x86, MMIO on ARM64, or the
+ * device's `transport` key) do the rest. The device never knows which
+ * transport carries it. */
 #ifndef CUBICLE_VIRTIO_H
 #define CUBICLE_VIRTIO_H
 
@@ -43,29 +44,47 @@ struct cub_vq_used {
 };
 
 /*
- * struct cub_virtio_ops - what a virtio device tells the host.
+ * struct cub_virtio_ops - what a virtio device tells the host. Checked by
+ * add (device_id, n_queues, queue_max, config_read when config_size, start,
+ * notify, stop); kept by pointer, so it must stay valid until destroy.
  *
- * @device_id:    virtio device type (2 block, 3 console, 4 entropy, ...).
+ * Locking: the host calls set_features, config_read, config_write, start,
+ * notify and stop with the device's virtio lock held, so they never run at
+ * the same time as each other; work a device does on its own threads (or
+ * in fd_watch callbacks) is not covered by it.
+ *
+ * @device_id:    virtio device type (2 block, 3 console, 4 entropy, ...);
+ *                not 0.
  * @n_queues:     number of virtqueues (1..64).
  * @queue_max:    largest queue size offered (power of two, 2..32768).
  * @config_size:  bytes of device-specific config space (may be 0).
- * @features:     device feature bits (the transport adds VIRTIO_F_VERSION_1
- *                and the ring features the host core implements; bits 24..41
- *                from the device are dropped). Called once, inside @add, so
- *                @priv must be ready by then. Main thread.
- * @set_features: (optional) the features the driver accepted, before
- *                FEATURES_OK; return -EINVAL to refuse them. Default: accept.
+ * @features:     (optional) device feature bits (the transport adds
+ *                VIRTIO_F_VERSION_1, VIRTIO_F_EVENT_IDX and
+ *                VIRTIO_F_INDIRECT_DESC; bits 24..41 from the device are
+ *                dropped). Called once, inside add, so @priv must be ready by
+ *                then. Main thread. NULL: no device features.
+ * @set_features: (optional) the features the driver accepted, when it sets
+ *                FEATURES_OK; return a negative errno to refuse them (the
+ *                driver then sees FEATURES_OK clear). NULL: accept. vCPU
+ *                thread.
  * @config_read:  copy @len bytes of config space at @off into @buf; the host
- *                has checked @off + @len <= @config_size. vCPU thread.
- * @config_write: (optional) the driver wrote config space; default: ignored.
+ *                has checked 0 < @len and @off + @len <= @config_size (reads
+ *                outside return zeroes without a call). vCPU thread.
+ *                Required when config_size is not 0.
+ * @config_write: (optional) the driver wrote config space (checked like
+ *                config_read). NULL: ignored. vCPU thread.
  * @start:        the driver set DRIVER_OK: @vqs[i] is queue i, or NULL if the
- *                driver did not enable it. 0, or -errno to fail the device
- *                (it then shows NEEDS_RESET). vCPU thread.
- * @notify:       the driver kicked queue @q. Any thread (vCPU or event loop);
- *                must not block for long: hand work to your own thread.
- * @stop:         the driver reset the device (or the VM stops): stop touching
- *                the queues before returning; they are freed after. Called
- *                only after a successful @start. vCPU or main thread; must
+ *                driver did not enable it; @n is n_queues. 0, or -errno to
+ *                fail the device (it then shows NEEDS_RESET). vCPU thread.
+ *                Buffers may already be waiting: drain them.
+ * @notify:       the driver kicked queue @q (only for a started device and an
+ *                enabled queue). vCPU thread (a trapped write) or the
+ *                event-loop thread (ioeventfd); must not block for long:
+ *                it holds the device's virtio lock, so a reset waits for it.
+ * @stop:         the driver reset the device, or the instance is being
+ *                destroyed: stop touching the queues before returning; they
+ *                are freed after. Called only after a successful @start.
+ *                vCPU thread (reset) or main thread (before destroy); must
  *                not wait for the event-loop thread (it may be blocked
  *                delivering a kick to this device).
  */
@@ -85,21 +104,24 @@ struct cub_virtio_ops {
 
 /*
  * struct cub_virtio_host - the virtio services, at h->virtio (NULL on a host
- * without virtio: check before use).
+ * without virtio: check with CUB_HOST_HAS(h, virtio)).
  *
  * @add:    make this instance a virtio device with @ops (kept, must stay
- *          valid) and @priv. Create time only. 0 or -errno after fail().
+ *          valid) and @priv. Create time only; once per instance. 0 or
+ *          -errno with the reason recorded (as by fail()).
  * @pop:    take the next available chain: 1 and @c filled, 0 if the queue is
- *          empty, -EIO if the guest broke the rules (loop, bad address or
- *          index, too long): the device is then marked NEEDS_RESET and every
- *          later pop returns -EIO until the driver resets it. One thread per
- *          queue at a time.
+ *          empty, -EIO if the queue is stopped or the guest broke the rules
+ *          (loop, bad address or index, too long): the device is then
+ *          marked NEEDS_RESET and every later pop returns -EIO until the
+ *          driver resets it. One thread per queue at a time.
  * @push:   return chain @c to the used ring with @written bytes written into
- *          its device-writable part. Same thread discipline as pop.
+ *          its device-writable part. Same thread discipline as pop. Does
+ *          nothing once the queue is stopped.
  * @notify: interrupt the guest for this queue if the driver wants it
  *          (honours VIRTQ_AVAIL_F_NO_INTERRUPT / used_event). Call after a
  *          batch of pushes.
- * @broken: mark the device NEEDS_RESET with a reason (logged rate-limited).
+ * @broken: mark the device NEEDS_RESET with a reason (logged rate-limited)
+ *          and tell the driver (config interrupt). Any thread.
  * @push_batch: (ABI 1.3) as @push for @n chains, in order, published with
  *          one used index update: the driver sees all of them or none (a
  *          virtio-net packet spread over mergeable buffers must never be
