@@ -47,14 +47,14 @@ done
 # whether the L2 kernel is taken unsigned too (the L1 always is: its vmlinuz
 # is then the plain image).
 case $arch in
-x86_64|amd64) arch=x86_64 deb=amd64 l2_unsigned=0 ;;
-aarch64|arm64) arch=aarch64 deb=arm64 l2_unsigned=1 ;;
+x86_64|amd64) arch=x86_64 darch=amd64 l2_unsigned=0 ;;
+aarch64|arm64) arch=aarch64 darch=arm64 l2_unsigned=1 ;;
 *) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
 esac
 dest=$cache/guest/$arch
 # A foreign architecture's packages are named PKG:ARCH.
 sfx=
-[ "$(dpkg --print-architecture 2>/dev/null)" = $deb ] || sfx=:$deb
+[ "$(dpkg --print-architecture 2>/dev/null)" = $darch ] || sfx=:$darch
 
 for tool in apt-get apt-cache dpkg dpkg-deb; do
 	command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found: this script needs a Debian-like host"
@@ -67,9 +67,9 @@ known() { apt-cache show "$1" >/dev/null 2>&1; }
 need() {
 	known "$1" && return 0
 	[ $updated = 1 ] && die "apt does not know '$1' even after apt-get update"
-	if [ -n "$sfx" ] && ! dpkg --print-foreign-architectures | grep -qx $deb; then
-		say "adding the $deb architecture to dpkg"
-		dpkg --add-architecture $deb || die "dpkg --add-architecture $deb failed (needs root)"
+	if [ -n "$sfx" ] && ! dpkg --print-foreign-architectures | grep -qx $darch; then
+		say "adding the $darch architecture to dpkg"
+		dpkg --add-architecture $darch || die "dpkg --add-architecture $darch failed (needs root)"
 	fi
 	say "apt does not know $1; running apt-get update"
 	apt-get -o DPkg::Lock::Timeout=300 update >&2 || die "apt-get update failed"
@@ -83,7 +83,7 @@ resolve() {
 	need "$1$sfx"
 	pkg=$(apt-cache depends "$1$sfx" 2>/dev/null |
 		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
-	pkg=${pkg%:$deb}
+	pkg=${pkg%:$darch}
 	[ -n "$pkg" ] || die "cannot resolve $1$sfx to a concrete kernel package"
 	if [ "$2" = 1 ]; then
 		case $pkg in *-unsigned) ;; *) pkg=$pkg-unsigned ;; esac
@@ -133,7 +133,7 @@ fetch() {
 have() { [ -s "$1/vmlinuz" ] && [ -d "$1/modules" ] && [ -s "$1/package" ]; }
 
 if [ $force = 1 ] || ! have "$dest"; then
-	fetch "$(resolve linux-image-cloud-$deb $l2_unsigned)" "$dest"
+	fetch "$(resolve linux-image-cloud-$darch $l2_unsigned)" "$dest"
 else
 	say "guest kernel $(cat "$dest/package") already in $dest"
 fi
@@ -170,7 +170,7 @@ fi
 if [ $nested = 1 ]; then
 	if [ $force = 1 ] || ! have "$dest/nested"; then
 		# The generic flavour (unlike cloud) has 9p.
-		fetch "$(resolve linux-image-$deb 1)" "$dest/nested"
+		fetch "$(resolve linux-image-$darch 1)" "$dest/nested"
 	else
 		say "nested L1 kernel $(cat "$dest/nested/package") already in $dest/nested"
 	fi
