@@ -248,7 +248,7 @@ args=(-accel tcg "${machine[@]}" -smp "$smp" -m "$mem"
 # (until COMMAND started, with the 0.5 s resolution of the watch).
 boot_l1() {
 	local t0 contail='' tails=() started=0 deadline=$((SECONDS + boot_timeout)) p
-	boot_secs=?
+	boot_secs='?'
 	rm -f "$log" "$out" "$err"
 	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 	hung=0
