@@ -66,7 +66,7 @@ rw='' smp=2 mem='' show=0 prepare=0
 usage="usage: run-nested.sh [--arch x86_64|aarch64] [--timeout S] [--boot-timeout S] [--cmd-timeout S] [--rw DIR] [--show] [--smp N] [--mem MIB] -- COMMAND [ARG...] | [--arch ARCH] --prepare"
 
 say() { printf 'run-nested: %s\n' "$*" >&2; }
-die() { printf 'run-nested: error: %s\n' "$*" >&2; exit "${2:-99}"; }
+die() { printf 'run-nested: error: %s\n' "$1" >&2; exit "${2:-99}"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
