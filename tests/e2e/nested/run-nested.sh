@@ -43,7 +43,8 @@
 #
 # --timeout S (default 600 x86_64, 900 aarch64) bounds the whole L1 run;
 # --cmd-timeout S bounds COMMAND itself inside L1; --boot-timeout S (default
-# 300) bounds L1's boot up to the moment COMMAND starts.
+# 300, or $CUBICLE_NESTED_BOOT_TIMEOUT) bounds L1's boot up to the moment
+# COMMAND starts.
 # One retry, logged: when L1 never started COMMAND (its kernel panicked,
 # reset or hung before /init got that far), the fault is the emulator's, not
 # the command's, and L1 boots once more (the first console is kept as
