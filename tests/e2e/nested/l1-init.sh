@@ -5,9 +5,10 @@
 # Kernel command line:
 #   nestcmd=/abs/script  the script to run inside the host root
 #   nestrw=/abs/scratch  the read-write share, mounted at the same path
-#   nestsh=bash|busybox  what runs the script: the host's /bin/bash (x86_64),
-#                        or this initramfs's busybox, copied to /run/busybox
-#                        (aarch64: the host's own shells are x86 and cannot run)
+#   nestsh=bash|busybox  what runs the script: the host's /bin/bash (default
+#                        on x86_64), or this initramfs's busybox, copied to
+#                        /run/busybox (default on aarch64: the host's own
+#                        shells are x86 and cannot run)
 # Console protocol, read back by run-nested.sh:
 #   CUBICLE-NESTED init              /init started (the L1 kernel booted)
 #   CUBICLE-NESTED kvm=ok | CUBICLE-NESTED error: ...
@@ -33,7 +34,7 @@ while read -r m; do
 	insmod "/lib/modules/$m" 2>/dev/null
 done </etc/modules.order
 
-cmd='' rw='' sh=bash
+cmd='' rw='' sh=
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	nestcmd=*) cmd=${arg#nestcmd=} ;;
@@ -42,6 +43,7 @@ for arg in $(cat /proc/cmdline); do
 	esac
 done
 [ -n "$cmd" ] && [ -n "$rw" ] || fail "nestcmd= or nestrw= missing from the L1 command line"
+[ -n "$sh" ] || case $(uname -m) in x86_64) sh=bash ;; *) sh=busybox ;; esac
 
 kvmlog() { dmesg | grep -i kvm | tail -n 2 | tr '\n' ' '; }
 case $(uname -m) in

@@ -126,9 +126,13 @@ esac
 [ -z "$busybox" ] || [ -s "$busybox" ] || die "no $arch busybox in $gdir: run $fetch" 77
 
 # ---- the L1 initramfs: cached beside its kernel, rebuilt when its sources change
+# The cache is shared by every checkout on this machine: compare the /init
+# inside it with ours rather than trusting timestamps, so that another
+# checkout's older l1-init.sh never boots under this harness.
 l1init=$here/l1-init.sh
 initrd=$l1dir/l1-initramfs.cpio.gz
-if [ ! -s "$initrd" ] || [ "$l1init" -nt "$initrd" ] ||
+same_init() { gzip -dc "$initrd" 2>/dev/null | cpio -i --quiet --to-stdout init 2>/dev/null | cmp -s - "$l1init"; }
+if [ ! -s "$initrd" ] || ! same_init ||
    { [ -n "$busybox" ] && [ "$busybox" -nt "$initrd" ]; } ||
    [ "$top/scripts/build-initramfs.sh" -nt "$initrd" ]; then
 	say "building $initrd"
