@@ -1,15 +1,22 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Fetches Debian's stock x86_64 guest (cloud) and nested-L1 (generic) kernels into the user cache, and builds their initramfs images.
+# Fetches Debian's stock guest (cloud) and nested-L1 (generic) kernels for x86_64 or aarch64 into the user cache, and builds the guest and L1 initramfs images.
 #
-# Usage: scripts/fetch-guest.sh [--force] [--no-nested]
+# Usage: scripts/fetch-guest.sh [--arch x86_64|aarch64] [--force] [--no-nested]
 #
-# Nothing is installed: each kernel package is taken with `apt-get download`
-# and unpacked with `dpkg-deb -x`. Layout under
-# ${CUBICLE_CACHE:-$HOME/.cache/cubicle}/guest/x86_64/:
+# --arch defaults to this host's (uname -m). Nothing is installed: each
+# package is taken with `apt-get download` and unpacked with `dpkg-deb -x`
+# (for aarch64 on another host, after `dpkg --add-architecture arm64` and
+# `apt-get update` when apt does not know the packages yet: that part needs
+# root). Layout under ${CUBICLE_CACHE:-$HOME/.cache/cubicle}/guest/ARCH/:
 #   vmlinuz  config  release  package  modules/   the L2 guest (cloud) kernel
-#   initramfs.cpio.gz                             the example guest initramfs
-#   nested/vmlinuz  config  release  package  modules/  l1-initramfs.cpio.gz
+#   busybox                  aarch64 only: arm64 static busybox (x86_64 uses
+#                            the host's busybox-static)
+#   initramfs.cpio.gz        the example guest initramfs (aarch64's /init:
+#                            tests/e2e/guest-init-arm64.sh)
+#   nested/vmlinuz  config  release  package  modules/   the L1 (generic)
+#   kernel, and nested/l1-initramfs.cpio.gz (built by
+#   tests/e2e/nested/run-nested.sh --prepare, which rebuilds it when stale)
 # Running it again skips whatever is already present (--force refetches).
 
 set -eu
@@ -17,7 +24,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 cache=${CUBICLE_CACHE:-${HOME:?HOME is not set}/.cache/cubicle}
-dest=$cache/guest/x86_64
+arch=$(uname -m)
 force=0
 nested=1
 
@@ -26,51 +33,85 @@ die() { printf 'fetch-guest: error: %s\n' "$*" >&2; exit 1; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
+	--arch) [ $# -ge 2 ] || die "--arch needs x86_64 or aarch64"; arch=$2; shift ;;
+	--arch=*) arch=${1#--arch=} ;;
 	--force) force=1 ;;
 	--no-nested) nested=0 ;;
-	-h|--help) sed -n '3,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
 	*) die "unknown argument '$1' (try --help)" ;;
 	esac
 	shift
 done
 
-for tool in apt-get apt-cache dpkg-deb; do
+# Per arch: Debian's name for it, the two kernel flavours' meta packages,
+# whether the L2 kernel is taken unsigned too (the L1 always is: its vmlinuz
+# is then the plain image).
+case $arch in
+x86_64|amd64) arch=x86_64 darch=amd64 l2_unsigned=0 ;;
+aarch64|arm64) arch=aarch64 darch=arm64 l2_unsigned=1 ;;
+*) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
+esac
+dest=$cache/guest/$arch
+# A foreign architecture's packages are named PKG:ARCH.
+sfx=
+[ "$(dpkg --print-architecture 2>/dev/null)" = $darch ] || sfx=:$darch
+
+for tool in apt-get apt-cache dpkg dpkg-deb; do
 	command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found: this script needs a Debian-like host"
 done
 
-# The concrete package a meta package (linux-image-cloud-amd64) points at.
-# apt-get update runs at most once, and only if apt does not know the package.
+# need PACKAGE: apt must know it. For a foreign architecture, add it to dpkg;
+# apt-get update runs at most once, and only when a package is unknown.
 updated=0
-resolve() {
-	meta=$1
-	if ! apt-cache show "$meta" >/dev/null 2>&1; then
-		[ $updated = 1 ] && die "apt does not know '$meta' even after apt-get update"
-		say "apt does not know $meta; running apt-get update"
-		apt-get update >&2 || die "apt-get update failed"
-		updated=1
+known() { apt-cache show "$1" >/dev/null 2>&1; }
+need() {
+	known "$1" && return 0
+	[ $updated = 1 ] && die "apt does not know '$1' even after apt-get update"
+	if [ -n "$sfx" ] && ! dpkg --print-foreign-architectures | grep -qx $darch; then
+		say "adding the $darch architecture to dpkg"
+		dpkg --add-architecture $darch || die "dpkg --add-architecture $darch failed (needs root)"
 	fi
-	apt-cache depends "$meta" 2>/dev/null |
-		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1
+	say "apt does not know $1; running apt-get update"
+	apt-get -o DPkg::Lock::Timeout=300 update >&2 || die "apt-get update failed"
+	updated=1
+	known "$1" || die "apt does not know '$1' even after apt-get update"
+}
+
+# resolve META UNSIGNED: the concrete kernel package a meta package points at
+# (linux-image-cloud-arm64 -> linux-image-6.1.0-NN-cloud-arm64-unsigned:arm64).
+resolve() {
+	need "$1$sfx"
+	pkg=$(apt-cache depends "$1$sfx" 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
+	pkg=${pkg%:$darch}
+	[ -n "$pkg" ] || die "cannot resolve $1$sfx to a concrete kernel package"
+	if [ "$2" = 1 ]; then
+		case $pkg in *-unsigned) ;; *) pkg=$pkg-unsigned ;; esac
+	fi
+	need "$pkg$sfx"
+	echo "$pkg$sfx"
+}
+
+# download PACKAGE DIR: apt-get download into DIR, print the .deb's path.
+download() {
+	# As root, apt would drop to _apt, which cannot write into $HOME.
+	sandbox=
+	[ "$(id -u)" = 0 ] && sandbox="-o APT::Sandbox::User=root"
+	# shellcheck disable=SC2086
+	(cd "$2" && apt-get $sandbox download "$1" >&2) || die "apt-get download $1 failed"
+	deb=$(ls "$2"/*.deb 2>/dev/null | head -n 1)
+	[ -n "$deb" ] || die "apt-get download $1 produced no .deb"
+	echo "$deb"
 }
 
 # fetch PACKAGE DIR: unpack the package's vmlinuz, config and modules into DIR.
 fetch() {
 	pkg=$1 dir=$2
-	if [ $force = 0 ] && [ -s "$dir/vmlinuz" ] && [ -d "$dir/modules" ] &&
-	   [ "$(cat "$dir/package" 2>/dev/null)" = "$pkg" ]; then
-		say "$pkg already in $dir"
-		return 0
-	fi
 	mkdir -p "$dir"
 	tmp=$(mktemp -d "$dir/.fetch.XXXXXX")
 	trap 'rm -rf "$tmp"' EXIT INT TERM
 	say "downloading $pkg"
-	# As root, apt would drop to _apt, which cannot write into $HOME.
-	sandbox=
-	[ "$(id -u)" = 0 ] && sandbox="-o APT::Sandbox::User=root"
-	(cd "$tmp" && apt-get $sandbox download "$pkg" >&2) || die "apt-get download $pkg failed"
-	deb=$(ls "$tmp"/*.deb 2>/dev/null | head -n 1)
-	[ -n "$deb" ] || die "apt-get download $pkg produced no .deb"
+	deb=$(download "$pkg" "$tmp")
 	say "unpacking $(basename "$deb")"
 	dpkg-deb -x "$deb" "$tmp/root" || die "dpkg-deb -x $deb failed"
 	rel=$(ls "$tmp/root/lib/modules" 2>/dev/null | head -n 1)
@@ -92,38 +133,51 @@ fetch() {
 have() { [ -s "$1/vmlinuz" ] && [ -d "$1/modules" ] && [ -s "$1/package" ]; }
 
 if [ $force = 1 ] || ! have "$dest"; then
-	pkg=$(resolve linux-image-cloud-amd64)
-	[ -n "$pkg" ] || die "cannot resolve linux-image-cloud-amd64 to a concrete kernel package"
-	fetch "$pkg" "$dest"
+	fetch "$(resolve linux-image-cloud-$darch $l2_unsigned)" "$dest"
 else
 	say "guest kernel $(cat "$dest/package") already in $dest"
 fi
 
-if [ $force = 1 ] || [ ! -s "$dest/initramfs.cpio.gz" ] ||
-   [ "$top/scripts/build-initramfs.sh" -nt "$dest/initramfs.cpio.gz" ]; then
-	"$here/build-initramfs.sh" "$dest/modules" "$dest/initramfs.cpio.gz" ||
+# The guest initramfs. x86_64: build-initramfs.sh's own example /init, the
+# host's busybox and the virtio-pci set. aarch64: an arm64 busybox, the
+# virtio-mmio disk stack (in the cloud flavour virtio and virtio_ring are
+# modules as well) and tests/e2e/guest-init-arm64.sh.
+set --
+if [ $arch = aarch64 ]; then
+	if [ $force = 1 ] || [ ! -s "$dest/busybox" ]; then
+		need busybox-static$sfx
+		tmp=$(mktemp -d "$dest/.fetch.XXXXXX")
+		trap 'rm -rf "$tmp"' EXIT INT TERM
+		deb=$(download busybox-static$sfx "$tmp")
+		dpkg-deb -x "$deb" "$tmp/root" || die "dpkg-deb -x $deb failed"
+		[ -s "$tmp/root/bin/busybox" ] || die "$(basename "$deb") has no bin/busybox"
+		mv "$tmp/root/bin/busybox" "$dest/busybox"
+		chmod 755 "$dest/busybox"
+		rm -rf "$tmp"
+		trap - EXIT INT TERM
+		say "busybox-static$sfx -> $dest/busybox"
+	fi
+	ginit=$top/tests/e2e/guest-init-arm64.sh
+	set -- --busybox "$dest/busybox" --init "$ginit" --modules "virtio virtio_ring virtio_mmio virtio_blk"
+fi
+out=$dest/initramfs.cpio.gz
+if [ $force = 1 ] || [ ! -s "$out" ] || [ "$here/build-initramfs.sh" -nt "$out" ] ||
+   { [ $arch = aarch64 ] && { [ "$ginit" -nt "$out" ] || [ "$dest/busybox" -nt "$out" ]; }; }; then
+	"$here/build-initramfs.sh" "$@" "$dest/modules" "$out" ||
 		die "building the guest initramfs failed"
 fi
 
 if [ $nested = 1 ]; then
 	if [ $force = 1 ] || ! have "$dest/nested"; then
-		# The generic kernel (unlike cloud) has 9p; take the unsigned
-		# image so its vmlinuz is the plain bzImage.
-		gen=$(resolve linux-image-amd64)
-		[ -n "$gen" ] || die "cannot resolve linux-image-amd64 to a concrete kernel package"
-		case $gen in *-unsigned) ;; *) gen=$gen-unsigned ;; esac
-		apt-cache show "$gen" >/dev/null 2>&1 || die "apt does not know $gen"
-		fetch "$gen" "$dest/nested"
+		# The generic flavour (unlike cloud) has 9p.
+		fetch "$(resolve linux-image-$darch 1)" "$dest/nested"
 	else
 		say "nested L1 kernel $(cat "$dest/nested/package") already in $dest/nested"
 	fi
-	l1init=$top/tests/e2e/nested/l1-init.sh
-	out=$dest/nested/l1-initramfs.cpio.gz
-	if [ -f "$l1init" ] && { [ $force = 1 ] || [ ! -s "$out" ] || [ "$l1init" -nt "$out" ]; }; then
-		"$here/build-initramfs.sh" --init "$l1init" \
-			--modules "virtio_pci 9pnet_virtio 9p kvm-amd" \
-			"$dest/nested/modules" "$out" || die "building the L1 initramfs failed"
-	fi
+	# The L1 initramfs: run-nested.sh knows what goes in it.
+	[ $force = 1 ] && rm -f "$dest/nested/l1-initramfs.cpio.gz"
+	"$top/tests/e2e/nested/run-nested.sh" --arch $arch --prepare ||
+		die "preparing the nested harness failed"
 fi
 
 say "done: $dest"

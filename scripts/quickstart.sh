@@ -17,4 +17,4 @@ if host_boots_linux; then
 fi
 echo "quickstart: this host's KVM cannot boot a stock kernel ($("$cub" check-host | sed -n 's/^boots stock Linux kernels  *//p'))" >&2
 echo "quickstart: booting examples/hello.cfg inside the nested harness (QEMU TCG -> KVM -> cubicle), about a minute" >&2
-exec "$src/tests/e2e/nested/run-nested.sh" --show -- "$cub" run "$src/examples/hello.cfg" "$@"
+exec "$src/tests/e2e/nested/run-nested.sh" --arch x86_64 --show -- "$cub" run "$src/examples/hello.cfg" "$@"

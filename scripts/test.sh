@@ -47,7 +47,7 @@ CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build-arm64" -j2 check ||
 # ---- ARM64 nested end-to-end boot (tests/e2e/*arm64*): runs here, after ----
 # ---- build-arm64 exists; qemu-system-aarch64 -> L1 KVM -> cubicle -> L2 ----
 step "ARM64: nested end-to-end boot"
-"$src/scripts/fetch-guest-arm64.sh"
+"$src/scripts/fetch-guest.sh" --arch aarch64
 make -C "$src/build-arm64" check-e2e-arm64 ||
 	{ cat "$src"/build-arm64/tests/e2e/run_arm64_boot.log; exit 1; }
 

@@ -92,8 +92,9 @@ e2e_run() {
 	if [ $e2e_mode = direct ]; then
 		timeout -k 5 "$e2e_timeout" "$@"
 	else
-		"$e2e_top/tests/e2e/nested/run-nested.sh" --timeout $((e2e_timeout + 180)) \
-			--rw "$e2e_work" -- timeout -k 5 "$e2e_timeout" "$@"
+		"$e2e_top/tests/e2e/nested/run-nested.sh" --arch "${E2E_ARCH:-x86_64}" \
+			--timeout $((e2e_timeout + 180)) --cmd-timeout "$e2e_timeout" \
+			--rw "$e2e_work" -- "$@"
 	fi
 }
 

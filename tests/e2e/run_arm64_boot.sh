@@ -9,7 +9,7 @@
 #   CUBICLE_ARM64          the arm64 binary (default: the first AArch64 one of
 #                          $top_builddir/cubicle, $top_srcdir/build-arm64/cubicle,
 #                          $top_builddir/build-arm64/cubicle); a "#!" script such
-#                          as nested/qemu-standin-arm64.sh works too
+#                          as nested/qemu-standin.sh works too
 #   CUBICLE_ARM64_PLUGINS  colon-separated plugin folders (default: the binary's
 #                          build tree, plugins/devices/.libs and plugins/storage/.libs)
 #   CUBICLE_ARM64_BOOT_TIMER  the boot-timer's guest-physical address, passed as
@@ -20,7 +20,7 @@
 #   CUBICLE_ARCH           set by make check: anything but aarch64 skips (so an
 #                          x86_64 build tree's make check leaves this test out)
 #   CUBICLE_E2E_VERBOSE=1  drop "quiet" and add earlycon (slow under emulation)
-# Fetch the kernels with scripts/fetch-guest-arm64.sh.
+# Fetch the kernels with scripts/fetch-guest.sh --arch aarch64.
 
 E2E_NAME=run_arm64_boot
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -75,7 +75,7 @@ done
 [ "$(head -c 2 "$bin")" = '#!' ] || [ ${#plugin_args[@]} -gt 0 ] ||
 	e2e_skip "no arm64 plugin folders (${pdirs[*]}): build plugins in the arm64 tree"
 [ -s "$e2e_guest/vmlinuz" ] && [ -d "$e2e_guest/modules" ] && [ -s "$e2e_guest/busybox" ] ||
-	e2e_skip "no arm64 guest kernel in $e2e_guest: run scripts/fetch-guest-arm64.sh"
+	e2e_skip "no arm64 guest kernel in $e2e_guest: run scripts/fetch-guest.sh --arch aarch64"
 
 case ${CUBICLE_E2E_MODE:-} in
 direct|nested) mode=$CUBICLE_E2E_MODE ;;
@@ -87,7 +87,7 @@ if [ $mode = nested ]; then
 	command -v qemu-system-aarch64 >/dev/null ||
 		e2e_skip "qemu-system-aarch64 (for the nested harness) is missing: apt-get install qemu-system-arm"
 	[ -s "$e2e_guest/nested/vmlinuz" ] ||
-		e2e_skip "no arm64 L1 kernel in $e2e_guest/nested: run scripts/fetch-guest-arm64.sh"
+		e2e_skip "no arm64 L1 kernel in $e2e_guest/nested: run scripts/fetch-guest.sh --arch aarch64"
 	timeout=${CUBICLE_E2E_TIMEOUT:-300}
 else
 	timeout=${CUBICLE_E2E_TIMEOUT:-60}
@@ -139,7 +139,7 @@ console=$w/console.log
 stderr=$w/stderr.log
 start=$(date +%s.%N)
 if [ $mode = nested ]; then
-	"$e2e_top/tests/e2e/nested/run-nested-arm64.sh" --timeout $((timeout + 180)) \
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch aarch64 --timeout $((timeout + 180)) \
 		--cmd-timeout "$timeout" --rw "$w" -- \
 		"$bin" run "${plugin_args[@]}" "$w/vm.cfg" >"$console" 2>"$stderr"
 else
@@ -147,8 +147,8 @@ else
 fi
 rc=$?
 echo "# exit status $rc after $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
-[ $rc = 77 ] && [ $mode = nested ] && e2e_skip "the nested harness lacks an ingredient: $(grep 'run-nested-arm64: error' "$stderr" | tail -n 1)"
-[ $rc = 99 ] && [ $mode = nested ] && sed -n 's/^run-nested-arm64: error: /# harness: /p' "$stderr"
+[ $rc = 77 ] && [ $mode = nested ] && e2e_skip "the nested harness lacks an ingredient: $(grep 'run-nested: error' "$stderr" | tail -n 1)"
+[ $rc = 99 ] && [ $mode = nested ] && sed -n 's/^run-nested: error: /# harness: /p' "$stderr"
 
 cpus=$(e2e_marker "$console" cpus)
 kib=$(e2e_marker "$console" mem_kib)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A harness self-check for run-nested-arm64.sh: opens /dev/kvm, creates a VM
+/* A harness self-check for run-nested.sh --arch aarch64: opens /dev/kvm, creates a VM
  * and a vCPU with the preferred target, and prints what it got. Cross-built
  * and run dynamically linked through the arm64 loader, it proves the 9p +
  * loader path and L1's KVM independently of cubicle:
  *   aarch64-linux-gnu-gcc -o /tmp/kvm-probe tests/e2e/nested/kvm-probe-arm64.c
- *   tests/e2e/nested/run-nested-arm64.sh -- /tmp/kvm-probe */
+ *   tests/e2e/nested/run-nested.sh --arch aarch64 -- /tmp/kvm-probe */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>

@@ -1,17 +1,27 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# The nested harness's L1 /init: load KVM and 9p, mount the host root read-only and the scratch folder read-write, run one script chrooted, print its exit code.
+# The nested harness's L1 /init (x86_64 and aarch64): load 9p (and kvm-amd on x86), check /dev/kvm, mount the host root read-only and the scratch folder read-write, run one script chrooted, print its exit code.
 #
-# Kernel command line: nestcmd=/abs/script (run with /bin/bash inside the host
-# root) nestrw=/abs/scratch (the read-write share, mounted at the same path).
+# Kernel command line:
+#   nestcmd=/abs/script  the script to run inside the host root
+#   nestrw=/abs/scratch  the read-write share, mounted at the same path
+#   nestsh=bash|busybox  what runs the script: the host's /bin/bash (default
+#                        on x86_64), or this initramfs's busybox, copied to
+#                        /run/busybox (default on aarch64: the host's own
+#                        shells are x86 and cannot run)
 # Console protocol, read back by run-nested.sh:
+#   CUBICLE-NESTED init              /init started (the L1 kernel booted)
 #   CUBICLE-NESTED kvm=ok | CUBICLE-NESTED error: ...
+#   CUBICLE-NESTED start             the script starts now: anything that
+#                                    goes wrong from here on is not L1's boot
 #   CUBICLE-NESTED RC=<exit code of the script>
+/bin/busybox --install -s /bin 2>/dev/null # a foreign busybox may lack links
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 exec </dev/console >/dev/console 2>&1
+echo "CUBICLE-NESTED init"
 
 fail() {
 	echo "CUBICLE-NESTED error: $*"
@@ -24,25 +34,37 @@ while read -r m; do
 	insmod "/lib/modules/$m" 2>/dev/null
 done </etc/modules.order
 
-cmd='' rw=''
+cmd='' rw='' sh=
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	nestcmd=*) cmd=${arg#nestcmd=} ;;
 	nestrw=*) rw=${arg#nestrw=} ;;
+	nestsh=*) sh=${arg#nestsh=} ;;
 	esac
 done
 [ -n "$cmd" ] && [ -n "$rw" ] || fail "nestcmd= or nestrw= missing from the L1 command line"
+[ -n "$sh" ] || case $(uname -m) in x86_64) sh=bash ;; *) sh=busybox ;; esac
 
-if [ ! -c /dev/kvm ]; then
-	grep -qw svm /proc/cpuinfo || fail "no svm flag in L1's /proc/cpuinfo: L0 must run QEMU with -cpu max (TCG)"
-	fail "/dev/kvm missing in L1: kvm_amd did not load ($(dmesg | grep -i kvm | tail -n 2 | tr '\n' ' '))"
-fi
-echo "CUBICLE-NESTED kvm=ok"
+kvmlog() { dmesg | grep -i kvm | tail -n 2 | tr '\n' ' '; }
+case $(uname -m) in
+x86_64)
+	if [ ! -c /dev/kvm ]; then
+		grep -qw svm /proc/cpuinfo || fail "no svm flag in L1's /proc/cpuinfo: L0 must run QEMU with -cpu max (TCG)"
+		fail "/dev/kvm missing in L1: kvm_amd did not load ($(kvmlog))"
+	fi
+	echo "CUBICLE-NESTED kvm=ok" ;;
+*)
+	# arm64: KVM is built into Debian's kernel; it needs EL2.
+	[ -c /dev/kvm ] || fail "/dev/kvm missing in L1: L0 must run at EL2 (-M virt,virtualization=on) ($(kvmlog))"
+	echo "CUBICLE-NESTED kvm=ok $(dmesg | grep -o 'VHE mode\|nVHE mode\|hVHE mode' | head -n 1)" ;;
+esac
 
 mkdir -p /host
 o=trans=virtio,version=9p2000.L,msize=262144
 # cache=loose: the read-only root never changes under L1, and cubicle mmaps
-# kernels (uncached 9p makes every page a round trip).
+# kernels (uncached, every page of a mmap()ed file is one 9p round trip:
+# half a minute for a 27 MB image under emulation). The scratch share stays
+# uncached.
 mount -t 9p -o $o,ro,cache=loose host /host || fail "cannot mount the host root over 9p"
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
@@ -63,7 +85,15 @@ mkdir -p -m 1777 /host/run/tmp
 [ -d "/host$rw" ] || mkdir -p "/host$rw"
 mount -t 9p -o $o work "/host$rw" || fail "cannot mount the scratch folder $rw over 9p"
 
-chroot /host /bin/bash "$cmd"
+case $sh in
+bash) set -- /bin/bash ;;
+busybox)
+	cp /bin/busybox /host/run/busybox || fail "cannot copy busybox to /host/run"
+	set -- /run/busybox sh ;;
+*) fail "unknown nestsh=$sh (bash or busybox)" ;;
+esac
+echo "CUBICLE-NESTED start"
+chroot /host "$@" "$cmd"
 echo "CUBICLE-NESTED RC=$?"
 sync
 poweroff -f

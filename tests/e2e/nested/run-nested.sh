@@ -1,63 +1,200 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# Runs one command inside an L1 Linux VM under QEMU software emulation (-cpu max gives it AMD SVM, hence a working /dev/kvm) and returns its exit code.
+# Runs one command inside an L1 Linux VM under QEMU software emulation, where L1 has a working /dev/kvm, and returns the command's exit code.
 #
-# Usage: tests/e2e/nested/run-nested.sh [--timeout S] [--rw DIR] [--show] [--smp N] [--mem MIB] -- COMMAND [ARG...]
+# Usage: tests/e2e/nested/run-nested.sh [--arch x86_64|aarch64] [--timeout S]
+#            [--boot-timeout S] [--cmd-timeout S] [--rw DIR] [--show] [--smp N]
+#            [--mem MIB] -- COMMAND [ARG...]
+#        tests/e2e/nested/run-nested.sh [--arch ARCH] --prepare
+#
+# --arch (default: this host's, uname -m) picks L1:
+#   x86_64   qemu-system-x86_64 -M q35 -cpu max: TCG emulates AMD SVM, so
+#            L1's kvm-amd gives a real /dev/kvm
+#   aarch64  qemu-system-aarch64 -M virt,virtualization=on: L1 runs at EL2
+#            and its built-in KVM works
+# Kernels and busybox come from scripts/fetch-guest.sh [--arch aarch64]; L1's
+# initramfs (/init: l1-init.sh) is built beside its kernel on first use and
+# rebuilt when stale. --prepare only does that (fetch-guest.sh calls it).
 #
 # L1 sees the host's / read-only over 9p (chrooted into it, same paths) and DIR
 # read-write at the same path (default: a temporary folder, removed afterwards).
-# /run and /dev/shm are tmpfs inside L1 (TMPDIR=/run/tmp); /tmp is the host's, read-only; HOME points at a tmpfs folder
-# whose entries link back to the real home (so ~/.cache is still readable).
-# The environment and working directory are carried over. COMMAND's stdout and
-# stderr land in DIR/nested-stdout and DIR/nested-stderr and are then replayed
-# on this script's stdout and stderr (with --show: streamed while it runs);
-# L1's console is DIR/nested-console.log.
+# /run and /dev/shm are tmpfs inside L1 (TMPDIR=/run/tmp); /tmp is the host's,
+# read-only; HOME points at a tmpfs folder whose entries link back to the real
+# home (so ~/.cache is still readable). The environment and working directory
+# are carried over. COMMAND's stdout and stderr land in DIR/nested-stdout and
+# DIR/nested-stderr and are then replayed on this script's stdout and stderr
+# (with --show: streamed while it runs); L1's console is DIR/nested-console.log.
+#
+# On x86_64 COMMAND runs under the host's bash. On aarch64 the host's x86
+# programs cannot run, so COMMAND is started according to its kind:
+#   a dynamically linked arm64 ELF  through the host's arm64 loader:
+#       LOADER --library-path LIBPATH COMMAND ARG...
+#     (its /proc/self/exe is then the loader: pass cubicle --plugin-dir)
+#   a static arm64 ELF              directly
+#   a "#!" script                   with L1's arm64 busybox: /run/busybox sh
+#     COMMAND ARG... (the script finds LOADER and LIBPATH in the environment
+#     as CUBICLE_ARM64_LOADER and CUBICLE_ARM64_LIBRARY_PATH)
+# and busybox's applets (/run/bin) come first on PATH. LOADER:
+# $CUBICLE_ARM64_LOADER, else the first of /lib/ld-linux-aarch64.so.1
+# (multiarch libc6:arm64), /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1
+# (libc6-arm64-cross), the sysroot's. LIBPATH: the loader's folder, then
+# $CUBICLE_ARM64_LIBRARY_PATH, then the sysroot's (${CUBICLE_ARM64_SYSROOT:-
+# $CUBICLE_CACHE/sysroot-arm64}) and the host's multiarch folders.
+#
+# --timeout S (default 600 x86_64, 900 aarch64) bounds the whole L1 run;
+# --cmd-timeout S bounds COMMAND itself inside L1; --boot-timeout S (default
+# 300, or $CUBICLE_NESTED_BOOT_TIMEOUT) bounds L1's boot up to the moment
+# COMMAND starts.
+# One retry, logged: when L1 never started COMMAND (its kernel panicked,
+# reset or hung before /init got that far), the fault is the emulator's, not
+# the command's, and L1 boots once more (the first console is kept as
+# DIR/nested-console.try1.log). Nothing is retried once COMMAND has started.
 #
 # Exit status: COMMAND's, or 77 when an ingredient is missing (run
-# scripts/fetch-guest.sh), or 99 when the harness itself failed (no KVM in L1,
-# time limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
-# CUBICLE_NESTED_CPU overrides -cpu max (qemu64,-svm tests the no-KVM path).
+# scripts/fetch-guest.sh [--arch aarch64]; apt-get install qemu-system-x86 or
+# qemu-system-arm), or 99 when the harness itself failed (no KVM in L1, time
+# limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
+# CUBICLE_NESTED_CPU overrides -cpu (qemu64,-svm tests the no-KVM path).
 
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 cache=${CUBICLE_CACHE:-${HOME:?HOME is not set}/.cache/cubicle}
-l1dir=$cache/guest/x86_64/nested
-timeout=600 rw='' smp=2 mem=3072 show=0
+arch=$(uname -m)
+timeout='' boot_timeout=${CUBICLE_NESTED_BOOT_TIMEOUT:-300} cmd_timeout=''
+rw='' smp=2 mem='' show=0 prepare=0
+usage="usage: run-nested.sh [--arch x86_64|aarch64] [--timeout S] [--boot-timeout S] [--cmd-timeout S] [--rw DIR] [--show] [--smp N] [--mem MIB] -- COMMAND [ARG...] | [--arch ARCH] --prepare"
 
 say() { printf 'run-nested: %s\n' "$*" >&2; }
-die() { printf 'run-nested: error: %s\n' "$*" >&2; exit "${2:-99}"; }
+die() { printf 'run-nested: error: %s\n' "$1" >&2; exit "${2:-99}"; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
+	--arch) arch=${2:?--arch needs x86_64 or aarch64}; shift ;;
+	--arch=*) arch=${1#--arch=} ;;
 	--timeout) timeout=${2:?--timeout needs seconds}; shift ;;
+	--boot-timeout) boot_timeout=${2:?--boot-timeout needs seconds}; shift ;;
+	--cmd-timeout) cmd_timeout=${2:?--cmd-timeout needs seconds}; shift ;;
 	--rw) rw=${2:?--rw needs a folder}; shift ;;
 	--show) show=1 ;;
+	--prepare) prepare=1 ;;
 	--smp) smp=${2:?}; shift ;;
 	--mem) mem=${2:?}; shift ;;
 	--) shift; break ;;
-	-h|--help) sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown option '$1' (usage: run-nested.sh [--timeout S] [--rw DIR] -- COMMAND...)" ;;
+	-h|--help) awk 'NR > 2 && /^#/ { sub(/^# ?/, ""); print; next } NR > 2 { exit }' "$0"; exit 0 ;;
+	*) die "unknown option '$1' ($usage)" ;;
 	esac
 	shift
 done
-[ $# -gt 0 ] || die "no command given (usage: run-nested.sh [--timeout S] [--rw DIR] -- COMMAND...)"
+[ $# -gt 0 ] || [ $prepare = 1 ] || die "no command given ($usage)"
 
-command -v qemu-system-x86_64 >/dev/null ||
-	die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)" 77
+# ---- what differs between the two L1s --------------------------------------
+gdir=$cache/guest/$arch
+l1dir=$gdir/nested
+case $arch in
+x86_64|amd64)
+	arch=x86_64
+	qemu=qemu-system-x86_64 qpkg=qemu-system-x86 fetch=scripts/fetch-guest.sh
+	machine=(-M q35 -cpu "${CUBICLE_NESTED_CPU:-max}")
+	# no_timer_check: at boot the kernel checks that the PIT's IRQ 0 reaches
+	# the IO-APIC by counting ticks across a short busy wait. With the
+	# emulator's vCPU thread starved by other load the ticks arrive late and
+	# L1 panics ("IO-APIC + timer doesn't work!") before /init. The check
+	# guards against broken firmware, which QEMU's is not.
+	kargs="console=ttyS0 no_timer_check"
+	mods="virtio_pci 9pnet_virtio 9p kvm-amd"
+	busybox='' nestsh=bash
+	: "${timeout:=600}" "${mem:=3072}" ;;
+aarch64|arm64)
+	arch=aarch64
+	qemu=qemu-system-aarch64 qpkg=qemu-system-arm fetch="scripts/fetch-guest.sh --arch aarch64"
+	# pauth-impdef=on: Debian's kernel signs every return address; the
+	# architected algorithm is about 3x slower to emulate.
+	machine=(-M virt,virtualization=on,gic-version=3 -cpu "${CUBICLE_NESTED_CPU:-max,pauth-impdef=on}")
+	kargs="console=ttyAMA0 rdinit=/init"
+	mods="virtio_pci 9pnet_virtio 9p" # KVM is built in
+	busybox=$gdir/busybox nestsh=busybox
+	: "${timeout:=900}" "${mem:=2048}" ;;
+*) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
+esac
+[ "$boot_timeout" -le "$timeout" ] || boot_timeout=$timeout
+
+[ $prepare = 1 ] || command -v $qemu >/dev/null || die "$qemu not found (apt-get install $qpkg)" 77
 [ -s "$l1dir/vmlinuz" ] && [ -d "$l1dir/modules" ] ||
-	die "no L1 kernel in $l1dir: run scripts/fetch-guest.sh" 77
+	die "no $arch L1 kernel in $l1dir: run $fetch" 77
+[ -z "$busybox" ] || [ -s "$busybox" ] || die "no $arch busybox in $gdir: run $fetch" 77
 
-# The L1 initramfs is cached beside its kernel and rebuilt when its sources change.
+# ---- the L1 initramfs: cached beside its kernel, rebuilt when its sources change
+# The cache is shared by every checkout on this machine: compare the /init
+# inside it with ours rather than trusting timestamps, so that another
+# checkout's older l1-init.sh never boots under this harness.
 l1init=$here/l1-init.sh
 initrd=$l1dir/l1-initramfs.cpio.gz
-if [ ! -s "$initrd" ] || [ "$l1init" -nt "$initrd" ] ||
+same_init() { gzip -dc "$initrd" 2>/dev/null | cpio -i --quiet --to-stdout init 2>/dev/null | cmp -s - "$l1init"; }
+if [ ! -s "$initrd" ] || ! same_init ||
+   { [ -n "$busybox" ] && [ "$busybox" -nt "$initrd" ]; } ||
    [ "$top/scripts/build-initramfs.sh" -nt "$initrd" ]; then
 	say "building $initrd"
-	"$top/scripts/build-initramfs.sh" --init "$l1init" \
-		--modules "virtio_pci 9pnet_virtio 9p kvm-amd" "$l1dir/modules" "$initrd" ||
+	"$top/scripts/build-initramfs.sh" ${busybox:+--busybox "$busybox"} --init "$l1init" \
+		--modules "$mods" "$l1dir/modules" "$initrd" ||
 		die "building the L1 initramfs failed"
+fi
+[ $prepare = 1 ] && exit 0
+
+# ---- aarch64: how COMMAND starts inside L1 ----------------------------------
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; } # POSIX single quoting: bash and ash
+launch=() # words put before COMMAND, already quoted
+if [ $arch = aarch64 ]; then
+	sysroot=${CUBICLE_ARM64_SYSROOT:-$cache/sysroot-arm64}
+	prog=$1
+	case $prog in /*) ;; *) prog=$(command -v "$prog" 2>/dev/null || echo "$PWD/$prog") ;; esac
+	[ -f "$prog" ] || die "$1: no such file" 77
+	case $prog in /*) ;; *) prog=$PWD/$prog ;; esac
+	shift
+	set -- "$prog" "$@"
+	magic=$(head -c 4 "$prog" | od -An -c | tr -d ' \n')
+	case $magic in
+	'177ELF')
+		# e_machine (offset 18, little-endian) 0xb7 = AArch64; a PT_INTERP
+		# program header means dynamically linked.
+		mach=$(od -An -tu2 -j18 -N2 "$prog" | tr -d ' ')
+		[ "$mach" = 183 ] || die "$prog is not an AArch64 ELF (e_machine $mach)" 77
+		if readelf -lW "$prog" 2>/dev/null | grep -q 'INTERP'; then kind=dynamic; else kind=static; fi ;;
+	'#!'*) kind=script ;;
+	*) die "$prog is neither an ELF nor a #! script" ;;
+	esac
+
+	loader=${CUBICLE_ARM64_LOADER:-}
+	if [ -z "$loader" ]; then
+		for l in /lib/ld-linux-aarch64.so.1 /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 \
+			 "$sysroot/lib/ld-linux-aarch64.so.1" \
+			 "$sysroot/usr/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"; do
+			[ -e "$l" ] && { loader=$l; break; }
+		done
+	fi
+	if [ -z "$loader" ] || [ ! -e "$loader" ]; then
+		[ $kind = dynamic ] &&
+			die "no arm64 loader (ld-linux-aarch64.so.1): apt-get install libc6:arm64 (after dpkg --add-architecture arm64) or libc6-arm64-cross" 77
+		loader=
+	fi
+	libpath=
+	addlib() { [ -d "$1" ] && case ":$libpath:" in *":$1:"*) ;; *) libpath=${libpath:+$libpath:}$1 ;; esac; }
+	[ -n "$loader" ] && addlib "$(dirname "$(readlink -f "$loader")")"
+	IFS=: read -ra extra <<<"${CUBICLE_ARM64_LIBRARY_PATH:-}"
+	for d in "${extra[@]}"; do [ -n "$d" ] && addlib "$d"; done
+	for d in "$sysroot/usr/lib/aarch64-linux-gnu" "$sysroot/lib/aarch64-linux-gnu" \
+		 /usr/lib/aarch64-linux-gnu /lib/aarch64-linux-gnu /usr/aarch64-linux-gnu/lib; do
+		addlib "$d"
+	done
+	case "$loader$libpath" in *[[:space:]]*) die "the loader or library path contains spaces: $loader $libpath" ;; esac
+	case $kind in
+	dynamic) launch=("$(q "$loader")" --library-path "$(q "$libpath")") ;;
+	script) launch=(/run/busybox sh) ;;
+	esac
+	[ -n "$cmd_timeout" ] && launch=(/run/busybox timeout "$(q "$cmd_timeout")" "${launch[@]}")
+elif [ -n "$cmd_timeout" ]; then
+	launch=(timeout -k 5 "$(q "$cmd_timeout")")
 fi
 
 cleanup=
@@ -73,69 +210,132 @@ case $rw in
 esac
 trap '[ -n "$cleanup" ] && rm -rf "$cleanup"' EXIT
 
-# The script L1 runs (with the host's bash, inside the chroot).
+# ---- the script L1 runs, chrooted into the host root -------------------------
 script=$rw/nested-cmd.sh
 log=$rw/nested-console.log
 out=$rw/nested-stdout err=$rw/nested-stderr
-rm -f "$log" "$out" "$err"
-: >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 {
-	echo '# Generated by run-nested.sh: the command to run inside L1.'
+	echo "# Generated by run-nested.sh: run inside the $arch L1 (chrooted into the host root) by $nestsh."
 	for v in $(compgen -e); do
-		case $v in PWD|OLDPWD|SHLVL|_|TMPDIR|HOME|TERM) continue ;; esac
-		printf 'export %s=%q\n' "$v" "${!v}"
+		case $v in PWD|OLDPWD|SHLVL|_|TMPDIR|HOME|TERM|BASH_*|BASHOPTS|SHELLOPTS) continue ;; esac
+		printf 'export %s=%s\n' "$v" "$(q "${!v}")"
 	done
+	if [ $arch = aarch64 ]; then
+		printf 'export BUSYBOX=/run/busybox CUBICLE_ARM64_LOADER=%s CUBICLE_ARM64_LIBRARY_PATH=%s\n' \
+			"$(q "$loader")" "$(q "$libpath")"
+		# Busybox applets come first on PATH: the host's own tools are x86.
+		printf '/run/busybox mkdir -p /run/bin && /run/busybox --install -s /run/bin\n'
+		printf 'export PATH=/run/bin${PATH:+:$PATH}\n'
+	fi
 	printf 'export TMPDIR=/run/tmp XDG_RUNTIME_DIR=/run/user\n'
 	printf 'mkdir -p /run/user /run/home && export HOME=/run/home\n'
 	if [ -n "${HOME:-}" ] && [ "$HOME" != / ]; then
-		printf 'for e in %q/.[!.]* %q/*; do [ -e "$e" ] && ln -s "$e" /run/home/; done\n' "$HOME" "$HOME"
+		printf 'for e in %s/.[!.]* %s/*; do [ -e "$e" ] && ln -s "$e" /run/home/; done\n' "$(q "$HOME")" "$(q "$HOME")"
 	fi
-	printf 'cd %q || exit 99\n' "$PWD"
-	printf 'exec </dev/null >>%q 2>>%q\n' "$out" "$err"
-	printf '%q ' exec "$@"; echo
+	printf 'cd %s || exit 99\n' "$(q "$PWD")"
+	printf 'exec </dev/null >>%s 2>>%s\n' "$(q "$out")" "$(q "$err")"
+	printf 'exec'
+	for a in "${launch[@]}"; do printf ' %s' "$a"; done
+	for a in "$@"; do printf ' %s' "$(q "$a")"; done
+	echo
 } >"$script"
 
-args=(-accel tcg -cpu "${CUBICLE_NESTED_CPU:-max}" -smp "$smp" -m "$mem" -M q35
+args=(-accel tcg "${machine[@]}" -smp "$smp" -m "$mem"
 	-nodefaults -no-user-config -display none -monitor none -no-reboot
 	-serial "file:$log"
 	-kernel "$l1dir/vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 panic=-1 quiet loglevel=3 mitigations=off nestcmd=$script nestrw=$rw"
+	-append "$kargs panic=-1 quiet loglevel=3 mitigations=off nestcmd=$script nestrw=$rw nestsh=$nestsh"
 	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
 	-virtfs "local,path=$rw,mount_tag=work,security_model=none,multidevs=remap")
 
-say "booting L1 (timeout ${timeout}s): $*"
-t0=$(date +%s.%N)
-contail='' tails=()
-if [ "${CUBICLE_NESTED_VERBOSE:-0}" = 1 ]; then
-	: >"$log"
-	tail -s 0.2 -n +1 -F "$log" 1>&2 2>/dev/null &
-	contail=$!
-fi
-timeout -k 10 "$timeout" qemu-system-x86_64 "${args[@]}" </dev/null >"$rw/nested-qemu.log" 2>&1 &
-qpid=$!
-# A background job ignores ^C: pass it on, or QEMU would outlive us.
-trap 'kill $qpid $contail 2>/dev/null; exit 130' INT TERM
-if [ $show = 1 ]; then
-	# --pid: each tail reads what is left once QEMU is gone, then exits.
-	tail -s 0.2 -n +1 -f --pid=$qpid "$out" &
-	tails+=($!)
-	tail -s 0.2 -n +1 -f --pid=$qpid "$err" 1>&2 &
-	tails+=($!)
-fi
-wait $qpid
-qrc=$?
-for p in "${tails[@]}"; do wait "$p"; done
-[ -n "$contail" ] && { sleep 0.3; kill "$contail"; wait "$contail"; } 2>/dev/null
-trap - INT TERM
-t1=$(date +%s.%N)
-secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+# boot_l1: one L1 run. Sets qrc (timeout/QEMU's status), hung (1 when L1 did
+# not start COMMAND within boot_timeout and was stopped), secs and boot_secs
+# (until COMMAND started, with the 0.5 s resolution of the watch).
+boot_l1() {
+	local t0 contail='' tails=() started=0 deadline=$((SECONDS + boot_timeout)) p
+	boot_secs='?'
+	rm -f "$log" "$out" "$err"
+	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
+	hung=0
+	t0=$(date +%s.%N)
+	if [ "${CUBICLE_NESTED_VERBOSE:-0}" = 1 ]; then
+		tail -s 0.2 -n +1 -F "$log" 1>&2 2>/dev/null &
+		contail=$!
+	fi
+	timeout -k 10 "$timeout" $qemu "${args[@]}" </dev/null >"$rw/nested-qemu.log" 2>&1 &
+	qpid=$!
+	# A background job ignores ^C: pass it on, or QEMU would outlive us.
+	trap 'kill $qpid $contail 2>/dev/null; exit 130' INT TERM
+	if [ $show = 1 ]; then
+		# --pid: each tail reads what is left once QEMU is gone, then exits.
+		tail -s 0.2 -n +1 -f --pid=$qpid "$out" &
+		tails+=($!)
+		tail -s 0.2 -n +1 -f --pid=$qpid "$err" 1>&2 &
+		tails+=($!)
+	fi
+	# Watch the boot: L1 must reach "start" (or report an error) in time.
+	while kill -0 $qpid 2>/dev/null; do
+		if [ $started = 0 ]; then
+			if grep -q 'CUBICLE-NESTED \(start\|error\)' "$log"; then
+				started=1
+				boot_secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+			elif [ $SECONDS -ge $deadline ]; then
+				hung=1
+				kill $qpid 2>/dev/null # timeout passes it on to QEMU
+			fi
+		fi
+		sleep 0.5
+	done
+	wait $qpid
+	qrc=$?
+	for p in "${tails[@]}"; do wait "$p"; done
+	[ -n "$contail" ] && { sleep 0.3; kill "$contail"; wait "$contail"; } 2>/dev/null
+	trap - INT TERM
+	secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+
+# emulator_fault: why L1 never started COMMAND, when that is the emulator's
+# fault (printed; status 0), else status 1. A QEMU that exits non-zero by
+# itself (a bad option, a missing file) fails the same way twice: no retry.
+emulator_fault() {
+	local panic
+	grep -q 'CUBICLE-NESTED \(start\|error\)' <<<"$console" && return 1
+	panic=$(grep -m 1 -o 'Kernel panic.*' <<<"$console")
+	case $panic in
+	# A broken initramfs or /init: the harness's own bug, the same every time.
+	*"No working init"*|*"Attempted to kill init"*|*"Unable to mount root"*) return 1 ;;
+	esac
+	if [ -n "$panic" ]; then
+		echo "L1's kernel panicked before running the command: $panic"
+	elif [ $hung = 1 ]; then
+		grep -q 'CUBICLE-NESTED init' <<<"$console" &&
+			echo "L1's /init did not start the command within ${boot_timeout}s" ||
+			echo "L1's kernel did not reach /init within ${boot_timeout}s"
+	elif [ $qrc = 0 ]; then
+		echo "L1 reset before running the command (no panic message)"
+	else
+		return 1
+	fi
+}
+
+say "booting $arch L1 (timeout ${timeout}s): $*"
+try=1
+while :; do
+	boot_l1
+	console=$(tr -d '\r' <"$log" 2>/dev/null)
+	[ $try = 1 ] && why=$(emulator_fault) || break
+	mv -f "$log" "$rw/nested-console.try1.log"
+	say "emulator failure before the command ran (not the command's); retrying once:" \
+		"$why (after ${secs}s; first console kept as $rw/nested-console.try1.log)"
+	[ -n "$cleanup" ] && cleanup= && say "kept $rw for inspection"
+	try=2
+done
 
 if [ $show = 0 ]; then
 	cat "$out"
 	cat "$err" >&2
 fi
 
-console=$(tr -d '\r' <"$log" 2>/dev/null)
 dump() {
 	say "last lines of L1's console ($log):"
 	tail -n 30 <<<"$console" | sed 's/^/  | /' >&2
@@ -151,8 +351,9 @@ rc=$(grep -o 'CUBICLE-NESTED RC=[0-9]*' <<<"$console" | tail -n 1)
 rc=${rc#CUBICLE-NESTED RC=}
 if [ -z "$rc" ]; then
 	dump
+	[ $try = 2 ] && why=$(emulator_fault) && die "$why (again, on the retry)"
 	[ $qrc = 124 ] || [ $qrc = 137 ] && die "L1 did not finish within ${timeout}s (no RC= marker on its console)"
 	die "L1 ended (qemu status $qrc) without an RC= marker on its console"
 fi
-say "L1 done in ${secs}s, command exit status $rc"
+say "L1 done in ${secs}s (booted in ${boot_secs}s$([ $try = 2 ] && echo ', second boot')), command exit status $rc"
 exit "$rc"
