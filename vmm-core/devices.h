@@ -6,6 +6,7 @@
 
 #include "loader.h"
 #include "plan.h"
+#include "storage_zeroes.h"
 #include "log.h"
 
 struct vm;
@@ -104,8 +105,7 @@ int backend_check_unused(struct cub_inst *in, char *err, size_t errlen);
 extern const struct cub_storage_host devices_storage_host;
 /* Close every backend in->storages holds (after the device's destroy). */
 void storage_close_all(struct cub_inst *in);
-/* h->storage->write_zeroes: the backend's op, or zero buffers written. */
-int storage_write_zeroes(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap);
+
 
 /* net.c: the h->net services. */
 extern const struct cub_net_host devices_net_host;

@@ -376,7 +376,8 @@ int registry_scan(struct registry *r, char *const *dirs,
 		if (n < 0)
 			continue; /* a search-path entry that does not exist is fine */
 		for (int i = 0; i < n; i++) {
-			char path[PATH_MAX], err[512];
+			char path[PATH_MAX], err[PATH_MAX * 2 + 128];
+			const struct plugin *first;
 			struct plugin *p, **np;
 
 			snprintf(path, sizeof(path), "%s/%s", *dir, ents[i]->d_name);
@@ -386,8 +387,13 @@ int registry_scan(struct registry *r, char *const *dirs,
 					warn(err, arg);
 				continue;
 			}
-			if (registry_find(r, p->d->kind, p->d->name)) {
-				loader_close(p); /* first in the search order wins */
+			if ((first = registry_find(r, p->d->kind, p->d->name))) {
+				/* first in the search order wins; say which one */
+				snprintf(err, sizeof(err), "%s: %s plugin '%s' is also in %s, found first; this one is not used",
+					 path, loader_kind_name(p->d->kind), p->d->name, first->path);
+				if (warn)
+					warn(err, arg);
+				loader_close(p);
 				continue;
 			}
 			np = realloc(r->p, (r->n + 1) * sizeof(*np));

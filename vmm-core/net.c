@@ -69,6 +69,10 @@ static int ni_info(struct backend *b, char *why, size_t len)
 		snprintf(why, len, "backend reports no receive fd");
 		return -EINVAL;
 	}
+	if (i->vnet_hdr && !ni->n.ops->set_vnet_hdr) {
+		snprintf(why, len, "backend reports a vnet header without the set_vnet_hdr op");
+		return -EINVAL;
+	}
 	if (i->offloads && (!i->vnet_hdr || !ni->n.ops->set_vnet_hdr || !ni->n.ops->set_offloads)) {
 		snprintf(why, len, "backend reports offloads without the vnet header ops");
 		return -EINVAL;

@@ -126,24 +126,6 @@ void storage_close_all(struct cub_inst *in)
 	backend_close_all(&in->storages);
 }
 
-int storage_write_zeroes(struct cub_storage *s, uint64_t off, uint64_t len, bool unmap)
-{
-	static const uint8_t zero[64 * 1024];
-
-	if (s->ops->write_zeroes)
-		return s->ops->write_zeroes(s->priv, off, len, unmap);
-	while (len) {
-		struct iovec v = { (void *)zero, len < sizeof(zero) ? (size_t)len : sizeof(zero) };
-		int64_t n = s->ops->writev(s->priv, off, &v, 1);
-
-		if (n != (int64_t)v.iov_len)
-			return n < 0 ? (int)n : -EIO;
-		off += v.iov_len;
-		len -= v.iov_len;
-	}
-	return 0;
-}
-
 const struct cub_storage_host devices_storage_host = {
 	.size = sizeof(struct cub_storage_host),
 	.open = storage_open,

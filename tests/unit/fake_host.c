@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "fake_host.h"
-#include "devices.h"
 #include "params.h"
+#include "storage_zeroes.h"
 
 static struct fake_host *fh_of(struct cub_inst *in)
 {
@@ -594,8 +594,12 @@ const struct cub_plugin *fake_plugin_open(const char *name, void **dl)
 		return NULL;
 	}
 	p = dlsym(h, "cubicle_plugin");
-	if (!p || p->abi_major != CUB_ABI_MAJOR || p->abi_minor > CUB_ABI_MINOR ||
-	    p->size < offsetof(struct cub_plugin, ops) + sizeof(void *) || !p->ops) {
+	/* the loader's gate: same major, and the minor it needs (abi_needs when
+	 * the descriptor has it, else abi_minor) no newer than ours */
+	if (!p || p->abi_major != CUB_ABI_MAJOR ||
+	    p->size < offsetof(struct cub_plugin, ops) + sizeof(void *) || !p->ops ||
+	    (p->size >= offsetof(struct cub_plugin, abi_needs) + sizeof(p->abi_needs) && p->abi_needs ?
+	     p->abi_needs : p->abi_minor) > CUB_ABI_MINOR) {
 		fprintf(stderr, "fake_plugin_open: %s: no usable cubicle_plugin descriptor\n", path);
 		dlclose(h);
 		return NULL;

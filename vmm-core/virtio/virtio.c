@@ -335,7 +335,7 @@ static int vh_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *p
 	}
 	if (ret) {
 		virtio_dev_free(d);
-		return err[0] ? devices_host.fail(in, ret, "virtio-%s: %s", t, err) : ret;
+		return devices_host.fail(in, ret, "virtio-%s: %s", t, err[0] ? err : strerror(-ret));
 	}
 	in->virtio = d;
 	return 0;

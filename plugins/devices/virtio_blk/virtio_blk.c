@@ -128,7 +128,9 @@ static uint8_t blk_execute(struct blk *b, struct blk_req *r, uint32_t *written)
 	case VIRTIO_BLK_T_OUT:
 		n = o->writev(dp, r->sector * BLK_SECTOR, r->iov, r->n_iov);
 		return n == (int64_t)r->len ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
-	case VIRTIO_BLK_T_FLUSH:
+	case VIRTIO_BLK_T_FLUSH: /* offered only when the backend can flush */
+		if (!b->disk->info.can_flush)
+			return VIRTIO_BLK_S_UNSUPP;
 		return o->flush(dp) ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_GET_ID:
 		left = r->len;
@@ -404,8 +406,9 @@ static void blk_setup_config(struct blk *b, bool ro)
 
 	b->lim.capacity = i->size / BLK_SECTOR;
 	b->lim.read_only = ro;
-	b->offered = 1ull << VIRTIO_BLK_F_SEG_MAX | 1ull << VIRTIO_BLK_F_BLK_SIZE |
-		     1ull << VIRTIO_BLK_F_FLUSH;
+	b->offered = 1ull << VIRTIO_BLK_F_SEG_MAX | 1ull << VIRTIO_BLK_F_BLK_SIZE;
+	if (i->can_flush)
+		b->offered |= 1ull << VIRTIO_BLK_F_FLUSH;
 	if (ro)
 		b->offered |= 1ull << VIRTIO_BLK_F_RO;
 	if (b->n_queues > 1)

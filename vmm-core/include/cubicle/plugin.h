@@ -302,7 +302,7 @@ struct cub_device_ops {
  * its build folder, else the installed folder (`pkg-config
  * --variable=plugindir cubicle-plugin`). Every *.so there is read, in
  * alphabetical order per folder. When two plugins of one kind share a name,
- * the first found wins and the later one is skipped.
+ * the first found wins and the later one is skipped with a warning.
  */
 struct cub_plugin {
 	uint32_t abi_major, abi_minor;

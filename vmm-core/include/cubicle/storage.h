@@ -28,8 +28,9 @@ extern "C" {
  *              and the discard op present.
  * @can_write_zeroes: write_zeroes works; with it clear and the op present,
  *              virtio-blk does not offer write-zeroes at all.
- * @can_flush:  informational: flush makes written data durable. Nothing
- *              reads it; flush is called whatever it says (see below).
+ * @can_flush:  flush makes written data durable: virtio-blk offers
+ *              VIRTIO_BLK_F_FLUSH (a volatile write cache) only with it set,
+ *              and never calls flush without it.
  */
 struct cub_storage_info {
 	uint64_t size;
@@ -93,9 +94,8 @@ struct cub_storage_req {
  *          disk) or -errno.
  * @writev: write @iov at @off: bytes written (all of them) or -errno.
  * @flush:  make earlier completed writes durable: 0 or -errno. Called for
- *          every guest flush whatever can_flush says (virtio-blk always
- *          offers VIRTIO_BLK_F_FLUSH); a backend with nothing to make
- *          durable returns 0.
+ *          a guest flush only when info.can_flush is set; a backend that
+ *          leaves can_flush clear still provides the op (it may return 0).
  * @discard:      (optional) the range is no longer needed: 0 or -errno;
  *                -EOPNOTSUPP counts as done (discard is a hint). NULL:
  *                virtio-blk does not offer discard.
@@ -105,14 +105,15 @@ struct cub_storage_req {
  *                can_write_zeroes is set. NULL: the host writes zero
  *                buffers in bounded chunks through writev.
  * @submit: reserved: never called. Leave it NULL.
- * @snapshot: (optional, ABI 1.2) make @dest a point-in-time copy of the disk
- *          (flush first; reflink: an O(1) FICLONE). 0 or -errno; NULL:
- *          -EOPNOTSUPP for the caller. For a caller that has quiesced the
- *          device; no device or host command in this tree calls it yet.
- * @rollback: (optional, ABI 1.2) make the disk's content that of @src (a
- *          snapshot made earlier) without closing the device: later reads see
- *          @src's bytes. 0 or -errno; NULL: -EOPNOTSUPP. Same callers as
- *          snapshot (none yet).
+ * @snapshot: (optional, ABI 1.2; reserved: this host does not call it yet,
+ *          the VM snapshot and rollback commands will, with the device
+ *          quiesced) make @dest a point-in-time copy of the disk (flush
+ *          first; reflink: an O(1) FICLONE). 0 or -errno; NULL: -EOPNOTSUPP.
+ *          A plugin may reach the same code from its own control methods.
+ * @rollback: (optional, ABI 1.2; reserved like snapshot) make the disk's
+ *          content that of @src (a snapshot made earlier) without closing
+ *          the device: later reads see @src's bytes. 0 or -errno; NULL:
+ *          -EOPNOTSUPP.
  *
  * snapshot and rollback are read only from plugins whose abi_minor is 2 or
  * more; for older ones the device sees NULL.
