@@ -9,6 +9,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "mac.h"
 #include "virtio_net.h"
 
 /* ---- virtio ops ---- */
@@ -178,22 +179,6 @@ static int net_m_stats(void *priv, struct cub_reply *rep)
 
 /* ---- setup ---- */
 
-/* "52:54:00:12:34:56": 0, or -EINVAL (multicast and all-zero too). */
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char end;
-
-	if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-		   &end) != 6 || strlen(s) != 17)
-		return -EINVAL;
-	for (int i = 0; i < 6; i++)
-		mac[i] = (uint8_t)v[i];
-	if ((mac[0] & 1) || !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]))
-		return -EINVAL;
-	return 0;
-}
-
 /* A MAC from the VM's config path and the device id: the same VM gets the
  * same address every run, two devices or two VMs get different ones.
  * FNV-1a 64; locally administered (bit 1), unicast (bit 0 clear). */
@@ -271,13 +256,12 @@ static int net_setup(struct net *n, const struct net_cfg *cfg)
 	int err;
 
 	if (cfg->mac && *cfg->mac)
-		parse_mac(cfg->mac, n->mac);
+		mac_parse(cfg->mac, n->mac);
 	else if (i->has_mac)
 		memcpy(n->mac, i->mac, 6);
 	else
 		derive_mac(n->be->vm_path, n->be->dev_id, n->mac);
-	snprintf(m, sizeof(m), "%02x:%02x:%02x:%02x:%02x:%02x", n->mac[0], n->mac[1], n->mac[2],
-		 n->mac[3], n->mac[4], n->mac[5]);
+	mac_format(n->mac, m);
 	/* A backend that checks source addresses learns the guest's here,
 	 * before any frame can flow. */
 	if (n->be->ops->set_mac && (err = n->be->ops->set_mac(n->be->priv, n->mac)))
@@ -314,7 +298,7 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 	struct net *n;
 	int err;
 
-	if (cfg->mac && *cfg->mac && parse_mac(cfg->mac, mac))
+	if (cfg->mac && *cfg->mac && mac_parse(cfg->mac, mac))
 		return h->fail(in, -EINVAL,
 			       "mac \"%s\": expected six hex octets like 52:54:00:12:34:56, unicast, not all zero",
 			       cfg->mac);

@@ -18,6 +18,7 @@
 
 #include <cubicle/net.h>
 
+#include "mac.h"
 #include "policy.h"
 #include "probe.h"
 
@@ -83,26 +84,6 @@ struct tap {
 /* ---- addresses ---- */
 
 /* "52:54:00:12:34:56": 0, or -EINVAL (multicast and all-zero too). */
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char end;
-
-	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3],
-				      &v[4], &v[5], &end) != 6)
-		return -EINVAL;
-	for (int i = 0; i < 6; i++)
-		mac[i] = (uint8_t)v[i];
-	if ((mac[0] & 1) || !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]))
-		return -EINVAL;
-	return 0;
-}
-
-static void mac_text(const uint8_t *m, char buf[18])
-{
-	snprintf(buf, 18, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
-}
-
 /* ---- frames ---- */
 
 static int64_t tap_send(void *priv, const struct iovec *iov, int iovcnt)
@@ -248,9 +229,9 @@ static int tap_set_mac(void *priv, const uint8_t mac[6])
 	int err = 0;
 
 	pthread_mutex_lock(&t->lock);
-	mac_text(mac, got);
+	mac_format(mac, got);
 	if (t->mac_fixed && memcmp(t->mac, mac, sizeof(t->mac))) {
-		mac_text(t->mac, want);
+		mac_format(t->mac, want);
 		t->h->log(t->in, CUB_LOG_ERR,
 			  "%s: the device gives the guest MAC %s but policy.mac is %s: every frame would be dropped; set the device's mac to %s or drop one of them",
 			  t->ifname, got, want, want);
@@ -323,7 +304,7 @@ static int policy_parse(struct tap *t, const struct tap_cfg *cfg)
 					  cfg->policy_ip);
 	}
 	if (cfg->policy_mac && *cfg->policy_mac) {
-		if (parse_mac(cfg->policy_mac, t->mac))
+		if (mac_parse(cfg->policy_mac, t->mac))
 			return t->h->fail(t->in, -EINVAL,
 					  "policy.mac = \"%s\": expected six hex octets like 52:54:00:12:34:56, unicast, not all zero",
 					  cfg->policy_mac);
