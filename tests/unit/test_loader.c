@@ -245,13 +245,15 @@ static void test_fill_cfg(void)
 	loader_close(p);
 }
 
-static unsigned creates(struct plugin *p)
+static unsigned counter(struct plugin *p, const char *which)
 {
 	struct cub_reply r;
 
-	CU_ASSERT_EQUAL(loader_call(p, "creates", NULL, &r, NULL, 0, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(loader_call(p, which, NULL, &r, NULL, 0, err, sizeof(err)), 0);
 	return (unsigned)strtoul(r.text, NULL, 10);
 }
+
+#define creates(p) counter(p, "creates")
 
 /* A typo anywhere in the description, even two levels deep in the second
  * device, stops the plan before the first device's create runs. */
@@ -291,7 +293,9 @@ static void test_plan_before_create(void)
 	CU_ASSERT_EQUAL_FATAL(devices_create_all(NULL, &plan, &insts, &n, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(n, 2);
 	CU_ASSERT_EQUAL(creates(p), 2);
+	CU_ASSERT_EQUAL(counter(p, "destroys"), 0);
 	devices_destroy_all(insts, n);
+	CU_ASSERT_EQUAL(counter(p, "destroys"), 2); /* the host calls destroy too */
 	plan_free(&plan);
 	reg.n--;
 	registry_free(&reg);

@@ -29,7 +29,7 @@ struct good_cfg {
 	const char *disk;
 };
 
-static unsigned creates; /* how often create ran: the "creates" method */
+static unsigned creates, destroys; /* the "creates" and "destroys" methods */
 
 static const char *const colours[] = { "red", "green", "blue", NULL };
 
@@ -68,11 +68,18 @@ static int m_creates(void *priv, struct cub_reply *r)
 	return 0;
 }
 
+static int m_destroys(void *priv, struct cub_reply *r)
+{
+	r->len = (size_t)snprintf(r->text, sizeof(r->text), "%u", destroys);
+	return 0;
+}
+
 static const struct cub_method methods[] __attribute__((unused)) = {
 	{ "add", "xt", "a + b", (void (*)(void))m_add },
 	{ "echo", "s", "priv|s", (void (*)(void))m_echo },
 	{ "fail", VARIANT == BAD_SIG ? "bq" : "bu", "-code if flag", (void (*)(void))m_fail },
 	{ "creates", "", "how often create ran", (void (*)(void))m_creates },
+	{ "destroys", "", "how often destroy ran", (void (*)(void))m_destroys },
 };
 
 static int create(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv)
@@ -89,6 +96,7 @@ static int create(struct cub_inst *in, const struct cub_host *h, const void *cfg
 
 static void destroy(void *priv)
 {
+	destroys++;
 }
 
 static const struct cub_device_ops ops = { .create = create, .destroy = destroy };
