@@ -46,15 +46,16 @@ extern const struct cub_plugin cubicle_plugin;
 
 /* Guest RAM: two banks with a hole, one malloc'd buffer so ASan sees any
  * access beside it. Driver-model queue q lives at q * QSTRIDE in bank 0;
- * request buffers come from the rest of bank 0 and from bank 1. */
+ * request buffers come from the rest of bank 0 and from bank 1. Queues
+ * are up to 256 entries, so a burst of requests can outrun a device's
+ * per-wake-up budget. */
 #define BANK0 0x8000u
 #define BANK1_GPA 0x10000u
 #define BANK1 0x8000u
 #define RAM (BANK0 + BANK1)
-#define QSTRIDE 0x800u
+#define QSTRIDE 0x2000u
 #define MODEL_QUEUES 4
-#define MODEL_QMAX 64
-#define DATA0 (MODEL_QUEUES * QSTRIDE)
+#define MODEL_QMAX 256
 
 #define MMIO_BASE 0xd0000000ull
 #define MMIO_IRQ 5
@@ -772,11 +773,11 @@ static void put_desc(uint64_t at, uint64_t addr, uint32_t len, uint16_t flags, u
  * the pointer goes back to the start once none is. 0 when full. */
 static uint64_t data_alloc(uint32_t len)
 {
-	uint64_t a = M.data_next ? M.data_next : DATA0;
+	uint64_t a = M.data_next ? M.data_next : M.n_queues * QSTRIDE;
 
-	if (a < BANK0 && a + len > BANK0)
+	if (a + len > BANK0 && a < BANK1_GPA)
 		a = BANK1_GPA;
-	if (a >= BANK1_GPA && a + len > BANK1_GPA + BANK1)
+	if (a + len > BANK1_GPA + BANK1)
 		return 0;
 	M.data_next = (a + len + 7) & ~7ull;
 	return a;
@@ -826,8 +827,8 @@ static void queue_setup(unsigned q, uint16_t size)
 	struct mqueue *mq = &M.q[q];
 	uint64_t base = (uint64_t)q * QSTRIDE;
 
-	*mq = (struct mqueue){ .size = size, .desc = base, .avail = base + 0x400,
-			       .used = base + 0x500 };
+	*mq = (struct mqueue){ .size = size, .desc = base, .avail = base + 0x1000,
+			       .used = base + 0x1400 };
 	memset(gpa(base, QSTRIDE), 0, QSTRIDE);
 	for (unsigned i = 0; i < size; i++)
 		mq->free[mq->n_free++] = (uint16_t)(size - 1 - i);
@@ -868,7 +869,7 @@ static void bring_up(uint8_t a, uint8_t f)
 {
 	static const unsigned fbits[] = { VIRTIO_F_EVENT_IDX, VIRTIO_F_INDIRECT_DESC, F_FLUSH,
 					  F_DISCARD, F_WZ, F_MQ, F_RO, F_SEG_MAX };
-	uint16_t size = (uint16_t)(2u << (a & 7) % 6); /* 2..64 */
+	uint16_t size = (uint16_t)(2u << (a & 7)); /* 2..256 */
 	uint64_t offered, want = 1ull << VIRTIO_F_VERSION_1 | 1ull << F_BLK_SIZE;
 
 	guest_reset();
@@ -1056,7 +1057,7 @@ static void post(unsigned qi, uint8_t type, uint8_t sector, uint8_t shape)
 		dlen = nsec * 512 - (shape & 0x10 ? 7 : 0);
 	else if (r.type == T_GET_ID)
 		dlen = shape & 0x10 ? 8 : 20;
-	hdr = data_alloc(16 + 16 + dlen + 1 + 15 + 16 * 8);
+	hdr = data_alloc(32 + dlen + 1 + (indirect ? 15 + 16 * 8 : 0));
 	if (!hdr)
 		return;
 	if (r.type == T_DISCARD || r.type == T_WZ) {
@@ -1199,7 +1200,7 @@ static bool take(struct cursor *c, void *out, size_t len)
 
 enum {
 	OP_REG_WR, OP_REG_RD, OP_RAM_WR, OP_KICK, OP_BRING_UP, OP_REQ, OP_IRQ, OP_PCI_CFG,
-	OP_RESET, OP_CFG_RD, OP_REQ_KICK, OP_KICK_ALL, N_OPS
+	OP_RESET, OP_CFG_RD, OP_REQ_KICK, OP_KICK_ALL, OP_BURST, N_OPS
 };
 
 static bool step(struct cursor *c)
@@ -1295,6 +1296,14 @@ static bool step(struct cursor *c)
 			kick(q);
 		reap_all();
 		break;
+	case OP_BURST: /* queue type sector shape count: a full queue, one kick */
+		if (!take(c, a, 5))
+			return false;
+		for (unsigned i = 0; i <= a[4]; i++)
+			post(a[0] % M.n_queues, a[1], (uint8_t)(a[2] + i), a[3]);
+		kick(a[0] % M.n_queues);
+		reap_all();
+		break;
 	}
 	check();
 	return true;
@@ -1328,7 +1337,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * tree holds no binary files; with FUZZ_SEED_DIR set (make fuzz-smoke sets
  * it to the corpus folder), LLVMFuzzerInitialize writes them there. */
 struct seed {
-	uint8_t b[256];
+	uint8_t b[512];
 	size_t n;
 };
 
@@ -1360,13 +1369,13 @@ static void write_seed(const char *dir, const char *name, const struct seed *s)
 static void seeds(const char *dir)
 {
 	/* conf: bit 0 PCI, 1 read-only, 2-3 queues - 1, 4 discard, 5 write
-	 * zeroes, 6 flush. Bring-up: size code 5 (64), every feature. */
+	 * zeroes, 6 flush. Bring-up: size code 7 (256) or smaller, features. */
 	static const struct {
 		const char *name;
 		uint8_t conf, up, feat;
 	} v[] = {
-		{ "seed-mmio", 0x70, 5, 0xff },
-		{ "seed-pci-msix", 0x71, 5, 0xff },
+		{ "seed-mmio", 0x70, 7, 0xff },
+		{ "seed-pci-msix", 0x71, 7, 0xff },
 		{ "seed-pci-isr-2q", 0x75, 0x0b, 0x3f },
 		{ "seed-mmio-ro-4q", 0x0e, 0x03, 0x63 },
 	};
@@ -1384,6 +1393,7 @@ static void seeds(const char *dir)
 		emit(&s, 5, OP_REQ, 0, 5, 4, 0x01);          /* write zeroes */
 		emit(&s, 5, OP_REQ_KICK, 0, 4, 8, 0x00);     /* discard */
 		emit(&s, 5, OP_REQ_KICK, 0, 0, 30, 0x03);    /* read past the end */
+		emit(&s, 6, OP_BURST, 0, 0, 0, 0x00, 99);    /* 100 one-sector reads */
 		emit(&s, 1, OP_IRQ);
 		write_seed(dir, v[i].name, &s);
 	}
