@@ -1277,9 +1277,10 @@ static bool step(struct cursor *c)
 			if (a[1] & 4) {
 				cfg_wr(a[0], len > 4 ? 4 : len, le32toh(v));
 				M.tainted = M.irq_unsure = true;
-			} else {
+			} else { /* may read BAR0 through the PCI-config window */
 				pci_conf_access(&M.vm, 0, (uint8_t)M.slot, 0, a[0], &v,
 						len > 4 ? 4 : len, false);
+				M.irq_unsure = true;
 			}
 		}
 		break;
