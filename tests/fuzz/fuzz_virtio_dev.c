@@ -68,7 +68,7 @@ static bool step(struct cursor *c)
 			return false;
 		memcpy(&off, a, 2);
 		memcpy(&v, a + 3, 4);
-		mach_wr(le16toh(off) & (M.pci ? VP_BAR_SIZE - 1 : 0x1ff), widths[a[2] & 7],
+		mach_wr(le16toh(off) & (M.pci ? VP_BAR_SIZE - 1 : MMIO_LEN - 1), widths[a[2] & 7],
 		     le32toh(v) | (a[2] & 8 ? (uint64_t)le32toh(v) << 32 : 0));
 		M.tainted = M.irq_unsure = true;
 		break;
@@ -76,7 +76,7 @@ static bool step(struct cursor *c)
 		if (!take(c, a, 3))
 			return false;
 		memcpy(&off, a, 2);
-		(void)mach_rd(le16toh(off) & (M.pci ? VP_BAR_SIZE - 1 : 0x1ff), widths[a[2] & 7]);
+		(void)mach_rd(le16toh(off) & (M.pci ? VP_BAR_SIZE - 1 : MMIO_LEN - 1), widths[a[2] & 7]);
 		M.irq_unsure = true; /* the PCI ISR clears on read */
 		break;
 	case OP_RAM_WR: { /* off16 len bytes */
@@ -140,7 +140,7 @@ static bool step(struct cursor *c)
 	case OP_CFG_RD: /* off width */
 		if (!take(c, a, 2))
 			return false;
-		(void)mach_rd((M.pci ? VP_DEVICE_OFF : 0x100) + a[0] % 0x48, widths[a[1] & 7]);
+		(void)mach_rd((M.pci ? VP_DEVICE_OFF : MMIO_CONFIG) + a[0] % 0x48, widths[a[1] & 7]);
 		break;
 	case OP_KICK_ALL:
 		for (unsigned q = 0; q < M.n_queues; q++)

@@ -77,6 +77,24 @@
 		__builtin_trap();                                      \
 	} while (0)
 
+/* virtio-mmio registers (virtio 1.x 4.2.2). */
+enum {
+	MMIO_DEV_FEATURES = 0x010, MMIO_DEV_FEATURES_SEL = 0x014, MMIO_DRV_FEATURES = 0x020,
+	MMIO_DRV_FEATURES_SEL = 0x024, MMIO_QUEUE_SEL = 0x030, MMIO_QUEUE_NUM_MAX = 0x034,
+	MMIO_QUEUE_NUM = 0x038, MMIO_QUEUE_READY = 0x044, MMIO_QUEUE_NOTIFY = 0x050,
+	MMIO_INT_STATUS = 0x060, MMIO_INT_ACK = 0x064, MMIO_STATUS = 0x070,
+	MMIO_DESC_LO = 0x080, MMIO_DESC_HI = 0x084, MMIO_DRIVER_LO = 0x090,
+	MMIO_DRIVER_HI = 0x094, MMIO_DEVICE_LO = 0x0a0, MMIO_DEVICE_HI = 0x0a4,
+	MMIO_CONFIG = 0x100, MMIO_LEN = 0x200,
+};
+
+/* virtio-pci common configuration (4.1.4.3), at VP_COMMON_OFF in BAR0. */
+enum {
+	CC_DFSELECT = 0x00, CC_DF = 0x04, CC_GFSELECT = 0x08, CC_GF = 0x0c, CC_MSIX = 0x10,
+	CC_STATUS = 0x14, CC_Q_SELECT = 0x16, CC_Q_SIZE = 0x18, CC_Q_MSIX = 0x1a,
+	CC_Q_ENABLE = 0x1c, CC_Q_DESC = 0x20, CC_Q_AVAIL = 0x28, CC_Q_USED = 0x30,
+};
+
 /* ---- one request as the driver model posted it ---- */
 
 struct req {

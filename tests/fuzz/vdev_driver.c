@@ -28,14 +28,14 @@ static void put_desc(uint64_t at, uint64_t addr, uint32_t len, uint16_t flags, u
 
 static uint32_t dev_features(unsigned sel)
 {
-	mach_wr(M.pci ? 0x00 : 0x14, 4, sel);
-	return (uint32_t)mach_rd(M.pci ? 0x04 : 0x10, 4);
+	mach_wr(M.pci ? CC_DFSELECT : MMIO_DEV_FEATURES_SEL, 4, sel);
+	return (uint32_t)mach_rd(M.pci ? CC_DF : MMIO_DEV_FEATURES, 4);
 }
 
 static void drv_features(unsigned sel, uint32_t v)
 {
-	mach_wr(M.pci ? 0x08 : 0x24, 4, sel);
-	mach_wr(M.pci ? 0x0c : 0x20, 4, v);
+	mach_wr(M.pci ? CC_GFSELECT : MMIO_DRV_FEATURES_SEL, 4, sel);
+	mach_wr(M.pci ? CC_GF : MMIO_DRV_FEATURES, 4, v);
 }
 
 /* Request buffers: bump-allocated, never shared by two requests in flight;
@@ -87,7 +87,7 @@ static void msix_setup(unsigned n)
 	mach_cfg_wr((uint16_t)M.msix_cap + 2, 2, 0x8000);
 	for (unsigned v = 0; v < n; v++)
 		mach_wr(VP_MSIX_TABLE_OFF + 16 * v + 12, 4, 0);
-	mach_wr(0x10, 2, 0); /* config vector */
+	mach_wr(CC_MSIX, 2, 0); /* config vector */
 	M.msix_on = true;
 }
 
@@ -102,31 +102,31 @@ static void queue_setup(unsigned q, uint16_t size)
 	for (unsigned i = 0; i < size; i++)
 		mq->free[mq->n_free++] = (uint16_t)(size - 1 - i);
 	if (M.pci) {
-		mach_wr(0x16, 2, q);
-		if (mach_rd(0x18, 2) < size)
+		mach_wr(CC_Q_SELECT, 2, q);
+		if (mach_rd(CC_Q_SIZE, 2) < size)
 			return;
-		mach_wr(0x18, 2, size);
-		mach_wr(0x20, 8, mq->desc);
-		mach_wr(0x28, 4, mq->avail);
-		mach_wr(0x2c, 4, 0);
-		mach_wr(0x30, 8, mq->used);
+		mach_wr(CC_Q_SIZE, 2, size);
+		mach_wr(CC_Q_DESC, 8, mq->desc);
+		mach_wr(CC_Q_AVAIL, 4, mq->avail); /* as two dwords */
+		mach_wr(CC_Q_AVAIL + 4, 4, 0);
+		mach_wr(CC_Q_USED, 8, mq->used);
 		if (M.msix_on)
-			mach_wr(0x1a, 2, q + 1);
-		mach_wr(0x1c, 2, 1);
-		mq->live = mach_rd(0x1c, 2) == 1;
+			mach_wr(CC_Q_MSIX, 2, q + 1);
+		mach_wr(CC_Q_ENABLE, 2, 1);
+		mq->live = mach_rd(CC_Q_ENABLE, 2) == 1;
 	} else {
-		mach_wr(0x30, 4, q);
-		if (mach_rd(0x34, 4) < size)
+		mach_wr(MMIO_QUEUE_SEL, 4, q);
+		if (mach_rd(MMIO_QUEUE_NUM_MAX, 4) < size)
 			return;
-		mach_wr(0x38, 4, size);
-		mach_wr(0x80, 4, (uint32_t)mq->desc);
-		mach_wr(0x84, 4, 0);
-		mach_wr(0x90, 4, (uint32_t)mq->avail);
-		mach_wr(0x94, 4, 0);
-		mach_wr(0xa0, 4, (uint32_t)mq->used);
-		mach_wr(0xa4, 4, 0);
-		mach_wr(0x44, 4, 1);
-		mq->live = mach_rd(0x44, 4) == 1;
+		mach_wr(MMIO_QUEUE_NUM, 4, size);
+		mach_wr(MMIO_DESC_LO, 4, (uint32_t)mq->desc);
+		mach_wr(MMIO_DESC_HI, 4, 0);
+		mach_wr(MMIO_DRIVER_LO, 4, (uint32_t)mq->avail);
+		mach_wr(MMIO_DRIVER_HI, 4, 0);
+		mach_wr(MMIO_DEVICE_LO, 4, (uint32_t)mq->used);
+		mach_wr(MMIO_DEVICE_HI, 4, 0);
+		mach_wr(MMIO_QUEUE_READY, 4, 1);
+		mq->live = mach_rd(MMIO_QUEUE_READY, 4) == 1;
 	}
 }
 
@@ -284,10 +284,10 @@ void drv_reap_all(void)
 		}
 	}
 	if (!M.pci || !M.msix_on) {
-		uint32_t isr = (uint32_t)(M.pci ? mach_rd(VP_ISR_OFF, 1) : mach_rd(0x60, 4));
+		uint32_t isr = (uint32_t)(M.pci ? mach_rd(VP_ISR_OFF, 1) : mach_rd(MMIO_INT_STATUS, 4));
 
 		if (!M.pci)
-			mach_wr(0x64, 4, isr);
+			mach_wr(MMIO_INT_ACK, 4, isr);
 		for (unsigned q = 0; q < MODEL_QUEUES; q++)
 			seen[q] = isr & 1;
 	}
@@ -423,9 +423,9 @@ void drv_check(void)
 
 	if ((s & ST_NEEDS_RESET) && !M.tainted)
 		TRAP("NEEDS_RESET (%s) though the guest broke no rule", M.why[0] ? M.why : "?");
-	if (!M.pci && M.irq_level != (mach_rd(0x60, 4) != 0))
+	if (!M.pci && M.irq_level != (mach_rd(MMIO_INT_STATUS, 4) != 0))
 		TRAP("irq line %d with InterruptStatus %#llx", M.irq_level,
-		     (unsigned long long)mach_rd(0x60, 4));
+		     (unsigned long long)mach_rd(MMIO_INT_STATUS, 4));
 }
 /* The guest resets the device through the transport: it must come back
  * with status 0 and no interrupt pending. Rules broken before no longer
@@ -437,7 +437,7 @@ void drv_guest_reset(void)
 	mach_loop();
 	if (mach_status() != 0)
 		TRAP("status %#x after a reset", mach_status());
-	if (!M.pci && (M.irq_level || mach_rd(0x60, 4)))
+	if (!M.pci && (M.irq_level || mach_rd(MMIO_INT_STATUS, 4)))
 		TRAP("interrupt still pending after a reset");
 	drv_reset();
 	memcpy(M.shadow, M.disk, DISK_SIZE);

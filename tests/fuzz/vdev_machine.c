@@ -557,15 +557,15 @@ uint8_t mach_status(void)
 
 uint8_t mach_status_rd(void)
 {
-	return (uint8_t)(M.pci ? mach_rd(0x14, 1) : mach_rd(0x70, 4));
+	return (uint8_t)(M.pci ? mach_rd(CC_STATUS, 1) : mach_rd(MMIO_STATUS, 4));
 }
 
 void mach_status_wr(uint8_t s)
 {
 	if (M.pci)
-		mach_wr(0x14, 1, s);
+		mach_wr(CC_STATUS, 1, s);
 	else
-		mach_wr(0x70, 4, s);
+		mach_wr(MMIO_STATUS, 4, s);
 }
 
 void mach_kick(unsigned q)
@@ -575,7 +575,7 @@ void mach_kick(unsigned q)
 	if (M.pci)
 		mach_wr(VP_NOTIFY_OFF + VP_NOTIFY_MULT * q, 2, q);
 	else
-		mach_wr(0x50, 4, q);
+		mach_wr(MMIO_QUEUE_NOTIFY, 4, q);
 	mach_loop();
 }
 
