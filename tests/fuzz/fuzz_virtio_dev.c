@@ -50,8 +50,55 @@ static bool take(struct cursor *c, void *out, size_t len)
 
 enum {
 	OP_REG_WR, OP_REG_RD, OP_RAM_WR, OP_KICK, OP_BRING_UP, OP_REQ, OP_IRQ, OP_PCI_CFG,
-	OP_RESET, OP_CFG_RD, OP_REQ_KICK, OP_KICK_ALL, OP_BURST, N_OPS
+	OP_RESET, OP_CFG_RD, OP_REQ_KICK, OP_KICK_ALL, OP_BURST, OP_SCRIBBLE, N_OPS
 };
+
+/*
+ * A malformed ring, aimed where the driver model keeps queue qi: field f
+ * of descriptor or ring slot i gets v. The guest broke the rules (or may
+ * have): the model stops checking until the next reset.
+ */
+static void scribble(unsigned qi, uint8_t f, uint8_t i, uint32_t v)
+{
+	const struct mqueue *q = &M.q[qi];
+	uint64_t d;
+
+	if (!q->live)
+		return;
+	i %= q->size;
+	d = q->desc + 16 * (uint64_t)i;
+	M.tainted = true;
+	switch (f % 8) {
+	case 0: /* an address anywhere, often near RAM's edges */
+		memcpy(mach_gpa(d, 4), &v, 4);
+		memset(mach_gpa(d + 4, 4), f >> 3 & 1 ? 0xff : 0, 4);
+		break;
+	case 1: /* a length */
+		memcpy(mach_gpa(d + 8, 4), &v, 4);
+		break;
+	case 2: /* flags and next: loops, indirect, a readable after a writable */
+		memcpy(mach_gpa(d + 12, 4), &v, 4);
+		break;
+	case 3: /* an avail slot naming any head */
+		mach_put16(q->avail + 4 + 2 * (uint64_t)i, (uint16_t)v);
+		break;
+	case 4: /* avail->idx moved: replays, or far ahead */
+		mach_put16(q->avail + 2, (uint16_t)(mach_get16(q->avail + 2) + v));
+		break;
+	case 5: /* avail->flags, used_event */
+		mach_put16(f & 8 ? q->avail : q->avail + 4 + 2 * (uint64_t)q->size, (uint16_t)v);
+		break;
+	case 6: /* the used ring under the device's feet */
+		mach_put16(q->used + 2 + 2 * (uint64_t)(f >> 3 & 3), (uint16_t)v);
+		break;
+	case 7: /* a whole descriptor, pointing back into the ring itself */
+		memcpy(mach_gpa(d, 8), &q->desc, 8);
+		memcpy(mach_gpa(d + 8, 4), &v, 4);
+		mach_put16(d + 12, (uint16_t)(v >> 16 | D_NEXT));
+		mach_put16(d + 14, i);
+		break;
+	}
+}
 
 static bool step(struct cursor *c)
 {
@@ -145,6 +192,14 @@ static bool step(struct cursor *c)
 	case OP_KICK_ALL:
 		for (unsigned q = 0; q < M.n_queues; q++)
 			mach_kick(q);
+		drv_reap_all();
+		break;
+	case OP_SCRIBBLE: /* queue field index val32, then a kick */
+		if (!take(c, a, 7))
+			return false;
+		memcpy(&v, a + 3, 4);
+		scribble(a[0] % M.n_queues, a[1], a[2], le32toh(v));
+		mach_kick(a[0] % M.n_queues);
 		drv_reap_all();
 		break;
 	case OP_BURST: /* queue type sector shape count: a full queue, one kick */
@@ -246,6 +301,7 @@ static void seeds(const char *dir)
 		emit(&s, 5, OP_REQ_KICK, 0, 0, 30, 0x03);    /* read past the end */
 		emit(&s, 6, OP_BURST, 0, 0, 0, 0x00, 99);    /* 100 one-sector reads */
 		emit(&s, 1, OP_IRQ);
+		emit(&s, 8, OP_SCRIBBLE, 0, 4, 0, 1, 0, 0, 0); /* avail->idx one past: a replay */
 		write_seed(dir, v[i].name, &s);
 	}
 }
