@@ -103,6 +103,7 @@ struct req {
 	uint64_t sector;
 	uint32_t nsec;       /* DISCARD / WRITE_ZEROES range */
 	uint32_t range_flags;
+	uint64_t hdr_gpa;    /* header, then the range, then data, then status */
 	uint64_t data_gpa;   /* IN / OUT / GET_ID data, contiguous */
 	uint32_t data_len;
 	uint64_t status_gpa;

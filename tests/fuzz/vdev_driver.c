@@ -177,6 +177,15 @@ static uint32_t expect(struct req *r, uint8_t st, uint32_t used_len)
 	uint8_t want = S_OK;
 	uint32_t len = 1;
 	const uint8_t *data = r->data_len ? mach_gpa(r->data_gpa, r->data_len) : NULL;
+	const uint8_t *hdr = mach_gpa(r->hdr_gpa, 16);
+	uint64_t sector;
+	uint32_t type;
+
+	/* The device writes only device-writable buffers. */
+	memcpy(&type, hdr, 4);
+	memcpy(&sector, hdr + 8, 8);
+	if (le32toh(type) != r->type || le64toh(sector) != r->sector)
+		TRAP("the device wrote into a request header");
 
 	switch (r->type) {
 	case T_IN:
@@ -333,6 +342,7 @@ void drv_post(unsigned qi, uint8_t type, uint8_t sector, uint8_t shape)
 	}
 	data = hdr + 32;
 	status = data + dlen;
+	r.hdr_gpa = hdr;
 	r.data_gpa = data;
 	r.data_len = dlen;
 	r.status_gpa = status;
