@@ -116,7 +116,7 @@ static bool step(struct cursor *c)
 		memcpy(&off, a, 2);
 		memcpy(&v, a + 3, 4);
 		mach_wr(le16toh(off) & (M.pci ? VP_BAR_SIZE - 1 : MMIO_LEN - 1), widths[a[2] & 7],
-		     le32toh(v) | (a[2] & 8 ? (uint64_t)le32toh(v) << 32 : 0));
+			le32toh(v) | (a[2] & 8 ? (uint64_t)le32toh(v) << 32 : 0));
 		M.tainted = M.irq_unsure = true;
 		break;
 	case OP_REG_RD: /* off16 width */
@@ -219,10 +219,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct cursor c = { data + 1, size - 1 };
+	struct cursor c;
 
 	if (size < 1)
 		return 0;
+	c = (struct cursor){ data + 1, size - 1 };
 	if (!mach_up(data[0])) {
 		mach_down();
 		return 0;
