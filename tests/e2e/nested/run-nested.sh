@@ -46,9 +46,12 @@
 # 300, or $CUBICLE_NESTED_BOOT_TIMEOUT) bounds L1's boot up to the moment
 # COMMAND starts.
 # One retry, logged: when L1 never started COMMAND (its kernel panicked,
-# reset or hung before /init got that far), the fault is the emulator's, not
-# the command's, and L1 boots once more (the first console is kept as
-# DIR/nested-console.try1.log). Nothing is retried once COMMAND has started.
+# reset or hung before /init got that far), or when L1's own kernel wedged
+# while COMMAND ran (a CPU of L1 reported stuck for 2 minutes: L1's kernel
+# stopped making progress, which neither the command nor a guest inside L1
+# can cause short of an L1 kernel bug), the fault is the emulator's, not the command's, and L1
+# boots once more (the first console is kept as DIR/nested-console.try1.log).
+# A command that fails, times out or crashes on its own is never retried.
 #
 # Exit status: COMMAND's, or 77 when an ingredient is missing (run
 # scripts/fetch-guest.sh [--arch aarch64]; apt-get install qemu-system-x86 or
@@ -257,6 +260,7 @@ boot_l1() {
 	rm -f "$log" "$out" "$err"
 	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 	hung=0
+	wedged=
 	t0=$(date +%s.%N)
 	if [ "${CUBICLE_NESTED_VERBOSE:-0}" = 1 ]; then
 		tail -s 0.2 -n +1 -F "$log" 1>&2 2>/dev/null &
@@ -283,6 +287,12 @@ boot_l1() {
 				hung=1
 				kill $qpid 2>/dev/null # timeout passes it on to QEMU
 			fi
+		elif ! grep -q 'CUBICLE-NESTED RC=' "$log"; then
+			# A CPU of L1 stuck for 2 minutes: L1 stopped making progress
+			# (a shorter report can be a busy host's passing stall).
+			wedged=$(grep -o 'soft lockup - CPU#[0-9]* stuck for [0-9]*s! \[[^]]*\]' "$log" |
+				awk -F'stuck for ' '{ split($2, a, "s"); if (a[1] + 0 >= 120) { print; exit } }')
+			[ -n "$wedged" ] && kill $qpid 2>/dev/null
 		fi
 		sleep 0.5
 	done
@@ -299,6 +309,10 @@ boot_l1() {
 # itself (a bad option, a missing file) fails the same way twice: no retry.
 emulator_fault() {
 	local panic
+	if [ -n "$wedged" ]; then
+		echo "L1's kernel stopped making progress while the command ran ($wedged)"
+		return 0
+	fi
 	grep -q 'CUBICLE-NESTED \(start\|error\)' <<<"$console" && return 1
 	panic=$(grep -m 1 -o 'Kernel panic.*' <<<"$console")
 	case $panic in
@@ -325,7 +339,7 @@ while :; do
 	console=$(tr -d '\r' <"$log" 2>/dev/null)
 	[ $try = 1 ] && why=$(emulator_fault) || break
 	mv -f "$log" "$rw/nested-console.try1.log"
-	say "emulator failure before the command ran (not the command's); retrying once:" \
+	say "emulator failure (not the command's); retrying once:" \
 		"$why (after ${secs}s; first console kept as $rw/nested-console.try1.log)"
 	[ -n "$cleanup" ] && cleanup= && say "kept $rw for inspection"
 	try=2
