@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "params.h"
+#include "size.h"
 
 /* struct cub_param as plugins built for ABI 1.0 to 1.3 lay it out. */
 #define PARAM_SIZE_1_0 offsetof(struct cub_param, min)
@@ -58,38 +59,6 @@ const char *params_type_name(enum cub_ptype t)
 	case CUB_P_NET: return "net";
 	}
 	return "?";
-}
-
-int params_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno)
-		return errno == ERANGE ? -ERANGE : -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' && shift)
-		end++;
-	if ((*end == 'B' || *end == 'b') && shift)
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 char *params_expand_path(struct arena *ar, const char *in, const char *dir, char *err,
@@ -206,7 +175,7 @@ static int get_num(const struct cub_param *p, const struct cnode *v, const char 
 	if (v && v->type != CN_TEXT && !(p->type == CUB_P_SIZE && v->type == CN_STR))
 		return bad_type(p, "", why, len);
 	if (p->type == CUB_P_SIZE) {
-		int r = params_parse_size(text, out);
+		int r = size_parse(text, out);
 
 		if (r == -ERANGE)
 			return errf(why, len, -EINVAL, "'%s' is %s, past 2^64 bytes", p->name, text);

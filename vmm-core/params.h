@@ -37,10 +37,6 @@ struct params_ctx {
 int params_fill(const struct cub_param *params, unsigned n, const struct params_ctx *ctx,
 		const struct cnode *g, void *cfg, char *err, size_t errlen);
 
-/* "64M", "1G", "4096", "2KiB", "0x1000" -> bytes. -EINVAL if malformed,
- * -ERANGE past 64 bits. */
-int params_parse_size(const char *s, uint64_t *out);
-
 /* A leading "~/" and ${NAME} expanded; a relative result is taken against
  * dir (none if dir is NULL). NULL with the reason in err. */
 char *params_expand_path(struct arena *ar, const char *in, const char *dir, char *err,

@@ -12,6 +12,7 @@
 #include "loader.h"
 #include "params.h"
 #include "plan.h"
+#include "size.h"
 
 static char dir[] = "/tmp/cubicle-test-config-XXXXXX";
 static char cfgpath[256];
@@ -202,18 +203,18 @@ static void test_sizes(void)
 {
 	uint64_t v;
 
-	CU_ASSERT_EQUAL(params_parse_size("4096", &v), 0);
+	CU_ASSERT_EQUAL(size_parse("4096", &v), 0);
 	CU_ASSERT_EQUAL(v, 4096);
-	CU_ASSERT_EQUAL(params_parse_size("64M", &v), 0);
+	CU_ASSERT_EQUAL(size_parse("64M", &v), 0);
 	CU_ASSERT_EQUAL(v, 64ull << 20);
-	CU_ASSERT_EQUAL(params_parse_size("2GiB", &v), 0);
+	CU_ASSERT_EQUAL(size_parse("2GiB", &v), 0);
 	CU_ASSERT_EQUAL(v, 2ull << 30);
-	CU_ASSERT_EQUAL(params_parse_size("0x1000", &v), 0);
+	CU_ASSERT_EQUAL(size_parse("0x1000", &v), 0);
 	CU_ASSERT_EQUAL(v, 0x1000);
-	CU_ASSERT_EQUAL(params_parse_size("12Q", &v), -EINVAL);
-	CU_ASSERT_EQUAL(params_parse_size("-1", &v), -EINVAL);
-	CU_ASSERT_EQUAL(params_parse_size("", &v), -EINVAL);
-	CU_ASSERT_EQUAL(params_parse_size("99999999999T", &v), -ERANGE);
+	CU_ASSERT_EQUAL(size_parse("12Q", &v), -EINVAL);
+	CU_ASSERT_EQUAL(size_parse("-1", &v), -EINVAL);
+	CU_ASSERT_EQUAL(size_parse("", &v), -EINVAL);
+	CU_ASSERT_EQUAL(size_parse("99999999999T", &v), -ERANGE);
 }
 
 int main(void)

@@ -33,10 +33,6 @@ int disk_usage_error(const char *sub, const char *fmt, ...) __attribute__((forma
 /* One line on stderr, as cubicle's log says errors: "cubicle: error: message". */
 void disk_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A size as cubicle's config reads it: a number with an optional K, M, G or T
- * (KiB, MB, ...: powers of 1024). 0, or -EINVAL / -ERANGE. */
-int disk_parse_size(const char *s, uint64_t *out);
-
 /* Microseconds since the program started (CLOCK_MONOTONIC). */
 uint64_t disk_clock_us(void);
 

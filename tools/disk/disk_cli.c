@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "size.h"
 #include "fileclone.h"
 
 static int disk_help(int argc, char **argv);
@@ -81,38 +82,6 @@ void disk_err(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-int disk_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end == 'i' && shift)
-		end++;
-	if ((*end == 'B' || *end == 'b') && shift)
-		end++;
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
 }
 
 static uint64_t mono_us(void)
@@ -207,7 +176,7 @@ int disk_create(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return disk_usage_error("create", "needs PATH SIZE");
-	if (disk_parse_size(argv[optind + 1], &size) || !size || size % 512 ||
+	if (size_parse(argv[optind + 1], &size) || !size || size % 512 ||
 	    size > (uint64_t)INT64_MAX)
 		return disk_usage_error("create", "SIZE '%s': expected a non-zero multiple of 512 bytes, e.g. 4G",
 					argv[optind + 1]);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "size.h"
 #include "iov.h"
 #include "zseek.h"
 
@@ -117,7 +118,7 @@ int disk_compress(int argc, char **argv)
 				return disk_usage_error("compress", "--level %s: expected a number", optarg);
 			break;
 		case 's':
-			if (disk_parse_size(optarg, &fs) || fs < 4096 || fs > (64u << 20))
+			if (size_parse(optarg, &fs) || fs < 4096 || fs > (64u << 20))
 				return disk_usage_error("compress", "--frame-size %s: expected 4K .. 64M",
 							optarg);
 			o.frame_size = (uint32_t)fs;
