@@ -129,15 +129,15 @@ static void test_socket(void)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/con.sock", dir);
 	CU_ASSERT_EQUAL_FATAL(start((const char *[]){ "console", "socket", "path", sa.sun_path,
 						       NULL }), 0);
-	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 1);
-	lfd = fh.watches[0].fd;
+	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 2); /* the transmit re-arm fd, the socket */
+	lfd = fh.watches[1].fd;
 	cl = socket(AF_UNIX, SOCK_STREAM, 0);
 	CU_ASSERT_EQUAL_FATAL(connect(cl, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	CU_ASSERT_EQUAL(fake_watch_fire(&fh, lfd), 0);
-	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 2);
+	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 3);
 	/* input before the driver is up waits in the backlog */
 	CU_ASSERT_EQUAL(write(cl, "abc", 3), 3);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fake_virtio_start(&fh), 0);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
 	rx_buf(0, a, sizeof(a));
@@ -152,7 +152,7 @@ static void test_socket(void)
 	rx_buf(2, b, sizeof(b));
 	fake_virtio_kick(&fh, RXQ);
 	CU_ASSERT_EQUAL(write(cl, "xyz", 3), 3);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3);
 	CU_ASSERT_EQUAL(memcmp(b, "xyz", 3), 0);
 	/* output reaches the client */
@@ -166,11 +166,11 @@ static void test_socket(void)
 	fake_chain_init(&ch[4], 4);
 	fake_chain_add(&ch[4], a, 1, false);
 	fake_vq_add(&fh, RXQ, &ch[4]);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fh.broken_calls, 1);
 	/* the client leaves: output is discarded, not blocked */
 	close(cl);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT(fake_log_has(&fh, "disconnected"));
 	tx(5, "nobody", NULL);
 	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 2);
