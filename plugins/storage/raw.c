@@ -342,7 +342,8 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 	r->block_size = SECTOR;
 	atomic_init(&r->no_zero_range, false);
 	atomic_init(&r->no_punch, false);
-	flags = (r->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	/* O_NONBLOCK until the type is known: a FIFO must not hang the open. */
+	flags = (r->ro ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC;
 	if (cfg->size && !r->ro)
 		flags |= O_CREAT;
 	r->fd = open(cfg->path, flags, 0644);
@@ -361,6 +362,7 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 			      cfg->path);
 		goto fail;
 	}
+	fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
 	/* One writer per image, across processes; readers may share. */
 	lk.l_type = r->ro ? F_RDLCK : F_WRLCK;
 	if (fcntl(r->fd, F_OFD_SETLK, &lk) < 0) {
