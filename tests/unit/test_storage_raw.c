@@ -140,6 +140,13 @@ static void test_open_errors(void)
 	/* not a file */
 	CU_ASSERT_EQUAL(raw_open_kv(dir, true, NULL, &priv, &cfg), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "neither a regular file nor a block device"));
+	/* a FIFO, read-only or not: refused at once, not waited on for a writer */
+	path_in_dir(p, sizeof(p), "fifo.img");
+	CU_ASSERT_EQUAL_FATAL(mkfifo(p, 0600), 0);
+	CU_ASSERT_EQUAL(raw_open_kv(p, true, NULL, &priv, &cfg), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "neither a regular file nor a block device"));
+	CU_ASSERT_EQUAL(raw_open_kv(p, false, NULL, &priv, &cfg), -EINVAL);
+	unlink(p);
 }
 
 static void test_size_creates_sparse(void)
