@@ -29,11 +29,13 @@
 	cmp	$(NSEG + 1), %ecx
 	jne	1b
 	desc	(NSEG + 1), STAT, 1, F_WRITE, 0
-	say	msg
-	mov	$20000000, %ecx			/* a moment of idle for the RSS baseline */
+	say	idle				/* the RSS baseline is taken now */
+	mov	$20000000, %ecx
 2:	pause
 	dec	%ecx
 	jnz	2b
+	say	msg
 	hostile_loop 128
 	payload_exit msg			/* never reached; defines fail */
 msg:	.asciz	"hostile blk running\n"
+idle:	.asciz	"hostile blk idle\n"
