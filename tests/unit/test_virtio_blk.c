@@ -645,13 +645,32 @@ static void test_dev_big_request_inline(void)
 	CU_ASSERT_EQUAL(fh.vqs[0].used[0].head, 7);
 	CU_ASSERT_EQUAL(fh.vqs[0].used[0].written, (14u << 18) + 1);
 	CU_ASSERT_EQUAL(*st, VIRTIO_BLK_S_OK);
-	/* again, stopped half way: nothing is completed, nothing runs later */
+	/* write zeroes over two ranges of 1.5 MiB: carried over as well */
+	fake_chain_init(&c, 8);
+	fake_chain_add(&c, hdr(VIRTIO_BLK_T_WRITE_ZEROES, 0), 16, false);
+	fake_chain_add(&c, range(0, 3072, 0), 16, false);
+	fake_chain_add(&c, range(4096, 3072, 0), 16, false);
+	fake_chain_add(&c, st, 1, true);
+	*st = 0xee;
 	CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, &c), 0);
 	fake_virtio_kick(&fh, 0);
 	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 1);
+	fake_watch_pump(&fh, 100);
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[0].n_used, 2);
+	CU_ASSERT_EQUAL(fh.vqs[0].used[1].head, 8);
+	CU_ASSERT_EQUAL(*st, VIRTIO_BLK_S_OK);
+	/* again, stopped half way: nothing is completed, nothing runs later */
+	fake_chain_init(&c, 7);
+	fake_chain_add(&c, hdr(VIRTIO_BLK_T_IN, 0), 16, false);
+	for (int i = 0; i < 14; i++)
+		fake_chain_add(&c, data, 256 << 10, true);
+	fake_chain_add(&c, st, 1, true);
+	CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, &c), 0);
+	fake_virtio_kick(&fh, 0);
+	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 2);
 	fake_virtio_stop(&fh);
 	fake_watch_pump(&fh, 100);
-	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 1);
+	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 2);
 	dev_stop();
 }
 

@@ -160,15 +160,17 @@ static uint8_t blk_execute(struct blk *b, struct blk_req *r, uint32_t *written)
 	return VIRTIO_BLK_S_UNSUPP;
 }
 
+static void blk_failed(struct blk_queue *q)
+{
+	q->b->h->log_ratelimited(q->b->in, CUB_LOG_WARN, "%s: request type %u sector %llu failed",
+				 q->b->disk->name, q->req.type, (unsigned long long)q->req.sector);
+}
+
 /* Give the chain in hand back with status @st. */
 static void blk_complete(struct blk_queue *q, uint8_t st)
 {
 	const struct cub_virtio_host *v = q->b->h->virtio;
 
-	if (st != VIRTIO_BLK_S_OK)
-		q->b->h->log_ratelimited(q->b->in, CUB_LOG_WARN,
-					 "%s: request type %u sector %llu failed", q->b->disk->name,
-					 q->req.type, (unsigned long long)q->req.sector);
 	*q->req.status = st;
 	v->push(q->vq, &q->chain, q->written);
 	q->inflight = false;
@@ -198,6 +200,7 @@ static bool blk_begin(struct blk_queue *q)
 {
 	struct blk *b = q->b;
 	struct blk_req *r = &q->req;
+	uint8_t st;
 
 	q->written = 1; /* the status byte */
 	if (blk_parse(&q->chain, &b->lim, r) < 0) {
@@ -209,19 +212,18 @@ static bool blk_begin(struct blk_queue *q)
 				      CUB_LOG_DEBUG : CUB_LOG_WARN,
 				      "request type %u sector %llu: %s", r->type,
 				      (unsigned long long)r->sector, r->why);
-		*r->status = r->status_val;
-		b->h->virtio->push(q->vq, &q->chain, q->written);
-		if (++q->pushed % BATCH_NOTIFY == 0)
-			b->h->virtio->notify(q->vq);
+		blk_complete(q, r->status_val);
 		return true;
 	}
 	if (blk_carried(r)) {
-		q->inflight = true;
+		q->inflight = true; /* blk_step moves it, a chunk at a time */
 		q->xfer_done = 0;
 		return true;
 	}
-	q->inflight = true; /* for blk_complete's bookkeeping */
-	blk_complete(q, blk_execute(b, r, &q->written));
+	st = blk_execute(b, r, &q->written);
+	if (st != VIRTIO_BLK_S_OK)
+		blk_failed(q);
+	blk_complete(q, st);
 	return true;
 }
 
@@ -297,6 +299,7 @@ static uint64_t blk_step(struct blk_queue *q, uint64_t max)
 		      o->writev(b->disk->priv, off, q->win, k);
 	}
 	if (got != (int64_t)n) {
+		blk_failed(q);
 		blk_complete(q, VIRTIO_BLK_S_IOERR);
 		return n;
 	}
