@@ -143,7 +143,9 @@ host_ticks() {
 }
 # SIGTERM must end cubicle within term_ms with 128 + 15, as any signal exit.
 # In the nested L1 everything runs under QEMU's software emulation, on a
-# host whose cores others share: 3 s there.
+# host whose cores others share: 3 s there (measured in L1: an idle VM takes
+# 0.5-0.7 s to stop on SIGTERM, as long as a hammered one; /bin/true alone
+# takes 0.3 s).
 term_ms=${CUBICLE_TERM_MS:-1000}
 [ "$nested_l1" = 1 ] && term_ms=${CUBICLE_TERM_MS:-3000}
 
