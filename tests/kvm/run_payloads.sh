@@ -72,7 +72,7 @@ run() {
 	name=$1 payload=$2 mode=$3 vcpus=$4 want=$5 grep_re=$6
 	shift 6
 	mkcfg "$name" "$payload" "$mode" "$vcpus"
-	timeout "${run_limit:-60}" "$cub" run "$tmp/$name.cfg" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
+	timeout -k 5 "${run_limit:-60}" "$cub" run "$tmp/$name.cfg" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null
 	got=$?
 	if [ "$got" -eq "$want" ] && grep -Eq "$grep_re" "$tmp/$name.err"; then
 		echo "ok - $name (status $got)"
