@@ -5,8 +5,8 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +37,8 @@ int bootfile_open(struct bootfile *f, const char *path, uint64_t limit, const ch
 	f->path = path;
 	f->size = 0;
 	f->map = NULL;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not hang the open; the type check refuses it. */
+	f->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (f->fd < 0)
 		return bootfile_fail(-errno, err, errlen, path, "%s", strerror(errno));
 	if (fstat(f->fd, &st) < 0) {
@@ -61,15 +62,32 @@ int bootfile_open(struct bootfile *f, const char *path, uint64_t limit, const ch
 		goto out_close;
 	}
 	f->size = st.st_size;
+	fcntl(f->fd, F_SETFL, fcntl(f->fd, F_GETFL) & ~O_NONBLOCK);
 	if (!map)
 		return 0;
-	/* mmap rather than a read into a buffer: the parsers only look at the
-	 * header, and the one copy into RAM reads the pages once. */
-	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);
-	if (f->map != MAP_FAILED)
-		return 0;
-	f->map = NULL;
-	e = -errno;
+	/* Read, not mmap: a file truncated while we load it must give a short
+	 * read and a message, not SIGBUS. */
+	f->map = malloc(f->size);
+	if (!f->map) {
+		e = -ENOMEM;
+		goto out;
+	}
+	for (uint64_t done = 0; done < f->size;) {
+		ssize_t r = pread(f->fd, (uint8_t *)f->map + done, f->size - done, (off_t)done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			e = r ? -errno : -EIO;
+			bootfile_fail(e, err, errlen, path, "read: %s",
+				      r ? strerror(errno) : "file shrank while loading");
+			free(f->map);
+			f->map = NULL;
+			goto out_close;
+		}
+		done += (uint64_t)r;
+	}
+	return 0;
 out:
 	bootfile_fail(e, err, errlen, path, "%s", strerror(-e));
 out_close:
@@ -80,8 +98,7 @@ out_close:
 
 void bootfile_close(struct bootfile *f)
 {
-	if (f->map)
-		munmap(f->map, f->size);
+	free(f->map);
 	if (f->fd >= 0)
 		close(f->fd);
 	f->fd = -1;

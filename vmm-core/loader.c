@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "loader.h"
@@ -223,6 +224,7 @@ int loader_open(const char *path, struct plugin **out, char *err, size_t errlen)
 {
 	struct plugin *p = calloc(1, sizeof(*p));
 	const struct cub_plugin *d;
+	struct stat st;
 	int ret = -EINVAL;
 
 	*out = NULL;
@@ -231,6 +233,11 @@ int loader_open(const char *path, struct plugin **out, char *err, size_t errlen)
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* dlopen would block on a FIFO named x.so: only regular files load. */
+	if (stat(path, &st) < 0)
+		FAIL("%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		FAIL("%s: not a regular file", path);
 	p->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!p->dl)
 		FAIL("%s: not a loadable plugin: %s", path, dlerror());

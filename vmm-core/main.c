@@ -9,8 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/signalfd.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "cubicle-build.h"
@@ -111,25 +110,37 @@ struct run_ctx {
 	struct registry reg;
 	struct cub_inst **insts;
 	unsigned n_insts;
-	int sfd;
-	bool have_vm;
+	sigset_t sigs;
+	pthread_t sig_thread;
+	bool have_vm, have_sig_thread;
 };
 
-static void on_signal(void *arg)
+/*
+ * Termination signals are taken by a thread of their own, not the event
+ * loop: a guest that keeps a device busy delays the loop's callbacks, never
+ * the exit request (issue 10). Every other thread has them blocked.
+ */
+static void *signal_thread(void *arg)
 {
 	struct run_ctx *r = arg;
-	struct signalfd_siginfo si;
+	siginfo_t si;
 
-	if (read(r->sfd, &si, sizeof(si)) != sizeof(si))
-		return;
-	vm_request_exit(&r->vm, 128 + (int)si.ssi_signo, "stopped by signal %s",
-			strsignal((int)si.ssi_signo));
+	pthread_setname_np(pthread_self(), "signals");
+	for (;;) {
+		int sig = sigwaitinfo(&r->sigs, &si), old;
+
+		if (sig < 0)
+			continue; /* EINTR; cancellation ends us at teardown */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		vm_request_exit(&r->vm, 128 + sig, "stopped by signal %s", strsignal(sig));
+		pthread_setcancelstate(old, NULL);
+	}
+	return NULL;
 }
 
 static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 {
 	const struct boot_cfg *b = &r->cfg.boot;
-	sigset_t set;
 	int ret;
 
 	log_debug("config loaded, %u plugins found", r->reg.n);
@@ -143,17 +154,19 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
 		return -ENOMEM;
 	}
-	/* Termination signals arrive as events, never interrupting a vCPU. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	r->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (r->sfd < 0 || event_watch(r->vm.ev, r->sfd, EPOLLIN, on_signal, r) < 0) {
-		snprintf(err, errlen, "signalfd: %s", strerror(errno));
-		return -errno;
+	/* Termination signals go to the signal thread, never interrupting a
+	 * vCPU; blocked here, before any other thread exists to inherit them. */
+	sigemptyset(&r->sigs);
+	sigaddset(&r->sigs, SIGINT);
+	sigaddset(&r->sigs, SIGTERM);
+	sigaddset(&r->sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &r->sigs, NULL);
+	ret = pthread_create(&r->sig_thread, NULL, signal_thread, r);
+	if (ret) {
+		snprintf(err, errlen, "signal thread: %s", strerror(ret));
+		return -ret;
 	}
+	r->have_sig_thread = true;
 	ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
 	if (ret)
 		return ret;
@@ -184,6 +197,10 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 
 static void run_teardown(struct run_ctx *r)
 {
+	if (r->have_sig_thread) {
+		pthread_cancel(r->sig_thread); /* sigwaitinfo is a cancellation point */
+		pthread_join(r->sig_thread, NULL);
+	}
 	if (r->have_vm)
 		vm_stop_vcpus(&r->vm);
 	if (r->vm.ev)
@@ -192,8 +209,6 @@ static void run_teardown(struct run_ctx *r)
 	devices_tty_restore();
 	if (r->vm.ev)
 		event_free(r->vm.ev);
-	if (r->sfd >= 0)
-		close(r->sfd);
 	if (r->have_vm)
 		vm_destroy(&r->vm);
 	plan_free(&r->cfg);
@@ -214,7 +229,7 @@ static int cmd_run(int argc, char **argv)
 	unsigned n_sets = 0, n_dirs = 0;
 	int cli_level = -1, c, status;
 	bool host_check = true;
-	struct run_ctx r = { .sfd = -1 };
+	struct run_ctx r = { 0 };
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {

@@ -25,6 +25,7 @@ static const char *const bus_choices[] = { "any", "pio", "mmio", NULL };
 
 struct testdev_cfg {
 	int bus;
+	uint64_t max_log;
 };
 
 struct testdev {
@@ -34,7 +35,25 @@ struct testdev {
 	uint32_t scratch;
 	unsigned line_len;
 	char line[TD_LINE_MAX + 1];
+	uint64_t logged, max_log; /* guest log bytes so far, and the cap (0: none) */
+	bool capped;
 };
+
+/* May the guest log @n more bytes? Past max_log it may not (the host log
+ * may be a file: a guest must not fill the disk); one warning says so. */
+static bool log_room(struct testdev *td, unsigned n)
+{
+	if (!td->capped && (!td->max_log || td->logged + n <= td->max_log)) {
+		td->logged += n;
+		return true;
+	}
+	if (!td->capped)
+		td->h->log(td->in, CUB_LOG_WARN,
+			   "guest log reached max_log (%llu bytes): further lines are dropped",
+			   (unsigned long long)td->max_log);
+	td->capped = true;
+	return false;
+}
 
 /* Log the pending line, if any. Lock held. */
 static void line_flush(struct testdev *td)
@@ -42,14 +61,15 @@ static void line_flush(struct testdev *td)
 	if (!td->line_len)
 		return;
 	td->line[td->line_len] = '\0';
-	td->h->log(td->in, CUB_LOG_INFO, "guest: %s", td->line);
+	if (log_room(td, td->line_len))
+		td->h->log(td->in, CUB_LOG_INFO, "guest: %s", td->line);
 	td->line_len = 0;
 }
 
 static void line_putc(struct testdev *td, uint8_t c)
 {
 	if (c == '\n') {
-		if (!td->line_len)
+		if (!td->line_len && log_room(td, 1))
 			td->h->log(td->in, CUB_LOG_INFO, "guest: ");
 		line_flush(td);
 		return;
@@ -181,6 +201,7 @@ static int testdev_create(struct cub_inst *in, const struct cub_host *h, const v
 		return h->fail(in, -ENOMEM, "out of memory");
 	td->in = in;
 	td->h = h;
+	td->max_log = cfg->max_log;
 	pthread_mutex_init(&td->lock, NULL);
 	r.want = want[cfg->bus];
 	r.priv = td;
@@ -218,6 +239,8 @@ static const struct cub_param testdev_params[] = {
 	{ .name = "bus", .type = CUB_P_ENUM, .offset = offsetof(struct testdev_cfg, bus),
 	  .def = "any", .choices = bus_choices,
 	  .doc = "bus to ask for: any (the arch decides), pio or mmio" },
+	{ .name = "max_log", .type = CUB_P_SIZE, .offset = offsetof(struct testdev_cfg, max_log),
+	  .def = "1M", .doc = "guest log bytes to pass on, then lines are dropped (0: no limit)" },
 };
 
 static const struct cub_method testdev_methods[] = {

@@ -5,6 +5,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cubicle/plugin.h>
 #include <cubicle/virtio.h>
@@ -23,6 +26,9 @@
  * on its transmit queue is never stuck. Host input waits in the console's
  * backlog until the guest posts receive buffers. VIRTIO_CONSOLE_F_EMERG_WRITE
  * is offered: a byte written to emerg_wr goes straight to the output.
+ * A kick takes at most TX_BUDGET_CHAINS buffers or TX_BUDGET_BYTES; what is
+ * left waits for the event loop's next round (kick_fd), so a guest that
+ * keeps its transmit queue full never holds a thread for long.
  */
 
 #define VIRTIO_ID_CONSOLE 3
@@ -34,6 +40,8 @@
 #define CFG_SIZE	12 /* cols, rows, max_nr_ports, emerg_wr */
 #define BACKLOG_LEN	(64u << 10)
 #define TX_MAX_PER_CHAIN (64u << 10) /* hvc sends a page at most; more is cut */
+#define TX_BUDGET_CHAINS 64          /* buffers per wake-up, then yield */
+#define TX_BUDGET_BYTES	(1u << 20)   /* bytes per wake-up, then yield */
 
 struct con_cfg {
 	struct hostcon_cfg con;
@@ -43,6 +51,7 @@ struct con {
 	struct cub_inst *in;
 	const struct cub_host *h;
 	struct hostcon *hc;   /* takes its own lock, inside ours */
+	int kick_fd;          /* eventfd: transmit work left after a budget ran out */
 
 	pthread_mutex_t lock; /* everything below: vCPUs and the event loop */
 	struct cub_vq *rxq, *txq;
@@ -51,14 +60,29 @@ struct con {
 
 /* ---- output ---- */
 
-/* Guest output: every chain on the transmit queue. Lock held. */
+/* Guest output: chains on the transmit queue, up to the budget; the rest
+ * on the event loop's next round. Lock held. */
 static void tx_drain(struct con *c)
 {
 	const struct cub_virtio_host *v = c->h->virtio;
 	unsigned done = 0;
+	uint64_t bytes = 0;
 
-	while (c->txq && v->pop(c->txq, &c->chain) == 1) {
+	while (c->txq) {
 		size_t budget = TX_MAX_PER_CHAIN;
+
+		if (done >= TX_BUDGET_CHAINS || bytes >= TX_BUDGET_BYTES) {
+			uint64_t one = 1;
+
+			if (write(c->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+				c->h->log_ratelimited(c->in, CUB_LOG_ERR,
+						      "cannot re-arm the transmit queue: %s",
+						      strerror(errno));
+			break;
+		}
+		if (v->pop(c->txq, &c->chain) != 1)
+			break;
+		bytes += c->chain.out_len < budget ? c->chain.out_len : budget;
 
 		for (unsigned i = 0; i < c->chain.n_out && budget; i++) {
 			size_t n = c->chain.out[i].iov_len < budget ? c->chain.out[i].iov_len : budget;
@@ -75,6 +99,19 @@ static void tx_drain(struct con *c)
 	}
 	if (done)
 		v->notify(c->txq);
+}
+
+/* kick_fd: transmit work was left for this round of the event loop. */
+static void tx_rearmed(void *arg)
+{
+	struct con *c = arg;
+	uint64_t n;
+
+	if (read(c->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return;
+	pthread_mutex_lock(&c->lock);
+	tx_drain(c);
+	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- input ---- */
@@ -191,6 +228,10 @@ static const struct cub_virtio_ops con_vops = {
 static void con_free(struct con *c)
 {
 	hostcon_close(c->hc);
+	if (c->kick_fd >= 0) {
+		c->h->fd_unwatch(c->in, c->kick_fd);
+		close(c->kick_fd);
+	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -213,6 +254,14 @@ static int con_create(struct cub_inst *in, const struct cub_host *h, const void 
 	c->in = in;
 	c->h = h;
 	pthread_mutex_init(&c->lock, NULL);
+	c->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	err = c->kick_fd < 0 ? -errno : h->fd_watch(in, c->kick_fd, EPOLLIN, tx_rearmed, c);
+	if (err) {
+		err = h->fail(in, err, "cannot make the transmit re-arm eventfd: %s",
+			      strerror(-err));
+		con_free(c);
+		return err;
+	}
 	err = hostcon_open(&c->hc, in, h, &cfg->con, BACKLOG_LEN, con_input, c);
 	if (!err)
 		err = h->virtio->add(in, &con_vops, c);

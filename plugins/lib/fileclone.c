@@ -331,6 +331,7 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 {
 	char tmp[PATH_MAX];
 	uint64_t t0 = now_us();
+	struct stat st;
 	int sfd, tfd, ret;
 
 	memset(res, 0, sizeof(*res));
@@ -338,12 +339,19 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 		snprintf(err, errlen, "%s already exists", dst);
 		return -EEXIST;
 	}
-	sfd = open(src, O_RDONLY | O_CLOEXEC);
+	sfd = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not hang us */
 	if (sfd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open %s: %s", src, strerror(-ret));
 		return ret;
 	}
+	if (fstat(sfd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(sfd);
+		snprintf(err, errlen, "%s is not a regular file (a FIFO, device or directory is refused)",
+			 src);
+		return -EINVAL;
+	}
+	fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) & ~O_NONBLOCK);
 	ret = fc_clone_tmp(sfd, src, dst, o, tmp, sizeof(tmp), &tfd, res, err, errlen);
 	close(sfd);
 	if (ret)

@@ -32,6 +32,8 @@ struct hostcon {
 	int out_fd;            /* -1: output discarded */
 	bool out_is_sock, out_direct, out_stalled;
 	uint64_t out_dropped;
+	uint64_t out_total;    /* bytes written to a regular file (out_direct) */
+	bool out_capped;       /* max_size reached (logged once) */
 	uint8_t *backlog;      /* host input, a ring */
 	size_t bl_size, bl_head, bl_count;
 	bool esc_pending;
@@ -56,10 +58,32 @@ static bool out_wait(struct hostcon *hc)
 	return n > 0 && (p.revents & POLLOUT);
 }
 
+/* Output to a regular file stops at max_size: how much of @len may go. */
+static size_t out_room(struct hostcon *hc, size_t len)
+{
+	uint64_t max = hc->cfg->max_size, room;
+
+	if (!hc->out_direct || !max)
+		return len;
+	room = hc->out_total < max ? max - hc->out_total : 0;
+	if (len <= room)
+		return len;
+	if (!hc->out_capped)
+		hc->h->log(hc->in, CUB_LOG_WARN,
+			   "console %s reached max_size (%llu bytes): further guest output is "
+			   "dropped; the VM keeps running",
+			   hc->cfg->console == HOSTCON_FILE ? hc->cfg->path : "output",
+			   (unsigned long long)max);
+	hc->out_capped = true;
+	return (size_t)room;
+}
+
 /* Write without letting a stuck reader hang the caller. Lock held. */
 static void out_bytes(struct hostcon *hc, const uint8_t *p, size_t len)
 {
 	int tries = 0;
+
+	len = out_room(hc, len);
 
 	while (len && hc->out_fd >= 0) {
 		size_t chunk = len < OUT_CHUNK ? len : OUT_CHUNK;
@@ -91,6 +115,7 @@ static void out_bytes(struct hostcon *hc, const uint8_t *p, size_t len)
 					       (unsigned long long)hc->out_dropped);
 		hc->out_stalled = false;
 		hc->out_dropped = 0;
+		hc->out_total += (uint64_t)n;
 		p += n;
 		len -= (size_t)n;
 	}
@@ -331,13 +356,25 @@ static int setup_stdio(struct hostcon *hc)
 static int setup_file(struct hostcon *hc)
 {
 	const char *p = hc->cfg->path;
+	struct stat st;
 
-	hc->file_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	/* O_NONBLOCK: a FIFO without a reader must not hang the open (ENXIO). */
+	hc->file_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+	if (hc->file_fd < 0 && errno == ENXIO && !stat(p, &st) && S_ISFIFO(st.st_mode))
+		return hc->h->fail(hc->in, -EINVAL,
+				   "console file %s is a FIFO, not a regular file: refused", p);
 	if (hc->file_fd < 0)
 		return hc->h->fail(hc->in, -errno, "cannot open console file %s: %s", p,
 				   strerror(errno));
+	if (fstat(hc->file_fd, &st) < 0)
+		return hc->h->fail(hc->in, -errno, "cannot stat console file %s: %s", p,
+				   strerror(errno));
+	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+		return hc->h->fail(hc->in, -EINVAL,
+				   "console file %s is not a regular file (a FIFO, socket or "
+				   "directory is refused; use console = \"socket\" for a socket)", p);
 	hc->out_fd = hc->file_fd;
-	hc->out_direct = true;
+	hc->out_direct = S_ISREG(st.st_mode); /* a tty or /dev/null: poll before writing */
 	return 0;
 }
 

@@ -14,7 +14,9 @@
  *           On a terminal stdin goes raw (the host restores it) and, as in
  *           QEMU, Ctrl-A is an escape: Ctrl-A x ends the VM (status 0),
  *           Ctrl-A a or Ctrl-A Ctrl-A sends one Ctrl-A, Ctrl-A h logs help.
- *   file    guest output appended to path; no input.
+ *   file    guest output appended to path (a regular file, or a character
+ *           device such as /dev/null; a FIFO or anything else is refused);
+ *           no input.
  *   socket  listen on the Unix socket path (a stale socket is replaced, a
  *           live one or another file type is refused); one client at a time
  *           gets the output and feeds the input. Without a client, output
@@ -25,6 +27,10 @@
  * rate-limited warning) until it reads again. Host input waits in a backlog
  * of a size the device picks until the device takes it with hostcon_read;
  * what does not fit is dropped with a rate-limited warning.
+ * Output to a regular file (console = "file", or stdio with stdout
+ * redirected to one) stops after max_size bytes in this run: one warning
+ * names the file, the rest of the guest's output is dropped and the VM
+ * keeps running (0: no limit). A guest cannot fill the host's disk.
  *
  * Threads: host input (stdin, the socket's client) is read on the event-loop
  * thread, which then calls the device's @input; writes come from vCPU threads
@@ -49,6 +55,7 @@ struct hostcon_cfg {
 	int console; /* enum hostcon_kind */
 	const char *path;
 	bool input;
+	uint64_t max_size; /* bytes of output to a regular file; 0: no limit */
 };
 
 /*
@@ -66,7 +73,10 @@ struct hostcon_cfg {
 	{ .name = "path", .type = CUB_P_PATH, .offset = offsetof(cfg_type, member.path), \
 	  .def = "", .doc = "file to append output to, or Unix socket to listen on" }, \
 	{ .name = "input", .type = CUB_P_BOOL, .offset = offsetof(cfg_type, member.input), \
-	  .def = "true", .doc = "stdio: feed host stdin to the guest (raw mode on a tty)" }
+	  .def = "true", .doc = "stdio: feed host stdin to the guest (raw mode on a tty)" }, \
+	{ .name = "max_size", .type = CUB_P_SIZE, .offset = offsetof(cfg_type, member.max_size), \
+	  .def = "64M", .doc = "output to a regular file stops after this many bytes " \
+		 "(the VM runs on; 0: no limit)" }
 
 struct hostcon;
 

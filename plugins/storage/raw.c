@@ -36,6 +36,7 @@
 
 #define SECTOR 512u
 #define ZERO_CHUNK (256u << 10) /* write_zeroes fallback: zeroes per write */
+#define BOUNCE_MAX (1u << 20)   /* direct I/O bounce buffer: bytes per chunk */
 
 struct raw_cfg {
 	const char *path;
@@ -67,26 +68,37 @@ static bool mem_aligned(const struct raw *r, const struct iovec *iov, int cnt)
 }
 
 /* O_DIRECT with a bounce buffer: the request's offset and length are aligned,
- * its buffers are not. */
+ * its buffers are not. The buffer is at most BOUNCE_MAX, reused chunk after
+ * chunk: a guest's request size never sets the host's allocation. */
 static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct iovec *iov,
 			   int cnt, uint64_t len)
 {
-	struct iovec b;
+	size_t bsz = len < BOUNCE_MAX ? (size_t)len : BOUNCE_MAX;
+	uint64_t done = 0;
 	uint8_t *buf;
-	int64_t n;
 
-	if (len > SIZE_MAX || posix_memalign((void **)&buf, r->mem_align > 4096 ? r->mem_align : 4096,
-					     (size_t)len))
+	if (posix_memalign((void **)&buf, r->mem_align > 4096 ? r->mem_align : 4096, bsz))
 		return -ENOMEM;
-	b.iov_base = buf;
-	b.iov_len = (size_t)len;
-	if (wr)
-		iov_to_buf(iov, cnt, 0, buf, (size_t)len);
-	n = fullio_iov(r->dfd, wr, off, &b, 1, 0, SIZE_MAX);
-	if (!wr && n > 0)
-		iov_from_buf(iov, cnt, 0, buf, (size_t)n);
+	while (done < len) {
+		size_t n = len - done < bsz ? (size_t)(len - done) : bsz;
+		struct iovec b = { buf, n };
+		int64_t got;
+
+		if (wr)
+			iov_to_buf(iov, cnt, (size_t)done, buf, n);
+		got = fullio_iov(r->dfd, wr, off + done, &b, 1, 0, SIZE_MAX);
+		if (got < 0) {
+			free(buf);
+			return got;
+		}
+		if (!wr)
+			iov_from_buf(iov, cnt, (size_t)done, buf, (size_t)got);
+		done += (uint64_t)got;
+		if ((size_t)got < n)
+			break; /* end of file */
+	}
 	free(buf);
-	return n;
+	return (int64_t)done;
 }
 
 static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
@@ -330,7 +342,8 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 	r->block_size = SECTOR;
 	atomic_init(&r->no_zero_range, false);
 	atomic_init(&r->no_punch, false);
-	flags = (r->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	/* O_NONBLOCK until the type is known: a FIFO must not hang the open. */
+	flags = (r->ro ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC;
 	if (cfg->size && !r->ro)
 		flags |= O_CREAT;
 	r->fd = open(cfg->path, flags, 0644);
@@ -349,6 +362,7 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 			      cfg->path);
 		goto fail;
 	}
+	fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
 	/* One writer per image, across processes; readers may share. */
 	lk.l_type = r->ro ? F_RDLCK : F_WRLCK;
 	if (fcntl(r->fd, F_OFD_SETLK, &lk) < 0) {

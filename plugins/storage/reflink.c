@@ -276,7 +276,7 @@ static int do_rollback(struct reflink *r, const char *src, struct fc_result *res
 		src = r->cfg->base;
 	if (r->ro)
 		return say(-EROFS, why, len, "rollback: %s is read-only", path);
-	sfd = open(src, O_RDONLY | O_CLOEXEC);
+	sfd = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* type checked below */
 	if (sfd < 0) {
 		err = -errno;
 		return say(err, why, len, "rollback: cannot open %s: %s", src, strerror(-err));
@@ -416,7 +416,8 @@ static int open_disk(struct reflink *r)
 	struct stat st, bst;
 	int err;
 
-	r->fd = open(p, (r->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	/* O_NONBLOCK until the type is known: a FIFO must not hang the open. */
+	r->fd = open(p, (r->ro ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC);
 	if (r->fd < 0)
 		return r->h->fail(r->in, -errno, "cannot open %s%s: %s", p, r->ro ? " read-only" : "",
 				  strerror(errno));
@@ -425,6 +426,7 @@ static int open_disk(struct reflink *r)
 	if (!S_ISREG(st.st_mode))
 		return r->h->fail(r->in, -EINVAL, "%s is not a regular file (a reflink disk is a file)",
 				  p);
+	fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK);
 	if (r->cfg->base && !stat(r->cfg->base, &bst) && bst.st_dev == st.st_dev &&
 	    bst.st_ino == st.st_ino)
 		return r->h->fail(r->in, -EINVAL, "path and base are the same file (%s): the VM would write the golden image",

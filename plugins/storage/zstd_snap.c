@@ -480,6 +480,28 @@ out:
 	return err;
 }
 
+#define NOT_REGULAR (-EMEDIUMTYPE) /* open_file: the path is no regular file */
+
+/*
+ * open(2) that looks at the type before anything can block on it (a FIFO
+ * opened for reading waits for a writer): the fd, -errno, or NOT_REGULAR
+ * unless it is a regular file (or, with @blk_ok, a block device).
+ */
+static int open_file(const char *path, int flags, bool blk_ok)
+{
+	struct stat st;
+	int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || (blk_ok && S_ISBLK(st.st_mode)))) {
+		close(fd);
+		return NOT_REGULAR;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
 /* Open the map and read its bitmap; the header must describe this base. */
 static int map_load(struct zsnap *s)
 {
@@ -488,12 +510,14 @@ static int map_load(struct zsnap *s)
 	char why[256];
 	int err;
 
-	s->mfd = open(s->map_path, (s->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (s->mfd < 0 && errno == ENOENT)
+	s->mfd = open_file(s->map_path, s->ro ? O_RDONLY : O_RDWR, false);
+	if (s->mfd == -ENOENT)
 		return -ENOENT; /* the caller decides what a missing map means */
+	if (s->mfd == NOT_REGULAR)
+		return s->h->fail(s->in, -EINVAL, "the map %s is not a regular file", s->map_path);
 	if (s->mfd < 0)
-		return s->h->fail(s->in, -errno, "cannot open the map %s: %s", s->map_path,
-				  strerror(errno));
+		return s->h->fail(s->in, s->mfd, "cannot open the map %s: %s", s->map_path,
+				  strerror(-s->mfd));
 	if (fstat(s->mfd, &st) < 0)
 		return s->h->fail(s->in, -errno, "cannot stat %s: %s", s->map_path, strerror(errno));
 	err = fullio_pread(s->mfd, &hdr, sizeof(hdr), 0);
@@ -546,10 +570,13 @@ static int delta_open(struct zsnap *s)
 	struct stat st;
 	int err;
 
-	s->dfd = open(s->delta_path, (s->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (s->dfd < 0 && (errno != ENOENT || s->ro))
-		return s->h->fail(s->in, -errno, "cannot open the delta %s%s: %s", s->delta_path,
-				  s->ro ? " read-only" : "", strerror(errno));
+	s->dfd = open_file(s->delta_path, s->ro ? O_RDONLY : O_RDWR, false);
+	if (s->dfd == NOT_REGULAR)
+		return s->h->fail(s->in, -EINVAL, "the delta %s is not a regular file",
+				  s->delta_path);
+	if (s->dfd < 0 && (s->dfd != -ENOENT || s->ro))
+		return s->h->fail(s->in, s->dfd, "cannot open the delta %s%s: %s", s->delta_path,
+				  s->ro ? " read-only" : "", strerror(-s->dfd));
 	if (s->dfd < 0) {
 		/* A new delta: its map first, then the file itself. */
 		err = map_load(s);
@@ -597,9 +624,13 @@ static int base_open(struct zsnap *s, const char *path)
 	char why[256];
 	int err;
 
-	s->bfd = open(path, O_RDONLY | O_CLOEXEC);
+	s->bfd = open_file(path, O_RDONLY, true);
+	if (s->bfd == NOT_REGULAR)
+		return s->h->fail(s->in, -EINVAL,
+				  "the base %s is neither a regular file nor a block device", path);
 	if (s->bfd < 0)
-		return s->h->fail(s->in, -errno, "cannot open the base %s: %s", path, strerror(errno));
+		return s->h->fail(s->in, s->bfd, "cannot open the base %s: %s", path,
+				  strerror(-s->bfd));
 	/* Shared: a raw backend opening it for writing would be refused. */
 	(void)fcntl(s->bfd, F_OFD_SETLK, &lk);
 	err = zseek_open(&s->z, s->bfd, why, sizeof(why));

@@ -2,6 +2,7 @@
 /* A fake struct cub_host for unit tests: records every service call a plugin makes. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -769,6 +770,29 @@ struct fake_watch *fake_watch_find(struct fake_host *fh, int fd)
 			w = &fh->watches[i];
 	pthread_mutex_unlock(&fh->lock);
 	return w;
+}
+
+unsigned fake_watch_pump(struct fake_host *fh, unsigned max)
+{
+	unsigned fired = 0;
+
+	while (fired < max) {
+		bool any = false;
+
+		for (unsigned i = 0; i < fh->n_watches && fired < max; i++) {
+			struct fake_watch *w = &fh->watches[i];
+			struct pollfd p = { .fd = w->fd, .events = (short)w->ev };
+
+			if (!w->active || poll(&p, 1, 0) != 1)
+				continue;
+			w->cb(w->arg);
+			fired++;
+			any = true;
+		}
+		if (!any)
+			break;
+	}
+	return fired;
 }
 
 int fake_watch_fire(struct fake_host *fh, int fd)

@@ -208,5 +208,8 @@ void fake_log_clear(struct fake_host *fh);
 struct fake_watch *fake_watch_find(struct fake_host *fh, int fd);
 /* Run fd's callback as the event loop would: 0, or -ENOENT if not watched. */
 int fake_watch_fire(struct fake_host *fh, int fd);
+/* Run the callbacks of watched fds that are ready (poll), round after round,
+ * as an event loop would, until none is or @max ran: how many ran. */
+unsigned fake_watch_pump(struct fake_host *fh, unsigned max);
 
 #endif

@@ -83,7 +83,7 @@ static void test_descriptor(void)
 {
 	CU_ASSERT_EQUAL(plug->kind, CUB_KIND_DEVICE);
 	CU_ASSERT_STRING_EQUAL(plug->name, "serial8250");
-	CU_ASSERT_EQUAL(plug->n_params, 3);
+	CU_ASSERT_EQUAL(plug->n_params, 4);
 	CU_ASSERT_STRING_EQUAL(plug->params[0].name, "console");
 	CU_ASSERT_STRING_EQUAL(plug->params[0].def, "stdio");
 	CU_ASSERT_STRING_EQUAL(plug->params[1].name, "path");

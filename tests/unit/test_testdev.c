@@ -71,7 +71,7 @@ static void test_descriptor_region(void)
 
 	CU_ASSERT_EQUAL(plug->kind, CUB_KIND_DEVICE);
 	CU_ASSERT_STRING_EQUAL(plug->name, "testdev");
-	CU_ASSERT_EQUAL(plug->n_params, 1);
+	CU_ASSERT_EQUAL(plug->n_params, 2);
 	CU_ASSERT_STRING_EQUAL(plug->params[0].def, "any");
 	start(NULL);
 	CU_ASSERT_STRING_EQUAL(fh.regions[0].class, "testdev");

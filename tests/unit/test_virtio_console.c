@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -119,6 +120,42 @@ static void test_file_output(void)
 	stop();
 }
 
+/* A guest that keeps its transmit queue full: a budget per kick, the rest
+ * on later rounds of the event loop; the file stops at max_size. */
+static void test_budget_and_cap(void)
+{
+	static struct cub_vq_chain many[200];
+	static char line[1000];
+	char path[300], fifo[300];
+	struct stat st;
+
+	memset(line, 'x', sizeof(line));
+	snprintf(path, sizeof(path), "%s/capped.txt", dir);
+	CU_ASSERT_EQUAL_FATAL(start((const char *[]){ "console", "file", "path", path,
+						       "max_size", "100K", NULL }), 0);
+	CU_ASSERT_EQUAL(fake_virtio_start(&fh), 0);
+	for (int i = 0; i < 200; i++) {
+		fake_chain_init(&many[i], (uint16_t)i);
+		fake_chain_add(&many[i], line, sizeof(line), false);
+		CU_ASSERT_EQUAL(fake_vq_add(&fh, TXQ, &many[i]), 0);
+	}
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 64);
+	CU_ASSERT(fake_watch_pump(&fh, 100) >= 3);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 200);
+	CU_ASSERT_EQUAL(stat(path, &st), 0);
+	CU_ASSERT_EQUAL(st.st_size, 100 << 10);
+	CU_ASSERT_EQUAL(fake_log_count(&fh, CUB_LOG_WARN, "reached max_size"), 1);
+	stop();
+	/* a FIFO is refused at once, reader or not */
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+	CU_ASSERT_EQUAL(start((const char *[]){ "console", "file", "path", fifo, NULL }), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "FIFO"));
+	stop();
+	unlink(fifo);
+}
+
 static void test_socket(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -129,15 +166,15 @@ static void test_socket(void)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/con.sock", dir);
 	CU_ASSERT_EQUAL_FATAL(start((const char *[]){ "console", "socket", "path", sa.sun_path,
 						       NULL }), 0);
-	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 1);
-	lfd = fh.watches[0].fd;
+	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 2); /* the transmit re-arm fd, the socket */
+	lfd = fh.watches[1].fd;
 	cl = socket(AF_UNIX, SOCK_STREAM, 0);
 	CU_ASSERT_EQUAL_FATAL(connect(cl, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	CU_ASSERT_EQUAL(fake_watch_fire(&fh, lfd), 0);
-	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 2);
+	CU_ASSERT_EQUAL_FATAL(fh.n_watches, 3);
 	/* input before the driver is up waits in the backlog */
 	CU_ASSERT_EQUAL(write(cl, "abc", 3), 3);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fake_virtio_start(&fh), 0);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 0);
 	rx_buf(0, a, sizeof(a));
@@ -152,7 +189,7 @@ static void test_socket(void)
 	rx_buf(2, b, sizeof(b));
 	fake_virtio_kick(&fh, RXQ);
 	CU_ASSERT_EQUAL(write(cl, "xyz", 3), 3);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3);
 	CU_ASSERT_EQUAL(memcmp(b, "xyz", 3), 0);
 	/* output reaches the client */
@@ -166,11 +203,11 @@ static void test_socket(void)
 	fake_chain_init(&ch[4], 4);
 	fake_chain_add(&ch[4], a, 1, false);
 	fake_vq_add(&fh, RXQ, &ch[4]);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT_EQUAL(fh.broken_calls, 1);
 	/* the client leaves: output is discarded, not blocked */
 	close(cl);
-	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[1].fd), 0);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, fh.watches[2].fd), 0);
 	CU_ASSERT(fake_log_has(&fh, "disconnected"));
 	tx(5, "nobody", NULL);
 	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 2);
@@ -212,6 +249,7 @@ int main(void)
 		{ "descriptor and config", test_descriptor },
 		{ "file output, emergency write", test_file_output },
 		{ "socket input and output", test_socket },
+		{ "transmit budget, file max_size, FIFO refused", test_budget_and_cap },
 		{ "stdin pipe", test_stdin_pipe },
 		{ NULL, NULL },
 	};

@@ -173,6 +173,14 @@ static void test_open_errors(void)
 	rm_delta("d");
 	CU_ASSERT_EQUAL(zopen(&d, "base.zst", "d", true, NULL), -ENOENT);
 	CU_ASSERT_EQUAL(access(in_dir("d"), F_OK), -1);
+	/* FIFOs as base, delta or map: refused at once, not waited on */
+	CU_ASSERT_EQUAL_FATAL(mkfifo(in_dir("fifo.zst"), 0600), 0);
+	CU_ASSERT_EQUAL(zopen(&d, "fifo.zst", "d", true, NULL), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "neither a regular file nor a block device"));
+	CU_ASSERT_EQUAL(zopen(&d, "base.zst", "fifo.zst", true, NULL), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "delta"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "not a regular file"));
+	unlink(in_dir("fifo.zst"));
 }
 
 static void test_read_base(void)

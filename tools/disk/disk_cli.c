@@ -180,9 +180,13 @@ int disk_create(int argc, char **argv)
 	    size > (uint64_t)INT64_MAX)
 		return disk_usage_error("create", "SIZE '%s': expected a non-zero multiple of 512 bytes, e.g. 4G",
 					argv[optind + 1]);
-	fd = open(argv[optind], O_WRONLY | O_CREAT | O_CLOEXEC | (force ? 0 : O_EXCL), 0644);
+	/* O_NONBLOCK: an existing FIFO must not hang the open (ENXIO, or the type check). */
+	fd = open(argv[optind], O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (force ? 0 : O_EXCL),
+		  0644);
 	if (fd < 0) {
-		if (errno == EEXIST)
+		if (errno == ENXIO)
+			disk_err("disk create: %s is not a regular file", argv[optind]);
+		else if (errno == EEXIST)
 			disk_err("disk create: %s already exists (--force replaces it)", argv[optind]);
 		else
 			disk_err("disk create: cannot create %s: %s", argv[optind], strerror(errno));

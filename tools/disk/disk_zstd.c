@@ -38,6 +38,34 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/*
+ * Open an input read-only, looking at its type before a read can block on
+ * it (a FIFO waits for a writer): the fd, or -1 with errno set (EINVAL:
+ * neither a regular file nor a block device).
+ */
+static int open_input(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISBLK(st.st_mode))) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
+/* The reason open_input failed. */
+static const char *input_why(void)
+{
+	return errno == EINVAL ? "not a regular file or block device (a FIFO, socket or directory is refused)" :
+	       strerror(errno);
+}
+
 /* "1.5 GiB" */
 static const char *human(uint64_t n, char *buf, size_t len)
 {
@@ -135,9 +163,9 @@ int disk_compress(int argc, char **argv)
 		return disk_usage_error("compress", "needs IMG OUT.zst");
 	img = argv[optind];
 	out = argv[optind + 1];
-	in = open(img, O_RDONLY | O_CLOEXEC);
+	in = open_input(img);
 	if (in < 0)
-		return fail("compress", "cannot open %s: %s", img, strerror(errno));
+		return fail("compress", "cannot open %s: %s", img, input_why());
 	fd = out_open("compress", out, force, &tmp);
 	if (fd < 0) {
 		close(in);
@@ -235,9 +263,9 @@ static int open_seekable(const char *sub, const char *path, struct zseek *z, int
 {
 	char why[512];
 
-	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	*fd = open_input(path);
 	if (*fd < 0)
-		return fail(sub, "cannot open %s: %s", path, strerror(errno));
+		return fail(sub, "cannot open %s: %s", path, input_why());
 	if (zseek_open(z, *fd, why, sizeof(why))) {
 		close(*fd);
 		return fail(sub, "%s: %s", path, why);
@@ -318,10 +346,10 @@ static int inspect_map(const char *delta, const char *map)
 	struct stat ds, ms;
 	char why[256], a[32], b[32], c[32];
 	uint64_t set = 0, word;
-	int fd = open(map, O_RDONLY | O_CLOEXEC);
+	int fd = open_input(map);
 
 	if (fd < 0)
-		return fail("inspect", "cannot open %s: %s", map, strerror(errno));
+		return fail("inspect", "cannot open %s: %s", map, input_why());
 	if (fstat(fd, &ms) < 0 || fullio_pread(fd, &h, sizeof(h), 0)) {
 		close(fd);
 		return fail("inspect", "%s: cannot read the map header", map);
@@ -388,9 +416,9 @@ int disk_inspect(int argc, char **argv)
 		return disk_usage_error("inspect", "needs one FILE");
 	path = argv[1];
 	len = strlen(path);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open_input(path);
 	if (fd < 0 || fstat(fd, &st) < 0)
-		return fail("inspect", "cannot open %s: %s", path, strerror(errno));
+		return fail("inspect", "cannot open %s: %s", path, input_why());
 	if (pread(fd, magic, sizeof(magic), 0) < 0)
 		magic[0] = 0;
 	/* DELTA.map names its delta. */

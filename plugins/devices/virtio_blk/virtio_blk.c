@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <cubicle/plugin.h>
 #include <cubicle/storage.h>
@@ -26,8 +29,15 @@
  * - iothread = true: notify wakes the queue's worker, which pops, does
  *   blocking backend I/O, pushes and interrupts the guest, so a slow disk
  *   never holds up the event loop; queues (VIRTIO_BLK_F_MQ) run in parallel.
- * stop() makes both finish the request in hand and return; a reset waits at
- * most for one backend I/O per queue.
+ * Either way a wake-up does at most BUDGET_REQS requests or BUDGET_BYTES of
+ * data (a request larger than that is carried over, XFER_CHUNK at a time),
+ * then yields: inline, by writing the queue's kick_fd, which the event loop
+ * watches, so other events get their turn before the queue is served again;
+ * a worker goes round again after checking for stop. A guest that keeps
+ * its avail ring full can then slow this disk, never deafen the VMM.
+ * stop() makes both finish the chunk in hand and return (the request in
+ * hand is abandoned: the device is being reset or destroyed); a reset waits
+ * at most for one backend call of XFER_CHUNK per queue.
  */
 
 #define VIRTIO_ID_BLOCK 2
@@ -45,6 +55,9 @@
 #define MAX_QUEUES	16
 #define DWZ_MAX_SECTORS	0x3fffffu /* 2 GiB per discard / write-zeroes segment */
 #define BATCH_NOTIFY	32        /* interrupt at least every this many completions */
+#define BUDGET_REQS	64        /* requests per wake-up, then yield */
+#define BUDGET_BYTES	(1u << 20) /* data bytes per wake-up, then yield */
+#define XFER_CHUNK	(1u << 20) /* data bytes per backend call */
 
 /* struct virtio_blk_config, up to and including write_zeroes_may_unmap. */
 enum {
@@ -73,8 +86,15 @@ struct blk_queue {
 	pthread_cond_t cond;
 	bool kicked, quit, running;
 	bool draining;        /* inline mode: a thread is in blk_drain */
+	int kick_fd;          /* inline mode: eventfd re-arming a drain that used its budget */
+	/* Owned by the draining thread: */
+	bool inflight;        /* req is being carried over from a previous wake-up */
+	uint64_t xfer_done;   /* bytes of req already moved */
+	uint32_t written;     /* bytes written into the chain so far (status included) */
+	unsigned pushed;      /* completions since the last notify */
 	struct cub_vq_chain chain;
 	struct blk_req req;
+	struct iovec win[CUB_VQ_MAX_SEGS]; /* the chunk of req->iov in hand */
 };
 
 struct blk {
@@ -101,33 +121,19 @@ static void put_le(uint8_t *p, uint64_t v, unsigned n)
 
 /* ---- requests ---- */
 
-/* The host writes zero buffers for a backend without write_zeroes. */
-static uint8_t do_write_zeroes(struct blk *b, const struct blk_range *g)
-{
-	uint64_t off = g->sector * BLK_SECTOR, len = (uint64_t)g->num_sectors * BLK_SECTOR;
-
-	return b->h->storage->write_zeroes(b->disk, off, len, g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP)
-	       ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
-}
-
-/* Do a valid request; returns the status and adds data bytes to *written. */
+/* A request without data to carry over: returns the status, adds data bytes
+ * to *written. */
 static uint8_t blk_execute(struct blk *b, struct blk_req *r, uint32_t *written)
 {
 	const struct cub_storage_ops *o = b->disk->ops;
 	void *dp = b->disk->priv;
 	uint64_t left;
-	int64_t n;
 
 	switch (r->type) {
 	case VIRTIO_BLK_T_IN:
-		n = o->readv(dp, r->sector * BLK_SECTOR, r->iov, r->n_iov);
-		if (n != (int64_t)r->len)
-			return VIRTIO_BLK_S_IOERR;
-		*written += (uint32_t)r->len;
-		return VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_OUT:
-		n = o->writev(dp, r->sector * BLK_SECTOR, r->iov, r->n_iov);
-		return n == (int64_t)r->len ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		return VIRTIO_BLK_S_OK; /* nothing to move (else blk_step does it) */
 	case VIRTIO_BLK_T_FLUSH: /* offered only when the backend can flush */
 		if (!b->disk->info.can_flush)
 			return VIRTIO_BLK_S_UNSUPP;
@@ -150,42 +156,160 @@ static uint8_t blk_execute(struct blk *b, struct blk_req *r, uint32_t *written)
 				return VIRTIO_BLK_S_IOERR;
 		}
 		return VIRTIO_BLK_S_OK;
-	case VIRTIO_BLK_T_WRITE_ZEROES:
-		for (unsigned i = 0; i < r->n_ranges; i++)
-			if (do_write_zeroes(b, &r->ranges[i]))
-				return VIRTIO_BLK_S_IOERR;
-		return VIRTIO_BLK_S_OK;
 	}
 	return VIRTIO_BLK_S_UNSUPP;
 }
 
-/* One chain: false if the chain was malformed (the device is now broken). */
-static bool blk_handle(struct blk_queue *q)
+static void blk_failed(struct blk_queue *q)
+{
+	q->b->h->log_ratelimited(q->b->in, CUB_LOG_WARN, "%s: request type %u sector %llu failed",
+				 q->b->disk->name, q->req.type, (unsigned long long)q->req.sector);
+}
+
+/* Give the chain in hand back with status @st. */
+static void blk_complete(struct blk_queue *q, uint8_t st)
+{
+	const struct cub_virtio_host *v = q->b->h->virtio;
+
+	*q->req.status = st;
+	v->push(q->vq, &q->chain, q->written);
+	q->inflight = false;
+	if (++q->pushed % BATCH_NOTIFY == 0)
+		v->notify(q->vq);
+}
+
+static uint64_t wz_total(const struct blk_req *r)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < r->n_ranges; i++)
+		t += (uint64_t)r->ranges[i].num_sectors * BLK_SECTOR;
+	return t;
+}
+
+/* Requests that move data (or write zeroes over ranges) are carried over. */
+static bool blk_carried(const struct blk_req *r)
+{
+	if (r->type == VIRTIO_BLK_T_IN || r->type == VIRTIO_BLK_T_OUT)
+		return r->len != 0;
+	return r->type == VIRTIO_BLK_T_WRITE_ZEROES && wz_total(r) != 0;
+}
+
+/* Take a fresh chain: false if it was malformed (the device is now broken). */
+static bool blk_begin(struct blk_queue *q)
 {
 	struct blk *b = q->b;
 	struct blk_req *r = &q->req;
-	uint32_t written = 1; /* the status byte */
 	uint8_t st;
 
+	q->written = 1; /* the status byte */
 	if (blk_parse(&q->chain, &b->lim, r) < 0) {
 		b->h->virtio->broken(b->in, r->why);
 		return false;
 	}
 	if (r->verdict == BLK_STATUS) {
-		st = r->status_val;
-		b->h->log_ratelimited(b->in, st == VIRTIO_BLK_S_UNSUPP ? CUB_LOG_DEBUG : CUB_LOG_WARN,
+		b->h->log_ratelimited(b->in, r->status_val == VIRTIO_BLK_S_UNSUPP ?
+				      CUB_LOG_DEBUG : CUB_LOG_WARN,
 				      "request type %u sector %llu: %s", r->type,
 				      (unsigned long long)r->sector, r->why);
-	} else {
-		st = blk_execute(b, r, &written);
-		if (st != VIRTIO_BLK_S_OK)
-			b->h->log_ratelimited(b->in, CUB_LOG_WARN,
-					      "%s: request type %u sector %llu failed",
-					      b->disk->name, r->type, (unsigned long long)r->sector);
+		blk_complete(q, r->status_val);
+		return true;
 	}
-	*r->status = st;
-	b->h->virtio->push(q->vq, &q->chain, written);
+	if (blk_carried(r)) {
+		q->inflight = true; /* blk_step moves it, a chunk at a time */
+		q->xfer_done = 0;
+		return true;
+	}
+	st = blk_execute(b, r, &q->written);
+	if (st != VIRTIO_BLK_S_OK)
+		blk_failed(q);
+	blk_complete(q, st);
 	return true;
+}
+
+/* dst = bytes [skip, skip + len) of src; returns the segment count. */
+static int iov_window(const struct iovec *src, int n, uint64_t skip, uint64_t len,
+		      struct iovec *dst)
+{
+	int k = 0;
+
+	for (int i = 0; i < n && len; i++) {
+		uint64_t l = src[i].iov_len, c;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		c = l - skip < len ? l - skip : len;
+		dst[k].iov_base = (uint8_t *)src[i].iov_base + skip;
+		dst[k++].iov_len = (size_t)c;
+		len -= c;
+		skip = 0;
+	}
+	return k;
+}
+
+/* Zero up to @n bytes at byte @pos of the request's ranges taken end to
+ * end, stopping at a range's end: the bytes done, or -errno. The host
+ * falls back to writing zero buffers for a backend without write_zeroes. */
+static int64_t wz_step(struct blk *b, const struct blk_req *r, uint64_t pos, uint64_t n)
+{
+	for (unsigned i = 0; i < r->n_ranges; i++) {
+		const struct blk_range *g = &r->ranges[i];
+		uint64_t glen = (uint64_t)g->num_sectors * BLK_SECTOR;
+		int err;
+
+		if (pos >= glen) {
+			pos -= glen;
+			continue;
+		}
+		if (n > glen - pos)
+			n = glen - pos;
+		err = b->h->storage->write_zeroes(b->disk, g->sector * BLK_SECTOR + pos, n,
+						  g->flags & VIRTIO_BLK_WZ_FLAG_UNMAP);
+		return err ? err : (int64_t)n;
+	}
+	return -EIO;
+}
+
+/* Move up to @max bytes (at most XFER_CHUNK) of the request in hand;
+ * complete it when done or failed. Returns the bytes it accounted for. */
+static uint64_t blk_step(struct blk_queue *q, uint64_t max)
+{
+	struct blk *b = q->b;
+	const struct cub_storage_ops *o = b->disk->ops;
+	struct blk_req *r = &q->req;
+	bool wz = r->type == VIRTIO_BLK_T_WRITE_ZEROES;
+	uint64_t total = wz ? wz_total(r) : r->len, n = total - q->xfer_done;
+	uint64_t off = r->sector * BLK_SECTOR + q->xfer_done;
+	int64_t got;
+	int k;
+
+	if (n > max)
+		n = max;
+	if (n > XFER_CHUNK)
+		n = XFER_CHUNK;
+	if (wz) {
+		got = wz_step(b, r, q->xfer_done, n);
+		if (got > 0)
+			n = (uint64_t)got; /* it stops at a range's end */
+	} else {
+		k = iov_window(r->iov, r->n_iov, q->xfer_done, n, q->win);
+		got = r->type == VIRTIO_BLK_T_IN ? o->readv(b->disk->priv, off, q->win, k) :
+		      o->writev(b->disk->priv, off, q->win, k);
+	}
+	if (got != (int64_t)n) {
+		blk_failed(q);
+		blk_complete(q, VIRTIO_BLK_S_IOERR);
+		return n;
+	}
+	q->xfer_done += n;
+	if (q->xfer_done == total) {
+		if (r->type == VIRTIO_BLK_T_IN)
+			q->written += (uint32_t)r->len;
+		blk_complete(q, VIRTIO_BLK_S_OK);
+	}
+	return n ? n : 1;
 }
 
 static bool quitting(struct blk_queue *q)
@@ -198,25 +322,41 @@ static bool quitting(struct blk_queue *q)
 	return quit;
 }
 
-static void blk_drain(struct blk_queue *q)
+/* One wake-up's work. Returns true when the budget ran out with work
+ * possibly left: the caller must come back. */
+static bool blk_drain(struct blk_queue *q)
 {
 	const struct cub_virtio_host *v = q->b->h->virtio;
-	unsigned done = 0;
-	int ret;
+	unsigned reqs = 0;
+	uint64_t bytes = 0;
+	bool more = false;
 
-	while (!quitting(q) && (ret = v->pop(q->vq, &q->chain)) == 1) {
-		if (!blk_handle(q))
+	q->pushed = 0;
+	while (!quitting(q)) {
+		if (reqs >= BUDGET_REQS || bytes >= BUDGET_BYTES) {
+			more = true;
 			break;
-		if (++done % BATCH_NOTIFY == 0)
-			v->notify(q->vq);
+		}
+		if (!q->inflight) {
+			if (v->pop(q->vq, &q->chain) != 1)
+				break;
+			reqs++;
+			if (!blk_begin(q))
+				break;
+			if (!q->inflight)
+				continue;
+		}
+		bytes += blk_step(q, BUDGET_BYTES - bytes);
 	}
-	if (done % BATCH_NOTIFY)
+	if (q->pushed % BATCH_NOTIFY)
 		v->notify(q->vq);
+	return more;
 }
 
 static void *blk_worker(void *arg)
 {
 	struct blk_queue *q = arg;
+	bool more;
 
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
@@ -226,8 +366,9 @@ static void *blk_worker(void *arg)
 			break;
 		q->kicked = false;
 		pthread_mutex_unlock(&q->lock);
-		blk_drain(q);
+		more = blk_drain(q);
 		pthread_mutex_lock(&q->lock);
+		q->kicked |= more;
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
@@ -272,6 +413,7 @@ static void queue_stop(struct blk_queue *q)
 		while (q->draining)
 			pthread_cond_wait(&q->cond, &q->lock);
 		q->running = false;
+		q->inflight = false;
 		q->vq = NULL;
 		pthread_mutex_unlock(&q->lock);
 		return;
@@ -285,6 +427,7 @@ static void queue_stop(struct blk_queue *q)
 		pthread_join(q->thread, NULL);
 	pthread_mutex_lock(&q->lock);
 	q->running = false;
+	q->inflight = false;
 	q->vq = NULL;
 	pthread_mutex_unlock(&q->lock);
 }
@@ -340,25 +483,53 @@ static int blk_start(void *priv, struct cub_vq *const *vqs, unsigned n)
 	return err;
 }
 
-/* Inline mode: drain on this thread unless another one already is. */
+/* Ask the event loop to come back to this queue (inline mode). */
+static void rearm(struct blk_queue *q)
+{
+	uint64_t one = 1;
+
+	if (write(q->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		q->b->h->log_ratelimited(q->b->in, CUB_LOG_ERR, "cannot re-arm a queue: %s",
+					 strerror(errno));
+}
+
+/*
+ * Inline mode: one budget's worth on this thread unless another one is
+ * draining. Work left over, or a kick that came meanwhile, goes back to the
+ * event loop through kick_fd: this call is bounded whoever keeps kicking.
+ */
 static void drain_inline(struct blk_queue *q)
 {
+	bool more;
+
 	pthread_mutex_lock(&q->lock);
 	q->kicked = true;
-	if (!q->running || q->draining) {
+	if (!q->running || q->draining || q->quit) {
 		pthread_mutex_unlock(&q->lock);
 		return;
 	}
 	q->draining = true;
-	while (q->kicked && !q->quit) {
-		q->kicked = false;
-		pthread_mutex_unlock(&q->lock);
-		blk_drain(q);
-		pthread_mutex_lock(&q->lock);
-	}
+	q->kicked = false;
+	pthread_mutex_unlock(&q->lock);
+	more = blk_drain(q);
+	pthread_mutex_lock(&q->lock);
+	if ((more || q->kicked) && !q->quit)
+		rearm(q);
+	q->kicked = false;
 	q->draining = false;
 	pthread_cond_broadcast(&q->cond); /* a stop() may be waiting */
 	pthread_mutex_unlock(&q->lock);
+}
+
+/* kick_fd fired: the event loop's turn came round again. */
+static void blk_rearmed(void *arg)
+{
+	struct blk_queue *q = arg;
+	uint64_t n;
+
+	if (read(q->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return;
+	drain_inline(q);
 }
 
 static void blk_notify(void *priv, unsigned qi)
@@ -388,6 +559,10 @@ static void blk_free(struct blk *b)
 	if (b->q) {
 		blk_stop(b);
 		for (unsigned i = 0; i < b->n_queues; i++) {
+			if (b->q[i].kick_fd >= 0) {
+				b->h->fd_unwatch(b->in, b->q[i].kick_fd);
+				close(b->q[i].kick_fd);
+			}
 			pthread_mutex_destroy(&b->q[i].lock);
 			pthread_cond_destroy(&b->q[i].cond);
 		}
@@ -466,8 +641,19 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	}
 	for (unsigned i = 0; i < b->n_queues; i++) {
 		b->q[i].b = b;
+		b->q[i].kick_fd = -1;
 		pthread_mutex_init(&b->q[i].lock, NULL);
 		pthread_cond_init(&b->q[i].cond, NULL);
+	}
+	for (unsigned i = 0; i < b->n_queues && !b->iothread; i++) {
+		b->q[i].kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		err = b->q[i].kick_fd < 0 ? -errno :
+		      h->fd_watch(in, b->q[i].kick_fd, EPOLLIN, blk_rearmed, &b->q[i]);
+		if (err) {
+			h->fail(in, err, "queue %u: cannot make its re-arm eventfd: %s", i,
+				strerror(-err));
+			goto fail;
+		}
 	}
 	/* The reason is already recorded on failure (file:line, backend name). */
 	err = h->storage->open(in, "backend", cfg->read_only, &b->disk);

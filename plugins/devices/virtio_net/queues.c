@@ -202,14 +202,25 @@ static int tx_one(struct net *n)
 	return 1;
 }
 
-/* Send every chain on the transmit queue, or until the backend is full. */
+/* Send chains on the transmit queue until the backend is full or the
+ * budget is spent; then the event loop comes back through kfd. */
 void vnet_tx_process(struct net *n)
 {
 	unsigned done = 0;
+	uint64_t bytes = 0;
 	int ret;
 
 	pthread_mutex_lock(&n->tx_lock);
 	while (n->tx_running) {
+		if (done >= TX_BUDGET || bytes >= TX_BUDGET_BYTES) {
+			uint64_t one = 1;
+
+			if (write(n->kfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+				n->h->log_ratelimited(n->in, CUB_LOG_ERR,
+						      "cannot re-arm the transmit queue: %s",
+						      strerror(errno));
+			break;
+		}
 		if (!n->tx_held) {
 			ret = n->v->pop(n->txq, n->txc);
 			if (ret != 1)
@@ -226,6 +237,7 @@ void vnet_tx_process(struct net *n)
 			break;
 		}
 		n->tx_held = false;
+		bytes += n->txc->out_len;
 		n->v->push(n->txq, n->txc, 0);
 		if (++done % BATCH_NOTIFY == 0)
 			n->v->notify(n->txq);
@@ -536,11 +548,17 @@ void vnet_rx_process(struct net *n, bool hup, bool expired)
 void vnet_event(void *arg)
 {
 	struct net *n = arg;
-	struct epoll_event ev[3];
+	struct epoll_event ev[4];
 	bool rx = false, tx = false, hup = false, expired = false;
-	int k = epoll_wait(n->efd, ev, 3, 0);
+	int k = epoll_wait(n->efd, ev, 4, 0);
 
 	for (int i = 0; i < k; i++) {
+		if (ev[i].data.u32 & TAG_KICK) {
+			uint64_t v;
+
+			tx = read(n->kfd, &v, sizeof(v)) == sizeof(v) || tx;
+			continue;
+		}
 		if (ev[i].data.u32 & TAG_TIMER) {
 			uint64_t ticks;
 

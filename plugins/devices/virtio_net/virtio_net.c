@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -224,6 +225,8 @@ static void net_free(struct net *n)
 		close(n->efd);
 	if (n->tfd >= 0)
 		close(n->tfd);
+	if (n->kfd >= 0)
+		close(n->kfd);
 	if (n->be)
 		n->h->net->close(n->in, n->be);
 	pthread_mutex_destroy(&n->ev_lock);
@@ -278,6 +281,10 @@ static int net_setup(struct net *n, const struct net_cfg *cfg)
 	if (epoll_ctl(n->efd, EPOLL_CTL_ADD, n->tfd,
 		      &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_TIMER }) < 0)
 		return n->h->fail(n->in, -errno, "epoll_ctl: %s", strerror(errno));
+	n->kfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (n->kfd < 0 || epoll_ctl(n->efd, EPOLL_CTL_ADD, n->kfd,
+				    &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_KICK }) < 0)
+		return n->h->fail(n->in, -errno, "transmit re-arm eventfd: %s", strerror(errno));
 	err = n->h->fd_watch(n->in, n->efd, EPOLLIN, vnet_event, n);
 	if (err)
 		return n->h->fail(n->in, err, "cannot watch the backend: %s", strerror(-err));
@@ -315,6 +322,7 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 	n->v = h->virtio;
 	n->efd = -1;
 	n->tfd = -1;
+	n->kfd = -1;
 	n->batch = CUB_VIRTIO_HAS_PUSH_BATCH(h->virtio);
 	pthread_mutex_init(&n->ev_lock, NULL);
 	pthread_mutex_init(&n->rx_lock, NULL);

@@ -45,6 +45,8 @@
 #define Q_TX 1
 #define QUEUE_MAX 256
 #define RX_BUDGET 256   /* frames per readiness callback: the event loop serves others too */
+#define TX_BUDGET 64    /* frames per kick, then the rest on the next round (kfd) */
+#define TX_BUDGET_BYTES (1u << 20) /* bytes per kick, likewise */
 #define BATCH_NOTIFY 32 /* interrupt at least every this many frames */
 #define ETH_HLEN 14
 #define HDR CUB_NET_HDR_LEN
@@ -69,7 +71,7 @@ struct net_cfg {
 };
 
 /* Epoll data tags for the device's own set. */
-enum { TAG_RX = 1, TAG_TX = 2, TAG_TIMER = 4 };
+enum { TAG_RX = 1, TAG_TX = 2, TAG_TIMER = 4, TAG_KICK = 8 };
 
 struct net {
 	struct cub_inst *in;
@@ -84,6 +86,7 @@ struct net {
 
 	int efd;              /* the device's epoll set: rx_fd, tx_fd, tfd */
 	int tfd;              /* timerfd: how long a half-placed frame may wait */
+	int kfd;              /* eventfd: transmit work left when a budget ran out */
 	pthread_mutex_t ev_lock;
 	bool rx_want, tx_want;
 	uint32_t rx_reg, tx_reg; /* events registered for each fd (0: not in the set) */

@@ -87,11 +87,13 @@ static int read_file(const char *path, void **buf, size_t *len)
 {
 	struct stat st;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+	/* O_NONBLOCK: a FIFO must not hang the open; only a regular file loads. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), err = 0;
 
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (64 << 20)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > (64 << 20)) {
 		err = errno ? -errno : -EINVAL;
 		goto out;
 	}

@@ -81,6 +81,11 @@ struct cub_vq_used {
  *                enabled queue). vCPU thread (a trapped write) or the
  *                event-loop thread (ioeventfd); must not block for long:
  *                it holds the device's virtio lock, so a reset waits for it.
+ *                The guest controls how much work is queued: do a bounded
+ *                amount per call (a budget of requests or bytes) and leave
+ *                the rest for a later round, e.g. an eventfd of your own
+ *                watched with h->fd_watch and written when the budget ran
+ *                out (virtio-blk, virtio-console and virtio-net do this).
  * @stop:         the driver reset the device, or the instance is being
  *                destroyed: stop touching the queues before returning; they
  *                are freed after. Called only after a successful @start.
