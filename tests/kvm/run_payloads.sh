@@ -17,6 +17,12 @@ if [ "${CUBICLE_ARCH:-x86_64}" != x86_64 ]; then
 	echo "SKIP: the payloads are x86 guests; this build is for $CUBICLE_ARCH"
 	exit 77
 fi
+if { ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; } && [ "${CUBICLE_E2E_SKIP:-0}" = 1 ] &&
+   [ "${CUBICLE_PAYLOADS_NESTED:-0}" != 1 ]; then
+	# The nested fallback is e2e machinery: skipped where e2e is (distcheck).
+	echo "SKIP: no usable /dev/kvm, and CUBICLE_E2E_SKIP=1 rules out the nested harness"
+	exit 77
+fi
 if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then
 	nested=$(cd "$sd" && pwd)/tests/e2e/nested/run-nested.sh
 	l1=${CUBICLE_CACHE:-${HOME:-/root}/.cache/cubicle}/guest/x86_64/nested/vmlinuz
@@ -166,6 +172,15 @@ wait_line() {
 busy_s=2 on_ready=: on_busy=: min_read=0
 hostile() {
 	name=$1 payload=$2 ready=$3 idle=${4:-}
+	# Known open problem (issue 10): inside the nested L1, hostile_blk over
+	# MMIO once triple-faulted (exit 4) before SIGTERM, in one run of five.
+	# Until it is understood it is reported, not run, there; a direct host
+	# runs it (set CUBICLE_HOSTILE_NESTED=1 to run it in L1 anyway).
+	if [ "$nested_l1" = 1 ] && [ "$payload" = hostile_blk ] && [ "$name" != hostile-blk-direct ] &&
+	   [ "${CUBICLE_HOSTILE_NESTED:-0}" != 1 ]; then
+		echo "ok - $name # SKIP in the nested L1: intermittent guest triple fault under investigation"
+		return 0
+	fi
 	mkcfg "$name" "$payload" long 1
 	"$cub" run "$tmp/$name.cfg" >"$tmp/$name.out" 2>"$tmp/$name.err" </dev/null &
 	pid=$!
