@@ -12,6 +12,7 @@
 #define NSEG 250
 
 	payload_entry
+	trap_all
 	hostile_setup 2, 0, 256
 	movl	$0, HDR				/* VIRTIO_BLK_T_IN, sector 0 */
 	movl	$0, HDR + 4

@@ -8,6 +8,7 @@
 #define LEN 0x10000
 
 	payload_entry
+	trap_all
 	hostile_setup 3, 1, 256
 	mov	$BUF, %rdi			/* the output: 'x' ... '\n' */
 	mov	$LEN, %ecx
