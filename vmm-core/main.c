@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cubicle-build.h"
@@ -215,6 +216,15 @@ static void run_teardown(struct run_ctx *r)
 	registry_free(&r->reg);
 }
 
+/* Milliseconds from *t (CLOCK_MONOTONIC) to now. */
+static long ms_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -230,7 +240,8 @@ static int cmd_run(int argc, char **argv)
 	int cli_level = -1, c, status;
 	bool host_check = true;
 	struct run_ctx r = { 0 };
-	char err[1024] = "";
+	char err[1024] = "", exit_reason[sizeof(r.vm.exit_reason)];
+	struct timespec exit_at;
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -287,9 +298,14 @@ static int cmd_run(int argc, char **argv)
 		return VM_EXIT_ERROR;
 	}
 	status = vm_wait(&r.vm);
-	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d",
-		r.vm.exit_reason, status);
+	snprintf(exit_reason, sizeof(exit_reason), "%s", r.vm.exit_reason);
+	exit_at = r.vm.exit_at;
 	run_teardown(&r);
+	/* After the teardown, so that the line tells how long stopping took:
+	 * from the request (a signal, the guest, a device) to every vCPU
+	 * joined and every device destroyed. */
+	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d (stopped in %ld ms)",
+		exit_reason, status, ms_since(&exit_at));
 	return status;
 }
 

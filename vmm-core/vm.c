@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arch.h"
@@ -165,6 +166,7 @@ void vm_request_exit(struct vm *vm, int status, const char *fmt, ...)
 	if (!vm->exiting) {
 		__atomic_store_n(&vm->exiting, true, __ATOMIC_RELEASE);
 		vm->exit_status = status;
+		clock_gettime(CLOCK_MONOTONIC, &vm->exit_at);
 		va_start(ap, fmt);
 		vsnprintf(vm->exit_reason, sizeof(vm->exit_reason), fmt, ap);
 		va_end(ap);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "bus.h"
 #include "mem.h"
@@ -50,6 +51,7 @@ struct vm {
 	bool exiting;
 	int exit_status;
 	char exit_reason[160];
+	struct timespec exit_at; /* CLOCK_MONOTONIC, when the exit was requested */
 
 	void *arch; /* arch-private: boot entry state, layout cursor */
 };

@@ -207,7 +207,9 @@ hostile() {
 		notok "$name: the device was not kept busy ($mib MiB read, host threads at $busy% of a core)" \
 			"$tmp/$name.err"
 	elif [ $got -eq 143 ] && [ $ms -le "$term_ms" ] && grep -q 'stopped by signal' "$tmp/$name.err"; then
-		ok "$name: $mib MiB read in ${busy_s}s, host threads at $busy% of a core; SIGTERM ended it in $ms ms (status $got)"
+		# cubicle's own last line: from the signal to its teardown done.
+		own=$(sed -n 's/.*stopped by signal.*(stopped in \([0-9]*\) ms)$/\1/p' "$tmp/$name.err")
+		ok "$name: $mib MiB read in ${busy_s}s, host threads at $busy% of a core; SIGTERM ended it in $ms ms (status $got; cubicle stopped in ${own:-?} ms)"
 	else
 		notok "$name: SIGTERM: status $got after $ms ms (want 143 within $term_ms ms)" "$tmp/$name.err"
 	fi
