@@ -22,6 +22,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
+#include "api/api.h"
 #include "vm.h"
 
 #define MAX_OPTS 64
@@ -33,6 +34,8 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  run CONFIG          boot the VM described by a libconfig file\n"
+	"  run --api-sock PATH wait on a control socket to be configured (Firecracker's\n"
+	"                      API; also `cubicle --api-sock PATH`)\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
@@ -44,6 +47,8 @@ static const char usage_text[] =
 	"  -P, --plugin-dir DIR   search DIR for plugins first; repeatable\n"
 	"  -l, --log-level LEVEL  err, warn, info or debug (overrides log_level)\n"
 	"      --no-host-check    boot even if this host's KVM looks unable to run Linux\n"
+	"      --api-sock PATH    serve the control API on this Unix socket\n"
+	"      --id ID            the instance id the API reports (GET /)\n"
 	"\n"
 	"Plugins are searched in: each --plugin-dir, $CUBICLE_PLUGIN_PATH (colon-\n"
 	"separated), then " CUB_PLUGIN_DIR " (or the build tree when uninstalled).\n"
@@ -113,8 +118,42 @@ struct run_ctx {
 	unsigned n_insts;
 	sigset_t sigs;
 	pthread_t sig_thread;
-	bool have_vm, have_sig_thread;
+	struct event_loop *ev;
+	bool have_vm, have_sig_thread, ev_started;
+	bool host_check;
+	/* The control API (--api-sock), and what it sees of the VM. */
+	struct api *api;
+	struct api_vm avm;
+	/* Before the VM runs (the API waits for InstanceStart), an exit request
+	 * is kept here; once it runs, vm_request_exit takes it. lock also keeps
+	 * a signal out while the API builds the VM. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool vm_live, pre_exit, start_failed;
+	int pre_status;
+	char pre_reason[160];
+	struct timespec pre_at;
 };
+
+/* End the run with status: the VM's exit once it runs, else the wait for
+ * InstanceStart's. */
+static void run_exit(struct run_ctx *r, int status, const char *reason)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->vm_live) {
+		pthread_mutex_unlock(&r->lock);
+		vm_request_exit(&r->vm, status, "%s", reason);
+		return;
+	}
+	if (!r->pre_exit) {
+		r->pre_exit = true;
+		r->pre_status = status;
+		snprintf(r->pre_reason, sizeof(r->pre_reason), "%s", reason);
+		clock_gettime(CLOCK_MONOTONIC, &r->pre_at);
+		pthread_cond_broadcast(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
 
 /*
  * Termination signals are taken by a thread of their own, not the event
@@ -129,34 +168,26 @@ static void *signal_thread(void *arg)
 	pthread_setname_np(pthread_self(), "signals");
 	for (;;) {
 		int sig = sigwaitinfo(&r->sigs, &si), old;
+		char why[64];
 
 		if (sig < 0)
 			continue; /* EINTR; cancellation ends us at teardown */
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-		vm_request_exit(&r->vm, 128 + sig, "stopped by signal %s", strsignal(sig));
+		snprintf(why, sizeof(why), "stopped by signal %s", strsignal(sig));
+		run_exit(r, 128 + sig, why);
 		pthread_setcancelstate(old, NULL);
 	}
 	return NULL;
 }
 
-static int run_setup(struct run_ctx *r, char *err, size_t errlen)
+/* Signals to their thread (blocked here, before any other thread exists to
+ * inherit them: they never interrupt a vCPU) and the event loop. */
+static int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 {
-	const struct boot_cfg *b = &r->cfg.boot;
 	int ret;
 
-	log_debug("config loaded, %u plugins found", r->reg.n);
-	ret = vm_create(&r->vm, &r->cfg, err, errlen);
-	r->have_vm = true;
-	if (ret)
-		return ret;
-	log_debug("VM created with %" PRIu64 " MiB of RAM", r->cfg.memory_mib);
-	r->vm.ev = event_new();
-	if (!r->vm.ev) {
-		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
-		return -ENOMEM;
-	}
-	/* Termination signals go to the signal thread, never interrupting a
-	 * vCPU; blocked here, before any other thread exists to inherit them. */
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
 	sigemptyset(&r->sigs);
 	sigaddset(&r->sigs, SIGINT);
 	sigaddset(&r->sigs, SIGTERM);
@@ -168,6 +199,32 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 		return -ret;
 	}
 	r->have_sig_thread = true;
+	r->ev = event_new();
+	if (!r->ev) {
+		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int run_setup(struct run_ctx *r, char *err, size_t errlen)
+{
+	const struct boot_cfg *b = &r->cfg.boot;
+	int ret;
+
+	log_debug("config loaded, %u plugins found", r->reg.n);
+	if (r->host_check && r->cfg.host_check && b->format != BOOT_FLAT &&
+	    !arch_host_can_boot_linux(err, errlen)) {
+		snprintf(err + strlen(err), errlen - strlen(err),
+			 " (or pass --no-host-check to try anyway)");
+		return -ENODEV;
+	}
+	ret = vm_create(&r->vm, &r->cfg, err, errlen);
+	r->have_vm = true;
+	r->vm.ev = r->ev;
+	if (ret)
+		return ret;
+	log_debug("VM created with %" PRIu64 " MiB of RAM", r->cfg.memory_mib);
 	ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
 	if (ret)
 		return ret;
@@ -183,10 +240,13 @@ static int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	ret = arch_describe(&r->vm, err, errlen);
 	if (ret)
 		return ret;
-	ret = event_start(r->vm.ev);
-	if (ret) {
-		snprintf(err, errlen, "event loop thread: %s", strerror(-ret));
-		return ret;
+	if (!r->ev_started) {
+		ret = event_start(r->ev);
+		if (ret) {
+			snprintf(err, errlen, "event loop thread: %s", strerror(-ret));
+			return ret;
+		}
+		r->ev_started = true;
 	}
 	log_info("booting %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s", b->kernel, r->cfg.vcpus,
 		 r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
@@ -204,16 +264,85 @@ static void run_teardown(struct run_ctx *r)
 	}
 	if (r->have_vm)
 		vm_stop_vcpus(&r->vm);
-	if (r->vm.ev)
-		event_stop(r->vm.ev);
+	if (r->ev)
+		event_stop(r->ev);
+	api_close(r->api); /* the loop is stopped: no request is being served */
 	devices_destroy_all(r->insts, r->n_insts);
 	devices_tty_restore();
-	if (r->vm.ev)
-		event_free(r->vm.ev);
+	if (r->ev)
+		event_free(r->ev);
 	if (r->have_vm)
 		vm_destroy(&r->vm);
 	plan_free(&r->cfg);
 	registry_free(&r->reg);
+}
+
+/*
+ * InstanceStart (the API, on the event-loop thread): plan the tree the API
+ * built, then create and boot the VM as `cubicle run` does. A plan error
+ * changes nothing (the client may fix its objects and start again); a
+ * failure after that leaves a VM half made, so later starts are refused.
+ */
+static int api_start(void *ctx, const struct cnode *root, char *err, size_t errlen)
+{
+	struct run_ctx *r = ctx;
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->start_failed || r->pre_exit) {
+		pthread_mutex_unlock(&r->lock);
+		return errf(err, errlen, -EBUSY, "%s",
+			    r->pre_exit ? "cubicle is stopping"
+					: "an earlier InstanceStart failed part way; start a new cubicle");
+	}
+	ret = plan_build(&r->cfg, root, "", NULL, &r->reg, err, errlen);
+	if (ret) {
+		/* The arena keeps the failed tree until exit; a retry builds
+		 * anew beside it. */
+		memset(&r->cfg.boot, 0, sizeof(r->cfg.boot));
+		r->cfg.devs = NULL;
+		r->cfg.n_devs = 0;
+		pthread_mutex_unlock(&r->lock);
+		return ret;
+	}
+	ret = run_setup(r, err, errlen);
+	if (ret) {
+		r->start_failed = true;
+		pthread_mutex_unlock(&r->lock);
+		log_err("InstanceStart: %s", err);
+		return ret;
+	}
+	r->vm_live = true;
+	r->avm.insts = r->insts;
+	r->avm.n_insts = r->n_insts;
+	r->avm.running = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+static void api_stop(void *ctx, int status)
+{
+	run_exit(ctx, status, "stopped through the API");
+}
+
+/* Serve the API on the socket (the loop starts now, before any VM). */
+static int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot, char *err,
+		   size_t errlen)
+{
+	int ret;
+
+	r->avm.reg = &r->reg;
+	r->avm.ar = &r->cfg.ar;
+	r->avm.start = preboot ? api_start : NULL;
+	r->avm.stop = api_stop;
+	r->avm.ctx = r;
+	r->avm.id = id;
+	ret = event_start(r->ev);
+	if (ret)
+		return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
+	r->ev_started = true;
+	return api_open(&r->api, sock, r->ev, &r->avm, err, errlen);
 }
 
 /* Milliseconds from *t (CLOCK_MONOTONIC) to now. */
@@ -232,14 +361,16 @@ static int cmd_run(int argc, char **argv)
 		{ "plugin-dir", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "no-host-check", no_argument, NULL, 'H' },
+		{ "api-sock", required_argument, NULL, 'a' },
+		{ "id", required_argument, NULL, 'i' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
+	const char *sock = NULL, *id = NULL, *config;
 	unsigned n_sets = 0, n_dirs = 0;
 	int cli_level = -1, c, status;
-	bool host_check = true;
-	struct run_ctx r = { 0 };
+	struct run_ctx r = { .host_check = true };
 	char err[1024] = "", exit_reason[sizeof(r.vm.exit_reason)];
 	struct timespec exit_at;
 
@@ -262,7 +393,13 @@ static int cmd_run(int argc, char **argv)
 						   optarg);
 			break;
 		case 'H':
-			host_check = false;
+			r.host_check = false;
+			break;
+		case 'a':
+			sock = optarg;
+			break;
+		case 'i':
+			id = optarg;
 			break;
 		case 'h':
 			return usage(stdout, 0);
@@ -270,36 +407,69 @@ static int cmd_run(int argc, char **argv)
 			return bad_option("run", argv);
 		}
 	}
-	if (optind != argc - 1)
-		return usage_error("%s", "'run' takes exactly one CONFIG file");
+	if (optind == argc - 1)
+		config = argv[optind];
+	else if (optind == argc && sock)
+		config = NULL;
+	else
+		return usage_error("%s", sock ? "'run' takes at most one CONFIG file"
+					     : "'run' takes exactly one CONFIG file (or --api-sock)");
+	if (!config && n_sets)
+		return usage_error("%s", "--set needs a CONFIG file");
 	if (cli_level >= 0)
 		log_set_level(cli_level);
 	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
 		return VM_EXIT_ERROR;
 	/* The whole VM description is checked before any plugin code runs. */
-	if (plan_load(&r.cfg, argv[optind], sets, n_sets, &r.reg, err, sizeof(err))) {
+	if (config && plan_load(&r.cfg, config, sets, n_sets, &r.reg, err, sizeof(err))) {
 		log_err("%s", err);
 		plan_free(&r.cfg);
 		registry_free(&r.reg);
 		return VM_EXIT_ERROR;
 	}
-	log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
-	if (host_check && r.cfg.host_check && r.cfg.boot.format != BOOT_FLAT &&
-	    !arch_host_can_boot_linux(err, sizeof(err))) {
-		log_err("%s (or pass --no-host-check to try anyway)", err);
-		plan_free(&r.cfg);
-		registry_free(&r.reg);
-		return VM_EXIT_ERROR;
-	}
-	if (run_setup(&r, err, sizeof(err))) {
+	if (config)
+		log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
+	if (run_prepare(&r, err, sizeof(err)) || (sock && run_api(&r, sock, id, !config, err, sizeof(err)))) {
 		log_err("%s", err);
-		vm_request_exit(&r.vm, VM_EXIT_ERROR, "setup failed");
 		run_teardown(&r);
 		return VM_EXIT_ERROR;
 	}
-	status = vm_wait(&r.vm);
-	snprintf(exit_reason, sizeof(exit_reason), "%s", r.vm.exit_reason);
-	exit_at = r.vm.exit_at;
+	if (config) {
+		int ret;
+
+		pthread_mutex_lock(&r.lock);
+		ret = run_setup(&r, err, sizeof(err));
+		if (!ret) {
+			r.vm_live = true;
+			r.avm.insts = r.insts;
+			r.avm.n_insts = r.n_insts;
+			r.avm.running = true;
+		}
+		pthread_mutex_unlock(&r.lock);
+		if (ret) {
+			log_err("%s", err);
+			if (r.have_vm)
+				vm_request_exit(&r.vm, VM_EXIT_ERROR, "setup failed");
+			run_teardown(&r);
+			return VM_EXIT_ERROR;
+		}
+	}
+	/* A signal before the VM ran is kept as pre_exit; after, the VM's. */
+	pthread_mutex_lock(&r.lock);
+	while (!r.vm_live && !r.pre_exit)
+		pthread_cond_wait(&r.cond, &r.lock);
+	if (r.vm_live && r.pre_exit)
+		vm_request_exit(&r.vm, r.pre_status, "%s", r.pre_reason);
+	pthread_mutex_unlock(&r.lock);
+	if (r.vm_live) {
+		status = vm_wait(&r.vm);
+		snprintf(exit_reason, sizeof(exit_reason), "%s", r.vm.exit_reason);
+		exit_at = r.vm.exit_at;
+	} else {
+		status = r.pre_status;
+		snprintf(exit_reason, sizeof(exit_reason), "%s", r.pre_reason);
+		exit_at = r.pre_at;
+	}
 	run_teardown(&r);
 	/* After the teardown, so that the line tells how long stopping took:
 	 * from the request (a signal, the guest, a device) to every vCPU
@@ -469,6 +639,9 @@ int main(int argc, char **argv)
 	opterr = 0;
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 1, argv + 1);
+	/* Firecracker's form: `cubicle --api-sock PATH` waits to be configured. */
+	if (!strncmp(cmd, "--api-sock", 10))
+		return cmd_run(argc, argv);
 	if (!strcmp(cmd, "plugins"))
 		return cmd_plugins(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check-host"))

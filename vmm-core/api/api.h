@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The control API: Firecracker's REST API and cubicle's own endpoints as
+ * HTTP/1.1 + JSON on a Unix socket, served on the event-loop thread. */
+#ifndef CUBICLE_API_H
+#define CUBICLE_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct arena;
+struct cnode;
+struct cub_inst;
+struct event_loop;
+struct plan;
+struct registry;
+
+/* Largest request body and header block accepted (bytes). */
+#define API_BODY_MAX (64u * 1024)
+#define API_HEADER_MAX (16u * 1024)
+
+/*
+ * What the API may see of and do to the VM; main.c fills it. Every
+ * callback runs on the event-loop thread.
+ * @reg:     the plugins (GET /plugins, method calls)
+ * @ar:      where the API builds its tree for @start: the arena of the plan
+ *           @start builds (the plan may point into the tree)
+ * @start:   InstanceStart: build a plan from the API-built tree @root, create
+ *           the VM and boot it; 0, or -errno with one line in err. NULL: the
+ *           VM came from a config file and is already running.
+ * @stop:    end the VM with @status (cubicle ctl stop)
+ * @insts:   the device instances once the VM exists (NULL before)
+ * @running: the VM exists and runs
+ */
+struct api_vm {
+	const struct registry *reg;
+	struct arena *ar;
+	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
+	void (*stop)(void *ctx, int status);
+	void *ctx;
+	const char *id;
+	struct cub_inst *const *insts;
+	unsigned n_insts;
+	bool running;
+};
+
+struct api;
+
+/* Listen on the Unix socket @path (refused when something answers there;
+ * a stale socket file is replaced) and serve on @ev, which may already run.
+ * 0, or -errno with one line in err. */
+int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
+	     char *err, size_t errlen);
+/* Stop serving, close every connection and remove the socket file. */
+void api_close(struct api *a);
+
+/* ---- for the endpoint files ---- */
+
+/*
+ * An endpoint: @method and @path ("/drives/" with @tail: the rest of the
+ * path is the id, one segment unless @segments), with a JSON object body
+ * when @body. The handler returns the HTTP status; >= 400 with the message in
+ * err (sent as {"fault_message": ...}); 200 with *out set, or 204.
+ */
+struct api_route {
+	const char *method;
+	const char *path;
+	bool tail;
+	bool body;
+	int (*fn)(struct api *a, const char *id, json_t *in, json_t **out, char *err, size_t errlen);
+	bool segments;
+};
+
+/* The VM the API drives, and the API's Firecracker state. */
+struct api_vm *api_vm(struct api *a);
+struct fc_state *api_fc(struct api *a);
+
+/* One field of a request object: its JSON type (JSON_TRUE: a boolean). */
+struct api_field {
+	const char *name;
+	json_type type;
+	bool required;
+};
+/* Check @obj's members against @f: unknown members, wrong types, missing
+ * required ones. 0, or 400 with "WHAT: ..." in err. */
+int api_check(const json_t *obj, const struct api_field *f, unsigned n, const char *what,
+	      char *err, size_t errlen);
+/* Format err and return status. */
+int api_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* firecracker.c: Firecracker's endpoints, and the state they build. */
+extern const struct api_route fc_routes[];
+extern const unsigned fc_n_routes;
+struct fc_state *fc_new(void);
+void fc_free(struct fc_state *s);
+/* cubicle.c: cubicle's own endpoints. */
+extern const struct api_route cub_routes[];
+extern const unsigned cub_n_routes;
+
+#endif

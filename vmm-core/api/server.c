@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The control API's HTTP side: libmicrohttpd in external-event-loop mode
+ * (its epoll set watched by cubicle's event loop, so every request is
+ * served on the loop thread and never on a vCPU), jansson for the bodies,
+ * a route table per endpoint file. Errors are Firecracker's
+ * {"fault_message": "..."}; the socket is created here (mode 0600) and
+ * handed to libmicrohttpd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "event.h"
+#include "log.h"
+
+#define API_CONN_MAX 64
+#define API_CONN_TIMEOUT_S 30
+
+struct api {
+	struct MHD_Daemon *d;
+	struct event_loop *ev;
+	struct api_vm *vm;
+	struct fc_state *fc;
+	int lfd, efd, tfd;
+	char *path;
+};
+
+/* One request being read: its body so far. */
+struct api_req {
+	char *body;
+	size_t len;
+	bool too_big;
+};
+
+struct api_vm *api_vm(struct api *a)
+{
+	return a->vm;
+}
+
+struct fc_state *api_fc(struct api *a)
+{
+	return a->fc;
+}
+
+int api_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+static const char *type_name(json_type t)
+{
+	switch (t) {
+	case JSON_OBJECT: return "an object";
+	case JSON_ARRAY: return "an array";
+	case JSON_STRING: return "a string";
+	case JSON_INTEGER: return "an integer";
+	case JSON_REAL: return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE: return "a boolean";
+	case JSON_NULL: return "null";
+	}
+	return "a value";
+}
+
+int api_check(const json_t *obj, const struct api_field *f, unsigned n, const char *what,
+	      char *err, size_t errlen)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		unsigned i;
+		json_type t = json_typeof(v);
+
+		for (i = 0; i < n && strcmp(f[i].name, key); i++)
+			;
+		if (i == n) {
+			char list[512] = "";
+			size_t o = 0;
+
+			for (unsigned k = 0; k < n && o < sizeof(list); k++)
+				o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "",
+						      f[k].name);
+			return api_fail(err, errlen, 400, "%s: unknown field '%s'; expected one of %s",
+					what, key, list);
+		}
+		if (t == JSON_FALSE)
+			t = JSON_TRUE;
+		if (t != f[i].type)
+			return api_fail(err, errlen, 400, "%s: '%s' must be %s, not %s", what, key,
+					type_name(f[i].type), type_name(json_typeof(v)));
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (f[i].required && !json_object_get(obj, f[i].name))
+			return api_fail(err, errlen, 400, "%s: missing required field '%s'", what,
+					f[i].name);
+	return 0;
+}
+
+/* ---- responses ---- */
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"",
+					    MHD_RESPMEM_MUST_COPY);
+	free(text);
+	if (!r)
+		return MHD_NO;
+	if (body)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result fault(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+	json_t *o = json_pack("{s:s}", "fault_message", msg);
+	enum MHD_Result ret = respond(c, status, o);
+
+	json_decref(o);
+	return ret;
+}
+
+/* ---- routing ---- */
+
+/* The route for method and url: *id is the tail segment; *path_ok tells
+ * whether the path exists with another method. */
+static const struct api_route *find(const char *method, const char *url, const char **id,
+				    bool *path_ok)
+{
+	static const struct {
+		const struct api_route *r;
+		const unsigned *n;
+	} tables[] = { { fc_routes, &fc_n_routes }, { cub_routes, &cub_n_routes } };
+
+	*path_ok = false;
+	for (unsigned t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+		for (unsigned i = 0; i < *tables[t].n; i++) {
+			const struct api_route *r = &tables[t].r[i];
+			size_t pl = strlen(r->path);
+
+			if (r->tail) {
+				if (strncmp(url, r->path, pl) || !url[pl])
+					continue;
+				*id = url + pl;
+			} else {
+				if (strcmp(url, r->path))
+					continue;
+				*id = NULL;
+			}
+			*path_ok = true;
+			if (!strcmp(method, r->method))
+				return r;
+		}
+	return NULL;
+}
+
+static enum MHD_Result serve(struct api *a, struct MHD_Connection *c, const char *method,
+			     const char *url, struct api_req *q)
+{
+	const struct api_route *r;
+	const char *id = NULL;
+	json_t *in = NULL, *out = NULL;
+	char err[1024] = "";
+	bool path_ok;
+	int status;
+	enum MHD_Result ret;
+
+	if (q->too_big) {
+		snprintf(err, sizeof(err), "the request body is larger than the limit of %u bytes",
+			 API_BODY_MAX);
+		return fault(c, 413, err);
+	}
+	r = find(method, url, &id, &path_ok);
+	if (!r) {
+		snprintf(err, sizeof(err), "Invalid request method and/or path: %s %s", method, url);
+		/* Firecracker's answer for both: 400. */
+		(void)path_ok;
+		return fault(c, MHD_HTTP_BAD_REQUEST, err);
+	}
+	if (id && (!*id || (!r->segments && strchr(id, '/')) || strlen(id) > 200)) {
+		snprintf(err, sizeof(err), "%s %s: the id must be one path segment of 1 to 200 bytes",
+			 method, url);
+		return fault(c, MHD_HTTP_BAD_REQUEST, err);
+	}
+	if (r->body) {
+		json_error_t je;
+
+		if (!q->len)
+			return fault(c, MHD_HTTP_BAD_REQUEST, "the request needs a JSON body");
+		in = json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, &je);
+		if (!in) {
+			snprintf(err, sizeof(err), "the body is not valid JSON: %s (line %d, column %d)",
+				 je.text, je.line, je.column);
+			return fault(c, MHD_HTTP_BAD_REQUEST, err);
+		}
+		if (!json_is_object(in)) {
+			json_decref(in);
+			return fault(c, MHD_HTTP_BAD_REQUEST, "the body must be a JSON object");
+		}
+	} else if (q->len) {
+		snprintf(err, sizeof(err), "%s %s takes no body", method, url);
+		return fault(c, MHD_HTTP_BAD_REQUEST, err);
+	}
+	status = r->fn(a, id, in, &out, err, sizeof(err));
+	json_decref(in);
+	if (status >= 400) {
+		json_decref(out);
+		log_debug("api: %s %s: %d %s", method, url, status, err);
+		return fault(c, (unsigned)status, err);
+	}
+	log_debug("api: %s %s: %d", method, url, status);
+	ret = respond(c, (unsigned)status, status == 204 ? NULL : out);
+	json_decref(out);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *data,
+				  size_t *size, void **con_cls)
+{
+	struct api_req *q = *con_cls;
+
+	(void)version;
+	if (!q) {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return MHD_NO;
+		*con_cls = q;
+		return MHD_YES;
+	}
+	if (*size) {
+		if (q->too_big || q->len + *size > API_BODY_MAX) {
+			q->too_big = true;
+		} else {
+			char *b = realloc(q->body, q->len + *size);
+
+			if (!b)
+				return MHD_NO;
+			memcpy(b + q->len, data, *size);
+			q->body = b;
+			q->len += *size;
+		}
+		*size = 0;
+		return MHD_YES;
+	}
+	return serve(cls, c, method, url, q);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+		    enum MHD_RequestTerminationCode why)
+{
+	struct api_req *q = *con_cls;
+
+	(void)cls, (void)c, (void)why;
+	if (q) {
+		free(q->body);
+		free(q);
+		*con_cls = NULL;
+	}
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_debug("api: libmicrohttpd: %s", line);
+}
+
+static void on_ready(void *arg)
+{
+	struct api *a = arg;
+
+	MHD_run(a->d);
+}
+
+/* Once a second: libmicrohttpd closes idle connections only when run. */
+static void on_tick(void *arg)
+{
+	struct api *a = arg;
+	uint64_t n;
+
+	if (read(a->tfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_debug("api: timer: %s", strerror(errno));
+	MHD_run(a->d);
+}
+
+/* ---- the socket ---- */
+
+static int listen_unix(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return api_fail(err, errlen, -ENAMETOOLONG,
+				"API socket %s: the path is longer than %zu bytes", path,
+				sizeof(sa.sun_path) - 1);
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return api_fail(err, errlen, -errno, "API socket: %s", strerror(errno));
+	if (!lstat(path, &st)) {
+		/* Replace a stale socket; never a live one, nor anything else. */
+		if (!S_ISSOCK(st.st_mode)) {
+			close(fd);
+			return api_fail(err, errlen, -EEXIST,
+					"API socket %s: the path exists and is not a socket", path);
+		}
+		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || errno == EAGAIN) {
+			close(fd);
+			return api_fail(err, errlen, -EADDRINUSE,
+					"API socket %s: another process is listening there", path);
+		}
+		close(fd);
+		unlink(path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return api_fail(err, errlen, -errno, "API socket: %s", strerror(errno));
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0600) ||
+	    listen(fd, API_CONN_MAX)) {
+		int e = errno;
+
+		close(fd);
+		return api_fail(err, errlen, -e, "API socket %s: %s", path, strerror(e));
+	}
+	return fd;
+}
+
+int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
+	     char *err, size_t errlen)
+{
+	struct itimerspec tick = { { 1, 0 }, { 1, 0 } };
+	const union MHD_DaemonInfo *info;
+	struct api *a = calloc(1, sizeof(*a));
+	int ret;
+
+	if (!a)
+		return api_fail(err, errlen, -ENOMEM, "API: out of memory");
+	a->ev = ev;
+	a->vm = vm;
+	a->efd = a->tfd = a->lfd = -1;
+	a->path = strdup(path);
+	a->fc = fc_new();
+	if (!a->path || !a->fc) {
+		api_close(a);
+		return api_fail(err, errlen, -ENOMEM, "API: out of memory");
+	}
+	a->lfd = listen_unix(path, err, errlen);
+	if (a->lfd < 0) {
+		ret = a->lfd;
+		free(a->path);
+		a->path = NULL; /* not ours to unlink */
+		api_close(a);
+		return ret;
+	}
+	a->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, a,
+				MHD_OPTION_LISTEN_SOCKET, a->lfd,
+				MHD_OPTION_NOTIFY_COMPLETED, on_done, a,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONN_MAX,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONN_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_HEADER_MAX,
+				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
+	info = a->d ? MHD_get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+	if (!info) {
+		api_close(a);
+		return api_fail(err, errlen, -EIO, "API socket %s: libmicrohttpd did not start",
+				path);
+	}
+	a->efd = info->epoll_fd;
+	a->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (a->tfd < 0 || timerfd_settime(a->tfd, 0, &tick, NULL)) {
+		ret = -errno;
+		api_close(a);
+		return api_fail(err, errlen, ret, "API timer: %s", strerror(-ret));
+	}
+	ret = event_watch(ev, a->efd, EPOLLIN, on_ready, a);
+	if (!ret)
+		ret = event_watch(ev, a->tfd, EPOLLIN, on_tick, a);
+	if (ret) {
+		api_close(a);
+		return api_fail(err, errlen, ret, "API: cannot watch its sockets: %s",
+				strerror(-ret));
+	}
+	log_info("API listening on %s", path);
+	*out = a;
+	return 0;
+}
+
+void api_close(struct api *a)
+{
+	if (!a)
+		return;
+	if (a->efd >= 0)
+		event_unwatch(a->ev, a->efd);
+	if (a->tfd >= 0) {
+		event_unwatch(a->ev, a->tfd);
+		close(a->tfd);
+	}
+	if (a->d)
+		MHD_stop_daemon(a->d); /* closes the listening socket too */
+	else if (a->lfd >= 0)
+		close(a->lfd);
+	if (a->path)
+		unlink(a->path);
+	free(a->path);
+	fc_free(a->fc);
+	free(a);
+}
