@@ -307,7 +307,7 @@ static int api_start(void *ctx, const struct cnode *root, char *err, size_t errl
 	}
 	ret = run_setup(r, err, errlen);
 	if (ret) {
-		r->start_failed = true;
+		r->start_failed = r->have_vm; /* else nothing was made: try again */
 		pthread_mutex_unlock(&r->lock);
 		log_err("InstanceStart: %s", err);
 		return ret;

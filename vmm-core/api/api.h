@@ -54,6 +54,14 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 /* Stop serving, close every connection and remove the socket file. */
 void api_close(struct api *a);
 
+/* One request, as the server hands it over (tests and the fuzzer call it
+ * directly): the status, and in *reply the JSON to send (NULL for 204; a
+ * {"fault_message"} for 4xx/5xx). A body over API_BODY_MAX is refused. */
+int api_dispatch(struct api *a, const char *method, const char *url, const char *body,
+		 size_t len, json_t **reply);
+/* An API that serves no socket, for api_dispatch alone. */
+struct api *api_new_detached(struct api_vm *vm);
+
 /* ---- for the endpoint files ---- */
 
 /*

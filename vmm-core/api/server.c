@@ -134,15 +134,6 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, json_t
 	return ret;
 }
 
-static enum MHD_Result fault(struct MHD_Connection *c, unsigned status, const char *msg)
-{
-	json_t *o = json_pack("{s:s}", "fault_message", msg);
-	enum MHD_Result ret = respond(c, status, o);
-
-	json_decref(o);
-	return ret;
-}
-
 /* ---- routing ---- */
 
 /* The route for method and url: *id is the tail segment; *path_ok tells
@@ -177,8 +168,8 @@ static const struct api_route *find(const char *method, const char *url, const c
 	return NULL;
 }
 
-static enum MHD_Result serve(struct api *a, struct MHD_Connection *c, const char *method,
-			     const char *url, struct api_req *q)
+int api_dispatch(struct api *a, const char *method, const char *url, const char *body,
+		 size_t len, json_t **reply)
 {
 	const struct api_route *r;
 	const char *id = NULL;
@@ -186,53 +177,61 @@ static enum MHD_Result serve(struct api *a, struct MHD_Connection *c, const char
 	char err[1024] = "";
 	bool path_ok;
 	int status;
-	enum MHD_Result ret;
 
-	if (q->too_big) {
-		snprintf(err, sizeof(err), "the request body is larger than the limit of %u bytes",
-			 API_BODY_MAX);
-		return fault(c, 413, err);
-	}
-	r = find(method, url, &id, &path_ok);
-	if (!r) {
-		snprintf(err, sizeof(err), "Invalid request method and/or path: %s %s", method, url);
-		/* Firecracker's answer for both: 400. */
-		(void)path_ok;
-		return fault(c, MHD_HTTP_BAD_REQUEST, err);
-	}
-	if (id && (!*id || (!r->segments && strchr(id, '/')) || strlen(id) > 200)) {
-		snprintf(err, sizeof(err), "%s %s: the id must be one path segment of 1 to 200 bytes",
-			 method, url);
-		return fault(c, MHD_HTTP_BAD_REQUEST, err);
-	}
-	if (r->body) {
+	*reply = NULL;
+	if (len > API_BODY_MAX)
+		status = api_fail(err, sizeof(err), 413,
+				  "the request body is larger than the limit of %u bytes", API_BODY_MAX);
+	else if (!(r = find(method, url, &id, &path_ok)))
+		/* Firecracker's answer, for an unknown path and a wrong method alike. */
+		status = api_fail(err, sizeof(err), 400, "Invalid request method and/or path: %s %s",
+				  method, url);
+	else if (id && (!*id || (!r->segments && strchr(id, '/')) || strlen(id) > 200))
+		status = api_fail(err, sizeof(err), 400,
+				  "%s %s: the id must be one path segment of 1 to 200 bytes", method, url);
+	else if (r->body && !len)
+		status = api_fail(err, sizeof(err), 400, "%s %s needs a JSON body", method, url);
+	else if (!r->body && len)
+		status = api_fail(err, sizeof(err), 400, "%s %s takes no body", method, url);
+	else {
 		json_error_t je;
 
-		if (!q->len)
-			return fault(c, MHD_HTTP_BAD_REQUEST, "the request needs a JSON body");
-		in = json_loadb(q->body, q->len, JSON_REJECT_DUPLICATES, &je);
-		if (!in) {
-			snprintf(err, sizeof(err), "the body is not valid JSON: %s (line %d, column %d)",
-				 je.text, je.line, je.column);
-			return fault(c, MHD_HTTP_BAD_REQUEST, err);
+		status = 0;
+		if (r->body) {
+			in = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+			if (!in)
+				status = api_fail(err, sizeof(err), 400,
+						  "the body is not valid JSON: %s (line %d, column %d)",
+						  je.text, je.line, je.column);
+			else if (!json_is_object(in))
+				status = api_fail(err, sizeof(err), 400, "the body must be a JSON object");
 		}
-		if (!json_is_object(in)) {
-			json_decref(in);
-			return fault(c, MHD_HTTP_BAD_REQUEST, "the body must be a JSON object");
-		}
-	} else if (q->len) {
-		snprintf(err, sizeof(err), "%s %s takes no body", method, url);
-		return fault(c, MHD_HTTP_BAD_REQUEST, err);
+		if (!status)
+			status = r->fn(a, id, in, &out, err, sizeof(err));
+		json_decref(in);
 	}
-	status = r->fn(a, id, in, &out, err, sizeof(err));
-	json_decref(in);
 	if (status >= 400) {
 		json_decref(out);
 		log_debug("api: %s %s: %d %s", method, url, status, err);
-		return fault(c, (unsigned)status, err);
+		*reply = json_pack("{s:s}", "fault_message", err);
+		return status;
 	}
 	log_debug("api: %s %s: %d", method, url, status);
-	ret = respond(c, (unsigned)status, status == 204 ? NULL : out);
+	if (status == 204)
+		json_decref(out);
+	else
+		*reply = out;
+	return status;
+}
+
+static enum MHD_Result serve(struct api *a, struct MHD_Connection *c, const char *method,
+			     const char *url, struct api_req *q)
+{
+	json_t *out;
+	int status = api_dispatch(a, method, url, q->body, q->too_big ? API_BODY_MAX + 1 : q->len,
+				  &out);
+	enum MHD_Result ret = respond(c, (unsigned)status, out);
+
 	json_decref(out);
 	return ret;
 }
@@ -354,6 +353,22 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
+struct api *api_new_detached(struct api_vm *vm)
+{
+	struct api *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->vm = vm;
+	a->efd = a->tfd = a->lfd = -1;
+	a->fc = fc_new();
+	if (!a->fc) {
+		free(a);
+		return NULL;
+	}
+	return a;
+}
+
 int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
 	     char *err, size_t errlen)
 {
@@ -418,10 +433,11 @@ void api_close(struct api *a)
 {
 	if (!a)
 		return;
-	if (a->efd >= 0)
+	if (a->efd >= 0 && a->ev)
 		event_unwatch(a->ev, a->efd);
 	if (a->tfd >= 0) {
-		event_unwatch(a->ev, a->tfd);
+		if (a->ev)
+			event_unwatch(a->ev, a->tfd);
 		close(a->tfd);
 	}
 	if (a->d)

@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the control API's request path (api_dispatch, no socket):
+ * Firecracker's pre-boot endpoints, the tree InstanceStart hands to the plan
+ * stage, errors, every response checked against the subset of Firecracker's
+ * schema in tests/api/fc-schema.json, and a unit plugin's methods called
+ * through the API with typed arguments. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "cnode.h"
+#include "cunit_main.h"
+#include "devices.h"
+#include "loader.h"
+#include "plan.h"
+
+#define SCHEMA CUB_SRC_DIR "/tests/api/fc-schema.json"
+#define PDIR CUB_BUILD_DIR "/tests/unit/plugins/.libs"
+
+static json_t *schema;
+static struct arena ar;
+static const struct cnode *started_tree;
+static int start_ret;
+
+static int fake_start(void *ctx, const struct cnode *root, char *err, size_t errlen)
+{
+	struct api_vm *vm = ctx;
+
+	started_tree = root;
+	if (start_ret)
+		return errf(err, errlen, start_ret, "PUT /drives/rootfs: raw[rootfs]: no such file");
+	vm->running = true;
+	return 0;
+}
+
+static struct registry reg;
+static struct api_vm vm = { .reg = &reg, .ar = &ar, .start = fake_start, .ctx = &vm };
+
+/* ---- a small validator for the schema subset ---- */
+
+static bool valid(const json_t *v, const json_t *s, char *why, size_t len);
+
+static const json_t *deref(const json_t *s)
+{
+	const char *ref = json_string_value(json_object_get(s, "$ref"));
+
+	if (ref && !strncmp(ref, "#/definitions/", 14))
+		return json_object_get(json_object_get(schema, "definitions"), ref + 14);
+	return s;
+}
+
+static bool valid(const json_t *v, const json_t *s, char *why, size_t len)
+{
+	const char *type, *key;
+	json_t *sub, *x;
+	size_t i;
+
+	s = deref(s);
+	if (!s)
+		return snprintf(why, len, "unknown $ref"), false;
+	type = json_string_value(json_object_get(s, "type"));
+	if (type && ((!strcmp(type, "object") && !json_is_object(v)) ||
+		     (!strcmp(type, "array") && !json_is_array(v)) ||
+		     (!strcmp(type, "string") && !json_is_string(v)) ||
+		     (!strcmp(type, "integer") && !json_is_integer(v)) ||
+		     (!strcmp(type, "boolean") && !json_is_boolean(v))))
+		return snprintf(why, len, "not %s", type), false;
+	if ((sub = json_object_get(s, "enum"))) {
+		bool found = false;
+
+		json_array_foreach(sub, i, x)
+			found = found || json_equal(x, (json_t *)v);
+		if (!found)
+			return snprintf(why, len, "not in the enum"), false;
+	}
+	if ((x = json_object_get(s, "minimum")) && json_integer_value(v) < json_integer_value(x))
+		return snprintf(why, len, "below the minimum"), false;
+	if ((x = json_object_get(s, "maximum")) && json_integer_value(v) > json_integer_value(x))
+		return snprintf(why, len, "above the maximum"), false;
+	json_array_foreach(json_object_get(s, "required"), i, x)
+		if (!json_object_get(v, json_string_value(x)))
+			return snprintf(why, len, "missing '%s'", json_string_value(x)), false;
+	/* Closed objects: cubicle sends nothing the description does not name. */
+	if (json_is_object(v) && (sub = json_object_get(s, "properties"))) {
+		json_object_foreach((json_t *)v, key, x) {
+			if (!json_object_get(sub, key))
+				return snprintf(why, len, "undocumented member '%s'", key), false;
+			if (!valid(x, json_object_get(sub, key), why, len))
+				return false;
+		}
+	}
+	if (json_is_array(v) && (sub = json_object_get(s, "items")))
+		json_array_foreach(v, i, x)
+			if (!valid(x, sub, why, len))
+				return false;
+	return true;
+}
+
+static void expect_valid(const json_t *v, const char *def)
+{
+	const json_t *s = json_object_get(json_object_get(schema, "definitions"), def);
+	char why[256] = "";
+	bool ok;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	ok = valid(v, s, why, sizeof(why));
+	if (!ok) {
+		char *t = json_dumps(v, JSON_COMPACT);
+
+		fprintf(stderr, "\n  %s against %s: %s\n", t, def, why);
+		free(t);
+	}
+	CU_ASSERT_TRUE(ok);
+}
+
+/* ---- requests ---- */
+
+static struct api *a;
+
+/* One request; returns the status, the reply (owned by the caller) in *out
+ * or NULL. Every fault is checked against the Error schema here. */
+static int req(const char *method, const char *url, const char *body, json_t **out)
+{
+	json_t *r = NULL;
+	int st = api_dispatch(a, method, url, body, body ? strlen(body) : 0, &r);
+
+	if (st >= 400) {
+		CU_ASSERT_PTR_NOT_NULL(r);
+		if (r)
+			expect_valid(r, "Error");
+	}
+	if (out)
+		*out = r;
+	else
+		json_decref(r);
+	return st;
+}
+
+/* The request fails with status and a fault_message containing what. */
+static void expect_fault(const char *method, const char *url, const char *body, int status,
+			 const char *what)
+{
+	json_t *r;
+	int st = req(method, url, body, &r);
+	const char *m = json_string_value(json_object_get(r, "fault_message"));
+
+	if (st != status || !m || !strstr(m, what))
+		fprintf(stderr, "\n  %s %s: %d %s (want %d, /%s/)\n", method, url, st, m ? m : "-",
+			status, what);
+	CU_ASSERT_EQUAL(st, status);
+	CU_ASSERT_PTR_NOT_NULL(m && strstr(m, what));
+	json_decref(r);
+}
+
+static void setup(void)
+{
+	json_error_t je;
+
+	if (!schema)
+		schema = json_load_file(SCHEMA, 0, &je);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(schema);
+	api_close(a);
+	arena_free(&ar);
+	vm.running = false;
+	started_tree = NULL;
+	start_ret = 0;
+	a = api_new_detached(&vm);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+}
+
+static void test_info(void)
+{
+	json_t *r;
+
+	setup();
+	CU_ASSERT_EQUAL(req("GET", "/", NULL, &r), 200);
+	expect_valid(r, "InstanceInfo");
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "state")), "Not started");
+	json_decref(r);
+	CU_ASSERT_EQUAL(req("GET", "/version", NULL, &r), 200);
+	expect_valid(r, "FirecrackerVersion");
+	json_decref(r);
+	CU_ASSERT_EQUAL(req("GET", "/machine-config", NULL, &r), 200);
+	expect_valid(r, "MachineConfiguration");
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "mem_size_mib")), 128);
+	json_decref(r);
+}
+
+static void test_machine_config(void)
+{
+	json_t *r;
+
+	setup();
+	CU_ASSERT_EQUAL(req("PUT", "/machine-config", "{\"vcpu_count\":2,\"mem_size_mib\":256}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PATCH", "/machine-config", "{\"mem_size_mib\":512}", NULL), 204);
+	CU_ASSERT_EQUAL(req("GET", "/machine-config", NULL, &r), 200);
+	expect_valid(r, "MachineConfiguration");
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "vcpu_count")), 2);
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "mem_size_mib")), 512);
+	json_decref(r);
+	expect_fault("PUT", "/machine-config", "{\"vcpu_count\":2}", 400, "missing required field 'mem_size_mib'");
+	expect_fault("PUT", "/machine-config", "{\"vcpu_count\":\"2\",\"mem_size_mib\":1}", 400, "'vcpu_count' must be an integer, not a string");
+	expect_fault("PATCH", "/machine-config", "{\"vcpu_count\":33}", 400, "'vcpu_count' is 33; expected 1 to 32");
+	expect_fault("PATCH", "/machine-config", "{\"vcpus\":1}", 400, "unknown field 'vcpus'; expected one of vcpu_count");
+	expect_fault("PATCH", "/machine-config", "{\"smt\":true}", 400, "'smt' true is not supported");
+	expect_fault("PATCH", "/machine-config", "{\"huge_pages\":\"2M\"}", 400, "'huge_pages' \"2M\" is not supported");
+	/* A refused PATCH changed nothing. */
+	CU_ASSERT_EQUAL(req("GET", "/machine-config", NULL, &r), 200);
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "vcpu_count")), 2);
+	json_decref(r);
+}
+
+static void test_errors(void)
+{
+	char big[API_BODY_MAX + 16];
+	json_t *r;
+
+	setup();
+	expect_fault("GET", "/nope", NULL, 400, "Invalid request method and/or path: GET /nope");
+	expect_fault("DELETE", "/", NULL, 400, "Invalid request method and/or path: DELETE /");
+	expect_fault("PUT", "/boot-source", "{\"kernel_image_path\":", 400, "the body is not valid JSON");
+	expect_fault("PUT", "/boot-source", "[1]", 400, "the body must be a JSON object");
+	expect_fault("PUT", "/boot-source", "{\"kernel_image_path\":\"a\",\"kernel_image_path\":\"b\"}", 400, "duplicate");
+	expect_fault("PUT", "/boot-source", NULL, 400, "needs a JSON body");
+	expect_fault("GET", "/", "{}", 400, "takes no body");
+	expect_fault("PUT", "/drives/a/b", "{}", 400, "one path segment");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"y\",\"is_root_device\":false,\"path_on_host\":\"p\"}", 400, "does not match");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{}}", 400, "rate limiters are not supported by cubicle yet");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"io_engine\":\"Async\"}", 400, "'io_engine' \"Async\" is not supported");
+	expect_fault("PUT", "/network-interfaces/e", "{\"iface_id\":\"e\",\"host_dev_name\":\"t\",\"mtu\":20}", 400, "'mtu' is 20; expected 68 to 65535");
+	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "not supported by cubicle yet");
+	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "Cannot start microvm without kernel configuration.");
+	expect_fault("PUT", "/actions", "{\"action_type\":\"Reboot\"}", 400, "'action_type' is \"Reboot\"");
+	expect_fault("PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", 400, "not supported by cubicle yet");
+	memset(big, ' ', sizeof(big));
+	big[sizeof(big) - 1] = '\0';
+	big[0] = '{';
+	big[sizeof(big) - 2] = '}';
+	expect_fault("PUT", "/boot-source", big, 413, "larger than the limit");
+	/* None of it changed the state. */
+	CU_ASSERT_EQUAL(req("GET", "/vm/config", NULL, &r), 200);
+	expect_valid(r, "FullVmConfiguration");
+	CU_ASSERT_EQUAL(json_array_size(json_object_get(r, "drives")), 0);
+	CU_ASSERT_PTR_NULL(json_object_get(r, "boot-source"));
+	json_decref(r);
+}
+
+static const struct cnode *dev(const struct cnode *devs, unsigned i)
+{
+	return devs && i < devs->n_kids ? devs->kids[i] : NULL;
+}
+
+static const char *s_of(const struct cnode *g, const char *path)
+{
+	char buf[128], *save, *t;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (t = strtok_r(buf, ".", &save); t && g; t = strtok_r(NULL, ".", &save))
+		g = cnode_get(g, t);
+	return g && g->type == CN_STR ? g->s : NULL;
+}
+
+static void test_instance_start(void)
+{
+	const struct cnode *devs, *d, *allow;
+	json_t *r;
+
+	setup();
+	CU_ASSERT_EQUAL(req("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\",\"boot_args\":\"console=ttyS0\"}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/drives/data", "{\"drive_id\":\"data\",\"is_root_device\":false,\"path_on_host\":\"/d.img\",\"is_read_only\":true}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"is_root_device\":true,\"path_on_host\":\"/r.img\"}", NULL), 204);
+	expect_fault("PUT", "/drives/other", "{\"drive_id\":\"other\",\"is_root_device\":true,\"path_on_host\":\"/o\"}", 400, "A root block device already exists!");
+	CU_ASSERT_EQUAL(req("PUT", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\",\"guest_mac\":\"06:00:ac:10:00:02\"}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/entropy", "{}", NULL), 204);
+	CU_ASSERT_EQUAL(req("GET", "/vm/config", NULL, &r), 200);
+	expect_valid(r, "FullVmConfiguration");
+	json_decref(r);
+
+	/* A failing start is reported, and can be tried again. */
+	start_ret = -ENOENT;
+	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "PUT /drives/rootfs: raw[rootfs]");
+	start_ret = 0;
+	CU_ASSERT_EQUAL(req("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", NULL), 204);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(started_tree);
+	CU_ASSERT_EQUAL(cnode_get(cnode_get(started_tree, "machine"), "memory_mib")->i, 128);
+	CU_ASSERT_STRING_EQUAL(s_of(started_tree, "boot.kernel"), "/k");
+	CU_ASSERT_STRING_EQUAL(s_of(started_tree, "boot.cmdline"), "console=ttyS0 root=/dev/vda rw");
+	devs = cnode_get(started_tree, "devices");
+	CU_ASSERT_EQUAL_FATAL(devs ? devs->n_kids : 0, 5);
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 0), "type"), "serial8250");
+	/* The root drive first, so that it is /dev/vda. */
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 1), "id"), "rootfs");
+	CU_ASSERT_TRUE(cnode_get(dev(devs, 1), "root")->b);
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 1), "backend.type"), "raw");
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 1), "backend.path"), "/r.img");
+	CU_ASSERT_STRING_EQUAL(dev(devs, 1)->where, "PUT /drives/rootfs");
+	d = dev(devs, 2);
+	CU_ASSERT_STRING_EQUAL(s_of(d, "id"), "data");
+	CU_ASSERT_TRUE(cnode_get(d, "read_only")->b);
+	CU_ASSERT_TRUE(cnode_get(cnode_get(d, "backend"), "read_only")->b);
+	d = dev(devs, 3);
+	CU_ASSERT_STRING_EQUAL(s_of(d, "type"), "virtio-net");
+	CU_ASSERT_STRING_EQUAL(s_of(d, "mac"), "06:00:ac:10:00:02");
+	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.type"), "tap");
+	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.ifname"), "tap7");
+	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.policy.default"), "deny");
+	allow = cnode_get(cnode_get(cnode_get(d, "backend"), "policy"), "allow");
+	CU_ASSERT_TRUE(allow && allow->n_kids == 1 && !strcmp(allow->kids[0]->s, "0.0.0.0/0"));
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 4), "type"), "virtio-rng");
+
+	/* Started: the pre-boot objects are closed, the state says so. */
+	CU_ASSERT_EQUAL(req("GET", "/", NULL, &r), 200);
+	expect_valid(r, "InstanceInfo");
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "state")), "Running");
+	json_decref(r);
+	expect_fault("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\"}", 400, "not supported after starting the microVM");
+	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "not supported after starting the microVM");
+	expect_fault("PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"path_on_host\":\"/x\"}", 400, "running VM is not supported");
+}
+
+/* A method the core has never heard of, in a unit plugin, through the API. */
+static void test_methods(void)
+{
+	static struct plan_inst pi = { .id = "u0" };
+	static struct cub_inst in = { .name = "unit-good[u0]", .priv = "hello", .pi = &pi };
+	static struct cub_inst *insts[] = { &in };
+	struct plugin *p;
+	char err[512];
+	json_t *r;
+
+	setup();
+	expect_fault("PUT", "/devices/u0/methods/add", "{\"args\":[1,2]}", 400, "no VM is running yet");
+	CU_ASSERT_EQUAL_FATAL(loader_open(PDIR "/unit_good.so", &p, err, sizeof(err)), 0);
+	in.plugin = p;
+	vm.insts = insts;
+	vm.n_insts = 1;
+	vm.running = true;
+	CU_ASSERT_EQUAL(req("GET", "/devices", NULL, &r), 200);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(r, 0), "id")), "u0");
+	json_decref(r);
+	CU_ASSERT_EQUAL(req("PUT", "/devices/u0/methods/add", "{\"args\":[-5,12]}", &r), 200);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "reply")), "7");
+	json_decref(r);
+	CU_ASSERT_EQUAL(req("PUT", "/devices/u0/methods/echo", "{\"args\":[\"world\"]}", &r), 200);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "reply")), "hello|world");
+	json_decref(r);
+	CU_ASSERT_EQUAL(req("PUT", "/devices/u0/methods/fail", "{\"args\":[false,7]}", NULL), 200);
+	expect_fault("PUT", "/devices/u0/methods/fail", "{\"args\":[true,7]}", 400, "unit-good[u0].fail");
+	expect_fault("PUT", "/devices/u0/methods/fail", "{\"args\":[1,7]}", 400, "argument 1 must be a boolean");
+	expect_fault("PUT", "/devices/u0/methods/echo", "{\"args\":[5]}", 400, "argument 1 must be a string");
+	expect_fault("PUT", "/devices/u0/methods/add", "{\"args\":[1]}", 400, "takes 2 arguments");
+	expect_fault("PUT", "/devices/u0/methods/nope", "{}", 404, "has no method 'nope'");
+	expect_fault("PUT", "/devices/zz/methods/add", "{}", 404, "no device 'zz'");
+	expect_fault("PUT", "/devices/u0/add", "{}", 400, "expected /devices/ID/methods/NAME");
+	vm.insts = NULL;
+	vm.n_insts = 0;
+	loader_close(p);
+}
+
+static void test_teardown(void)
+{
+	api_close(a);
+	a = NULL;
+	arena_free(&ar);
+	json_decref(schema);
+	schema = NULL;
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "GET /, /version, /machine-config match the schema", test_info },
+		{ "machine-config: PUT, PATCH, refusals", test_machine_config },
+		{ "errors: 4xx with a fault_message, state unchanged", test_errors },
+		{ "InstanceStart hands the plan stage Firecracker's objects", test_instance_start },
+		{ "a unit plugin's methods through the API", test_methods },
+		{ "teardown", test_teardown },
+		{ NULL, NULL },
+	};
+
+	return cu_run("api", tests);
+}
