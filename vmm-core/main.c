@@ -39,6 +39,7 @@ static const char usage_text[] =
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
+	"  ctl SOCKET VERB     drive a running cubicle's API (`cubicle ctl --help`)\n"
 	"  help [COMMAND]      show help\n"
 	"\n"
 	"Run options:\n"
@@ -648,5 +649,7 @@ int main(int argc, char **argv)
 		return cmd_check_host(argc - 1, argv + 1);
 	if (!strcmp(cmd, "disk"))
 		return helper_exec("tools/disk", "cubicle-disk", argc - 1, argv + 1);
+	if (!strcmp(cmd, "ctl"))
+		return helper_exec("tools/ctl", "cubicle-ctl", argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

@@ -436,10 +436,11 @@ static void add_bool(struct tb *t, struct cnode *g, const char *name, bool v)
 
 static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
 {
-	struct cnode *g = add(t, devs, CN_GROUP, NULL), *b;
+	struct cnode *g, *b;
 	bool ro = truthy(d, "is_read_only");
 
 	t->where = arena_printf(t->ar, "PUT /drives/%s", str(d, "drive_id"));
+	g = add(t, devs, CN_GROUP, NULL);
 	add_str(t, g, "type", "virtio-blk");
 	add_str(t, g, "id", str(d, "drive_id"));
 	add_bool(t, g, "read_only", ro);
@@ -452,9 +453,10 @@ static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
 
 static void add_net(struct tb *t, struct cnode *devs, const json_t *n)
 {
-	struct cnode *g = add(t, devs, CN_GROUP, NULL), *b, *p, *allow;
+	struct cnode *g, *b, *p, *allow;
 
 	t->where = arena_printf(t->ar, "PUT /network-interfaces/%s", str(n, "iface_id"));
+	g = add(t, devs, CN_GROUP, NULL);
 	add_str(t, g, "type", "virtio-net");
 	add_str(t, g, "id", str(n, "iface_id"));
 	if (str(n, "guest_mac"))
