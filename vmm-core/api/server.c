@@ -173,7 +173,7 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 {
 	const struct api_route *r;
 	const char *id = NULL;
-	json_t *in = NULL, *out = NULL;
+	json_t *in = NULL, *out = NULL, *m;
 	char err[1024] = "";
 	bool path_ok;
 	int status;
@@ -213,7 +213,15 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 	if (status >= 400) {
 		json_decref(out);
 		log_debug("api: %s %s: %d %s", method, url, status, err);
-		*reply = json_pack("{s:s}", "fault_message", err);
+		/* The message may quote what the client sent: keep it valid UTF-8. */
+		m = json_string(err);
+		if (!m) {
+			for (char *p = err; *p; p++)
+				if ((unsigned char)*p >= 0x80 || (unsigned char)*p < 0x20)
+					*p = '?';
+			m = json_string(err);
+		}
+		*reply = m ? json_pack("{s:o}", "fault_message", m) : NULL;
 		return status;
 	}
 	log_debug("api: %s %s: %d", method, url, status);
