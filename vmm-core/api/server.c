@@ -7,6 +7,7 @@
  * {"fault_message": "..."}; the socket is created here (mode 0600) and
  * handed to libmicrohttpd.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -43,6 +44,56 @@ struct api_req {
 	size_t len;
 	bool too_big;
 };
+
+/*
+ * libmicrohttpd is loaded when an API is first opened, not linked: it
+ * brings GnuTLS and its friends (about 2.7 MiB of resident memory and a
+ * dozen libraries to map at every start), which a VM without --api-sock
+ * must not pay for. These are the calls the server makes.
+ */
+static struct {
+	struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
+					  MHD_AccessHandlerCallback, void *, ...);
+	void (*stop_daemon)(struct MHD_Daemon *);
+	enum MHD_Result (*run)(struct MHD_Daemon *);
+	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *, enum MHD_DaemonInfoType,
+						       ...);
+	struct MHD_Response *(*create_response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+	enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
+	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
+					  struct MHD_Response *);
+	void (*destroy_response)(struct MHD_Response *);
+} mhd;
+
+static int mhd_load(char *err, size_t errlen)
+{
+	static const char *const names[] = { "libmicrohttpd.so.12", "libmicrohttpd.so" };
+	void *dl = NULL;
+
+	if (mhd.run)
+		return 0;
+	for (unsigned i = 0; !dl && i < sizeof(names) / sizeof(names[0]); i++)
+		dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (!dl)
+		return api_fail(err, errlen, -ENOENT,
+				"the control API needs libmicrohttpd (apt-get install libmicrohttpd12): %s",
+				dlerror());
+#define SYM(field, name)                                                              \
+	if (!(*(void **)&mhd.field = dlsym(dl, name))) {                              \
+		memset(&mhd, 0, sizeof(mhd));                                         \
+		return api_fail(err, errlen, -ENOENT, "libmicrohttpd has no %s", name); \
+	}
+	SYM(start_daemon, "MHD_start_daemon")
+	SYM(stop_daemon, "MHD_stop_daemon")
+	SYM(get_daemon_info, "MHD_get_daemon_info")
+	SYM(create_response_from_buffer, "MHD_create_response_from_buffer")
+	SYM(add_response_header, "MHD_add_response_header")
+	SYM(queue_response, "MHD_queue_response")
+	SYM(destroy_response, "MHD_destroy_response")
+	SYM(run, "MHD_run")
+#undef SYM
+	return 0; /* kept loaded for the life of the process */
+}
 
 struct api_vm *api_vm(struct api *a)
 {
@@ -122,15 +173,15 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, json_t
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
-	r = MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"",
+	r = mhd.create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"",
 					    MHD_RESPMEM_MUST_COPY);
 	free(text);
 	if (!r)
 		return MHD_NO;
 	if (body)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
+		mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	ret = mhd.queue_response(c, status, r);
+	mhd.destroy_response(r);
 	return ret;
 }
 
@@ -303,7 +354,7 @@ static void on_ready(void *arg)
 {
 	struct api *a = arg;
 
-	MHD_run(a->d);
+	mhd.run(a->d);
 }
 
 /* Once a second: libmicrohttpd closes idle connections only when run. */
@@ -314,7 +365,7 @@ static void on_tick(void *arg)
 
 	if (read(a->tfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		log_debug("api: timer: %s", strerror(errno));
-	MHD_run(a->d);
+	mhd.run(a->d);
 }
 
 /* ---- the socket ---- */
@@ -382,9 +433,12 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 {
 	struct itimerspec tick = { { 1, 0 }, { 1, 0 } };
 	const union MHD_DaemonInfo *info;
-	struct api *a = calloc(1, sizeof(*a));
-	int ret;
+	struct api *a;
+	int ret = mhd_load(err, errlen);
 
+	if (ret)
+		return ret;
+	a = calloc(1, sizeof(*a));
 	if (!a)
 		return api_fail(err, errlen, -ENOMEM, "API: out of memory");
 	a->ev = ev;
@@ -404,14 +458,14 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 		api_close(a);
 		return ret;
 	}
-	a->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, a,
+	a->d = mhd.start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, a,
 				MHD_OPTION_LISTEN_SOCKET, a->lfd,
 				MHD_OPTION_NOTIFY_COMPLETED, on_done, a,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONN_MAX,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONN_TIMEOUT_S,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_HEADER_MAX,
 				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
-	info = a->d ? MHD_get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+	info = a->d ? mhd.get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 	if (!info) {
 		api_close(a);
 		return api_fail(err, errlen, -EIO, "API socket %s: libmicrohttpd did not start",
@@ -449,7 +503,7 @@ void api_close(struct api *a)
 		close(a->tfd);
 	}
 	if (a->d)
-		MHD_stop_daemon(a->d); /* closes the listening socket too */
+		mhd.stop_daemon(a->d); /* closes the listening socket too */
 	else if (a->lfd >= 0)
 		close(a->lfd);
 	if (a->path)
