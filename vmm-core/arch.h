@@ -59,6 +59,11 @@ int arch_describe(struct vm *vm, char *err, size_t errlen);
  * running, or calls vm_request_exit() and returns 1 to stop this vCPU. */
 int arch_exit(struct vcpu *v);
 void arch_vm_destroy(struct vm *vm);
+/* Every vCPU parked: save the guest's clocks (arch_vm_pause), and put them
+ * back on resume so that no time seems to pass for the guest. 0 or -errno
+ * with err. */
+int arch_vm_pause(struct vm *vm, char *err, size_t errlen);
+int arch_vm_resume(struct vm *vm, char *err, size_t errlen);
 void arch_vcpu_destroy(struct vcpu *v);
 
 /* Host check: can this host's KVM boot a stock kernel? Fills a one-line

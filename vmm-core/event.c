@@ -18,6 +18,9 @@ struct watch {
 	void (*cb)(void *);
 	void *arg;
 	struct watch *next;
+	uint32_t events;
+	bool control; /* served while paused (the control API) */
+	bool off;     /* out of the epoll set while paused */
 };
 
 struct event_loop {
@@ -26,6 +29,7 @@ struct event_loop {
 	bool running;
 	pthread_mutex_t lock; /* guards the watch list; never held across a callback */
 	struct watch *watches;
+	bool paused;          /* under lock: only control watches are served */
 };
 
 struct event_loop *event_new(void)
@@ -68,17 +72,19 @@ void event_free(struct event_loop *ev)
 	free(ev);
 }
 
-int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg)
+static int watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg,
+		 bool control)
 {
 	struct watch *w = calloc(1, sizeof(*w));
 	struct epoll_event e = { .events = events };
 
 	if (!w)
 		return -ENOMEM;
-	*w = (struct watch){ fd, cb, arg, NULL };
+	*w = (struct watch){ .fd = fd, .cb = cb, .arg = arg, .events = events, .control = control };
 	e.data.ptr = w;
 	pthread_mutex_lock(&ev->lock);
-	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+	w->off = ev->paused && !control;
+	if (!w->off && epoll_ctl(ev->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
 		int err = -errno;
 
 		pthread_mutex_unlock(&ev->lock);
@@ -89,6 +95,37 @@ int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void 
 	ev->watches = w;
 	pthread_mutex_unlock(&ev->lock);
 	return 0;
+}
+
+int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg)
+{
+	return watch(ev, fd, events, cb, arg, false);
+}
+
+int event_watch_control(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *),
+			void *arg)
+{
+	return watch(ev, fd, events, cb, arg, true);
+}
+
+void event_pause(struct event_loop *ev, bool on)
+{
+	pthread_mutex_lock(&ev->lock);
+	if (ev->paused != on) {
+		ev->paused = on;
+		for (struct watch *w = ev->watches; w; w = w->next) {
+			struct epoll_event e = { .events = w->events, .data.ptr = w };
+
+			if (!w->cb || w->control)
+				continue;
+			if (on && !w->off)
+				epoll_ctl(ev->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+			else if (!on && w->off && epoll_ctl(ev->epfd, EPOLL_CTL_ADD, w->fd, &e) < 0)
+				log_err("event loop: resuming fd %d: %s", w->fd, strerror(errno));
+			w->off = on;
+		}
+	}
+	pthread_mutex_unlock(&ev->lock);
 }
 
 /*
@@ -103,7 +140,8 @@ int event_unwatch(struct event_loop *ev, int fd)
 	pthread_mutex_lock(&ev->lock);
 	for (w = ev->watches; w; w = w->next) {
 		if (w->fd == fd && w->cb) {
-			epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, NULL);
+			if (!w->off)
+				epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, NULL);
 			w->cb = NULL;
 			w->fd = -1;
 			ret = 0;
@@ -136,7 +174,7 @@ static void *loop(void *arg)
 			if (!w)
 				return NULL; /* stop requested */
 			pthread_mutex_lock(&ev->lock);
-			cb = w->cb;
+			cb = w->off ? NULL : w->cb; /* paused since epoll_wait returned */
 			cb_arg = w->arg;
 			pthread_mutex_unlock(&ev->lock);
 			if (cb)

@@ -3,6 +3,7 @@
 #ifndef CUBICLE_EVENT_H
 #define CUBICLE_EVENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct event_loop;
@@ -13,6 +14,12 @@ void event_free(struct event_loop *ev);
 /* Call cb(arg) on the loop thread while fd has any of the epoll events ev. */
 int event_watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg);
 int event_unwatch(struct event_loop *ev, int fd);
+/* The same for a control fd (the API): still served while paused. */
+int event_watch_control(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *),
+			void *arg);
+/* Paused, the loop serves control fds only: device fds leave the epoll set
+ * (their events wait in the kernel) until event_pause(ev, false). */
+void event_pause(struct event_loop *ev, bool on);
 /* Start the loop thread: 0 or -errno. */
 int event_start(struct event_loop *ev);
 /* Wake the loop, make it return and join it. Safe to call twice. */

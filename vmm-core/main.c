@@ -322,6 +322,28 @@ static int api_start(void *ctx, const struct cnode *root, char *err, size_t errl
 	return 0;
 }
 
+static int api_set_paused(void *ctx, bool on, char *err, size_t errlen)
+{
+	struct run_ctx *r = ctx;
+	int ret;
+
+	if (!r->vm_live)
+		return errf(err, errlen, -EINVAL, "no VM is running");
+	if (!on) {
+		ret = vm_resume(&r->vm, err, errlen);
+		event_pause(r->ev, false);
+		if (!ret)
+			log_info("resumed through the API");
+		return ret;
+	}
+	ret = vm_pause(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	event_pause(r->ev, true);
+	log_info("paused through the API");
+	return 0;
+}
+
 static void api_stop(void *ctx, int status)
 {
 	run_exit(ctx, status, "stopped through the API");
@@ -337,6 +359,7 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 	r->avm.ar = &r->cfg.ar;
 	r->avm.start = preboot ? api_start : NULL;
 	r->avm.stop = api_stop;
+	r->avm.set_paused = api_set_paused;
 	r->avm.ctx = r;
 	r->avm.id = id;
 	ret = event_start(r->ev);

@@ -119,6 +119,10 @@ static void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_SETMASK, &set, NULL);
 
 	while (!exiting(vm)) {
+		if (vm_paused(vm)) {
+			vm_park(vm);
+			continue;
+		}
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
 				__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_RELAXED);

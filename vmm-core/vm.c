@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "cnode.h"
 #include "plan.h"
 #include "log.h"
 #include "vm.h"
@@ -176,6 +177,77 @@ void vm_request_exit(struct vm *vm, int status, const char *fmt, ...)
 	/* Kick outside the lock: vCPU threads never take it while running. */
 	for (unsigned i = 0; i < vm->n_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
+}
+
+bool vm_paused(struct vm *vm)
+{
+	return __atomic_load_n(&vm->paused, __ATOMIC_ACQUIRE);
+}
+
+int vm_pause(struct vm *vm, char *err, size_t errlen)
+{
+	struct timespec until;
+	unsigned want = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < vm->n_vcpus; i++)
+		want += vm->vcpus[i].started;
+	pthread_mutex_lock(&vm->lock);
+	if (vm->paused) {
+		pthread_mutex_unlock(&vm->lock);
+		return -EALREADY;
+	}
+	__atomic_store_n(&vm->paused, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&vm->lock);
+	for (unsigned i = 0; i < vm->n_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	pthread_mutex_lock(&vm->lock);
+	while (vm->n_parked < want && !vm->exiting && !ret)
+		ret = pthread_cond_timedwait(&vm->cond, &vm->lock, &until);
+	if (vm->n_parked < want || vm->exiting) {
+		__atomic_store_n(&vm->paused, false, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&vm->cond);
+		pthread_mutex_unlock(&vm->lock);
+		if (vm->exiting)
+			return errf(err, errlen, -ESHUTDOWN, "the VM is stopping");
+		return errf(err, errlen, -ETIMEDOUT, "%u of %u vCPUs did not stop within 5 s",
+			    want - vm->n_parked, want);
+	}
+	pthread_mutex_unlock(&vm->lock);
+	ret = arch_vm_pause(vm, err, errlen);
+	if (ret) {
+		vm_resume(vm, NULL, 0);
+		return ret;
+	}
+	return 0;
+}
+
+int vm_resume(struct vm *vm, char *err, size_t errlen)
+{
+	int ret;
+
+	if (!vm_paused(vm))
+		return -EALREADY;
+	ret = err ? arch_vm_resume(vm, err, errlen) : 0;
+	pthread_mutex_lock(&vm->lock);
+	__atomic_store_n(&vm->paused, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&vm->cond);
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
+/* A vCPU's side of vm_pause: wait here until resumed or exiting. */
+void vm_park(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->n_parked++;
+	pthread_cond_broadcast(&vm->cond);
+	while (vm->paused && !vm->exiting)
+		pthread_cond_wait(&vm->cond, &vm->lock);
+	vm->n_parked--;
+	pthread_mutex_unlock(&vm->lock);
 }
 
 int vm_wait(struct vm *vm)

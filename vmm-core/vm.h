@@ -52,12 +52,26 @@ struct vm {
 	int exit_status;
 	char exit_reason[160];
 	struct timespec exit_at; /* CLOCK_MONOTONIC, when the exit was requested */
+	bool paused;             /* vm_pause: vCPUs park at their next exit */
+	unsigned n_parked;       /* vCPUs parked now (under lock) */
 
 	void *arch; /* arch-private: boot entry state, layout cursor */
 };
 
 /* Open /dev/kvm, create the VM, its RAM and irqchip (arch_vm_setup). */
 int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen);
+/*
+ * Pause: every started vCPU leaves KVM_RUN and parks, then the arch saves
+ * the guest's clocks (arch_vm_pause); 0, -EALREADY when paused, or
+ * -ETIMEDOUT (err says so) when a vCPU did not park within 5 s (the VM
+ * then runs on). Resume: the arch puts the clocks back as they were at the
+ * pause, so the guest sees no time pass, and the vCPUs run; -EALREADY when
+ * not paused. Any thread but a vCPU's; an exit request wakes parked vCPUs.
+ */
+int vm_pause(struct vm *vm, char *err, size_t errlen);
+int vm_resume(struct vm *vm, char *err, size_t errlen);
+bool vm_paused(struct vm *vm);
+void vm_park(struct vm *vm); /* vcpu.c */
 /* Create the vCPU fds and run arch_vcpu_setup on each. */
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
 /* Start the vCPU threads. */

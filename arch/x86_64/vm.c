@@ -117,6 +117,7 @@ void arch_vm_destroy(struct vm *vm)
 		return;
 	pci_destroy(vm);
 	x86_platform_destroy(xv);
+	free(xv->pause_tsc);
 	free(xv->cpuid);
 	free(xv);
 	vm->arch = NULL;
@@ -200,4 +201,64 @@ void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val,
 		snprintf(buf, sizeof(buf), "unknown (%s)", strerror(errno));
 	line("kvm.cpuid_entries", buf, arg);
 	free(c);
+}
+
+/*
+ * Pausing stops the vCPUs, not the clocks the guest reads: kvmclock and the
+ * TSC run on with the host's. So the pause saves both (KVM_GET_CLOCK, each
+ * vCPU's IA32_TSC) and the resume writes them back: KVM moves its offsets,
+ * and the guest resumes at the instant it stopped, whichever clocksource it
+ * uses. Wall-clock time is the guest's business (NTP), as after a snapshot.
+ */
+#define MSR_IA32_TSC 0x10
+
+static int tsc_io(struct vcpu *v, unsigned long req, uint64_t *val)
+{
+	struct {
+		struct kvm_msrs h;
+		struct kvm_msr_entry e;
+	} m = { .h.nmsrs = 1, .e.index = MSR_IA32_TSC, .e.data = *val };
+
+	if (ioctl(v->fd, req, &m) != 1)
+		return errno ? -errno : -EIO;
+	*val = m.e.data;
+	return 0;
+}
+
+int arch_vm_pause(struct vm *vm, char *err, size_t errlen)
+{
+	struct x86_vm *xv = x86_of(vm);
+	int ret;
+
+	if (!xv->pause_tsc)
+		xv->pause_tsc = calloc(vm->n_vcpus, sizeof(*xv->pause_tsc));
+	if (!xv->pause_tsc)
+		return errf(err, errlen, -ENOMEM, "pause: out of memory");
+	memset(&xv->pause_clock, 0, sizeof(xv->pause_clock));
+	if (ioctl(vm->vm_fd, KVM_GET_CLOCK, &xv->pause_clock) < 0)
+		return errf(err, errlen, -errno, "pause: KVM_GET_CLOCK: %s", strerror(errno));
+	for (unsigned i = 0; i < vm->n_vcpus; i++) {
+		ret = tsc_io(&vm->vcpus[i], KVM_GET_MSRS, &xv->pause_tsc[i]);
+		if (ret)
+			return errf(err, errlen, ret, "pause: vCPU %u: reading its TSC: %s", i,
+				    strerror(-ret));
+	}
+	return 0;
+}
+
+int arch_vm_resume(struct vm *vm, char *err, size_t errlen)
+{
+	struct x86_vm *xv = x86_of(vm);
+	struct kvm_clock_data c = { .clock = xv->pause_clock.clock };
+	int ret;
+
+	for (unsigned i = 0; i < vm->n_vcpus; i++) {
+		ret = tsc_io(&vm->vcpus[i], KVM_SET_MSRS, &xv->pause_tsc[i]);
+		if (ret)
+			return errf(err, errlen, ret, "resume: vCPU %u: writing its TSC: %s", i,
+				    strerror(-ret));
+	}
+	if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &c) < 0)
+		return errf(err, errlen, -errno, "resume: KVM_SET_CLOCK: %s", strerror(errno));
+	return 0;
 }

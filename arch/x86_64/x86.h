@@ -95,6 +95,9 @@ struct x86_vm {
 	struct x86_cmos cmos;
 	struct x86_pm pm;
 	bool locks_ready;
+	/* vm_pause: the guest's clocks as they were (vm.c arch_vm_pause). */
+	struct kvm_clock_data pause_clock;
+	uint64_t *pause_tsc; /* one per vCPU */
 };
 
 static inline struct x86_vm *x86_of(struct vm *vm)

@@ -66,7 +66,8 @@ check "wrong type: 400" 400 "'is_root_device' must be a boolean" -X PUT -d '{"dr
 check "malformed JSON: 400" 400 'not valid JSON' -X PUT -d '{"kernel' $u/boot-source
 check "unknown path: 400" 400 'Invalid request method and/or path: GET /nope' $u/nope
 check "unknown method: 400" 400 'Invalid request method and/or path: BREW /' -X BREW $u/
-check "not built yet: 400" 400 'not supported by cubicle yet' -X PATCH -d '{"state":"Paused"}' $u/vm
+check "not built yet: 400" 400 'not supported by cubicle yet' -X PUT -d '{}' $u/vsock
+check "pause before the start: 400" 400 'the VM is not running' -X PATCH -d '{"state":"Paused"}' $u/vm
 head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/big"
 check "oversized body: 413" 413 'larger than the limit of 65536 bytes' -X PUT --data-binary @"$tmp/big" $u/boot-source
 check "oversized headers: 4xx from libmicrohttpd" 431 '' -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)" $u/

@@ -288,6 +288,39 @@ for t in mmio pci; do
 	fi
 done
 
+# Pause and resume over the control API (PATCH /vm through cubicle ctl): no
+# tick while paused, ticks again after, SIGTERM still ends it.
+ticks() { grep -c 'guest: tick' "$tmp/ticker.err"; }
+mkcfg ticker ticker long 2
+"$cub" run --api-sock "$tmp/api.sock" "$tmp/ticker.cfg" >"$tmp/ticker.out" 2>"$tmp/ticker.err" </dev/null &
+pid=$!
+(sleep 300; kill -9 $pid) 2>/dev/null &
+dog=$!
+n=0
+while [ $n -lt 1200 ] && [ "$(ticks)" -lt 2 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+if ! "$cub" ctl "$tmp/api.sock" pause >"$tmp/ctl.out" 2>&1; then
+	notok "pause: cubicle ctl pause failed" "$tmp/ctl.out"
+else
+	t0=$(ticks)
+	sleep 2
+	t1=$(ticks)
+	state=$("$cub" ctl "$tmp/api.sock" info 2>&1)
+	"$cub" ctl "$tmp/api.sock" resume >>"$tmp/ctl.out" 2>&1
+	n=0
+	while [ $n -lt 600 ] && [ "$(ticks)" -le "$t1" ] && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+	t2=$(ticks)
+	if [ "$t0" = "$t1" ] && [ "$t2" -gt "$t1" ] && echo "$state" | grep -q ': Paused ('; then
+		ok "pause: no tick in 2 s paused ($t1 before), ticks again after the resume ($t2), GET / said Paused"
+	else
+		notok "pause: ticks $t0 at the pause, $t1 2 s later, $t2 after the resume; state '$state'" "$tmp/ticker.err"
+	fi
+fi
+kill -TERM $pid
+wait $pid
+got=$?
+kill $dog 2>/dev/null
+[ $got = 143 ] && ok "pause: SIGTERM after a resume (143)" || notok "pause: SIGTERM gave $got" "$tmp/ticker.err"
+
 # FIFOs where a file is expected: a clear error at once, never a hang.
 mkfifo "$tmp/fifo.img" "$tmp/fifo.zst" "$tmp/fifo.txt"
 # A hang would never end; the bound only has to be past a slow start: 2 s

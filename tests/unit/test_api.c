@@ -34,8 +34,20 @@ static int fake_start(void *ctx, const struct cnode *root, char *err, size_t err
 	return 0;
 }
 
+static int pause_ret, pauses;
+
+static int fake_set_paused(void *ctx, bool on, char *err, size_t errlen)
+{
+	(void)ctx;
+	if (pause_ret)
+		return errf(err, errlen, pause_ret, "1 of 2 vCPUs did not stop within 5 s");
+	pauses += on ? 1 : -1;
+	return 0;
+}
+
 static struct registry reg;
-static struct api_vm vm = { .reg = &reg, .ar = &ar, .start = fake_start, .ctx = &vm };
+static struct api_vm vm = { .reg = &reg, .ar = &ar, .start = fake_start, .ctx = &vm,
+			    .set_paused = fake_set_paused };
 
 /* ---- a small validator for the schema subset ---- */
 
@@ -163,6 +175,8 @@ static void setup(void)
 	api_close(a);
 	arena_free(&ar);
 	vm.running = false;
+	vm.paused = false;
+	pauses = pause_ret = 0;
 	started_tree = NULL;
 	start_ret = 0;
 	a = api_new_detached(&vm);
@@ -229,7 +243,8 @@ static void test_errors(void)
 	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{}}", 400, "rate limiters are not supported by cubicle yet");
 	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"io_engine\":\"Async\"}", 400, "'io_engine' \"Async\" is not supported");
 	expect_fault("PUT", "/network-interfaces/e", "{\"iface_id\":\"e\",\"host_dev_name\":\"t\",\"mtu\":20}", 400, "'mtu' is 20; expected 68 to 65535");
-	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "not supported by cubicle yet");
+	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "the VM is not running");
+	expect_fault("PUT", "/vsock", "{}", 400, "not supported by cubicle yet");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "Cannot start microvm without kernel configuration.");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"Reboot\"}", 400, "'action_type' is \"Reboot\"");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", 400, "not supported by cubicle yet");
@@ -317,6 +332,22 @@ static void test_instance_start(void)
 	expect_fault("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\"}", 400, "not supported after starting the microVM");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "not supported after starting the microVM");
 	expect_fault("PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"path_on_host\":\"/x\"}", 400, "running VM is not supported");
+
+	/* PATCH /vm: pause and resume, each once. */
+	expect_fault("PATCH", "/vm", "{\"state\":\"Resumed\"}", 400, "the VM is not paused");
+	expect_fault("PATCH", "/vm", "{\"state\":\"Stopped\"}", 400, "expected \"Paused\" or \"Resumed\"");
+	pause_ret = -ETIMEDOUT;
+	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "did not stop within 5 s");
+	pause_ret = 0;
+	CU_ASSERT_EQUAL(req("PATCH", "/vm", "{\"state\":\"Paused\"}", NULL), 204);
+	CU_ASSERT_EQUAL(pauses, 1);
+	CU_ASSERT_EQUAL(req("GET", "/", NULL, &r), 200);
+	expect_valid(r, "InstanceInfo");
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "state")), "Paused");
+	json_decref(r);
+	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "already paused");
+	CU_ASSERT_EQUAL(req("PATCH", "/vm", "{\"state\":\"Resumed\"}", NULL), 204);
+	CU_ASSERT_EQUAL(pauses, 0);
 }
 
 /* A method the core has never heard of, in a unit plugin, through the API. */

@@ -24,6 +24,8 @@ static const char usage_text[] =
 	"  plugins                    the plugins that cubicle found\n"
 	"  call ID METHOD [ARG...]    call a device's (or its backend's) control method;\n"
 	"                             arguments are typed by the method's signature\n"
+	"  pause, resume              pause the VM (vCPUs and devices stop, its clocks\n"
+	"                             hold) or resume it (PATCH /vm)\n"
 	"  config                     the VM as the API knows it (GET /vm/config)\n"
 	"  get PATH                   GET any endpoint, print the JSON\n"
 	"  put|patch PATH JSON        PUT or PATCH any endpoint with a JSON body\n"
@@ -296,6 +298,10 @@ int main(int argc, char **argv)
 		ret = simple(sock, "GET", "/devices", NULL, text_devices);
 	else if (!strcmp(verb, "plugins") && !argc)
 		ret = simple(sock, "GET", "/plugins", NULL, text_plugins);
+	else if (!strcmp(verb, "pause") && !argc)
+		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Paused\"}", NULL);
+	else if (!strcmp(verb, "resume") && !argc)
+		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Resumed\"}", NULL);
 	else if (!strcmp(verb, "config") && !argc)
 		ret = simple(sock, "GET", "/vm/config", NULL, NULL);
 	else if (!strcmp(verb, "call"))

@@ -29,6 +29,8 @@ struct registry;
  *           the VM and boot it; 0, or -errno with one line in err. NULL: the
  *           VM came from a config file and is already running.
  * @stop:    end the VM with @status (cubicle ctl stop)
+ * @set_paused: pause (vCPUs parked, device queues not served, the guest's
+ *           clocks held) or resume the running VM; 0 or -errno with err
  * @insts:   the device instances once the VM exists (NULL before)
  * @running: the VM exists and runs
  */
@@ -37,11 +39,13 @@ struct api_vm {
 	struct arena *ar;
 	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
 	void (*stop)(void *ctx, int status);
+	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
 	void *ctx;
 	const char *id;
 	struct cub_inst *const *insts;
 	unsigned n_insts;
 	bool running;
+	bool paused;
 };
 
 struct api;

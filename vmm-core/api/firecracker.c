@@ -110,7 +110,7 @@ static int get_root(struct api *a, const char *id, json_t *in, json_t **out, cha
 	const struct api_vm *vm = api_vm(a);
 
 	*out = json_pack("{s:s,s:s,s:s,s:s}", "id", vm->id ? vm->id : "anonymous-instance", "state",
-			 vm->running ? "Running" : "Not started", "vmm_version", PACKAGE_VERSION,
+			 vm->paused ? "Paused" : vm->running ? "Running" : "Not started", "vmm_version", PACKAGE_VERSION,
 			 "app_name", "cubicle");
 	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
 }
@@ -554,6 +554,35 @@ static int put_actions(struct api *a, const char *id, json_t *in, json_t **out, 
 	return api_fail(err, errlen, 400, "action: 'action_type' is \"%s\"; expected InstanceStart, FlushMetrics or SendCtrlAltDel", act);
 }
 
+/* ---- PATCH /vm: pause and resume ---- */
+
+static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		    size_t errlen)
+{
+	static const struct api_field f[] = { { "state", JSON_STRING, true } };
+	struct api_vm *vm = api_vm(a);
+	const char *st;
+	bool pause;
+	int ret = api_check(in, f, 1, "vm", err, errlen);
+
+	if (ret)
+		return ret;
+	st = str(in, "state");
+	if (strcmp(st, "Paused") && strcmp(st, "Resumed"))
+		return api_fail(err, errlen, 400, "vm: 'state' is \"%s\"; expected \"Paused\" or \"Resumed\"", st);
+	pause = !strcmp(st, "Paused");
+	if (!vm->running)
+		return api_fail(err, errlen, 400, "vm: the VM is not running (PUT /actions InstanceStart first)");
+	if (pause == vm->paused)
+		return api_fail(err, errlen, 400, "vm: the VM is %s", pause ? "already paused" : "not paused");
+	if (!vm->set_paused)
+		return api_fail(err, errlen, 400, "vm: pausing is not available here");
+	if (vm->set_paused(vm->ctx, pause, err, errlen))
+		return 400;
+	vm->paused = pause;
+	return 204;
+}
+
 /* ---- what cubicle has not built yet ---- */
 
 #define NOT_YET(fn, what)                                                                  \
@@ -562,7 +591,6 @@ static int put_actions(struct api *a, const char *id, json_t *in, json_t **out, 
 	{                                                                                  \
 		return api_fail(err, errlen, 400, "%s is not supported by cubicle yet", what); \
 	}
-NOT_YET(no_vm_state, "pausing and resuming the VM (PATCH /vm)")
 NOT_YET(no_logger, "configuring the logger (PUT /logger; use --log-level)")
 NOT_YET(no_metrics, "a metrics file (PUT /metrics; GET /metrics serves them)")
 NOT_YET(no_vsock, "vsock (PUT /vsock)")
@@ -588,7 +616,7 @@ const struct api_route fc_routes[] = {
 	{ "PUT", "/entropy", false, true, put_entropy, false },
 	{ "PUT", "/actions", false, true, put_actions, false },
 	{ "GET", "/vm/config", false, false, get_vm_config, false },
-	{ "PATCH", "/vm", false, true, no_vm_state, false },
+	{ "PATCH", "/vm", false, true, patch_vm, false },
 	{ "PUT", "/logger", false, true, no_logger, false },
 	{ "PUT", "/metrics", false, true, no_metrics, false },
 	{ "PUT", "/vsock", false, true, no_vsock, false },

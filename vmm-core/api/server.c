@@ -478,9 +478,9 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 		api_close(a);
 		return api_fail(err, errlen, ret, "API timer: %s", strerror(-ret));
 	}
-	ret = event_watch(ev, a->efd, EPOLLIN, on_ready, a);
+	ret = event_watch_control(ev, a->efd, EPOLLIN, on_ready, a);
 	if (!ret)
-		ret = event_watch(ev, a->tfd, EPOLLIN, on_tick, a);
+		ret = event_watch_control(ev, a->tfd, EPOLLIN, on_tick, a);
 	if (ret) {
 		api_close(a);
 		return api_fail(err, errlen, ret, "API: cannot watch its sockets: %s",
