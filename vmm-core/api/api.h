@@ -94,13 +94,10 @@ struct api_field {
 	bool required;
 };
 /* Check @obj's members against @f: unknown members, wrong types, missing
- * required ones. 0, or 400 with "WHAT: ..." in err. */
+ * required ones. 0, or 400 with "WHAT: ..." in err. Handlers report with
+ * errf (cnode.h): the HTTP status as its return value. */
 int api_check(const json_t *obj, const struct api_field *f, unsigned n, const char *what,
 	      char *err, size_t errlen);
-/* Format err and return status. */
-int api_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
 /* firecracker.c: Firecracker's endpoints, and the state they build. */
 extern const struct api_route fc_routes[];
 extern const unsigned fc_n_routes;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "cnode.h"
 #include "devices.h"
 #include "loader.h"
 
@@ -60,7 +61,7 @@ static int get_plugins(struct api *a, const char *id, json_t *in, json_t **out, 
 						     methods_of(d)));
 	}
 	*out = arr;
-	return arr ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return arr ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 static json_t *backends_of(const struct cub_inst *in)
@@ -92,7 +93,7 @@ static int get_devices(struct api *a, const char *id, json_t *in, json_t **out, 
 						     "backends", backends_of(d)));
 	}
 	*out = arr;
-	return arr ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return arr ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 static bool has_method(const struct plugin *p, const char *name)
@@ -179,7 +180,7 @@ static int put_method(struct api *a, const char *id, json_t *in, json_t **out, c
 	snprintf(dev_id, sizeof(dev_id), "%s", id);
 	name = strstr(dev_id, "/methods/");
 	if (!name || !name[9] || strchr(name + 9, '/'))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"Invalid request method and/or path: PUT /devices/%s (expected /devices/ID/methods/NAME)", id);
 	*name = '\0';
 	name += 9;
@@ -187,12 +188,12 @@ static int put_method(struct api *a, const char *id, json_t *in, json_t **out, c
 	if (ret)
 		return ret;
 	if (!vm->running)
-		return api_fail(err, errlen, 400, "no VM is running yet (PUT /actions InstanceStart first)");
+		return errf(err, errlen, 400, "no VM is running yet (PUT /actions InstanceStart first)");
 	for (unsigned k = 0; k < vm->n_insts && !dev; k++)
 		if (!strcmp(vm->insts[k]->pi->id, dev_id))
 			dev = vm->insts[k];
 	if (!dev)
-		return api_fail(err, errlen, 404, "no device '%s' (GET /devices lists them)", dev_id);
+		return errf(err, errlen, 404, "no device '%s' (GET /devices lists them)", dev_id);
 	dot = strchr(name, '.');
 	if (dot) {
 		snprintf(key, sizeof(key), "%.*s", (int)(dot - name), name);
@@ -200,29 +201,29 @@ static int put_method(struct api *a, const char *id, json_t *in, json_t **out, c
 	}
 	t = target(dev, dot ? key : NULL, name);
 	if (!t)
-		return api_fail(err, errlen, 404, "%s has no method '%s%s%s' (GET /devices lists them)",
+		return errf(err, errlen, 404, "%s has no method '%s%s%s' (GET /devices lists them)",
 				dev->name, key, dot ? "." : "", name);
 	for (unsigned k = 0; k < t->plugin->d->n_methods; k++)
 		if (!strcmp(t->plugin->d->methods[k].name, name))
 			sig = t->plugin->d->methods[k].sig;
 	if (n != strlen(sig))
-		return api_fail(err, errlen, 400, "%s.%s takes %zu argument%s (signature \"%s\"), not %zu",
+		return errf(err, errlen, 400, "%s.%s takes %zu argument%s (signature \"%s\"), not %zu",
 				t->name, name, strlen(sig), strlen(sig) == 1 ? "" : "s", sig, n);
 	json_array_foreach(list, i, v) {
 		if (arg_text(v, sig[i], texts[i], sizeof(texts[i])))
-			return api_fail(err, errlen, 400, "%s.%s: argument %zu must be %s", t->name,
+			return errf(err, errlen, 400, "%s.%s: argument %zu must be %s", t->name,
 					name, i + 1, letter_name(sig[i]));
 		args[i] = texts[i];
 	}
 	ret = loader_call(t->plugin, name, t->priv, &reply, args, (unsigned)n, what, sizeof(what));
 	if (ret == -ENOENT || (ret < 0 && what[0] && !reply.len))
-		return api_fail(err, errlen, 400, "%s", what);
+		return errf(err, errlen, 400, "%s", what);
 	if (ret < 0)
-		return api_fail(err, errlen, 400, "%s.%s: %s%s%s", t->name, name,
+		return errf(err, errlen, 400, "%s.%s: %s%s%s", t->name, name,
 				reply.len ? reply.text : "", reply.len ? ": " : "", strerror(-ret));
 	*out = json_pack("{s:s,s:s,s:s#}", "device", dev_id, "method", name, "reply", reply.text,
 			 (int)reply.len);
-	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 const struct api_route cub_routes[] = {

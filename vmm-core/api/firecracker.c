@@ -112,14 +112,14 @@ static int get_root(struct api *a, const char *id, json_t *in, json_t **out, cha
 	*out = json_pack("{s:s,s:s,s:s,s:s}", "id", vm->id ? vm->id : "anonymous-instance", "state",
 			 vm->paused ? "Paused" : vm->running ? "Running" : "Not started", "vmm_version", PACKAGE_VERSION,
 			 "app_name", "cubicle");
-	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 static int get_version(struct api *a, const char *id, json_t *in, json_t **out, char *err,
 		       size_t errlen)
 {
 	*out = json_pack("{s:s}", "firecracker_version", FC_API_VERSION);
-	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 /* ---- machine-config ---- */
@@ -138,23 +138,23 @@ static int machine_ok(const json_t *m, char *err, size_t errlen)
 	const char *hp = str(m, "huge_pages"), *tpl = str(m, "cpu_template");
 
 	if (v < 1 || v > 32)
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"machine-config: 'vcpu_count' is %lld; expected 1 to 32", (long long)v);
 	if (mib < 1 || mib > (1 << 20))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"machine-config: 'mem_size_mib' is %lld; expected 1 to 1048576",
 				(long long)mib);
 	if (truthy(m, "smt"))
-		return api_fail(err, errlen, 400, "machine-config: 'smt' true is not supported by cubicle");
+		return errf(err, errlen, 400, "machine-config: 'smt' true is not supported by cubicle");
 	if (truthy(m, "track_dirty_pages"))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"machine-config: 'track_dirty_pages' is not supported by cubicle yet");
 	if (hp && strcmp(hp, "None"))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"machine-config: 'huge_pages' \"%s\" is not supported by cubicle yet; only \"None\"",
 				hp);
 	if (tpl && strcmp(tpl, "None"))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"machine-config: CPU templates are not supported by cubicle (\"%s\")", tpl);
 	return 0;
 }
@@ -163,7 +163,7 @@ static int get_machine(struct api *a, const char *id, json_t *in, json_t **out, 
 		       size_t errlen)
 {
 	*out = json_deep_copy(api_fc(a)->machine);
-	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 static int set_machine(struct api *a, json_t *in, bool patch, char *err, size_t errlen)
@@ -174,7 +174,7 @@ static int set_machine(struct api *a, json_t *in, bool patch, char *err, size_t 
 	int ret;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	memcpy(f, machine_fields, sizeof(f));
 	for (unsigned i = 0; patch && i < sizeof(f) / sizeof(f[0]); i++)
 		f[i].required = false;
@@ -184,7 +184,7 @@ static int set_machine(struct api *a, json_t *in, bool patch, char *err, size_t 
 	m = json_deep_copy(s->machine);
 	if (!m || json_object_update(m, in)) {
 		json_decref(m);
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	}
 	ret = machine_ok(m, err, errlen);
 	if (ret) {
@@ -222,7 +222,7 @@ static int put_boot(struct api *a, const char *id, json_t *in, json_t **out, cha
 	int ret;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "boot-source", err, errlen);
 	if (ret)
 		return ret;
@@ -245,7 +245,7 @@ static int body_id(const json_t *in, const char *key, const char *id, const char
 		   size_t errlen)
 {
 	if (strcmp(str(in, key), id))
-		return api_fail(err, errlen, 400,
+		return errf(err, errlen, 400,
 				"%s: the id from the path (%s) does not match the id from the body (%s)",
 				what, id, str(in, key));
 	return 0;
@@ -261,31 +261,31 @@ static int put_drive(struct api *a, const char *id, json_t *in, json_t **out, ch
 	int ret;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	ret = api_check(in, drive_fields, sizeof(drive_fields) / sizeof(drive_fields[0]), "drive",
 			err, errlen);
 	ret = ret ?: body_id(in, "drive_id", id, "drive", err, errlen);
 	if (ret)
 		return ret;
 	if (json_object_get(in, "socket"))
-		return api_fail(err, errlen, 400, "drive %s: vhost-user drives ('socket') are not supported by cubicle", id);
+		return errf(err, errlen, 400, "drive %s: vhost-user drives ('socket') are not supported by cubicle", id);
 	if (!str(in, "path_on_host"))
-		return api_fail(err, errlen, 400, "drive %s: missing required field 'path_on_host'", id);
+		return errf(err, errlen, 400, "drive %s: missing required field 'path_on_host'", id);
 	if (json_object_get(in, "rate_limiter"))
-		return api_fail(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
+		return errf(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
 	if (json_object_get(in, "partuuid"))
-		return api_fail(err, errlen, 400, "drive %s: 'partuuid' is not supported by cubicle yet; the root drive is /dev/vda", id);
+		return errf(err, errlen, 400, "drive %s: 'partuuid' is not supported by cubicle yet; the root drive is /dev/vda", id);
 	if (ct && strcmp(ct, "Unsafe") && strcmp(ct, "Writeback"))
-		return api_fail(err, errlen, 400, "drive %s: 'cache_type' is \"%s\"; expected \"Unsafe\" or \"Writeback\"", id, ct);
+		return errf(err, errlen, 400, "drive %s: 'cache_type' is \"%s\"; expected \"Unsafe\" or \"Writeback\"", id, ct);
 	if (io && strcmp(io, "Sync"))
-		return api_fail(err, errlen, 400, "drive %s: 'io_engine' \"%s\" is not supported by cubicle; only \"Sync\"", id, io);
+		return errf(err, errlen, 400, "drive %s: 'io_engine' \"%s\" is not supported by cubicle; only \"Sync\"", id, io);
 	json_array_foreach(s->drives, i, d)
 		if (truthy(d, "is_root_device") && truthy(in, "is_root_device") &&
 		    strcmp(str(d, "drive_id"), id))
-			return api_fail(err, errlen, 400, "A root block device already exists!");
+			return errf(err, errlen, 400, "A root block device already exists!");
 	old = by_id(s->drives, "drive_id", id, &at);
 	if (old ? json_array_set(s->drives, at, in) : json_array_append(s->drives, in))
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	return 204;
 }
 
@@ -305,14 +305,14 @@ static int patch_drive(struct api *a, const char *id, json_t *in, json_t **out, 
 	if (ret)
 		return ret;
 	if (json_object_get(in, "rate_limiter"))
-		return api_fail(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
+		return errf(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
 	if (started(a))
-		return api_fail(err, errlen, 400, "drive %s: changing the disk of a running VM is not supported by cubicle yet", id);
+		return errf(err, errlen, 400, "drive %s: changing the disk of a running VM is not supported by cubicle yet", id);
 	d = by_id(api_fc(a)->drives, "drive_id", id, NULL);
 	if (!d)
-		return api_fail(err, errlen, 400, "drive %s: no such drive (PUT /drives/%s first)", id, id);
+		return errf(err, errlen, 400, "drive %s: no such drive (PUT /drives/%s first)", id, id);
 	if (str(in, "path_on_host") && json_object_set(d, "path_on_host", json_object_get(in, "path_on_host")))
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	return 204;
 }
 
@@ -332,26 +332,26 @@ static int put_net(struct api *a, const char *id, json_t *in, json_t **out, char
 	int ret;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "network-interface", err, errlen);
 	ret = ret ?: body_id(in, "iface_id", id, "network-interface", err, errlen);
 	if (ret)
 		return ret;
 	if (json_object_get(in, "rx_rate_limiter") || json_object_get(in, "tx_rate_limiter"))
-		return api_fail(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
+		return errf(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
 	if (mtu && (json_integer_value(mtu) < 68 || json_integer_value(mtu) > 65535))
-		return api_fail(err, errlen, 400, "network-interface %s: 'mtu' is %lld; expected 68 to 65535",
+		return errf(err, errlen, 400, "network-interface %s: 'mtu' is %lld; expected 68 to 65535",
 				id, (long long)json_integer_value(mtu));
 	if (by_id(s->nets, "iface_id", id, &at) ? json_array_set(s->nets, at, in)
 						 : json_array_append(s->nets, in))
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	return 204;
 }
 
 static int patch_net(struct api *a, const char *id, json_t *in, json_t **out, char *err,
 		     size_t errlen)
 {
-	return api_fail(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
+	return errf(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
 }
 
 /* ---- entropy ---- */
@@ -364,12 +364,12 @@ static int put_entropy(struct api *a, const char *id, json_t *in, json_t **out, 
 	int ret;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	ret = api_check(in, f, 1, "entropy", err, errlen);
 	if (ret)
 		return ret;
 	if (json_object_get(in, "rate_limiter"))
-		return api_fail(err, errlen, 400, "entropy: rate limiters are not supported by cubicle yet");
+		return errf(err, errlen, 400, "entropy: rate limiters are not supported by cubicle yet");
 	json_decref(s->entropy);
 	s->entropy = json_incref(in);
 	return 204;
@@ -388,7 +388,7 @@ static int get_vm_config(struct api *a, const char *id, json_t *in, json_t **out
 		json_object_set(*out, "boot-source", s->boot);
 	if (*out && s->entropy)
 		json_object_set(*out, "entropy", s->entropy);
-	return *out ? 200 : api_fail(err, errlen, 500, "out of memory");
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
 /* ---- InstanceStart: Firecracker's objects as a VM description ---- */
@@ -483,14 +483,14 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 	size_t i;
 
 	if (started(a))
-		return api_fail(err, errlen, 400, FC_AFTER_START);
+		return errf(err, errlen, 400, FC_AFTER_START);
 	if (!s->boot)
-		return api_fail(err, errlen, 400, "Cannot start microvm without kernel configuration.");
+		return errf(err, errlen, 400, "Cannot start microvm without kernel configuration.");
 	if (!vm->start)
-		return api_fail(err, errlen, 400, "this cubicle was started with a VM already");
+		return errf(err, errlen, 400, "this cubicle was started with a VM already");
 	root = cnode_new(t.ar, CN_GROUP, NULL, "the API");
 	if (!root)
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	m = add(&t, root, CN_GROUP, "machine");
 	add_int(&t, m, "vcpus", json_integer_value(json_object_get(s->machine, "vcpu_count")));
 	add_int(&t, m, "memory_mib", json_integer_value(json_object_get(s->machine, "mem_size_mib")));
@@ -529,7 +529,7 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 		add_str(&t, g, "id", "rng0");
 	}
 	if (t.oom)
-		return api_fail(err, errlen, 500, "out of memory");
+		return errf(err, errlen, 500, "out of memory");
 	if (vm->start(vm->ctx, root, err, errlen))
 		return 400;
 	return 204;
@@ -548,10 +548,10 @@ static int put_actions(struct api *a, const char *id, json_t *in, json_t **out, 
 	if (!strcmp(act, "InstanceStart"))
 		return instance_start(a, err, errlen);
 	if (!strcmp(act, "FlushMetrics"))
-		return api_fail(err, errlen, 400, "FlushMetrics: metrics are not configured (PUT /metrics is not supported by cubicle yet; GET /metrics serves them)");
+		return errf(err, errlen, 400, "FlushMetrics: metrics are not configured (PUT /metrics is not supported by cubicle yet; GET /metrics serves them)");
 	if (!strcmp(act, "SendCtrlAltDel"))
-		return api_fail(err, errlen, 400, "SendCtrlAltDel is not supported by cubicle yet (it has no i8042 keyboard)");
-	return api_fail(err, errlen, 400, "action: 'action_type' is \"%s\"; expected InstanceStart, FlushMetrics or SendCtrlAltDel", act);
+		return errf(err, errlen, 400, "SendCtrlAltDel is not supported by cubicle yet (it has no i8042 keyboard)");
+	return errf(err, errlen, 400, "action: 'action_type' is \"%s\"; expected InstanceStart, FlushMetrics or SendCtrlAltDel", act);
 }
 
 /* ---- PATCH /vm: pause and resume ---- */
@@ -569,14 +569,14 @@ static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, cha
 		return ret;
 	st = str(in, "state");
 	if (strcmp(st, "Paused") && strcmp(st, "Resumed"))
-		return api_fail(err, errlen, 400, "vm: 'state' is \"%s\"; expected \"Paused\" or \"Resumed\"", st);
+		return errf(err, errlen, 400, "vm: 'state' is \"%s\"; expected \"Paused\" or \"Resumed\"", st);
 	pause = !strcmp(st, "Paused");
 	if (!vm->running)
-		return api_fail(err, errlen, 400, "vm: the VM is not running (PUT /actions InstanceStart first)");
+		return errf(err, errlen, 400, "vm: the VM is not running (PUT /actions InstanceStart first)");
 	if (pause == vm->paused)
-		return api_fail(err, errlen, 400, "vm: the VM is %s", pause ? "already paused" : "not paused");
+		return errf(err, errlen, 400, "vm: the VM is %s", pause ? "already paused" : "not paused");
 	if (!vm->set_paused)
-		return api_fail(err, errlen, 400, "vm: pausing is not available here");
+		return errf(err, errlen, 400, "vm: pausing is not available here");
 	if (vm->set_paused(vm->ctx, pause, err, errlen))
 		return 400;
 	vm->paused = pause;
@@ -589,7 +589,7 @@ static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, cha
 	static int fn(struct api *a, const char *id, json_t *in, json_t **out, char *err,  \
 		      size_t errlen)                                                       \
 	{                                                                                  \
-		return api_fail(err, errlen, 400, "%s is not supported by cubicle yet", what); \
+		return errf(err, errlen, 400, "%s is not supported by cubicle yet", what); \
 	}
 NOT_YET(no_logger, "configuring the logger (PUT /logger; use --log-level)")
 NOT_YET(no_metrics, "a metrics file (PUT /metrics; GET /metrics serves them)")

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cnode.h"
 #include "event.h"
 #include "log.h"
 
@@ -75,13 +76,13 @@ static int mhd_load(char *err, size_t errlen)
 	for (unsigned i = 0; !dl && i < sizeof(names) / sizeof(names[0]); i++)
 		dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (!dl)
-		return api_fail(err, errlen, -ENOENT,
+		return errf(err, errlen, -ENOENT,
 				"the control API needs libmicrohttpd (apt-get install libmicrohttpd12): %s",
 				dlerror());
 #define SYM(field, name)                                                              \
 	if (!(*(void **)&mhd.field = dlsym(dl, name))) {                              \
 		memset(&mhd, 0, sizeof(mhd));                                         \
-		return api_fail(err, errlen, -ENOENT, "libmicrohttpd has no %s", name); \
+		return errf(err, errlen, -ENOENT, "libmicrohttpd has no %s", name); \
 	}
 	SYM(start_daemon, "MHD_start_daemon")
 	SYM(stop_daemon, "MHD_stop_daemon")
@@ -103,16 +104,6 @@ struct api_vm *api_vm(struct api *a)
 struct fc_state *api_fc(struct api *a)
 {
 	return a->fc;
-}
-
-int api_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return status;
 }
 
 static const char *type_name(json_type t)
@@ -149,18 +140,18 @@ int api_check(const json_t *obj, const struct api_field *f, unsigned n, const ch
 			for (unsigned k = 0; k < n && o < sizeof(list); k++)
 				o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", k ? ", " : "",
 						      f[k].name);
-			return api_fail(err, errlen, 400, "%s: unknown field '%s'; expected one of %s",
+			return errf(err, errlen, 400, "%s: unknown field '%s'; expected one of %s",
 					what, key, list);
 		}
 		if (t == JSON_FALSE)
 			t = JSON_TRUE;
 		if (t != f[i].type)
-			return api_fail(err, errlen, 400, "%s: '%s' must be %s, not %s", what, key,
+			return errf(err, errlen, 400, "%s: '%s' must be %s, not %s", what, key,
 					type_name(f[i].type), type_name(json_typeof(v)));
 	}
 	for (unsigned i = 0; i < n; i++)
 		if (f[i].required && !json_object_get(obj, f[i].name))
-			return api_fail(err, errlen, 400, "%s: missing required field '%s'", what,
+			return errf(err, errlen, 400, "%s: missing required field '%s'", what,
 					f[i].name);
 	return 0;
 }
@@ -231,19 +222,19 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 
 	*reply = NULL;
 	if (len > API_BODY_MAX)
-		status = api_fail(err, sizeof(err), 413,
+		status = errf(err, sizeof(err), 413,
 				  "the request body is larger than the limit of %u bytes", API_BODY_MAX);
 	else if (!(r = find(method, url, &id, &path_ok)))
 		/* Firecracker's answer, for an unknown path and a wrong method alike. */
-		status = api_fail(err, sizeof(err), 400, "Invalid request method and/or path: %s %s",
+		status = errf(err, sizeof(err), 400, "Invalid request method and/or path: %s %s",
 				  method, url);
 	else if (id && (!*id || (!r->segments && strchr(id, '/')) || strlen(id) > 200))
-		status = api_fail(err, sizeof(err), 400,
+		status = errf(err, sizeof(err), 400,
 				  "%s %s: the id must be one path segment of 1 to 200 bytes", method, url);
 	else if (r->body && !len)
-		status = api_fail(err, sizeof(err), 400, "%s %s needs a JSON body", method, url);
+		status = errf(err, sizeof(err), 400, "%s %s needs a JSON body", method, url);
 	else if (!r->body && len)
-		status = api_fail(err, sizeof(err), 400, "%s %s takes no body", method, url);
+		status = errf(err, sizeof(err), 400, "%s %s takes no body", method, url);
 	else {
 		json_error_t je;
 
@@ -251,11 +242,11 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 		if (r->body) {
 			in = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
 			if (!in)
-				status = api_fail(err, sizeof(err), 400,
+				status = errf(err, sizeof(err), 400,
 						  "the body is not valid JSON: %s (line %d, column %d)",
 						  je.text, je.line, je.column);
 			else if (!json_is_object(in))
-				status = api_fail(err, sizeof(err), 400, "the body must be a JSON object");
+				status = errf(err, sizeof(err), 400, "the body must be a JSON object");
 		}
 		if (!status)
 			status = r->fn(a, id, in, &out, err, sizeof(err));
@@ -377,37 +368,37 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 	int fd;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
-		return api_fail(err, errlen, -ENAMETOOLONG,
+		return errf(err, errlen, -ENAMETOOLONG,
 				"API socket %s: the path is longer than %zu bytes", path,
 				sizeof(sa.sun_path) - 1);
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return api_fail(err, errlen, -errno, "API socket: %s", strerror(errno));
+		return errf(err, errlen, -errno, "API socket: %s", strerror(errno));
 	if (!lstat(path, &st)) {
 		/* Replace a stale socket; never a live one, nor anything else. */
 		if (!S_ISSOCK(st.st_mode)) {
 			close(fd);
-			return api_fail(err, errlen, -EEXIST,
+			return errf(err, errlen, -EEXIST,
 					"API socket %s: the path exists and is not a socket", path);
 		}
 		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa)) || errno == EAGAIN) {
 			close(fd);
-			return api_fail(err, errlen, -EADDRINUSE,
+			return errf(err, errlen, -EADDRINUSE,
 					"API socket %s: another process is listening there", path);
 		}
 		close(fd);
 		unlink(path);
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
-			return api_fail(err, errlen, -errno, "API socket: %s", strerror(errno));
+			return errf(err, errlen, -errno, "API socket: %s", strerror(errno));
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(path, 0600) ||
 	    listen(fd, API_CONN_MAX)) {
 		int e = errno;
 
 		close(fd);
-		return api_fail(err, errlen, -e, "API socket %s: %s", path, strerror(e));
+		return errf(err, errlen, -e, "API socket %s: %s", path, strerror(e));
 	}
 	return fd;
 }
@@ -440,7 +431,7 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 		return ret;
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return api_fail(err, errlen, -ENOMEM, "API: out of memory");
+		return errf(err, errlen, -ENOMEM, "API: out of memory");
 	a->ev = ev;
 	a->vm = vm;
 	a->efd = a->tfd = a->lfd = -1;
@@ -448,7 +439,7 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 	a->fc = fc_new();
 	if (!a->path || !a->fc) {
 		api_close(a);
-		return api_fail(err, errlen, -ENOMEM, "API: out of memory");
+		return errf(err, errlen, -ENOMEM, "API: out of memory");
 	}
 	a->lfd = listen_unix(path, err, errlen);
 	if (a->lfd < 0) {
@@ -468,7 +459,7 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 	info = a->d ? mhd.get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
 	if (!info) {
 		api_close(a);
-		return api_fail(err, errlen, -EIO, "API socket %s: libmicrohttpd did not start",
+		return errf(err, errlen, -EIO, "API socket %s: libmicrohttpd did not start",
 				path);
 	}
 	a->efd = info->epoll_fd;
@@ -476,14 +467,14 @@ int api_open(struct api **out, const char *path, struct event_loop *ev, struct a
 	if (a->tfd < 0 || timerfd_settime(a->tfd, 0, &tick, NULL)) {
 		ret = -errno;
 		api_close(a);
-		return api_fail(err, errlen, ret, "API timer: %s", strerror(-ret));
+		return errf(err, errlen, ret, "API timer: %s", strerror(-ret));
 	}
 	ret = event_watch_control(ev, a->efd, EPOLLIN, on_ready, a);
 	if (!ret)
 		ret = event_watch_control(ev, a->tfd, EPOLLIN, on_tick, a);
 	if (ret) {
 		api_close(a);
-		return api_fail(err, errlen, ret, "API: cannot watch its sockets: %s",
+		return errf(err, errlen, ret, "API: cannot watch its sockets: %s",
 				strerror(-ret));
 	}
 	log_info("API listening on %s", path);
