@@ -130,12 +130,46 @@ static void expect_valid(const json_t *v, const char *def)
 
 static struct api *a;
 
+/* The schema definition a request body of method on url must match. */
+static const char *request_def(const char *method, const char *url)
+{
+	static const struct {
+		const char *method, *prefix, *def;
+	} map[] = {
+		{ "PUT", "/machine-config", "MachineConfiguration" },
+		{ "PUT", "/boot-source", "BootSource" },
+		{ "PUT", "/drives/", "Drive" },
+		{ "PATCH", "/drives/", "PartialDrive" },
+		{ "PUT", "/network-interfaces/", "NetworkInterface" },
+		{ "PUT", "/entropy", "EntropyDevice" },
+		{ "PUT", "/actions", "InstanceActionInfo" },
+		{ "PATCH", "/vm", "Vm" },
+	};
+
+	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strcmp(method, map[i].method) && !strncmp(url, map[i].prefix, strlen(map[i].prefix)))
+			return map[i].def;
+	return NULL;
+}
+
 /* One request; returns the status, the reply (owned by the caller) in *out
- * or NULL. Every fault is checked against the Error schema here. */
+ * or NULL. Every fault is checked against the Error schema here, and every
+ * body the API accepted against the request's schema: cubicle accepts
+ * nothing Firecracker's description does not allow. */
 static int req(const char *method, const char *url, const char *body, json_t **out)
 {
 	json_t *r = NULL;
 	int st = api_dispatch(a, method, url, body, body ? strlen(body) : 0, &r);
+	const char *def = request_def(method, url);
+
+	if (st < 400 && body && def) {
+		json_t *in = json_loads(body, 0, NULL);
+
+		CU_ASSERT_PTR_NOT_NULL(in);
+		if (in)
+			expect_valid(in, def);
+		json_decref(in);
+	}
 
 	if (st >= 400) {
 		CU_ASSERT_PTR_NOT_NULL(r);
