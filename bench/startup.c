@@ -112,9 +112,10 @@ static void median(struct sample *s, int n, double *ms, double *kib)
 
 int main(int argc, char **argv)
 {
-	struct sample cs[256], fs[256];
-	char cfg[] = "/tmp/cubicle-bench-XXXXXX";
-	double cms, ckib, fms, fkib;
+	struct sample cs[256], fs[256], as[256];
+	char cfg[256], sock[300];
+	const char *tmp = getenv("TMPDIR");
+	double cms, ckib, fms, fkib, ams, akib;
 	int runs = argc > 4 ? atoi(argv[4]) : 15;
 	int fd;
 	FILE *f;
@@ -123,6 +124,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: startup CUBICLE FLOOR PAYLOAD [RUNS<=256]\n");
 		return 2;
 	}
+	snprintf(cfg, sizeof(cfg), "%s/cubicle-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	fd = mkstemp(cfg);
 	f = fdopen(fd, "w");
 	fprintf(f, "log_level = \"info\";\nmachine = { vcpus = 1; memory_mib = 16; };\n"
@@ -132,21 +134,30 @@ int main(int argc, char **argv)
 	{
 		char *cub[] = { argv[1], "run", cfg, NULL };
 		char *flo[] = { argv[2], NULL };
+		/* The same VM with the control API served (a socket per run). */
+		char *api[] = { argv[1], "run", "--api-sock", sock, cfg, NULL };
 
-		/* Interleave so both see the same machine state. */
+		/* Interleave so all see the same machine state. */
 		for (int i = 0; i < runs; i++) {
-			if (measure(flo, "!", &fs[i]) || measure(cub, "guest boot done", &cs[i])) {
+			snprintf(sock, sizeof(sock), "%s-%d.sock", cfg, i);
+			if (measure(flo, "!", &fs[i]) || measure(cub, "guest boot done", &cs[i]) ||
+			    measure(api, "guest boot done", &as[i])) {
 				unlink(cfg);
 				return 1;
 			}
+			unlink(sock);
 		}
 	}
 	unlink(cfg);
 	median(cs, runs, &cms, &ckib);
 	median(fs, runs, &fms, &fkib);
+	median(as, runs, &ams, &akib);
 	printf("startup (exec to first guest instruction, median of %d):\n", runs);
 	printf("  cubicle %8.2f ms   floor %8.2f ms   ratio %.2fx\n", cms, fms, cms / fms);
 	printf("VMM resident memory, excluding guest RAM (RssAnon+RssFile, median):\n");
 	printf("  cubicle %8.0f KiB  floor %8.0f KiB  ratio %.2fx\n", ckib, fkib, ckib / fkib);
+	printf("the control API served (--api-sock), against the same run without it:\n");
+	printf("  startup %8.2f ms   ratio %.2fx;  resident %8.0f KiB  %+.0f KiB\n", ams,
+	       ams / cms, akib, akib - ckib);
 	return 0;
 }
