@@ -42,21 +42,26 @@ CFG
 "$cub" run --api-sock "$sock" "$w/vm.cfg" </dev/null >"$w/console.log" 2>"$w/stderr.log" &
 pid=$!
 ticks() { grep -c 'CUBICLE-GUEST tick=' "$w/console.log"; }
-last() { tr -d '\r' <"$w/console.log" | sed -n 's/.*CUBICLE-GUEST tick=//p' | tail -n 1; }
 n=0
 while [ $n -lt 1200 ] && [ "$(ticks)" -lt 4 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+if [ "$(ticks)" -lt 4 ]; then
+	# Say where every thread of cubicle is, should the guest never tick.
+	for t in /proc/$pid/task/*; do
+		echo "# thread $(cat "$t/comm" 2>/dev/null): state $(cut -d' ' -f3 "$t/stat" 2>/dev/null), in $(cat "$t/wchan" 2>/dev/null)"
+	done >"$w/threads.log"
+fi
 {
 	"$cub" ctl "$sock" pause && echo "pause=ok"
-	echo "before=$(ticks) $(last)"
+	# A count, not the value: the pause may cut a tick's line in two.
+	b=$(ticks)
+	echo "before=$b"
 	sleep 3
 	echo "paused=$(ticks)"
 	"$cub" ctl "$sock" info
 	"$cub" ctl "$sock" resume && echo "resume=ok"
-	c=$(ticks)
 	n=0
-	while [ $n -lt 300 ] && [ "$(ticks)" -le "$c" ]; do sleep 0.1; n=$((n + 1)); done
-	first=$(tr -d '\r' <"$w/console.log" | sed -n 's/.*CUBICLE-GUEST tick=//p' | sed -n "$((c + 1))p")
-	echo "after=$(ticks) $first"
+	while [ $n -lt 300 ] && [ "$(ticks)" -le $((b + 1)) ]; do sleep 0.1; n=$((n + 1)); done
+	echo "after=$(ticks)"
 } >"$w/pause.log" 2>&1
 kill -TERM $pid
 wait $pid
@@ -68,9 +73,11 @@ echo "# pause.sh exit status $?"
 sed 's/^/# /' "$w/pause.log"
 echo "# guest clocksource: $(e2e_marker "$w/console.log" clocksource)"
 v() { sed -n "s/^$1=//p" "$w/pause.log" | head -n 1; }
-before=$(v before) after=$(v after)
-n_before=${before%% *} u_before=${before#* }
-n_after=${after%% *} u_after=${after#* }
+n_before=$(v before) n_after=$(v after)
+# The tick lines by number, now complete: the last one before the pause
+# (written in full after the resume if the pause cut it) and the next.
+tick() { tr -d '\r' <"$w/console.log" | sed -n 's/.*CUBICLE-GUEST tick=//p' | sed -n "$1p"; }
+u_before=$(tick "${n_before:-0}") u_after=$(tick $((${n_before:-0} + 1)))
 no_ticks() { [ -n "$n_before" ] && [ "$(v paused)" = "$n_before" ]; }
 went_on() { [ -n "$n_after" ] && [ "$n_after" -gt "$n_before" ]; }
 no_jump() { awk -v a="$u_before" -v b="$u_after" 'BEGIN { exit !(a != "" && b != "" && b - a >= 0 && b - a < 1.5) }'; }
@@ -80,4 +87,4 @@ e2e_check "no tick in 3 s paused (${n_before:-?} then $(v paused))" no_ticks
 e2e_check "ticks go on after the resume (${n_after:-?})" went_on
 e2e_check "the guest's clock did not jump (uptime ${u_before:-?} then ${u_after:-?})" no_jump
 e2e_check "SIGTERM ends it (143)" grep -q '^rc=143' "$w/pause.log"
-e2e_finish "$w/console.log" "$w/stderr.log" "$w/pause.log"
+e2e_finish "$w/console.log" "$w/stderr.log" "$w/pause.log" "$w/threads.log"
