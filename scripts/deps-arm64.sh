@@ -10,7 +10,10 @@
 #   ${CUBICLE_CACHE:-$HOME/.cache/cubicle}/sysroot-arm64
 # where `configure --host=aarch64-linux-gnu` looks by default
 # (`--with-libfdt=DIR` points it elsewhere). libfdt1:arm64, the run-time
-# library, installs normally through multiarch.
+# library, installs normally through multiarch. http-parser's header is the
+# one libhttp-parser-dev (amd64, from scripts/deps.sh) puts in /usr/include,
+# which the cross compiler reads too (that -dev package is not multiarch);
+# cubicle dlopens the library, libhttp-parser2.9:arm64, at run time.
 set -eu
 
 say() { printf 'deps-arm64: %s\n' "$*" >&2; }
@@ -30,7 +33,7 @@ fdt_ver_file=$sysroot/.libfdt-version
 
 pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
 libconfig-dev:arm64 libffi-dev:arm64 libzstd-dev:arm64 libbpf-dev:arm64 libcunit1-dev:arm64
-libmicrohttpd-dev:arm64 libjansson-dev:arm64 libcurl4-gnutls-dev:arm64
+libhttp-parser2.9:arm64 libjansson-dev:arm64 libcurl4-gnutls-dev:arm64
 libfdt1:arm64 pkgconf:arm64 qemu-user-static qemu-system-arm file"
 
 installed() {

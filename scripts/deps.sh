@@ -5,7 +5,7 @@
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
 libconfig-dev libffi-dev libzstd-dev libbpf-dev libcunit1-dev
-libmicrohttpd-dev libjansson-dev libcurl4-gnutls-dev curl
+libhttp-parser-dev libjansson-dev libcurl4-gnutls-dev curl
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
 e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler"
 missing=

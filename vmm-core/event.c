@@ -21,6 +21,7 @@ struct watch {
 	uint32_t events;
 	bool control; /* served while paused (the control API) */
 	bool off;     /* out of the epoll set while paused */
+	uint64_t dead; /* unwatched during this batch of the loop's */
 };
 
 struct event_loop {
@@ -30,6 +31,7 @@ struct event_loop {
 	pthread_mutex_t lock; /* guards the watch list; never held across a callback */
 	struct watch *watches;
 	bool paused;          /* under lock: only control watches are served */
+	uint64_t batch;       /* under lock: epoll_wait batches dispatched so far */
 };
 
 struct event_loop *event_new(void)
@@ -72,6 +74,25 @@ void event_free(struct event_loop *ev)
 	free(ev);
 }
 
+/*
+ * Free the records of fds unwatched before the batch being dispatched (if
+ * any) began: the loop thread can no longer hold them. Under lock. Without
+ * this a server watching one fd per connection would grow for ever.
+ */
+static void sweep(struct event_loop *ev)
+{
+	struct watch **pw = &ev->watches, *w;
+
+	while ((w = *pw)) {
+		if (!w->cb && w->dead < ev->batch) {
+			*pw = w->next;
+			free(w);
+		} else {
+			pw = &w->next;
+		}
+	}
+}
+
 static int watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void *), void *arg,
 		 bool control)
 {
@@ -80,6 +101,9 @@ static int watch(struct event_loop *ev, int fd, uint32_t events, void (*cb)(void
 
 	if (!w)
 		return -ENOMEM;
+	pthread_mutex_lock(&ev->lock);
+	sweep(ev);
+	pthread_mutex_unlock(&ev->lock);
 	*w = (struct watch){ .fd = fd, .cb = cb, .arg = arg, .events = events, .control = control };
 	e.data.ptr = w;
 	pthread_mutex_lock(&ev->lock);
@@ -129,8 +153,9 @@ void event_pause(struct event_loop *ev, bool on)
 }
 
 /*
- * The watch record is kept (disarmed) until event_free: the loop thread may
- * already hold a pointer to it from the epoll_wait batch being dispatched.
+ * The watch record is kept (disarmed) until the batch being dispatched is
+ * over (sweep): the loop thread may already hold a pointer to it from that
+ * epoll_wait batch.
  */
 int event_unwatch(struct event_loop *ev, int fd)
 {
@@ -144,6 +169,7 @@ int event_unwatch(struct event_loop *ev, int fd)
 				epoll_ctl(ev->epfd, EPOLL_CTL_DEL, fd, NULL);
 			w->cb = NULL;
 			w->fd = -1;
+			w->dead = ev->batch;
 			ret = 0;
 			break;
 		}
@@ -180,6 +206,9 @@ static void *loop(void *arg)
 			if (cb)
 				cb(cb_arg);
 		}
+		pthread_mutex_lock(&ev->lock);
+		ev->batch++;
+		pthread_mutex_unlock(&ev->lock);
 	}
 	return NULL;
 }

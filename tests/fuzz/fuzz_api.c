@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer harness for the control API's request path (api_dispatch: the
- * routing, body limits, JSON parsing, every Firecracker endpoint and the
- * tree InstanceStart builds). One input is a sequence of requests split at
- * NUL bytes; each is a method byte, a path up to '\n', then the body. The
- * VM is a fake whose start succeeds or fails by the input. Every reply must
- * be well formed: 200 with a body, 204 without, 4xx/5xx with a
- * fault_message string.
+ * libFuzzer harness for the control API's request path, in two modes by
+ * the first byte's bit 0x40:
+ * - HTTP: the rest is raw bytes a client sends on a socket (a socketpair
+ *   served by the API's HTTP layer, http.c, with no event loop). What comes
+ *   back must be a sequence of well-formed HTTP/1.1 answers, and the
+ *   connection must end once the client has closed its side.
+ * - requests (api_dispatch: the routing, body limits, JSON parsing, every
+ *   Firecracker endpoint and the tree InstanceStart builds): a sequence of
+ *   requests split at NUL bytes; each is a method byte, a path up to '\n',
+ *   then the body. Every reply must be well formed: 200 with a body, 204
+ *   without, 4xx/5xx with a fault_message string.
+ * The VM is a fake whose start succeeds or fails by the first byte.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +74,119 @@ static int fake_start(void *ctx, const struct cnode *root, char *err, size_t err
 	return 0;
 }
 
+/* The answers in out[0, n): each a status line, headers with a
+ * Content-Length (but 100 Continue), the body. */
+static void check_answers(const char *out, size_t n)
+{
+	size_t off = 0;
+
+	while (off < n) {
+		const char *a = out + off, *end = memmem(a, n - off, "\r\n\r\n", 4), *cl;
+		unsigned status;
+		size_t blen = 0;
+
+		CHECK(end && n - off > 13 && !memcmp(a, "HTTP/1.1 ", 9));
+		CHECK(sscanf(a + 9, "%3u", &status) == 1 && status >= 100 && status < 600);
+		cl = memmem(a, (size_t)(end - a), "\r\nContent-Length: ", 18);
+		if (status == 100)
+			CHECK(!cl);
+		else
+			CHECK(cl && sscanf(cl + 18, "%zu", &blen) == 1);
+		off = (size_t)(end - out) + 4 + blen;
+		CHECK(off <= n);
+	}
+}
+
+static void raw_http(struct api *a, const uint8_t *d, size_t n)
+{
+	static char out[1 << 20];
+	size_t off = 0, olen = 0;
+	bool shut = false;
+	unsigned rounds = 0, open = 1;
+	int sv[2];
+
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv));
+	CHECK(!api_serve_fd(a, sv[0]));
+	while (open || !shut) {
+		ssize_t r;
+
+		CHECK(++rounds < 100000); /* the server must not stall */
+		if (off < n) {
+			r = send(sv[1], d + off, n - off, MSG_NOSIGNAL);
+			if (r > 0)
+				off += (size_t)r;
+			else if (errno != EAGAIN)
+				off = n; /* the server closed: nothing more goes */
+		}
+		if (off == n && !shut) {
+			shutdown(sv[1], SHUT_WR);
+			shut = true;
+		}
+		open = api_poll(a);
+		while ((r = recv(sv[1], out + olen, sizeof(out) - olen, 0)) > 0) {
+			olen += (size_t)r;
+			CHECK(olen < sizeof(out));
+		}
+	}
+	close(sv[1]);
+	check_answers(out, olen);
+}
+
+/*
+ * Seeds, written into FUZZ_SEED_DIR (make fuzz-smoke's corpus folder) so
+ * the tree holds no binary files: a keep-alive pipeline with a chunked
+ * body, an Expect: 100-continue, and Firecracker's pre-boot sequence.
+ */
+static void write_seed(const char *dir, const char *name, const char *text, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!access(path, F_OK))
+		return;
+	f = fopen(path, "wb");
+	if (f) {
+		fwrite(text, 1, len, f);
+		fclose(f);
+	}
+}
+
+#define SEED(dir, name, lit) write_seed(dir, name, lit, sizeof(lit) - 1)
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *dir = getenv("FUZZ_SEED_DIR");
+
+	(void)argc, (void)argv;
+	if (!dir)
+		return 0;
+	SEED(dir, "seed-http-pipeline",
+	     "@GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+	     "PUT /machine-config HTTP/1.1\r\nContent-Length: 35\r\n\r\n"
+	     "{\"vcpu_count\":1,\"mem_size_mib\":64}"
+	     "PUT /drives/root HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+	     "10\r\n{\"drive_id\":\"root\r\n"
+	     "2d\r\n\",\"path_on_host\":\"/r\",\"is_root_device\":true}\r\n0\r\n\r\n"
+	     "PATCH /vm HTTP/1.0\r\nContent-Length: 18\r\n\r\n{\"state\":\"Paused\"}");
+	SEED(dir, "seed-http-expect",
+	     "@PUT /boot-source HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 31\r\n\r\n"
+	     "{\"kernel_image_path\":\"/vmlinuz\"}");
+	SEED(dir, "seed-requests",
+	     "\x01/machine-config\n{\"vcpu_count\":2,\"mem_size_mib\":128}\0"
+	     "\x01/boot-source\n{\"kernel_image_path\":\"/k\",\"boot_args\":\"console=ttyS0\"}\0"
+	     "\x01/drives/rootfs\n{\"drive_id\":\"rootfs\",\"path_on_host\":\"/r\","
+	     "\"is_root_device\":true,\"is_read_only\":false}\0"
+	     "\x01/network-interfaces/eth0\n{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\"}\0"
+	     "\x01/actions\n{\"action_type\":\"InstanceStart\"}\0"
+	     "\x02/vm\n{\"state\":\"Paused\"}\0\x00/vm/config\n");
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const methods[] = { "GET", "PUT", "PATCH", "DELETE" };
@@ -79,6 +200,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fail_start = size && (data[0] & 0x80);
 	a = api_new_detached(&vm);
 	CHECK(a);
+	if (size && (data[0] & 0x40)) {
+		raw_http(a, data + 1, size - 1);
+		api_close(a);
+		arena_free(&ar);
+		return 0;
+	}
 	for (unsigned n = 0; n < 16 && off < size; n++) {
 		const uint8_t *req = data + off, *end = memchr(req, 0, size - off);
 		size_t len = end ? (size_t)(end - req) : size - off;

@@ -65,6 +65,11 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 		 size_t len, json_t **reply);
 /* An API that serves no socket, for api_dispatch alone. */
 struct api *api_new_detached(struct api_vm *vm);
+/* Serve the connected socket @fd over HTTP without an event loop (the
+ * fuzzer): api_poll answers what it has sent and says how many such
+ * connections are still open. 0 or -errno. */
+int api_serve_fd(struct api *a, int fd);
+unsigned api_poll(struct api *a);
 
 /* ---- for the endpoint files ---- */
 

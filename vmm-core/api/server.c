@@ -1,100 +1,42 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The control API's HTTP side: libmicrohttpd in external-event-loop mode
- * (its epoll set watched by cubicle's event loop, so every request is
- * served on the loop thread and never on a vCPU), jansson for the bodies,
- * a route table per endpoint file. Errors are Firecracker's
- * {"fault_message": "..."}; the socket is created here (mode 0600) and
- * handed to libmicrohttpd.
+ * The control API's HTTP side: http.c's server on cubicle's event loop (so
+ * every request is served on the loop thread and never on a vCPU), jansson
+ * for the bodies, a route table per endpoint file. Errors are Firecracker's
+ * {"fault_message": "..."}; the socket is created here (mode 0600).
+ *
+ * Why not libmicrohttpd: Debian's links GnuTLS, which alone adds about
+ * 2.8 MiB of resident memory to a VMM that serves an API; http-parser and
+ * the connection code of http.c add tens of KiB.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "cnode.h"
 #include "event.h"
+#include "http.h"
 #include "log.h"
 
 #define API_CONN_MAX 64
 #define API_CONN_TIMEOUT_S 30
 
 struct api {
-	struct MHD_Daemon *d;
+	struct http_server *http;
 	struct event_loop *ev;
 	struct api_vm *vm;
 	struct fc_state *fc;
-	int lfd, efd, tfd;
 	char *path;
 };
-
-/* One request being read: its body so far. */
-struct api_req {
-	char *body;
-	size_t len;
-	bool too_big;
-};
-
-/*
- * libmicrohttpd is loaded when an API is first opened, not linked: it
- * brings GnuTLS and its friends (about 2.7 MiB of resident memory and a
- * dozen libraries to map at every start), which a VM without --api-sock
- * must not pay for. These are the calls the server makes.
- */
-static struct {
-	struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
-					  MHD_AccessHandlerCallback, void *, ...);
-	void (*stop_daemon)(struct MHD_Daemon *);
-	enum MHD_Result (*run)(struct MHD_Daemon *);
-	const union MHD_DaemonInfo *(*get_daemon_info)(struct MHD_Daemon *, enum MHD_DaemonInfoType,
-						       ...);
-	struct MHD_Response *(*create_response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
-	enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
-	enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int,
-					  struct MHD_Response *);
-	void (*destroy_response)(struct MHD_Response *);
-} mhd;
-
-static int mhd_load(char *err, size_t errlen)
-{
-	static const char *const names[] = { "libmicrohttpd.so.12", "libmicrohttpd.so" };
-	void *dl = NULL;
-
-	if (mhd.run)
-		return 0;
-	for (unsigned i = 0; !dl && i < sizeof(names) / sizeof(names[0]); i++)
-		dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-	if (!dl)
-		return errf(err, errlen, -ENOENT,
-				"the control API needs libmicrohttpd (apt-get install libmicrohttpd12): %s",
-				dlerror());
-#define SYM(field, name)                                                              \
-	if (!(*(void **)&mhd.field = dlsym(dl, name))) {                              \
-		memset(&mhd, 0, sizeof(mhd));                                         \
-		return errf(err, errlen, -ENOENT, "libmicrohttpd has no %s", name); \
-	}
-	SYM(start_daemon, "MHD_start_daemon")
-	SYM(stop_daemon, "MHD_stop_daemon")
-	SYM(get_daemon_info, "MHD_get_daemon_info")
-	SYM(create_response_from_buffer, "MHD_create_response_from_buffer")
-	SYM(add_response_header, "MHD_add_response_header")
-	SYM(queue_response, "MHD_queue_response")
-	SYM(destroy_response, "MHD_destroy_response")
-	SYM(run, "MHD_run")
-#undef SYM
-	return 0; /* kept loaded for the life of the process */
-}
 
 struct api_vm *api_vm(struct api *a)
 {
@@ -154,26 +96,6 @@ int api_check(const json_t *obj, const struct api_field *f, unsigned n, const ch
 			return errf(err, errlen, 400, "%s: missing required field '%s'", what,
 					f[i].name);
 	return 0;
-}
-
-/* ---- responses ---- */
-
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, json_t *body)
-{
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	struct MHD_Response *r;
-	enum MHD_Result ret;
-
-	r = mhd.create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"",
-					    MHD_RESPMEM_MUST_COPY);
-	free(text);
-	if (!r)
-		return MHD_NO;
-	if (body)
-		mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	ret = mhd.queue_response(c, status, r);
-	mhd.destroy_response(r);
-	return ret;
 }
 
 /* ---- routing ---- */
@@ -274,89 +196,37 @@ int api_dispatch(struct api *a, const char *method, const char *url, const char 
 	return status;
 }
 
-static enum MHD_Result serve(struct api *a, struct MHD_Connection *c, const char *method,
-			     const char *url, struct api_req *q)
+/* A request from the HTTP layer: the reply is Firecracker's JSON. */
+static void on_http(void *arg, struct http_conn *c, const struct http_request *r)
 {
-	json_t *out;
-	int status = api_dispatch(a, method, url, q->body, q->too_big ? API_BODY_MAX + 1 : q->len,
-				  &out);
-	enum MHD_Result ret = respond(c, (unsigned)status, out);
+	struct api *a = arg;
+	json_t *out = NULL;
+	char *text;
+	int status;
 
+	if (r->error) {
+		char msg[300];
+
+		log_debug("api: malformed request: %u %s", r->error, r->why);
+		if (r->error == 413)
+			snprintf(msg, sizeof(msg),
+				 "the request body is larger than the limit of %u bytes", API_BODY_MAX);
+		else if (r->error == 431)
+			snprintf(msg, sizeof(msg),
+				 "the request line and headers are larger than the limit of %u bytes",
+				 API_HEADER_MAX);
+		else
+			snprintf(msg, sizeof(msg), "malformed HTTP request: %s", r->why);
+		status = (int)r->error;
+		out = json_pack("{s:s}", "fault_message", msg);
+	} else {
+		status = api_dispatch(a, r->method, r->url, r->body, r->len, &out);
+	}
+	text = out ? json_dumps(out, JSON_COMPACT) : NULL;
 	json_decref(out);
-	return ret;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version, const char *data,
-				  size_t *size, void **con_cls)
-{
-	struct api_req *q = *con_cls;
-
-	(void)version;
-	if (!q) {
-		q = calloc(1, sizeof(*q));
-		if (!q)
-			return MHD_NO;
-		*con_cls = q;
-		return MHD_YES;
-	}
-	if (*size) {
-		if (q->too_big || q->len + *size > API_BODY_MAX) {
-			q->too_big = true;
-		} else {
-			char *b = realloc(q->body, q->len + *size);
-
-			if (!b)
-				return MHD_NO;
-			memcpy(b + q->len, data, *size);
-			q->body = b;
-			q->len += *size;
-		}
-		*size = 0;
-		return MHD_YES;
-	}
-	return serve(cls, c, method, url, q);
-}
-
-static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
-		    enum MHD_RequestTerminationCode why)
-{
-	struct api_req *q = *con_cls;
-
-	(void)cls, (void)c, (void)why;
-	if (q) {
-		free(q->body);
-		free(q);
-		*con_cls = NULL;
-	}
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	char line[512];
-
-	(void)cls;
-	vsnprintf(line, sizeof(line), fmt, ap);
-	line[strcspn(line, "\n")] = '\0';
-	log_debug("api: libmicrohttpd: %s", line);
-}
-
-static void on_ready(void *arg)
-{
-	struct api *a = arg;
-
-	mhd.run(a->d);
-}
-
-/* Once a second: libmicrohttpd closes idle connections only when run. */
-static void on_tick(void *arg)
-{
-	struct api *a = arg;
-	uint64_t n;
-
-	if (read(a->tfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-		log_debug("api: timer: %s", strerror(errno));
-	mhd.run(a->d);
+	http_respond(c, (unsigned)status, text ? "application/json" : NULL, text,
+		     text ? strlen(text) : 0);
+	free(text);
 }
 
 /* ---- the socket ---- */
@@ -410,7 +280,6 @@ struct api *api_new_detached(struct api_vm *vm)
 	if (!a)
 		return NULL;
 	a->vm = vm;
-	a->efd = a->tfd = a->lfd = -1;
 	a->fc = fc_new();
 	if (!a->fc) {
 		free(a);
@@ -419,63 +288,53 @@ struct api *api_new_detached(struct api_vm *vm)
 	return a;
 }
 
+int api_serve_fd(struct api *a, int fd)
+{
+	char err[256];
+	int ret;
+
+	if (!a->http) {
+		static const struct http_limits lim = { API_HEADER_MAX, API_BODY_MAX, API_CONN_MAX,
+							API_CONN_TIMEOUT_S };
+
+		ret = http_server_new(&a->http, NULL, -1, &lim, on_http, a, err, sizeof(err));
+		if (ret)
+			return ret;
+	}
+	return http_server_adopt(a->http, fd);
+}
+
+unsigned api_poll(struct api *a)
+{
+	return a->http ? http_server_poll(a->http) : 0;
+}
+
 int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
 	     char *err, size_t errlen)
 {
-	struct itimerspec tick = { { 1, 0 }, { 1, 0 } };
-	const union MHD_DaemonInfo *info;
+	static const struct http_limits lim = { API_HEADER_MAX, API_BODY_MAX, API_CONN_MAX,
+						API_CONN_TIMEOUT_S };
 	struct api *a;
-	int ret = mhd_load(err, errlen);
+	int lfd, ret = http_load(err, errlen);
 
 	if (ret)
 		return ret;
-	a = calloc(1, sizeof(*a));
+	a = api_new_detached(vm);
 	if (!a)
 		return errf(err, errlen, -ENOMEM, "API: out of memory");
 	a->ev = ev;
-	a->vm = vm;
-	a->efd = a->tfd = a->lfd = -1;
-	a->path = strdup(path);
-	a->fc = fc_new();
-	if (!a->path || !a->fc) {
+	lfd = listen_unix(path, err, errlen);
+	if (lfd < 0) {
 		api_close(a);
-		return errf(err, errlen, -ENOMEM, "API: out of memory");
+		return lfd;
 	}
-	a->lfd = listen_unix(path, err, errlen);
-	if (a->lfd < 0) {
-		ret = a->lfd;
-		free(a->path);
-		a->path = NULL; /* not ours to unlink */
+	a->path = strdup(path);
+	ret = a->path ? http_server_new(&a->http, ev, lfd, &lim, on_http, a, err, errlen)
+		      : errf(err, errlen, -ENOMEM, "API: out of memory");
+	if (ret) {
+		close(lfd);
 		api_close(a);
 		return ret;
-	}
-	a->d = mhd.start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, a,
-				MHD_OPTION_LISTEN_SOCKET, a->lfd,
-				MHD_OPTION_NOTIFY_COMPLETED, on_done, a,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONN_MAX,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONN_TIMEOUT_S,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_HEADER_MAX,
-				MHD_OPTION_EXTERNAL_LOGGER, mhd_log, a, MHD_OPTION_END);
-	info = a->d ? mhd.get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
-	if (!info) {
-		api_close(a);
-		return errf(err, errlen, -EIO, "API socket %s: libmicrohttpd did not start",
-				path);
-	}
-	a->efd = info->epoll_fd;
-	a->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (a->tfd < 0 || timerfd_settime(a->tfd, 0, &tick, NULL)) {
-		ret = -errno;
-		api_close(a);
-		return errf(err, errlen, ret, "API timer: %s", strerror(-ret));
-	}
-	ret = event_watch_control(ev, a->efd, EPOLLIN, on_ready, a);
-	if (!ret)
-		ret = event_watch_control(ev, a->tfd, EPOLLIN, on_tick, a);
-	if (ret) {
-		api_close(a);
-		return errf(err, errlen, ret, "API: cannot watch its sockets: %s",
-				strerror(-ret));
 	}
 	log_info("API listening on %s", path);
 	*out = a;
@@ -486,17 +345,7 @@ void api_close(struct api *a)
 {
 	if (!a)
 		return;
-	if (a->efd >= 0 && a->ev)
-		event_unwatch(a->ev, a->efd);
-	if (a->tfd >= 0) {
-		if (a->ev)
-			event_unwatch(a->ev, a->tfd);
-		close(a->tfd);
-	}
-	if (a->d)
-		mhd.stop_daemon(a->d); /* closes the listening socket too */
-	else if (a->lfd >= 0)
-		close(a->lfd);
+	http_server_free(a->http);
 	if (a->path)
 		unlink(a->path);
 	free(a->path);
