@@ -105,12 +105,20 @@ int backend_check_unused(struct cub_inst *in, char *err, size_t errlen);
 extern const struct cub_storage_host devices_storage_host;
 /* Close every backend in->storages holds (after the device's destroy). */
 void storage_close_all(struct cub_inst *in);
+/* What a storage backend's device asked of it so far (GET /metrics). */
+struct storage_counters {
+	uint64_t reads, read_bytes, writes, write_bytes, flushes, discards, write_zeroes, errors;
+};
+void storage_counters(const struct backend *b, struct storage_counters *out);
 
 
 /* net.c: the h->net services. */
 extern const struct cub_net_host devices_net_host;
 /* Close every backend in->nets holds (after the device's destroy). */
 void net_close_all(struct cub_inst *in);
+/* The backend's own counters: false when it keeps none (no stats op). */
+struct cub_net_stats;
+bool net_stats(const struct backend *b, struct cub_net_stats *out);
 
 /* Restore any terminal put in raw mode (atexit and fatal signals). */
 void devices_tty_restore(void);

@@ -8,6 +8,7 @@
 #include "log.h"
 
 static int level = CUB_LOG_INFO;
+static bool show_level; /* info lines say "info: " too (PUT /logger show_level) */
 static struct timespec start_ts;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -18,6 +19,11 @@ void log_set_level(int lvl)
 {
 	if (lvl >= CUB_LOG_ERR && lvl <= CUB_LOG_DEBUG)
 		level = lvl;
+}
+
+void log_set_show_level(bool on)
+{
+	show_level = on;
 }
 
 int log_get_level(void)
@@ -60,7 +66,9 @@ uint64_t clock_since_start_us(void)
 
 void log_vmsg(int lvl, const char *prefix, const char *fmt, va_list ap)
 {
-	static const char *const tag[] = { "error: ", "warning: ", "", "debug: " };
+	static const char *const tags[2][4] = { { "error: ", "warning: ", "", "debug: " },
+						{ "error: ", "warning: ", "info: ", "debug: " } };
+	const char *const *tag = tags[show_level];
 	char buf[1024];
 	int n;
 

@@ -9,7 +9,10 @@
 
 #include "cubicle/plugin.h"
 
+/* lvl below CUB_LOG_ERR: nothing is printed. */
 void log_set_level(int lvl);
+/* Tag info lines with "info: " as the other levels are tagged. */
+void log_set_show_level(bool on);
 int log_get_level(void);
 /* Parse "err", "warn", "info", "debug"; -1 if none of those. */
 int log_level_parse(const char *s);

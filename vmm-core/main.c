@@ -36,6 +36,8 @@ static const char usage_text[] =
 	"  run CONFIG          boot the VM described by a libconfig file\n"
 	"  run --api-sock PATH wait on a control socket to be configured (Firecracker's\n"
 	"                      API; also `cubicle --api-sock PATH`)\n"
+	"  run --config-file F boot Firecracker's JSON VM description F (with\n"
+	"                      --api-sock, also serve the API; --no-api: do not)\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
@@ -48,8 +50,11 @@ static const char usage_text[] =
 	"  -P, --plugin-dir DIR   search DIR for plugins first; repeatable\n"
 	"  -l, --log-level LEVEL  err, warn, info or debug (overrides log_level)\n"
 	"      --no-host-check    boot even if this host's KVM looks unable to run Linux\n"
-	"      --api-sock PATH    serve the control API on this Unix socket\n"
+	"      --api-sock PATH    serve the control API on this Unix socket (overrides\n"
+	"                         the config's api.socket)\n"
 	"      --id ID            the instance id the API reports (GET /)\n"
+	"      --config-file FILE Firecracker's JSON VM description instead of CONFIG\n"
+	"      --no-api           serve no API, even when the config has api.socket\n"
 	"\n"
 	"Plugins are searched in: each --plugin-dir, $CUBICLE_PLUGIN_PATH (colon-\n"
 	"separated), then " CUB_PLUGIN_DIR " (or the build tree when uninstalled).\n"
@@ -316,6 +321,8 @@ static int api_start(void *ctx, const struct cnode *root, char *err, size_t errl
 	r->vm_live = true;
 	r->avm.insts = r->insts;
 	r->avm.n_insts = r->n_insts;
+	r->avm.machine = &r->vm;
+	clock_gettime(CLOCK_MONOTONIC, &r->avm.live);
 	r->avm.running = true;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
@@ -349,9 +356,14 @@ static void api_stop(void *ctx, int status)
 	run_exit(ctx, status, "stopped through the API");
 }
 
-/* Serve the API on the socket (the loop starts now, before any VM). */
-static int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot, char *err,
-		   size_t errlen)
+/*
+ * The control API: with json (Firecracker's --config-file), its sections
+ * are applied and the VM started first; then, with sock, the API is served
+ * there (the loop starts now if no VM started it). Without sock the API
+ * serves nothing (--no-api) and exists only for the JSON file.
+ */
+static int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot,
+		   const char *json, char *err, size_t errlen)
 {
 	int ret;
 
@@ -362,11 +374,25 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 	r->avm.set_paused = api_set_paused;
 	r->avm.ctx = r;
 	r->avm.id = id;
-	ret = event_start(r->ev);
-	if (ret)
-		return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
-	r->ev_started = true;
-	return api_open(&r->api, sock, r->ev, &r->avm, err, errlen);
+	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
+	r->api = api_new_detached(&r->avm);
+	if (!r->api)
+		return errf(err, errlen, -ENOMEM, "API: out of memory");
+	api_set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
+	if (json) {
+		ret = api_load_fc_json(r->api, json, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (!sock)
+		return 0;
+	if (!r->ev_started) {
+		ret = event_start(r->ev);
+		if (ret)
+			return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
+		r->ev_started = true;
+	}
+	return api_listen(r->api, sock, r->ev, err, errlen);
 }
 
 /* Milliseconds from *t (CLOCK_MONOTONIC) to now. */
@@ -387,11 +413,14 @@ static int cmd_run(int argc, char **argv)
 		{ "no-host-check", no_argument, NULL, 'H' },
 		{ "api-sock", required_argument, NULL, 'a' },
 		{ "id", required_argument, NULL, 'i' },
+		{ "config-file", required_argument, NULL, 'C' },
+		{ "no-api", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
-	const char *sock = NULL, *id = NULL, *config;
+	const char *sock = NULL, *id = NULL, *config, *json = NULL;
+	bool no_api = false;
 	unsigned n_sets = 0, n_dirs = 0;
 	int cli_level = -1, c, status;
 	struct run_ctx r = { .host_check = true };
@@ -425,21 +454,31 @@ static int cmd_run(int argc, char **argv)
 		case 'i':
 			id = optarg;
 			break;
+		case 'C':
+			json = optarg;
+			break;
+		case 'N':
+			no_api = true;
+			break;
 		case 'h':
 			return usage(stdout, 0);
 		default:
 			return bad_option("run", argv);
 		}
 	}
-	if (optind == argc - 1)
+	if (sock && no_api)
+		return usage_error("%s", "--no-api and --api-sock contradict each other");
+	if (optind == argc - 1 && !json)
 		config = argv[optind];
-	else if (optind == argc && sock)
+	else if (optind == argc && (sock || json))
 		config = NULL;
+	else if (json)
+		return usage_error("--config-file %s: no CONFIG file besides it", json);
 	else
 		return usage_error("%s", sock ? "'run' takes at most one CONFIG file"
-					     : "'run' takes exactly one CONFIG file (or --api-sock)");
+					     : "'run' takes exactly one CONFIG file (or --api-sock, or --config-file)");
 	if (!config && n_sets)
-		return usage_error("%s", "--set needs a CONFIG file");
+		return usage_error("%s", "--set needs a CONFIG file (a libconfig one)");
 	if (cli_level >= 0)
 		log_set_level(cli_level);
 	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
@@ -453,7 +492,13 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (config)
 		log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
-	if (run_prepare(&r, err, sizeof(err)) || (sock && run_api(&r, sock, id, !config, err, sizeof(err)))) {
+	/* The config's api group, unless the command line says otherwise. */
+	if (config && !sock && !no_api)
+		sock = r.cfg.api_socket;
+	if (config && !id)
+		id = r.cfg.api_id;
+	if (run_prepare(&r, err, sizeof(err)) ||
+	    ((sock || json) && run_api(&r, sock, id, !config, json, err, sizeof(err)))) {
 		log_err("%s", err);
 		run_teardown(&r);
 		return VM_EXIT_ERROR;
@@ -467,6 +512,8 @@ static int cmd_run(int argc, char **argv)
 			r.vm_live = true;
 			r.avm.insts = r.insts;
 			r.avm.n_insts = r.n_insts;
+			r.avm.machine = &r.vm;
+			clock_gettime(CLOCK_MONOTONIC, &r.avm.live);
 			r.avm.running = true;
 		}
 		pthread_mutex_unlock(&r.lock);
@@ -663,8 +710,10 @@ int main(int argc, char **argv)
 	opterr = 0;
 	if (!strcmp(cmd, "run"))
 		return cmd_run(argc - 1, argv + 1);
-	/* Firecracker's form: `cubicle --api-sock PATH` waits to be configured. */
-	if (!strncmp(cmd, "--api-sock", 10))
+	/* Firecracker's form: `cubicle --api-sock PATH` waits to be configured;
+	 * `cubicle --no-api --config-file vm.json` boots a JSON description. */
+	if (!strncmp(cmd, "--api-sock", 10) || !strncmp(cmd, "--config-file", 13) ||
+	    !strcmp(cmd, "--no-api") || !strncmp(cmd, "--id", 4))
 		return cmd_run(argc, argv);
 	if (!strcmp(cmd, "plugins"))
 		return cmd_plugins(argc - 1, argv + 1);

@@ -139,3 +139,14 @@ const struct cub_net_host devices_net_host = {
 	.open = net_open,
 	.close = net_close,
 };
+
+bool net_stats(const struct backend *b, struct cub_net_stats *out)
+{
+	const struct net_inst *ni = (const struct net_inst *)b;
+
+	memset(out, 0, sizeof(*out));
+	if (!b->opened || !ni->ops.stats)
+		return false;
+	ni->ops.stats(b->bin.priv, out);
+	return true;
+}

@@ -25,8 +25,9 @@ struct key {
 
 static const struct key top_keys[] = {
 	{ "log_level", CN_STR }, { "machine", CN_GROUP }, { "boot", CN_GROUP },
-	{ "devices", CN_LIST }, { NULL, 0 },
+	{ "devices", CN_LIST }, { "api", CN_GROUP }, { NULL, 0 },
 };
+static const struct key api_keys[] = { { "socket", CN_STR }, { "id", CN_STR }, { NULL, 0 } };
 static const struct key machine_keys[] = {
 	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL }, { NULL, 0 },
 };
@@ -178,6 +179,40 @@ static int plan_boot(struct plan *p, const struct cnode *g, char *err, size_t le
 		if ((ret = get_int(s, "boot.entry", 0, INT64_MAX, &v, err, len)))
 			return ret;
 		b->entry = (uint64_t)v;
+	}
+	return 0;
+}
+
+/* api = { socket = "PATH"; id = "ID"; }: what --api-sock and --id give. A
+ * relative socket path is relative to the config file's folder. */
+static int plan_api(struct plan *p, const struct cnode *g, char *err, size_t len)
+{
+	const struct cnode *s;
+	int ret;
+
+	if (!g)
+		return 0;
+	if ((ret = check_keys(g, "api", api_keys, err, len)))
+		return ret;
+	if ((s = cnode_get(g, "socket"))) {
+		if (!*s->s)
+			return errf(err, len, -EINVAL, "%s: 'api.socket' is empty; expected a path",
+				    s->where);
+		p->api_socket = s->s[0] == '/' || !p->dir
+					? arena_strdup(&p->ar, s->s)
+					: arena_printf(&p->ar, "%s/%s", p->dir, s->s);
+		if (!p->api_socket)
+			return errf(err, len, -ENOMEM, "out of memory");
+	}
+	if ((s = cnode_get(g, "id"))) {
+		size_t n = strlen(s->s);
+
+		if (!n || n > 64 || strspn(s->s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					  "0123456789-_.") != n)
+			return errf(err, len, -EINVAL,
+				    "%s: 'api.id' is \"%s\"; expected 1 to 64 letters, digits, '-', '_' or '.'",
+				    s->where, s->s);
+		p->api_id = s->s;
 	}
 	return 0;
 }
@@ -395,6 +430,7 @@ int plan_build(struct plan *p, const struct cnode *root, const char *path, const
 				    s->where, s->s);
 	}
 	if ((ret = plan_machine(p, cnode_get(root, "machine"), err, len)) ||
+	    (ret = plan_api(p, cnode_get(root, "api"), err, len)) ||
 	    (ret = plan_boot(p, cnode_get(root, "boot"), err, len)) ||
 	    (ret = arch_plan_check(p, err, len)))
 		return ret;

@@ -62,6 +62,8 @@ struct plan {
 	struct boot_cfg boot;
 	struct plan_inst *devs;
 	unsigned n_devs;
+	const char *api_socket; /* api.socket (relative: to dir), or NULL */
+	const char *api_id;     /* api.id, or NULL */
 };
 
 #define PLAN_MAX_VCPUS 64

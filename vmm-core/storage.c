@@ -10,12 +10,158 @@
 #include "cubicle/storage.h"
 #include "devices.h"
 
-/* One open storage backend. */
+/*
+ * One open storage backend. The device calls counting wrappers (s.ops is
+ * wrap, s.priv this record) which call the plugin's ops with its priv: the
+ * counts are GET /metrics' per-device I/O.
+ */
 struct storage_inst {
-	struct backend b;           /* first: backend.c allocates and frees it */
-	struct cub_storage s;       /* what the device holds */
-	struct cub_storage_ops ops; /* s.ops: the plugin's, cut to its ABI minor */
+	struct backend b;            /* first: backend.c allocates and frees it */
+	struct cub_storage s;        /* what the device holds */
+	struct cub_storage_ops ops;  /* the plugin's, cut to its ABI minor */
+	struct cub_storage_ops wrap; /* s.ops: ops' non-NULL members, counted */
+	struct storage_counters n;   /* relaxed atomics: any I/O thread adds */
 };
+
+static void add(uint64_t *c, uint64_t v)
+{
+	__atomic_fetch_add(c, v, __ATOMIC_RELAXED);
+}
+
+static uint64_t iov_bytes(const struct iovec *iov, int iovcnt)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		n += iov[i].iov_len;
+	return n;
+}
+
+static int64_t w_readv(void *priv, uint64_t off, const struct iovec *iov, int iovcnt)
+{
+	struct storage_inst *si = priv;
+	int64_t r = si->ops.readv(si->b.bin.priv, off, iov, iovcnt);
+
+	add(&si->n.reads, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	else
+		add(&si->n.read_bytes, (uint64_t)r);
+	return r;
+}
+
+static int64_t w_writev(void *priv, uint64_t off, const struct iovec *iov, int iovcnt)
+{
+	struct storage_inst *si = priv;
+	int64_t r = si->ops.writev(si->b.bin.priv, off, iov, iovcnt);
+
+	add(&si->n.writes, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	else
+		add(&si->n.write_bytes, (uint64_t)r);
+	return r;
+}
+
+static int w_flush(void *priv)
+{
+	struct storage_inst *si = priv;
+	int r = si->ops.flush(si->b.bin.priv);
+
+	add(&si->n.flushes, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	return r;
+}
+
+static int w_discard(void *priv, uint64_t off, uint64_t len)
+{
+	struct storage_inst *si = priv;
+	int r = si->ops.discard(si->b.bin.priv, off, len);
+
+	add(&si->n.discards, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	return r;
+}
+
+static int w_write_zeroes(void *priv, uint64_t off, uint64_t len, bool unmap)
+{
+	struct storage_inst *si = priv;
+	int r = si->ops.write_zeroes(si->b.bin.priv, off, len, unmap);
+
+	add(&si->n.write_zeroes, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	return r;
+}
+
+/* Asynchronous requests are counted when submitted (bytes asked for). */
+static int w_submit(void *priv, struct cub_storage_req *r)
+{
+	struct storage_inst *si = priv;
+
+	switch (r->op) {
+	case CUB_SREQ_READ:
+		add(&si->n.reads, 1);
+		add(&si->n.read_bytes, iov_bytes(r->iov, r->iovcnt));
+		break;
+	case CUB_SREQ_WRITE:
+		add(&si->n.writes, 1);
+		add(&si->n.write_bytes, iov_bytes(r->iov, r->iovcnt));
+		break;
+	case CUB_SREQ_FLUSH:
+		add(&si->n.flushes, 1);
+		break;
+	case CUB_SREQ_DISCARD:
+		add(&si->n.discards, 1);
+		break;
+	case CUB_SREQ_WRITE_ZEROES:
+		add(&si->n.write_zeroes, 1);
+		break;
+	}
+	return si->ops.submit(si->b.bin.priv, r);
+}
+
+static int w_snapshot(void *priv, const char *dest)
+{
+	struct storage_inst *si = priv;
+
+	return si->ops.snapshot(si->b.bin.priv, dest);
+}
+
+static int w_rollback(void *priv, const char *src)
+{
+	struct storage_inst *si = priv;
+
+	return si->ops.rollback(si->b.bin.priv, src);
+}
+
+static void wrap_ops(struct storage_inst *si)
+{
+	const struct cub_storage_ops *o = &si->ops;
+	struct cub_storage_ops *w = &si->wrap;
+
+	*w = *o; /* open, close, info: the host calls them itself, with the plugin's priv */
+	w->readv = w_readv;
+	w->writev = w_writev;
+	w->flush = w_flush;
+	w->discard = o->discard ? w_discard : NULL;
+	w->write_zeroes = o->write_zeroes ? w_write_zeroes : NULL;
+	w->submit = o->submit ? w_submit : NULL;
+	w->snapshot = o->snapshot ? w_snapshot : NULL;
+	w->rollback = o->rollback ? w_rollback : NULL;
+}
+
+void storage_counters(const struct backend *b, struct storage_counters *out)
+{
+	const struct storage_inst *si = (const struct storage_inst *)b;
+	const uint64_t *from = (const uint64_t *)&si->n;
+	uint64_t *to = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+}
 
 /*
  * Devices call a backend through a copy of its ops holding only the members
@@ -40,8 +186,7 @@ static int si_info(struct backend *b, char *why, size_t len)
 	struct storage_inst *si = (struct storage_inst *)b;
 	const struct cub_storage_info *i = &si->s.info;
 
-	si->s.priv = b->bin.priv;
-	si->s.ops->info(si->s.priv, &si->s.info);
+	si->ops.info(b->bin.priv, &si->s.info);
 	if (i->size % 512) {
 		snprintf(why, len, "backend reports %llu bytes, not a multiple of 512",
 			 (unsigned long long)i->size);
@@ -62,7 +207,9 @@ static int si_init(struct backend *b, const struct cub_inst *in)
 
 	(void)in;
 	ops_copy(&si->ops, b->bin.plugin->d);
-	si->s.ops = &si->ops;
+	wrap_ops(si);
+	si->s.ops = &si->wrap;
+	si->s.priv = si;
 	si->s.name = b->bin.name;
 	return 0;
 }
@@ -71,7 +218,7 @@ static int si_open(struct backend *b, const void *arg)
 {
 	struct storage_inst *si = (struct storage_inst *)b;
 
-	return si->s.ops->open(&b->bin, &devices_host, b->bin.cfg, *(const bool *)arg,
+	return si->ops.open(&b->bin, &devices_host, b->bin.cfg, *(const bool *)arg,
 			       &b->bin.priv);
 }
 
@@ -80,7 +227,7 @@ static void si_release(struct backend *b)
 	struct storage_inst *si = (struct storage_inst *)b;
 
 	if (b->opened)
-		si->s.ops->close(b->bin.priv);
+		si->ops.close(b->bin.priv);
 }
 
 static const struct backend_kind storage_kind = {

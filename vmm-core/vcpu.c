@@ -125,6 +125,7 @@ static void *vcpu_thread(void *arg)
 		}
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
+				__atomic_fetch_add(&v->exits[KVM_EXIT_INTR], 1, __ATOMIC_RELAXED);
 				__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_RELAXED);
 				continue;
 			}
@@ -132,6 +133,10 @@ static void *vcpu_thread(void *arg)
 					strerror(errno));
 			break;
 		}
+		__atomic_fetch_add(&v->exits[v->run->exit_reason < VCPU_EXIT_SLOTS
+						     ? v->run->exit_reason
+						     : VCPU_EXIT_SLOTS - 1],
+				   1, __ATOMIC_RELAXED);
 		switch (v->run->exit_reason) {
 		case KVM_EXIT_IO:
 			handle_io(v);

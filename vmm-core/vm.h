@@ -25,6 +25,10 @@ enum {
 	VM_EXIT_CRASH = 4,     /* guest triple-faulted or KVM could not run it */
 };
 
+/* KVM_RUN returns counted by exit_reason (KVM_EXIT_*; larger ones in the
+ * last slot). A signal's EINTR counts as KVM_EXIT_INTR. */
+#define VCPU_EXIT_SLOTS 64
+
 struct vcpu {
 	struct vm *vm;
 	unsigned id;
@@ -33,6 +37,7 @@ struct vcpu {
 	pthread_t thread;
 	bool started;
 	void *arch; /* arch-private */
+	uint64_t exits[VCPU_EXIT_SLOTS]; /* written by the vCPU thread, relaxed atomics */
 };
 
 struct vm {

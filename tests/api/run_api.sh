@@ -182,6 +182,15 @@ else
 	notok "a socket in use: exit $rc" "$tmp/err2"
 fi
 
+# GET /metrics before any VM, as text and through cubicle ctl --json.
+check "GET /metrics: Prometheus text" 200 '^cubicle_vm_state\{state="Not started"\} 1$' $u/metrics
+if "$cub" ctl --json "$sock" metrics >"$tmp/ctl" 2>&1 && grep -q '"cubicle_info{version=' "$tmp/ctl"; then
+	ok "cubicle ctl --json metrics"
+else
+	notok "cubicle ctl --json metrics" "$tmp/ctl"
+fi
+check "PUT /stop takes no body: 400" 400 'takes no body' -X PUT -d '{}' $u/stop
+
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -190,6 +199,22 @@ if [ $rc = 143 ] && ! [ -e "$sock" ] && grep -q 'stopped by signal' "$tmp/err"; 
 	ok "SIGTERM ends the waiting cubicle (143) and removes its socket"
 else
 	notok "SIGTERM: exit $rc, socket $( [ -e "$sock" ] && echo left || echo gone)" "$tmp/err"
+fi
+
+# cubicle ctl stop: 204, then cubicle ends with 0 and removes its socket.
+"$cub" --api-sock "$sock" >/dev/null 2>"$tmp/err" </dev/null &
+pid=$!
+i=0
+while [ $i -lt 100 ] && ! [ -S "$sock" ]; do sleep 0.1; i=$((i + 1)); done
+"$cub" ctl "$sock" stop >"$tmp/ctl" 2>&1
+crc=$?
+wait $pid
+rc=$?
+pid=
+if [ $crc = 0 ] && [ $rc = 0 ] && ! [ -e "$sock" ] && grep -q 'stopped through the API' "$tmp/err"; then
+	ok "cubicle ctl stop: cubicle ends with 0, its socket removed"
+else
+	notok "cubicle ctl stop: ctl exit $crc, cubicle exit $rc" "$tmp/err"
 fi
 
 # The schema subset against Firecracker's own description.

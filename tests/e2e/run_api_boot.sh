@@ -8,7 +8,9 @@
 # root= the root drive adds), `cubicle ctl` must see it running with the
 # mapped devices, the pre-boot objects must then be closed, the guest's
 # file must reach the image, and its reboot must end cubicle with status 0
-# and remove the socket. Exit status: 0 pass, 1 fail, 77 skip.
+# and remove the socket. GET /metrics must show the root drive's reads while
+# it runs. Then the same VM boots from Firecracker's JSON description with
+# `cubicle --no-api --config-file vm.json`. Exit status: 0 pass, 1 fail, 77 skip.
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -98,10 +100,29 @@ c() { curl -s -o "$w/body" -w '%{http_code}' --unix-socket "$sock" "$@"; }
 	"$cub" ctl "$sock" info
 	"$cub" ctl "$sock" devices
 	echo "late_boot=$(c -X PUT -d "{\"kernel_image_path\":\"$k\"}" http://localhost/boot-source)"
+	# GET /metrics until the root drive has been read (the guest mounts it).
+	for n in $(seq 600); do
+		curl -s --unix-socket "$sock" http://localhost/metrics >"$w/metrics.txt" 2>&1 || break
+		grep -q '^cubicle_storage_reads_total{device="rootfs",backend="raw"} [1-9]' "$w/metrics.txt" && break
+		sleep 0.2
+	done
+	echo "metrics: $(grep -E '^cubicle_(storage_read(s|_bytes)_total|vm_state)' "$w/metrics.txt" | tr '\n' ' ')"
 } >"$w/api.log" 2>&1
 wait $pid
 echo "rc=$?" >>"$w/api.log"
 [ -e "$sock" ] && echo "socket left behind" >>"$w/api.log"
+# The same VM from Firecracker's JSON description, with no API at all.
+cat >"$w/vm.json" <<JSON
+{
+  "boot-source": { "kernel_image_path": "$k", "initrd_path": "$i", "boot_args": "$args" },
+  "drives": [ { "drive_id": "rootfs", "path_on_host": "$w/root.img",
+                "is_root_device": true, "is_read_only": false } ],
+  "machine-config": { "vcpu_count": 1, "mem_size_mib": 160 },
+  "entropy": {}
+}
+JSON
+"$cub" --no-api --config-file "$w/vm.json" </dev/null >"$w/console2.log" 2>"$w/stderr2.log"
+echo "json_rc=$?" >>"$w/api.log"
 exit 0
 SCRIPT
 e2e_run bash "$w/api.sh" "$w" "$e2e_guest/vmlinuz" "$w/initramfs.cpio.gz" "$args" \
@@ -122,6 +143,8 @@ e2e_check "InstanceStart: 204" a "start=204"
 e2e_check "cubicle ctl info: Running" a "e2e-api: Running"
 e2e_check "cubicle ctl devices: the root drive" grep -q 'virtio-blk\[rootfs\]' "$w/api.log"
 e2e_check "boot-source after the start: 400" a "late_boot=400"
+e2e_check "GET /metrics: the root drive's reads and bytes while it runs" \
+	grep -Eq 'reads_total\{device="rootfs",backend="raw"\} [1-9].*read_bytes_total\{device="rootfs",backend="raw"\} [1-9][0-9]{3}' "$w/api.log"
 e2e_check "guest sees 2 cpus (got '$(m cpus)')" [ "$(m cpus)" = 2 ]
 e2e_check "guest RAM within 2 MiB below 192 MiB (got '${kib}' KiB)" mem_ok
 e2e_check "guest cmdline is boot_args plus the root drive's root= (got '$(m cmdline)')" \
@@ -133,4 +156,9 @@ e2e_check "the socket is gone" bash -c "! grep -q 'socket left behind' '$w/api.l
 e2e_check "the host reads the guest's file from the image" \
 	[ "$from_guest" = "written through the API's root drive" ]
 e2e_check "e2fsck -fn finds the image clean" fsck_clean
-e2e_finish "$console" "$stderr" "$w/api.log"
+m2() { e2e_marker "$w/console2.log" "$1"; }
+e2e_check "--no-api --config-file vm.json: the guest booted from /dev/vda and rebooted (0)" \
+	bash -c "grep -q '^json_rc=0' '$w/api.log' && grep -q 'CUBICLE-GUEST ready' '$w/console2.log'"
+e2e_check "vm.json's machine-config: 1 cpu (got '$(m2 cpus)'), no API socket" \
+	bash -c "[ '$(m2 cpus)' = 1 ] && ! grep -q 'API listening' '$w/stderr2.log'"
+e2e_finish "$console" "$stderr" "$w/api.log" "$w/stderr2.log"

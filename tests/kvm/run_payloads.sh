@@ -292,7 +292,9 @@ done
 # tick while paused, ticks again after, SIGTERM still ends it.
 ticks() { grep -c 'guest: tick' "$tmp/ticker.err"; }
 mkcfg ticker ticker long 2
-"$cub" run --api-sock "$tmp/api.sock" "$tmp/ticker.cfg" >"$tmp/ticker.out" 2>"$tmp/ticker.err" </dev/null &
+# The socket and id from the config's api group (not --api-sock).
+echo "api = { socket = \"$tmp/api.sock\"; id = \"ticker-1\"; };" >>"$tmp/ticker.cfg"
+"$cub" run "$tmp/ticker.cfg" >"$tmp/ticker.out" 2>"$tmp/ticker.err" </dev/null &
 pid=$!
 (sleep 300; kill -9 $pid) 2>/dev/null &
 dog=$!
@@ -309,11 +311,21 @@ else
 	n=0
 	while [ $n -lt 600 ] && [ "$(ticks)" -le "$t1" ] && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
 	t2=$(ticks)
-	if [ "$t0" = "$t1" ] && [ "$t2" -gt "$t1" ] && echo "$state" | grep -q ': Paused ('; then
-		ok "pause: no tick in 2 s paused ($t1 before), ticks again after the resume ($t2), GET / said Paused"
+	if [ "$t0" = "$t1" ] && [ "$t2" -gt "$t1" ] && echo "$state" | grep -q '^ticker-1: Paused ('; then
+		ok "pause (API from the config's api group): no tick in 2 s paused ($t1 before), ticks again after the resume ($t2), GET / said ticker-1 Paused"
 	else
 		notok "pause: ticks $t0 at the pause, $t1 2 s later, $t2 after the resume; state '$state'" "$tmp/ticker.err"
 	fi
+fi
+# GET /metrics of the running ticker: its state, its vCPU's port-I/O exits
+# (each tick is a serial write), its memory.
+"$cub" ctl "$tmp/api.sock" metrics >"$tmp/metrics.out" 2>&1
+io=$(sed -n 's/^cubicle_vcpu_exits_total{vcpu="0",reason="io"} //p' "$tmp/metrics.out")
+if grep -q '^cubicle_vm_state{state="Running"} 1$' "$tmp/metrics.out" && [ "${io:-0}" -gt 0 ] &&
+	grep -q '^cubicle_guest_memory_bytes [1-9]' "$tmp/metrics.out"; then
+	ok "metrics: Running, $io port-I/O exits on vcpu 0, guest memory"
+else
+	notok "metrics: state, exits or memory missing" "$tmp/metrics.out"
 fi
 kill -TERM $pid
 wait $pid

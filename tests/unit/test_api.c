@@ -6,13 +6,17 @@
  * through the API with typed arguments. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api.h"
 #include "cnode.h"
+#include "cubicle-build.h"
 #include "cunit_main.h"
 #include "devices.h"
 #include "loader.h"
+#include "log.h"
 #include "plan.h"
 
 #define SCHEMA CUB_SRC_DIR "/tests/api/fc-schema.json"
@@ -144,6 +148,8 @@ static const char *request_def(const char *method, const char *url)
 		{ "PUT", "/entropy", "EntropyDevice" },
 		{ "PUT", "/actions", "InstanceActionInfo" },
 		{ "PATCH", "/vm", "Vm" },
+		{ "PUT", "/logger", "Logger" },
+		{ "PUT", "/metrics", "Metrics" },
 	};
 
 	for (unsigned i = 0; i < sizeof(map) / sizeof(map[0]); i++)
@@ -423,6 +429,171 @@ static void test_methods(void)
 	loader_close(p);
 }
 
+/* Write text to a temporary JSON file: its path (static). */
+static const char *json_file(const char *text)
+{
+	static char path[64];
+	int fd;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/cubicle-test-fc-XXXXXX"); /* mkstemp's template */
+	fd = mkstemp(path);
+	CU_ASSERT_FATAL(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void expect_json_err(const char *text, const char *what)
+{
+	char err[512] = "";
+	const char *path;
+
+	setup();
+	path = json_file(text);
+	CU_ASSERT_EQUAL(api_load_fc_json(a, path, err, sizeof(err)), -EINVAL);
+	if (!strstr(err, what) || !strstr(err, path))
+		fprintf(stderr, "\n  got: %s\n  want: %s ... %s\n", err, path, what);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, what));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, path));
+	CU_ASSERT_PTR_NULL(started_tree); /* nothing started */
+	unlink(path);
+}
+
+/* Firecracker's --config-file: the sections as their PUTs, then the start. */
+static void test_config_file(void)
+{
+	const char *path;
+	char err[512] = "";
+	const struct cnode *devs;
+
+	setup();
+	path = json_file("{\n"
+			 " \"network-interfaces\": [ { \"iface_id\": \"eth0\", \"host_dev_name\": \"tap3\" } ],\n"
+			 " \"boot-source\": { \"kernel_image_path\": \"/k\", \"boot_args\": \"quiet\" },\n"
+			 " \"drives\": [ { \"drive_id\": \"rootfs\", \"path_on_host\": \"/r.img\",\n"
+			 "               \"is_root_device\": true, \"is_read_only\": true } ],\n"
+			 " \"machine-config\": { \"vcpu_count\": 3, \"mem_size_mib\": 96 }\n"
+			 "}\n");
+	CU_ASSERT_EQUAL(api_load_fc_json(a, path, err, sizeof(err)), 0);
+	unlink(path);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(started_tree);
+	CU_ASSERT_EQUAL(cnode_get(cnode_get(started_tree, "machine"), "vcpus")->i, 3);
+	CU_ASSERT_EQUAL(cnode_get(cnode_get(started_tree, "machine"), "memory_mib")->i, 96);
+	CU_ASSERT_STRING_EQUAL(s_of(started_tree, "boot.cmdline"), "quiet root=/dev/vda ro");
+	devs = cnode_get(started_tree, "devices");
+	CU_ASSERT_EQUAL_FATAL(devs ? devs->n_kids : 0, 3);
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 1), "backend.path"), "/r.img");
+	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 2), "backend.ifname"), "tap3");
+
+	expect_json_err("{ \"drives\": [ }", ":1:");
+	expect_json_err("[1]", "expected a JSON object of sections");
+	expect_json_err("{ \"boot-source\": { \"kernel_image_path\": \"/k\" }, \"drivez\": [] }",
+			"unknown section \"drivez\"");
+	expect_json_err("{ \"drives\": { \"drive_id\": \"a\" } }", "\"drives\" must be an array");
+	expect_json_err("{ \"drives\": [ { \"path_on_host\": \"/x\" } ] }",
+			"drives[0]: expected an object with a string \"drive_id\"");
+	expect_json_err("{ \"drives\": [ { \"drive_id\": \"d\", \"is_root_device\": 1 } ] }",
+			"drives[0] (\"d\"): drive: 'is_root_device' must be a boolean");
+	expect_json_err("{ \"machine-config\": { \"vcpu_count\": 1, \"mem_size_mib\": 64 } }",
+			"InstanceStart: ");
+	start_ret = 0;
+}
+
+/* GET /metrics: Prometheus text, a JSON string to the dispatcher. */
+static void test_metrics(void)
+{
+	json_t *r;
+	const char *t;
+
+	setup();
+	vm.id = "m0";
+	CU_ASSERT_EQUAL(req("GET", "/metrics", NULL, &r), 200);
+	t = json_string_value(r);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	CU_ASSERT_PTR_NOT_NULL(strstr(t, "# TYPE cubicle_vm_state gauge\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(t, "\ncubicle_vm_state{state=\"Not started\"} 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(t, "cubicle_info{version=\"" PACKAGE_VERSION "\",id=\"m0\"} 1\n"));
+	CU_ASSERT_PTR_NULL(strstr(t, "cubicle_vcpu_exits_total{")); /* no VM, no vCPU */
+	json_decref(r);
+	vm.running = true;
+	vm.paused = true;
+	CU_ASSERT_EQUAL(req("GET", "/metrics", NULL, &r), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(json_string_value(r), "cubicle_vm_state{state=\"Paused\"} 1\n"));
+	json_decref(r);
+	expect_fault("PUT", "/stop", NULL, 400, "cannot be stopped through its API");
+	vm.running = vm.paused = false;
+	vm.id = NULL;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	static char buf[16384];
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* PUT /logger: the log goes to the file at the level; PUT /metrics and
+ * FlushMetrics: one JSON line per flush. */
+static void test_sinks(void)
+{
+	char logp[] = "/tmp/cubicle-test-log-XXXXXX", mp[] = "/tmp/cubicle-test-metrics-XXXXXX";
+	int saved = dup(STDERR_FILENO), lvl = log_get_level();
+	json_t *line;
+	char *text, body[256];
+
+	close(mkstemp(logp)); /* mkstemp's templates: unique names */
+	close(mkstemp(mp));
+	setup();
+	vm.id = "s0";
+	expect_fault("PUT", "/logger", "{\"level\":\"Loud\"}", 400, "expected Error, Warning, Info, Debug, Trace or Off");
+	expect_fault("PUT", "/logger", "{\"show_log_origin\":true}", 400, "carry no source locations");
+	expect_fault("PUT", "/logger", "{\"module\":\"api_server\"}", 400, "no Rust modules");
+	expect_fault("PUT", "/logger", "{\"log_path\":\"/nonexistent/dir/log\"}", 400, "/nonexistent/dir/log: No such file");
+	snprintf(body, sizeof(body), "{\"log_path\":\"%s\",\"level\":\"Debug\",\"show_level\":true}", logp);
+	CU_ASSERT_EQUAL(req("PUT", "/logger", body, NULL), 204);
+	CU_ASSERT_EQUAL(log_get_level(), CUB_LOG_DEBUG);
+	log_info("to the logger's file");
+	expect_fault("PUT", "/logger", body, 400, "already configured");
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	log_set_level(lvl);
+	log_set_show_level(false);
+	text = slurp(logp);
+	CU_ASSERT_PTR_NOT_NULL(strstr(text, "] info: to the logger's file\n"));
+	unlink(logp);
+
+	expect_fault("PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}", 400, "PUT /metrics first");
+	expect_fault("PUT", "/metrics", "{}", 400, "missing required field 'metrics_path'");
+	expect_fault("PUT", "/metrics", "{\"metrics_path\":\"/dev/null\"}", 400, "not a file or a named pipe");
+	snprintf(body, sizeof(body), "{\"metrics_path\":\"%s\",\"emit_id\":true,\"properties\":{\"team\":\"a\"}}", mp);
+	CU_ASSERT_EQUAL(req("PUT", "/metrics", body, NULL), 204);
+	expect_fault("PUT", "/metrics", body, 400, "already initialized");
+	CU_ASSERT_EQUAL(req("PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/actions", "{\"action_type\":\"FlushMetrics\"}", NULL), 204);
+	text = slurp(mp);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(strchr(text, '\n'));
+	CU_ASSERT_PTR_NOT_NULL(strchr(strchr(text, '\n') + 1, '\n')); /* two lines */
+	*strchr(text, '\n') = '\0';
+	line = json_loads(text, 0, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(line, "id")), "s0");
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(line, "properties"), "team")), "a");
+	CU_ASSERT(json_integer_value(json_object_get(line, "utc_timestamp_ms")) > 1700000000000LL);
+	CU_ASSERT_EQUAL(json_real_value(json_object_get(json_object_get(line, "cubicle"),
+							"cubicle_vm_state{state=\"Not started\"}")), 1.0);
+	json_decref(line);
+	unlink(mp);
+	vm.id = NULL;
+}
+
 static void test_teardown(void)
 {
 	api_close(a);
@@ -440,6 +611,9 @@ int main(void)
 		{ "errors: 4xx with a fault_message, state unchanged", test_errors },
 		{ "InstanceStart hands the plan stage Firecracker's objects", test_instance_start },
 		{ "a unit plugin's methods through the API", test_methods },
+		{ "--config-file: Firecracker's JSON description", test_config_file },
+		{ "GET /metrics: Prometheus text", test_metrics },
+		{ "PUT /logger, PUT /metrics, FlushMetrics", test_sinks },
 		{ "teardown", test_teardown },
 		{ NULL, NULL },
 	};

@@ -104,6 +104,33 @@ static void test_errors(void)
 		   "CUBICLE_SURELY_UNSET_VAR is not set");
 }
 
+/* api = { socket; id; }: the socket relative to the config's folder. */
+static void test_api_group(void)
+{
+	struct plan c;
+
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK "api = { socket = \"vm.sock\"; id = \"vm-1\"; };\n",
+				   NULL, 0), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c.api_socket);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.api_socket, dir));
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.api_socket, "/vm.sock"));
+	CU_ASSERT_STRING_EQUAL(c.api_id, "vm-1");
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK "api = { socket = \"/run/x.sock\"; };\n", NULL, 0), 0);
+	CU_ASSERT_STRING_EQUAL(c.api_socket, "/run/x.sock");
+	CU_ASSERT_PTR_NULL(c.api_id);
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK, NULL, 0), 0);
+	CU_ASSERT_PTR_NULL(c.api_socket);
+	plan_free(&c);
+	expect_err(KERNEL_OK "api = {\n sock = \"x\";\n};\n", "config.cfg:3:",
+		   "unknown key 'api.sock'; expected one of: socket, id");
+	expect_err(KERNEL_OK "api = { socket = \"\"; };\n", ":2:", "'api.socket' is empty");
+	expect_err(KERNEL_OK "api = { id = \"a b\"; };\n", ":2:",
+		   "'api.id' is \"a b\"; expected 1 to 64 letters");
+	expect_err(KERNEL_OK "api = \"x\";\n", ":2:", "'api' must be a group");
+}
+
 static void test_missing_file(void)
 {
 	struct plan c;
@@ -222,6 +249,7 @@ int main(void)
 	static const struct cu_test tests[] = {
 		{ "minimal config and defaults", test_minimal },
 		{ "schema errors name file:line", test_errors },
+		{ "api group: socket and id", test_api_group },
 		{ "missing config file", test_missing_file },
 		{ "--set overrides", test_overrides },
 		{ "path expansion", test_expand },

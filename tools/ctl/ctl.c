@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char usage_text[] =
 	"Usage: cubicle ctl [--json] SOCKET VERB [ARG...]\n"
@@ -27,6 +29,10 @@ static const char usage_text[] =
 	"  pause, resume              pause the VM (vCPUs and devices stop, its clocks\n"
 	"                             hold) or resume it (PATCH /vm)\n"
 	"  config                     the VM as the API knows it (GET /vm/config)\n"
+	"  metrics                    counters and gauges in Prometheus' text format\n"
+	"                             (GET /metrics); --json: an object of series\n"
+	"  stop                       end the VM and cubicle (PUT /stop), then wait up\n"
+	"                             to 30 s for the socket to go away\n"
 	"  get PATH                   GET any endpoint, print the JSON\n"
 	"  put|patch PATH JSON        PUT or PATCH any endpoint with a JSON body\n"
 	"\n"
@@ -56,10 +62,11 @@ static size_t on_data(char *d, size_t sz, size_t n, void *arg)
 
 static bool json_out;
 
-/* One request; the reply's JSON (or NULL) in *out; the HTTP status, or -1
- * when the socket could not be reached (message printed). */
-static long request(const char *sock, const char *method, const char *path, const char *body,
-		    json_t **out)
+/* One request; the reply's JSON (or NULL) in *out, its text in *raw when
+ * raw is not NULL (free it); the HTTP status, or -1 when the socket could
+ * not be reached (message printed). */
+static long request_raw(const char *sock, const char *method, const char *path, const char *body,
+			json_t **out, char **raw)
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL;
@@ -90,10 +97,19 @@ static long request(const char *sock, const char *method, const char *path, cons
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (b.n)
 		*out = json_loadb(b.p, b.n, 0, NULL);
-	free(b.p);
+	if (raw)
+		*raw = b.p ? b.p : strdup("");
+	else
+		free(b.p);
 	curl_slist_free_all(h);
 	curl_easy_cleanup(c);
 	return status;
+}
+
+static long request(const char *sock, const char *method, const char *path, const char *body,
+		    json_t **out)
+{
+	return request_raw(sock, method, path, body, out, NULL);
 }
 
 /* Print the reply (or its fault) and turn the status into an exit status. */
@@ -270,6 +286,59 @@ static int simple(const char *sock, const char *method, const char *path, const 
 	return finish(st, r, text);
 }
 
+/* GET /metrics: the text as it comes, or (--json) an object of series. */
+static int metrics(const char *sock)
+{
+	char *text = NULL, *line, *save = NULL;
+	json_t *r, *obj;
+	long st = request_raw(sock, "GET", "/metrics", NULL, &r, &text);
+
+	if (st != 200) {
+		free(text);
+		return finish(st, r, NULL);
+	}
+	json_decref(r);
+	if (!json_out) {
+		fputs(text, stdout);
+		free(text);
+		return 0;
+	}
+	obj = json_object();
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+
+		if (line[0] == '#' || !sp)
+			continue;
+		*sp = '\0';
+		json_object_set_new(obj, line, json_real(strtod(sp + 1, NULL)));
+	}
+	free(text);
+	json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+	putchar('\n');
+	json_decref(obj);
+	return 0;
+}
+
+/* PUT /stop, then wait for cubicle to remove its socket. */
+static int stop(const char *sock)
+{
+	json_t *r;
+	long st = request(sock, "PUT", "/stop", NULL, &r);
+	struct timespec t = { 0, 50 * 1000 * 1000 };
+
+	if (st != 204)
+		return finish(st, r, NULL);
+	json_decref(r);
+	for (int i = 0; i < 600; i++) {
+		if (access(sock, F_OK))
+			return 0;
+		nanosleep(&t, NULL);
+	}
+	fprintf(stderr, "cubicle ctl: %s: stop was accepted, but the socket is still there after 30 s\n",
+		sock);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *sock, *verb;
@@ -306,6 +375,10 @@ int main(int argc, char **argv)
 		ret = simple(sock, "GET", "/vm/config", NULL, NULL);
 	else if (!strcmp(verb, "call"))
 		ret = call(sock, argc, argv);
+	else if (!strcmp(verb, "metrics") && !argc)
+		ret = metrics(sock);
+	else if (!strcmp(verb, "stop") && !argc)
+		ret = stop(sock);
 	else if (!strcmp(verb, "get") && argc == 1)
 		ret = simple(sock, "GET", argv[0], NULL, NULL);
 	else if ((!strcmp(verb, "put") || !strcmp(verb, "patch")) && argc == 2)

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <time.h>
 
 struct arena;
 struct cnode;
@@ -14,6 +15,7 @@ struct cub_inst;
 struct event_loop;
 struct plan;
 struct registry;
+struct vm;
 
 /* Largest request body and header block accepted (bytes). */
 #define API_BODY_MAX (64u * 1024)
@@ -33,6 +35,8 @@ struct registry;
  *           clocks held) or resume the running VM; 0 or -errno with err
  * @insts:   the device instances once the VM exists (NULL before)
  * @running: the VM exists and runs
+ * @machine: the VM once it exists (GET /metrics reads its vCPUs' counters)
+ * @started, @live: CLOCK_MONOTONIC when the VMM started and the VM did
  */
 struct api_vm {
 	const struct registry *reg;
@@ -46,6 +50,8 @@ struct api_vm {
 	unsigned n_insts;
 	bool running;
 	bool paused;
+	const struct vm *machine;
+	struct timespec started, live;
 };
 
 struct api;
@@ -55,6 +61,16 @@ struct api;
  * 0, or -errno with one line in err. */
 int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
 	     char *err, size_t errlen);
+/* The same for an API made with api_new_detached (api_load_fc_json first). */
+int api_listen(struct api *a, const char *path, struct event_loop *ev, char *err, size_t errlen);
+/*
+ * Firecracker's JSON VM description (firecracker --config-file): each
+ * section PUT as its endpoint would be (machine-config, boot-source,
+ * drives, network-interfaces, entropy, ...), then InstanceStart. On the
+ * thread that serves the API, before it listens. 0, or -errno with one
+ * line naming the file and the section, element or field in err.
+ */
+int api_load_fc_json(struct api *a, const char *path, char *err, size_t errlen);
 /* Stop serving, close every connection and remove the socket file. */
 void api_close(struct api *a);
 
@@ -91,6 +107,19 @@ struct api_route {
 /* The VM the API drives, and the API's Firecracker state. */
 struct api_vm *api_vm(struct api *a);
 struct fc_state *api_fc(struct api *a);
+/* The loop the API serves on (NULL before api_listen or api_set_loop). */
+struct event_loop *api_loop(struct api *a);
+void api_set_loop(struct api *a, struct event_loop *ev);
+/* fcsinks.c: PUT /logger, PUT /metrics, FlushMetrics. */
+struct fc_sinks;
+struct fc_sinks **api_sinks(struct api *a);
+void fc_sinks_free(struct fc_sinks *s);
+int fc_put_logger(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		  size_t errlen);
+int fc_put_metrics(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		   size_t errlen);
+/* Write one metrics line now: 204, or 4xx/5xx with err. */
+int fc_flush_metrics(struct api *a, char *err, size_t errlen);
 
 /* One field of a request object: its JSON type (JSON_TRUE: a boolean). */
 struct api_field {
@@ -109,6 +138,10 @@ extern const unsigned fc_n_routes;
 struct fc_state *fc_new(void);
 void fc_free(struct fc_state *s);
 /* cubicle.c: cubicle's own endpoints. */
+/* GET /metrics' text (Prometheus 0.0.4), malloc'd: 0 or -ENOMEM. */
+int api_metrics_text(const struct api_vm *vm, char **text, size_t *len);
+extern const struct api_route metrics_routes[];
+extern const unsigned metrics_n_routes;
 extern const struct api_route cub_routes[];
 extern const unsigned cub_n_routes;
 

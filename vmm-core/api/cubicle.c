@@ -226,7 +226,22 @@ static int put_method(struct api *a, const char *id, json_t *in, json_t **out, c
 	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
+/* PUT /stop: end the VMM (the VM, if any, is stopped and torn down; the
+ * process exits 0). Answered before the teardown starts. */
+static int put_stop(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		    size_t errlen)
+{
+	const struct api_vm *vm = api_vm(a);
+
+	(void)id, (void)in, (void)out;
+	if (!vm->stop)
+		return errf(err, errlen, 400, "this VMM cannot be stopped through its API");
+	vm->stop(vm->ctx, 0);
+	return 204;
+}
+
 const struct api_route cub_routes[] = {
+	{ "PUT", "/stop", false, false, put_stop, false },
 	{ "GET", "/plugins", false, false, get_plugins, false },
 	{ "GET", "/devices", false, false, get_devices, false },
 	{ "PUT", "/devices/", true, true, put_method, true },

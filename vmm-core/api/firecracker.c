@@ -548,7 +548,7 @@ static int put_actions(struct api *a, const char *id, json_t *in, json_t **out, 
 	if (!strcmp(act, "InstanceStart"))
 		return instance_start(a, err, errlen);
 	if (!strcmp(act, "FlushMetrics"))
-		return errf(err, errlen, 400, "FlushMetrics: metrics are not configured (PUT /metrics is not supported by cubicle yet; GET /metrics serves them)");
+		return fc_flush_metrics(a, err, errlen);
 	if (!strcmp(act, "SendCtrlAltDel"))
 		return errf(err, errlen, 400, "SendCtrlAltDel is not supported by cubicle yet (it has no i8042 keyboard)");
 	return errf(err, errlen, 400, "action: 'action_type' is \"%s\"; expected InstanceStart, FlushMetrics or SendCtrlAltDel", act);
@@ -591,8 +591,6 @@ static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, cha
 	{                                                                                  \
 		return errf(err, errlen, 400, "%s is not supported by cubicle yet", what); \
 	}
-NOT_YET(no_logger, "configuring the logger (PUT /logger; use --log-level)")
-NOT_YET(no_metrics, "a metrics file (PUT /metrics; GET /metrics serves them)")
 NOT_YET(no_vsock, "vsock (PUT /vsock)")
 NOT_YET(no_balloon, "the balloon device")
 NOT_YET(no_mmds, "MMDS")
@@ -617,8 +615,8 @@ const struct api_route fc_routes[] = {
 	{ "PUT", "/actions", false, true, put_actions, false },
 	{ "GET", "/vm/config", false, false, get_vm_config, false },
 	{ "PATCH", "/vm", false, true, patch_vm, false },
-	{ "PUT", "/logger", false, true, no_logger, false },
-	{ "PUT", "/metrics", false, true, no_metrics, false },
+	{ "PUT", "/logger", false, true, fc_put_logger, false },
+	{ "PUT", "/metrics", false, true, fc_put_metrics, false },
 	{ "PUT", "/vsock", false, true, no_vsock, false },
 	{ "PUT", "/balloon", false, true, no_balloon, false },
 	{ "PATCH", "/balloon", false, true, no_balloon, false },

@@ -32,6 +32,7 @@
 
 struct api {
 	struct http_server *http;
+	struct fc_sinks *sinks;
 	struct event_loop *ev;
 	struct api_vm *vm;
 	struct fc_state *fc;
@@ -46,6 +47,21 @@ struct api_vm *api_vm(struct api *a)
 struct fc_state *api_fc(struct api *a)
 {
 	return a->fc;
+}
+
+struct fc_sinks **api_sinks(struct api *a)
+{
+	return &a->sinks;
+}
+
+struct event_loop *api_loop(struct api *a)
+{
+	return a->ev;
+}
+
+void api_set_loop(struct api *a, struct event_loop *ev)
+{
+	a->ev = ev;
 }
 
 static const char *type_name(json_type t)
@@ -108,7 +124,9 @@ static const struct api_route *find(const char *method, const char *url, const c
 	static const struct {
 		const struct api_route *r;
 		const unsigned *n;
-	} tables[] = { { fc_routes, &fc_n_routes }, { cub_routes, &cub_n_routes } };
+	} tables[] = { { fc_routes, &fc_n_routes },
+		       { cub_routes, &cub_n_routes },
+		       { metrics_routes, &metrics_n_routes } };
 
 	*path_ok = false;
 	for (unsigned t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
@@ -222,6 +240,13 @@ static void on_http(void *arg, struct http_conn *c, const struct http_request *r
 	} else {
 		status = api_dispatch(a, r->method, r->url, r->body, r->len, &out);
 	}
+	if (json_is_string(out)) {
+		/* A route answering a string answers text (GET /metrics). */
+		http_respond(c, (unsigned)status, "text/plain; version=0.0.4; charset=utf-8",
+			     json_string_value(out), json_string_length(out));
+		json_decref(out);
+		return;
+	}
 	text = out ? json_dumps(out, JSON_COMPACT) : NULL;
 	json_decref(out);
 	http_respond(c, (unsigned)status, text ? "application/json" : NULL, text,
@@ -309,34 +334,47 @@ unsigned api_poll(struct api *a)
 	return a->http ? http_server_poll(a->http) : 0;
 }
 
-int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
-	     char *err, size_t errlen)
+int api_listen(struct api *a, const char *path, struct event_loop *ev, char *err, size_t errlen)
 {
 	static const struct http_limits lim = { API_HEADER_MAX, API_BODY_MAX, API_CONN_MAX,
 						API_CONN_TIMEOUT_S };
-	struct api *a;
 	int lfd, ret = http_load(err, errlen);
 
 	if (ret)
 		return ret;
-	a = api_new_detached(vm);
-	if (!a)
-		return errf(err, errlen, -ENOMEM, "API: out of memory");
-	a->ev = ev;
+	if (a->http)
+		return errf(err, errlen, -EALREADY, "API: already serving");
 	lfd = listen_unix(path, err, errlen);
-	if (lfd < 0) {
-		api_close(a);
+	if (lfd < 0)
 		return lfd;
-	}
+	a->ev = ev;
 	a->path = strdup(path);
 	ret = a->path ? http_server_new(&a->http, ev, lfd, &lim, on_http, a, err, errlen)
 		      : errf(err, errlen, -ENOMEM, "API: out of memory");
 	if (ret) {
 		close(lfd);
-		api_close(a);
+		unlink(path);
+		free(a->path);
+		a->path = NULL;
 		return ret;
 	}
 	log_info("API listening on %s", path);
+	return 0;
+}
+
+int api_open(struct api **out, const char *path, struct event_loop *ev, struct api_vm *vm,
+	     char *err, size_t errlen)
+{
+	struct api *a = api_new_detached(vm);
+	int ret;
+
+	if (!a)
+		return errf(err, errlen, -ENOMEM, "API: out of memory");
+	ret = api_listen(a, path, ev, err, errlen);
+	if (ret) {
+		api_close(a);
+		return ret;
+	}
 	*out = a;
 	return 0;
 }
@@ -346,6 +384,7 @@ void api_close(struct api *a)
 	if (!a)
 		return;
 	http_server_free(a->http);
+	fc_sinks_free(a->sinks);
 	if (a->path)
 		unlink(a->path);
 	free(a->path);
