@@ -22,7 +22,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
-#include "api/api.h"
+#include "api/module.h"
 #include "vm.h"
 
 #define MAX_OPTS 64
@@ -128,6 +128,7 @@ struct run_ctx {
 	bool have_vm, have_sig_thread, ev_started;
 	bool host_check;
 	/* The control API (--api-sock), and what it sees of the VM. */
+	const struct api_module *apim; /* loaded on first use */
 	struct api *api;
 	struct api_vm avm;
 	/* Before the VM runs (the API waits for InstanceStart), an exit request
@@ -272,7 +273,8 @@ static void run_teardown(struct run_ctx *r)
 		vm_stop_vcpus(&r->vm);
 	if (r->ev)
 		event_stop(r->ev);
-	api_close(r->api); /* the loop is stopped: no request is being served */
+	if (r->api)
+		r->apim->close(r->api); /* the loop is stopped: no request is being served */
 	devices_destroy_all(r->insts, r->n_insts);
 	devices_tty_restore();
 	if (r->ev)
@@ -375,12 +377,15 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 	r->avm.ctx = r;
 	r->avm.id = id;
 	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
-	r->api = api_new_detached(&r->avm);
+	r->apim = api_module_load(err, errlen);
+	if (!r->apim)
+		return -ENOENT;
+	r->api = r->apim->new_detached(&r->avm);
 	if (!r->api)
 		return errf(err, errlen, -ENOMEM, "API: out of memory");
-	api_set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
+	r->apim->set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
 	if (json) {
-		ret = api_load_fc_json(r->api, json, err, errlen);
+		ret = r->apim->load_fc_json(r->api, json, err, errlen);
 		if (ret)
 			return ret;
 	}
@@ -392,7 +397,7 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 			return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
 		r->ev_started = true;
 	}
-	return api_listen(r->api, sock, r->ev, err, errlen);
+	return r->apim->listen(r->api, sock, r->ev, err, errlen);
 }
 
 /* Milliseconds from *t (CLOCK_MONOTONIC) to now. */

@@ -37,63 +37,53 @@ static uint64_t iov_bytes(const struct iovec *iov, int iovcnt)
 	return n;
 }
 
+/* Count one op with its result: bytes (when @bytes) or an error. */
+static int64_t counted(struct storage_inst *si, int64_t r, uint64_t *ops, uint64_t *bytes)
+{
+	add(ops, 1);
+	if (r < 0)
+		add(&si->n.errors, 1);
+	else if (bytes)
+		add(bytes, (uint64_t)r);
+	return r;
+}
+
 static int64_t w_readv(void *priv, uint64_t off, const struct iovec *iov, int iovcnt)
 {
 	struct storage_inst *si = priv;
-	int64_t r = si->ops.readv(si->b.bin.priv, off, iov, iovcnt);
 
-	add(&si->n.reads, 1);
-	if (r < 0)
-		add(&si->n.errors, 1);
-	else
-		add(&si->n.read_bytes, (uint64_t)r);
-	return r;
+	return counted(si, si->ops.readv(si->b.bin.priv, off, iov, iovcnt), &si->n.reads,
+		       &si->n.read_bytes);
 }
 
 static int64_t w_writev(void *priv, uint64_t off, const struct iovec *iov, int iovcnt)
 {
 	struct storage_inst *si = priv;
-	int64_t r = si->ops.writev(si->b.bin.priv, off, iov, iovcnt);
 
-	add(&si->n.writes, 1);
-	if (r < 0)
-		add(&si->n.errors, 1);
-	else
-		add(&si->n.write_bytes, (uint64_t)r);
-	return r;
+	return counted(si, si->ops.writev(si->b.bin.priv, off, iov, iovcnt), &si->n.writes,
+		       &si->n.write_bytes);
 }
 
 static int w_flush(void *priv)
 {
 	struct storage_inst *si = priv;
-	int r = si->ops.flush(si->b.bin.priv);
 
-	add(&si->n.flushes, 1);
-	if (r < 0)
-		add(&si->n.errors, 1);
-	return r;
+	return (int)counted(si, si->ops.flush(si->b.bin.priv), &si->n.flushes, NULL);
 }
 
 static int w_discard(void *priv, uint64_t off, uint64_t len)
 {
 	struct storage_inst *si = priv;
-	int r = si->ops.discard(si->b.bin.priv, off, len);
 
-	add(&si->n.discards, 1);
-	if (r < 0)
-		add(&si->n.errors, 1);
-	return r;
+	return (int)counted(si, si->ops.discard(si->b.bin.priv, off, len), &si->n.discards, NULL);
 }
 
 static int w_write_zeroes(void *priv, uint64_t off, uint64_t len, bool unmap)
 {
 	struct storage_inst *si = priv;
-	int r = si->ops.write_zeroes(si->b.bin.priv, off, len, unmap);
 
-	add(&si->n.write_zeroes, 1);
-	if (r < 0)
-		add(&si->n.errors, 1);
-	return r;
+	return (int)counted(si, si->ops.write_zeroes(si->b.bin.priv, off, len, unmap),
+			    &si->n.write_zeroes, NULL);
 }
 
 /* Asynchronous requests are counted when submitted (bytes asked for). */

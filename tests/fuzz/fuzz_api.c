@@ -25,6 +25,7 @@
 #include "cnode.h"
 #include "devices.h"
 #include "loader.h"
+#include "seed.h"
 
 #define CHECK(c)                          \
 	do {                              \
@@ -170,27 +171,9 @@ static void raw_http(struct api *a, const uint8_t *d, size_t n)
 	check_answers(out, olen);
 }
 
-/*
- * Seeds, written into FUZZ_SEED_DIR (make fuzz-smoke's corpus folder) so
- * the tree holds no binary files: a keep-alive pipeline with a chunked
- * body, an Expect: 100-continue, and Firecracker's pre-boot sequence.
- */
-static void write_seed(const char *dir, const char *name, const char *text, size_t len)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!access(path, F_OK))
-		return;
-	f = fopen(path, "wb");
-	if (f) {
-		fwrite(text, 1, len, f);
-		fclose(f);
-	}
-}
-
-#define SEED(dir, name, lit) write_seed(dir, name, lit, sizeof(lit) - 1)
+/* Seeds (seed.h): a keep-alive pipeline with a chunked body, an Expect:
+ * 100-continue, and Firecracker's pre-boot sequence. */
+#define SEED(dir, name, lit) fuzz_write_seed(dir, name, lit, sizeof(lit) - 1)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 

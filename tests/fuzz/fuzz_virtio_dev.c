@@ -26,6 +26,7 @@
 #include "log.h"
 #include "mem.h"
 #include "pci.h"
+#include "seed.h"
 #include "vdev.h"
 #include "virtio/virtio_pci.h"
 
@@ -258,21 +259,6 @@ static void emit(struct seed *s, unsigned n, ...)
 	va_end(ap);
 }
 
-static void write_seed(const char *dir, const char *name, const struct seed *s)
-{
-	char path[4096];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!access(path, F_OK))
-		return;
-	f = fopen(path, "wb");
-	if (f) {
-		fwrite(s->b, 1, s->n, f);
-		fclose(f);
-	}
-}
-
 static void seeds(const char *dir)
 {
 	/* conf: bit 0 PCI, 1 read-only, 2-3 queues - 1, 4 discard, 5 write
@@ -303,7 +289,7 @@ static void seeds(const char *dir)
 		emit(&s, 6, OP_BURST, 0, 0, 0, 0x00, 99);    /* 100 one-sector reads */
 		emit(&s, 1, OP_IRQ);
 		emit(&s, 8, OP_SCRIBBLE, 0, 4, 0, 1, 0, 0, 0); /* avail->idx one past: a replay */
-		write_seed(dir, v[i].name, &s);
+		fuzz_write_seed(dir, v[i].name, s.b, s.n);
 	}
 }
 

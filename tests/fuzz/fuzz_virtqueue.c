@@ -11,6 +11,7 @@
 
 #include "mem.h"
 #include "virtqueue.h"
+#include "seed.h"
 
 /* Two banks with a hole between them, in one malloc'd buffer so that
  * AddressSanitizer sees any access outside guest RAM. */
@@ -92,9 +93,6 @@ static void write_seed(const char *dir, const char *name, uint8_t features)
 	};
 	uint8_t *ram = in + 9 + sizeof(ops);
 	uint16_t avail[4 + 8] = { 0, 3, 0, 2, 4 }; /* flags, idx, ring..., used_event */
-	char path[4096];
-	FILE *f;
-
 	memcpy(in + 9, ops, sizeof(ops));
 	put_desc(ram, 0 * 16, 0x200, 16, 1, 1);     /* out, NEXT 1 */
 	put_desc(ram, 1 * 16, 0x240, 32, 2, 0);     /* in */
@@ -104,14 +102,7 @@ static void write_seed(const char *dir, const char *name, uint8_t features)
 	put_desc(ram, 0x310, 0x2a0, 8, 2, 0);       /* table[1] in */
 	put_desc(ram, 0x320, 0x290, 8, 1, 1);       /* table[2] out, NEXT 1 */
 	memcpy(ram + 0x80, avail, sizeof(avail));
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if (!access(path, F_OK))
-		return;
-	f = fopen(path, "wb");
-	if (f) {
-		fwrite(in, 1, sizeof(in), f);
-		fclose(f);
-	}
+	fuzz_write_seed(dir, name, in, sizeof(in));
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/promjson.h"
+
 static const char usage_text[] =
 	"Usage: cubicle ctl [--json] SOCKET VERB [ARG...]\n"
 	"\n"
@@ -289,7 +291,7 @@ static int simple(const char *sock, const char *method, const char *path, const 
 /* GET /metrics: the text as it comes, or (--json) an object of series. */
 static int metrics(const char *sock)
 {
-	char *text = NULL, *line, *save = NULL;
+	char *text = NULL;
 	json_t *r, *obj;
 	long st = request_raw(sock, "GET", "/metrics", NULL, &r, &text);
 
@@ -303,16 +305,10 @@ static int metrics(const char *sock)
 		free(text);
 		return 0;
 	}
-	obj = json_object();
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strrchr(line, ' ');
-
-		if (line[0] == '#' || !sp)
-			continue;
-		*sp = '\0';
-		json_object_set_new(obj, line, json_real(strtod(sp + 1, NULL)));
-	}
+	obj = prom_to_json(text);
 	free(text);
+	if (!obj)
+		return fprintf(stderr, "cubicle ctl: out of memory\n"), 1;
 	json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	putchar('\n');
 	json_decref(obj);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "api/module.h"
+
 struct arena;
 struct cnode;
 struct cub_inst;
@@ -20,39 +22,6 @@ struct vm;
 /* Largest request body and header block accepted (bytes). */
 #define API_BODY_MAX (64u * 1024)
 #define API_HEADER_MAX (16u * 1024)
-
-/*
- * What the API may see of and do to the VM; main.c fills it. Every
- * callback runs on the event-loop thread.
- * @reg:     the plugins (GET /plugins, method calls)
- * @ar:      where the API builds its tree for @start: the arena of the plan
- *           @start builds (the plan may point into the tree)
- * @start:   InstanceStart: build a plan from the API-built tree @root, create
- *           the VM and boot it; 0, or -errno with one line in err. NULL: the
- *           VM came from a config file and is already running.
- * @stop:    end the VM with @status (cubicle ctl stop)
- * @set_paused: pause (vCPUs parked, device queues not served, the guest's
- *           clocks held) or resume the running VM; 0 or -errno with err
- * @insts:   the device instances once the VM exists (NULL before)
- * @running: the VM exists and runs
- * @machine: the VM once it exists (GET /metrics reads its vCPUs' counters)
- * @started, @live: CLOCK_MONOTONIC when the VMM started and the VM did
- */
-struct api_vm {
-	const struct registry *reg;
-	struct arena *ar;
-	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
-	void (*stop)(void *ctx, int status);
-	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
-	void *ctx;
-	const char *id;
-	struct cub_inst *const *insts;
-	unsigned n_insts;
-	bool running;
-	bool paused;
-	const struct vm *machine;
-	struct timespec started, live;
-};
 
 struct api;
 

@@ -22,6 +22,7 @@
 #include "cnode.h"
 #include "event.h"
 #include "log.h"
+#include "promjson.h"
 
 #define FLUSH_PERIOD_S 60
 
@@ -160,7 +161,7 @@ int fc_flush_metrics(struct api *a, char *err, size_t errlen)
 {
 	struct fc_sinks *s = *api_sinks(a);
 	const struct api_vm *vm = api_vm(a);
-	char *text = NULL, *line, *save = NULL, *out;
+	char *text = NULL, *out;
 	size_t len = 0, n;
 	struct timespec now;
 	json_t *obj, *series;
@@ -171,16 +172,10 @@ int fc_flush_metrics(struct api *a, char *err, size_t errlen)
 	if (api_metrics_text(vm, &text, &len))
 		return errf(err, errlen, 500, "out of memory");
 	clock_gettime(CLOCK_REALTIME, &now);
-	series = json_object();
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strrchr(line, ' ');
-
-		if (line[0] == '#' || !sp)
-			continue;
-		*sp = '\0';
-		json_object_set_new(series, line, json_real(strtod(sp + 1, NULL)));
-	}
+	series = prom_to_json(text);
 	free(text);
+	if (!series)
+		return errf(err, errlen, 500, "out of memory");
 	obj = json_pack("{s:I,s:o}", "utc_timestamp_ms",
 			(json_int_t)now.tv_sec * 1000 + now.tv_nsec / 1000000, "cubicle", series);
 	if (obj && s->emit_id)

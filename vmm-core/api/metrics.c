@@ -115,34 +115,26 @@ static void dev_labels(FILE *f, const struct cub_inst *d, const struct backend *
 	fputs("\"}", f);
 }
 
-static void storage_family(FILE *f, const struct api_vm *v, const char *name, const char *help,
-			   size_t field)
+/* One family of per-backend counters: the storage backends' (@net false,
+ * struct storage_counters) or the net backends' that count (struct
+ * cub_net_stats); @field is the offset of the uint64_t in it. */
+static void backend_family(FILE *f, const struct api_vm *v, bool net, const char *name,
+			   const char *help, size_t field)
 {
 	family(f, name, "counter", help);
 	for (unsigned i = 0; i < v->n_insts; i++)
-		for (const struct backend *b = v->insts[i]->storages; b; b = b->next) {
-			struct storage_counters n;
+		for (const struct backend *b = net ? v->insts[i]->nets : v->insts[i]->storages; b;
+		     b = b->next) {
+			union {
+				struct storage_counters s;
+				struct cub_net_stats n;
+			} c;
 
-			storage_counters(b, &n);
-			fputs(name, f);
-			dev_labels(f, v->insts[i], b);
-			fprintf(f, " %" PRIu64 "\n", *(const uint64_t *)((const char *)&n + field));
-		}
-}
-
-static void net_family(FILE *f, const struct api_vm *v, const char *name, const char *help,
-		       size_t field)
-{
-	family(f, name, "counter", help);
-	for (unsigned i = 0; i < v->n_insts; i++)
-		for (const struct backend *b = v->insts[i]->nets; b; b = b->next) {
-			struct cub_net_stats n;
-
-			if (!net_stats(b, &n))
+			if (net ? !net_stats(b, &c.n) : (storage_counters(b, &c.s), false))
 				continue;
 			fputs(name, f);
 			dev_labels(f, v->insts[i], b);
-			fprintf(f, " %" PRIu64 "\n", *(const uint64_t *)((const char *)&n + field));
+			fprintf(f, " %" PRIu64 "\n", *(const uint64_t *)((const char *)&c + field));
 		}
 }
 
@@ -218,7 +210,7 @@ int api_metrics_text(const struct api_vm *v, char **text, size_t *len)
 		fprintf(f, "\"} %.6f\n", (double)us / 1e6);
 	}
 #define SF(name, field, help) \
-	storage_family(f, v, name, help, offsetof(struct storage_counters, field))
+	backend_family(f, v, false, name, help, offsetof(struct storage_counters, field))
 	SF("cubicle_storage_reads_total", reads, "Read requests a device made of its storage backend.");
 	SF("cubicle_storage_read_bytes_total", read_bytes, "Bytes read from a storage backend.");
 	SF("cubicle_storage_writes_total", writes, "Write requests to a storage backend.");
@@ -229,7 +221,8 @@ int api_metrics_text(const struct api_vm *v, char **text, size_t *len)
 	   "Write-zeroes requests to a storage backend.");
 	SF("cubicle_storage_errors_total", errors, "Storage requests that failed.");
 #undef SF
-#define NF(name, field, help) net_family(f, v, name, help, offsetof(struct cub_net_stats, field))
+#define NF(name, field, help) \
+	backend_family(f, v, true, name, help, offsetof(struct cub_net_stats, field))
 	NF("cubicle_net_rx_packets_total", rx_packets, "Frames toward the guest.");
 	NF("cubicle_net_rx_bytes_total", rx_bytes, "Bytes toward the guest.");
 	NF("cubicle_net_rx_dropped_total", rx_dropped, "Frames toward the guest dropped.");
