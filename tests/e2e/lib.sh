@@ -128,6 +128,36 @@ e2e_cfg_string() {
 	sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\"\\(.*\\)\"[[:space:]]*;.*/\\1/p" "$1" | head -n 1
 }
 
+# e2e_switchroot_initramfs OUT MODULE...: build OUT, an initramfs whose
+# /init loads MODULEs (from the guest kernel's), mounts root= (ext4, rw) and
+# switches to its /sbin/init, as a distribution's initramfs honours root=.
+# A root that does not mount says CUBICLE-GUEST mount_failed=DEV on the
+# console and reboots. Skips the test when it cannot be built.
+e2e_switchroot_initramfs() {
+	out=$1
+	shift
+	cat >"$e2e_work/switchroot-init" <<'INIT'
+#!/bin/sh
+# Initramfs of cubicle's e2e tests: load the virtio modules, mount root= and switch to it.
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+while read -r m; do insmod "/lib/modules/$m" 2>/dev/null; done </etc/modules.order
+root=$(sed -n 's/.*root=\([^ ]*\).*/\1/p' /proc/cmdline)
+i=0
+while [ ! -b "$root" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+mkdir -p /newroot
+mount -t ext4 -o rw "$root" /newroot || { echo "CUBICLE-GUEST mount_failed=$root" >/dev/console; reboot -f; }
+umount /proc /sys
+mount --move /dev /newroot/dev
+exec switch_root /newroot /sbin/init
+INIT
+	"$e2e_top/scripts/build-initramfs.sh" --init "$e2e_work/switchroot-init" --modules "$*" \
+		"$e2e_guest/modules" "$out" 2>"$e2e_work/initramfs.log" ||
+		{ cat "$e2e_work/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+}
+
 # e2e_finish: exit 0 when every check passed, else dump the outputs and exit 1.
 e2e_finish() {
 	if [ $e2e_failed != 0 ]; then

@@ -17,27 +17,7 @@ done
 
 # The initramfs only loads the virtio drivers and hands over to /dev/vda, the
 # way a distribution initramfs honours root=.
-cat >"$w/init" <<'EOF'
-#!/bin/sh
-# Initramfs for run_rootfs.sh: load the virtio modules, mount root= and switch to it.
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev 2>/dev/null
-while read -r m; do insmod "/lib/modules/$m" 2>/dev/null; done </etc/modules.order
-root=$(sed -n 's/.*root=\([^ ]*\).*/\1/p' /proc/cmdline)
-i=0
-while [ ! -b "$root" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-mkdir -p /newroot
-mount -t ext4 -o rw "$root" /newroot || { echo "CUBICLE-GUEST mount_failed=$root" >/dev/hvc0; reboot -f; }
-umount /proc /sys
-mount --move /dev /newroot/dev
-exec switch_root /newroot /sbin/init
-EOF
-"$e2e_top/scripts/build-initramfs.sh" --init "$w/init" \
-	--modules "virtio virtio_ring virtio_pci virtio_blk virtio_console virtio_rng" \
-	"$e2e_guest/modules" "$w/initramfs.cpio.gz" \
-	2>"$w/initramfs.log" || { cat "$w/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+e2e_switchroot_initramfs "$w/initramfs.cpio.gz" virtio virtio_ring virtio_pci virtio_blk virtio_console virtio_rng
 
 # The root file system: busybox, an init that runs the checks, and a file
 # whose checksum the guest verifies.

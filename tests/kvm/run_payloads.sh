@@ -317,15 +317,16 @@ else
 		notok "pause: ticks $t0 at the pause, $t1 2 s later, $t2 after the resume; state '$state'" "$tmp/ticker.err"
 	fi
 fi
-# GET /metrics of the running ticker: its state, its vCPU's port-I/O exits
-# (each tick is a serial write), its memory.
+# GET /metrics of the running ticker: its state, its vCPU's MMIO exits
+# (each tick's bytes are testdev MMIO writes), its memory.
 "$cub" ctl "$tmp/api.sock" metrics >"$tmp/metrics.out" 2>&1
-io=$(sed -n 's/^cubicle_vcpu_exits_total{vcpu="0",reason="io"} //p' "$tmp/metrics.out")
-if grep -q '^cubicle_vm_state{state="Running"} 1$' "$tmp/metrics.out" && [ "${io:-0}" -gt 0 ] &&
-	grep -q '^cubicle_guest_memory_bytes [1-9]' "$tmp/metrics.out"; then
-	ok "metrics: Running, $io port-I/O exits on vcpu 0, guest memory"
+mmio=$(sed -n 's/^cubicle_vcpu_exits_total{vcpu="0",reason="mmio"} //p' "$tmp/metrics.out")
+if grep -q '^cubicle_vm_state{state="Running"} 1$' "$tmp/metrics.out" && [ "${mmio:-0}" -gt 0 ] &&
+	grep -q '^cubicle_guest_memory_bytes 16777216$' "$tmp/metrics.out"; then
+	ok "metrics: Running, $mmio MMIO exits on vcpu 0, 16 MiB of guest memory"
 else
-	notok "metrics: state, exits or memory missing" "$tmp/metrics.out"
+	grep -E '^cubicle_(vm_state|vcpu_exits|guest_memory)' "$tmp/metrics.out" >"$tmp/metrics.short"
+	notok "metrics: state, exits or memory missing" "$tmp/metrics.short"
 fi
 kill -TERM $pid
 wait $pid
