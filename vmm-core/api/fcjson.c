@@ -61,6 +61,8 @@ int api_load_fc_json(struct api *a, const char *file, char *err, size_t errlen)
 	const char *key;
 	int ret = 0;
 
+	if (!root && je.line < 1) /* not read at all */
+		return errf(err, errlen, -EINVAL, "%s", je.text);
 	if (!root)
 		return errf(err, errlen, -EINVAL, "%s:%d:%d: %s", file, je.line, je.column,
 				je.text);
