@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -105,7 +106,14 @@ static int use_api(const char *sock)
 		return -1;
 	}
 	for (;;) { /* the last request asks the server to close */
-		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pf, 1, 30000) == 0) {
+			fprintf(stderr, "startup: the API did not answer within 30 s\n");
+			break;
+		}
+		n = read(fd, buf + have, sizeof(buf) - 1 - have);
 
 		if (n <= 0)
 			break;
@@ -149,8 +157,19 @@ static int measure(char *const argv[], const char *marker, struct sample *s, con
 	}
 	close(p[1]);
 	for (;;) {
-		ssize_t n = read(p[0], buf + have, sizeof(buf) - 1 - have);
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		ssize_t n;
 
+		/* A run that never shows its marker is named, not waited for. */
+		if (poll(&pf, 1, 60000) == 0) {
+			fprintf(stderr, "startup: %s%s: no '%s' within 60 s; its output: %.*s\n",
+				argv[0], sock ? " (API)" : "", marker, (int)have, buf);
+			kill(pid, SIGKILL);
+			close(p[0]);
+			waitpid(pid, &st, 0);
+			return -1;
+		}
+		n = read(p[0], buf + have, sizeof(buf) - 1 - have);
 		if (n <= 0) {
 			fprintf(stderr, "startup: %s ended before '%s': %.*s\n", argv[0], marker,
 				(int)have, buf);

@@ -22,7 +22,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
-#include "api/module.h"
+#include "api/api.h"
 #include "vm.h"
 
 #define MAX_OPTS 64
@@ -128,7 +128,6 @@ struct run_ctx {
 	bool have_vm, have_sig_thread, ev_started;
 	bool host_check;
 	/* The control API (--api-sock), and what it sees of the VM. */
-	const struct api_module *apim; /* loaded on first use */
 	struct api *api;
 	struct api_vm avm;
 	/* Before the VM runs (the API waits for InstanceStart), an exit request
@@ -273,8 +272,7 @@ static void run_teardown(struct run_ctx *r)
 		vm_stop_vcpus(&r->vm);
 	if (r->ev)
 		event_stop(r->ev);
-	if (r->api)
-		r->apim->close(r->api); /* the loop is stopped: no request is being served */
+	api_close(r->api); /* the loop is stopped: no request is being served */
 	devices_destroy_all(r->insts, r->n_insts);
 	devices_tty_restore();
 	if (r->ev)
@@ -377,15 +375,12 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 	r->avm.ctx = r;
 	r->avm.id = id;
 	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
-	r->apim = api_module_load(err, errlen);
-	if (!r->apim)
-		return -ENOENT;
-	r->api = r->apim->new_detached(&r->avm);
+	r->api = api_new_detached(&r->avm);
 	if (!r->api)
 		return errf(err, errlen, -ENOMEM, "API: out of memory");
-	r->apim->set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
+	api_set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
 	if (json) {
-		ret = r->apim->load_fc_json(r->api, json, err, errlen);
+		ret = api_load_fc_json(r->api, json, err, errlen);
 		if (ret)
 			return ret;
 	}
@@ -397,7 +392,7 @@ static int run_api(struct run_ctx *r, const char *sock, const char *id, bool pre
 			return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
 		r->ev_started = true;
 	}
-	return r->apim->listen(r->api, sock, r->ev, err, errlen);
+	return api_listen(r->api, sock, r->ev, err, errlen);
 }
 
 /* Milliseconds from *t (CLOCK_MONOTONIC) to now. */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "api/module.h"
+#include "api/apivm.h"
 
 struct arena;
 struct cnode;

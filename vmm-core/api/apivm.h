@@ -1,12 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/*
- * The control API as main.c sees it: a module of its own (cubicle-api.so,
- * with jansson and, on first use, http-parser), loaded only when a VM is
- * run with an API or a Firecracker JSON file, so that a VM without either
- * maps none of it. This header needs no jansson.
- */
-#ifndef CUBICLE_API_MODULE_H
-#define CUBICLE_API_MODULE_H
+/* What the control API sees of the VM (struct api_vm), without jansson:
+ * main.c fills it. */
+#ifndef CUBICLE_API_VM_H
+#define CUBICLE_API_VM_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,31 +48,5 @@ struct api_vm {
 	const struct vm *machine;
 	struct timespec started, live;
 };
-
-/*
- * The module's entry points, exported as `cubicle_api_module`. The module
- * calls back into the executable's core (cubicle is linked with
- * --export-dynamic); it runs on the event-loop thread but for
- * load_fc_json, which runs before the API listens.
- * @new_detached: an API serving nothing yet (NULL: out of memory)
- * @set_loop:     the loop PUT /metrics' periodic flush runs on
- * @load_fc_json: Firecracker's JSON description: its sections, then
- *                InstanceStart (0, or -errno with err naming file and field)
- * @listen:       serve on the Unix socket @path (0 or -errno with err)
- * @close:        stop serving, remove the socket, free
- */
-struct api_module {
-	unsigned size;
-	struct api *(*new_detached)(struct api_vm *vm);
-	void (*set_loop)(struct api *a, struct event_loop *ev);
-	int (*load_fc_json)(struct api *a, const char *path, char *err, size_t errlen);
-	int (*listen)(struct api *a, const char *path, struct event_loop *ev, char *err,
-		      size_t errlen);
-	void (*close)(struct api *a);
-};
-
-/* Load cubicle-api.so (the build tree's when uninstalled): its entry
- * points, or NULL with why in err. Core side (vmm-core/apimod.c). */
-const struct api_module *api_module_load(char *err, size_t errlen);
 
 #endif
