@@ -89,7 +89,7 @@ c() { curl -s -o "$w/body" -w '%{http_code}' --unix-socket "$sock" "$@"; }
 	echo "metrics: $(grep -E '^cubicle_(storage_read(s|_bytes)_total|vm_state)' "$w/metrics.txt" | tr '\n' ' ')"
 } >"$w/api.log" 2>&1
 wait $pid
-echo "rc=$?" >>"$w/api.log"
+echo "rc=$? (after ${SECONDS}s)" >>"$w/api.log"
 [ -e "$sock" ] && echo "socket left behind" >>"$w/api.log"
 # The same VM from Firecracker's JSON description, with no API at all.
 cat >"$w/vm.json" <<JSON
@@ -102,9 +102,11 @@ cat >"$w/vm.json" <<JSON
 }
 JSON
 "$cub" --no-api --config-file "$w/vm.json" </dev/null >"$w/console2.log" 2>"$w/stderr2.log"
-echo "json_rc=$?" >>"$w/api.log"
+echo "json_rc=$? (after ${SECONDS}s)" >>"$w/api.log"
 exit 0
 SCRIPT
+# Two boots in one run (the API's, then the JSON file's): twice the time.
+e2e_timeout=$((e2e_timeout * 2))
 e2e_run bash "$w/api.sh" "$w" "$e2e_guest/vmlinuz" "$w/initramfs.cpio.gz" "$args" \
 	"$(cd "$(dirname "$CUBICLE")" && pwd)/$(basename "$CUBICLE")"
 echo "# api.sh exit status $?"
