@@ -10,19 +10,30 @@ set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 t0=$(date +%s)
 step() { echo "== [$(($(date +%s) - t0)) s] $*" >&2; }
+# failed DIR: the logs of the tests that failed under DIR (their .trs say
+# FAIL or ERROR), the last 300 lines of each, so a red run shows why.
+failed() {
+	grep -q -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1/tests" -name '*.trs') 2>/dev/null ||
+		echo "test.sh: no test failed in $1: make itself did (see above)" >&2
+	for trs in $(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1/tests" -name '*.trs') 2>/dev/null); do
+		echo "==== ${trs%.trs}.log (last 300 lines)" >&2
+		tail -n 300 "${trs%.trs}.log" >&2
+	done
+	exit 1
+}
 "$src/scripts/deps.sh"
 "$src/scripts/fetch-guest.sh"
 export CUBICLE_E2E_REQUIRE=1 # a missing kernel or QEMU fails instead of skipping
 
 step "build and make check (unit, kvm payloads, e2e)"
 "$src/scripts/build.sh" "$src/build" --enable-werror
-make -C "$src/build" -j2 check || { cat "$src"/build/tests/*/*.log "$src"/build/tests/unit/*.log 2>/dev/null | tail -n 200; exit 1; }
+make -C "$src/build" -j2 check || failed "$src/build"
 
 step "ASan+UBSan: unit and kvm payload tests"
 "$src/scripts/build.sh" "$src/build-asan" --enable-werror --enable-sanitizers
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	make -C "$src/build-asan" -j2 check TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh' ||
-	{ tail -n 100 "$src"/build-asan/tests/*/*.log; exit 1; }
+	failed "$src/build-asan"
 
 step "fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-60} s"
 make -C "$src/build" fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
@@ -42,7 +53,7 @@ echo "test.sh: cubicle and $(ls "$src"/build-arm64/plugins/*/.libs/*.so | wc -l)
 # already insisted on every ingredient.
 step "ARM64: make check under qemu-user (KVM payload and x86 e2e tests skip)"
 CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build-arm64" -j2 check ||
-	{ tail -n 100 "$src"/build-arm64/tests/*/*.log; exit 1; }
+	failed "$src/build-arm64"
 
 # ---- ARM64 nested end-to-end boot (tests/e2e/*arm64*): runs here, after ----
 # ---- build-arm64 exists; qemu-system-aarch64 -> L1 KVM -> cubicle -> L2 ----

@@ -9,11 +9,18 @@
 #                        on x86_64), or this initramfs's busybox, copied to
 #                        /run/busybox (default on aarch64: the host's own
 #                        shells are x86 and cannot run)
+#   nestdump=S           when L1 has been up S seconds and the script still
+#                        runs, dump what every task and CPU is doing to the
+#                        console (just before the harness's time limit): a
+#                        stall then says whether it is in a program, in L1's
+#                        kernel (a task blocked in a system call) or under it
+#                        (a CPU that stays in a guest)
 # Console protocol, read back by run-nested.sh:
 #   CUBICLE-NESTED init              /init started (the L1 kernel booted)
 #   CUBICLE-NESTED kvm=ok | CUBICLE-NESTED error: ...
 #   CUBICLE-NESTED start             the script starts now: anything that
 #                                    goes wrong from here on is not L1's boot
+#   CUBICLE-NESTED stall dump ...    nestdump= reached; the dump follows
 #   CUBICLE-NESTED RC=<exit code of the script>
 /bin/busybox --install -s /bin 2>/dev/null # a foreign busybox may lack links
 export PATH=/bin
@@ -34,9 +41,10 @@ while read -r m; do
 	insmod "/lib/modules/$m" 2>/dev/null
 done </etc/modules.order
 
-cmd='' rw='' sh=
+cmd='' rw='' sh='' dump=''
 for arg in $(cat /proc/cmdline); do
 	case $arg in
+	nestdump=*) dump=${arg#nestdump=} ;;
 	nestcmd=*) cmd=${arg#nestcmd=} ;;
 	nestrw=*) rw=${arg#nestrw=} ;;
 	nestsh=*) sh=${arg#nestsh=} ;;
@@ -92,8 +100,41 @@ busybox)
 	set -- /run/busybox sh ;;
 *) fail "unknown nestsh=$sh (bash or busybox)" ;;
 esac
+# stall_dump: every user task's threads (state, wait channel, system call,
+# kernel stack), then the kernel's own view: blocked tasks (sysrq w) and what
+# each CPU runs (sysrq l). Only /proc and this initramfs's busybox: nothing
+# here touches 9p, which may be what is stuck.
+stall_dump() {
+	echo "CUBICLE-NESTED stall dump: L1 up $(cut -d' ' -f1 /proc/uptime) s, the command still runs"
+	for d in /proc/[0-9]*; do
+		read -r _ _ _ ppid _ <"$d/stat" 2>/dev/null || continue
+		[ "$ppid" = 2 ] || [ "${d#/proc/}" = 2 ] && continue # kernel threads
+		for t in "$d"/task/*; do
+			read -r st <"$t/stat" 2>/dev/null || continue
+			st=${st##*) } && st=${st%% *}
+			echo "task ${d#/proc/}/${t##*/} $(cat "$t/comm") state $st wchan $(cat "$t/wchan" 2>/dev/null) syscall $(cut -d' ' -f1-3 "$t/syscall" 2>/dev/null)"
+			sed 's/^/    /' "$t/stack" 2>/dev/null
+		done
+	done
+	echo 8 >/proc/sys/kernel/printk
+	echo w >/proc/sysrq-trigger
+	echo l >/proc/sysrq-trigger
+	sleep 2
+	echo 4 >/proc/sys/kernel/printk
+	echo "CUBICLE-NESTED stall dump end"
+}
+watch=
+if [ -n "$dump" ]; then
+	(
+		while [ "$(cut -d. -f1 /proc/uptime)" -lt "$dump" ]; do sleep 5; done
+		stall_dump
+	) &
+	watch=$!
+fi
 echo "CUBICLE-NESTED start"
 chroot /host "$@" "$cmd"
-echo "CUBICLE-NESTED RC=$?"
+rc=$?
+[ -n "$watch" ] && kill "$watch" 2>/dev/null
+echo "CUBICLE-NESTED RC=$rc"
 sync
 poweroff -f

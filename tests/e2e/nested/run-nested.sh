@@ -44,7 +44,10 @@
 # --timeout S (default 600 x86_64, 900 aarch64) bounds the whole L1 run;
 # --cmd-timeout S bounds COMMAND itself inside L1; --boot-timeout S (default
 # 300, or $CUBICLE_NESTED_BOOT_TIMEOUT) bounds L1's boot up to the moment
-# COMMAND starts.
+# COMMAND starts. 45 s before --timeout (when it is 120 s or more) L1 dumps
+# every user thread's state, wait channel, system call and kernel stack, its
+# blocked tasks and its CPUs' backtraces to its console; a run that ends
+# without an RC= marker prints that dump and the L1 kernel's own reports.
 # One retry, logged: when L1 never started COMMAND (its kernel panicked,
 # reset or hung before /init got that far), or when L1's own kernel wedged
 # while COMMAND ran (a CPU of L1 reported stuck for 2 minutes: L1's kernel
@@ -243,11 +246,16 @@ out=$rw/nested-stdout err=$rw/nested-stderr
 	echo
 } >"$script"
 
+# 45 s before the time limit L1 dumps its tasks and CPUs to the console (see
+# l1-init.sh), which dump() below prints when no RC= marker came. loglevel=4:
+# errors reach the console too (hung tasks, RCU stalls), not only panics.
+dumpat=
+[ "$timeout" -ge 120 ] && dumpat=$((timeout - 45))
 args=(-accel tcg "${machine[@]}" -smp "$smp" -m "$mem"
 	-nodefaults -no-user-config -display none -monitor none -no-reboot
 	-serial "file:$log"
 	-kernel "$l1dir/vmlinuz" -initrd "$initrd"
-	-append "$kargs panic=-1 quiet loglevel=3 mitigations=off nestcmd=$script nestrw=$rw nestsh=$nestsh"
+	-append "$kargs panic=-1 quiet loglevel=4 mitigations=off nestcmd=$script nestrw=$rw nestsh=$nestsh${dumpat:+ nestdump=$dumpat}"
 	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
 	-virtfs "local,path=$rw,mount_tag=work,security_model=none,multidevs=remap")
 
@@ -351,6 +359,19 @@ if [ $show = 0 ]; then
 fi
 
 dump() {
+	local first
+	# The L1 kernel's own reports (hung tasks, RCU stalls, lockups, oopses)
+	# and its stall dump, in full: they say where a silent stall was.
+	first=$(grep -n -m 1 -E 'INFO: task .* blocked|rcu: INFO|detected stalls|soft lockup|BUG: |WARNING: |Oops' <<<"$console" | cut -d: -f1)
+	if [ -n "$first" ]; then
+		say "L1's kernel reported (console from line $first, 200 lines at most):"
+		sed -n "$first,\$p" <<<"$console" | sed '/CUBICLE-NESTED stall dump:/,$d' | head -n 200 | sed 's/^/  | /' >&2
+	fi
+	if grep -q 'CUBICLE-NESTED stall dump:' <<<"$console"; then
+		say "L1's stall dump, ${dumpat}s after its boot (every user thread, then sysrq w and l):"
+		sed -n '/CUBICLE-NESTED stall dump:/,/CUBICLE-NESTED stall dump end/p' <<<"$console" |
+			head -n 600 | sed 's/^/  | /' >&2
+	fi
 	say "last lines of L1's console ($log):"
 	tail -n 30 <<<"$console" | sed 's/^/  | /' >&2
 	[ -s "$rw/nested-qemu.log" ] && sed 's/^/  qemu: /' "$rw/nested-qemu.log" >&2
