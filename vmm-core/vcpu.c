@@ -102,6 +102,16 @@ static void handle_mmio(struct vcpu *v)
 		unclaimed(v, "mmio", run->mmio.phys_addr, run->mmio.data, len, run->mmio.is_write);
 }
 
+/* One more exit of this reason (the last slot counts every reason past it).
+ * Only this vCPU's thread writes its counters, so a relaxed load and store
+ * suffice (no locked add); the API thread reads them relaxed. */
+static void count_exit(struct vcpu *v, uint32_t reason)
+{
+	uint64_t *c = &v->exits[reason < VCPU_EXIT_SLOTS ? reason : VCPU_EXIT_SLOTS - 1];
+
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
@@ -125,7 +135,7 @@ static void *vcpu_thread(void *arg)
 		}
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
-				__atomic_fetch_add(&v->exits[KVM_EXIT_INTR], 1, __ATOMIC_RELAXED);
+				count_exit(v, KVM_EXIT_INTR);
 				__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_RELAXED);
 				continue;
 			}
@@ -133,10 +143,7 @@ static void *vcpu_thread(void *arg)
 					strerror(errno));
 			break;
 		}
-		__atomic_fetch_add(&v->exits[v->run->exit_reason < VCPU_EXIT_SLOTS
-						     ? v->run->exit_reason
-						     : VCPU_EXIT_SLOTS - 1],
-				   1, __ATOMIC_RELAXED);
+		count_exit(v, v->run->exit_reason);
 		switch (v->run->exit_reason) {
 		case KVM_EXIT_IO:
 			handle_io(v);

@@ -37,7 +37,7 @@ struct vcpu {
 	pthread_t thread;
 	bool started;
 	void *arch; /* arch-private */
-	uint64_t exits[VCPU_EXIT_SLOTS]; /* written by the vCPU thread, relaxed atomics */
+	uint64_t exits[VCPU_EXIT_SLOTS]; /* by KVM exit reason: written by the vCPU thread only, read relaxed */
 };
 
 struct vm {

@@ -77,21 +77,25 @@ static double since_s(const struct timespec *t)
 	return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
-/* /proc/self/status fields, in bytes; -1 when absent. */
-static long long status_bytes(const char *key)
+/* /proc/self/status's RssAnon, RssFile and RssShmem in bytes, one read of
+ * the file; 0 when all three were there, else -1. */
+static int rss_bytes(long long out[3])
 {
+	static const char *const key[3] = { "RssAnon:", "RssFile:", "RssShmem:" };
 	FILE *s = fopen("/proc/self/status", "r");
-	size_t kl = strlen(key);
 	char line[256];
-	long long v = -1;
+	int seen = 0;
 
 	if (!s)
 		return -1;
-	while (fgets(line, sizeof(line), s))
-		if (!strncmp(line, key, kl) && line[kl] == ':')
-			v = strtoll(line + kl + 1, NULL, 10) * 1024;
+	while (seen != 7 && fgets(line, sizeof(line), s))
+		for (int k = 0; k < 3; k++)
+			if (!strncmp(line, key[k], strlen(key[k]))) {
+				out[k] = strtoll(line + strlen(key[k]), NULL, 10) * 1024;
+				seen |= 1 << k;
+			}
 	fclose(s);
-	return v;
+	return seen == 7 ? 0 : -1;
 }
 
 /* The boot-timer's reading, in microseconds (0: the guest has not said). */
@@ -144,7 +148,7 @@ int api_metrics_text(const struct api_vm *v, char **text, size_t *len)
 	unsigned state = !v->running ? 0 : v->paused ? 2 : 1;
 	const struct vm *m = v->machine;
 	FILE *f = open_memstream(text, len);
-	long long anon, file, shmem;
+	long long rss[3];
 
 	if (!f)
 		return -ENOMEM;
@@ -184,16 +188,13 @@ int api_metrics_text(const struct api_vm *v, char **text, size_t *len)
 		fprintf(f, "cubicle_guest_memory_bytes %llu\n",
 			(unsigned long long)m->cfg->memory_mib << 20);
 	}
-	anon = status_bytes("RssAnon");
-	file = status_bytes("RssFile");
-	shmem = status_bytes("RssShmem");
-	if (anon >= 0 && file >= 0 && shmem >= 0) {
+	if (!rss_bytes(rss)) {
 		family(f, "cubicle_resident_bytes", "gauge",
 		       "The process's resident memory by kind: anon and file are the VMM's own, "
 		       "shmem is guest RAM the guest has touched.");
-		fprintf(f, "cubicle_resident_bytes{kind=\"anon\"} %lld\n", anon);
-		fprintf(f, "cubicle_resident_bytes{kind=\"file\"} %lld\n", file);
-		fprintf(f, "cubicle_resident_bytes{kind=\"shmem\"} %lld\n", shmem);
+		fprintf(f, "cubicle_resident_bytes{kind=\"anon\"} %lld\n", rss[0]);
+		fprintf(f, "cubicle_resident_bytes{kind=\"file\"} %lld\n", rss[1]);
+		fprintf(f, "cubicle_resident_bytes{kind=\"shmem\"} %lld\n", rss[2]);
 	}
 	for (unsigned i = 0, first = 1; i < v->n_insts; i++) {
 		const struct cub_inst *d = v->insts[i];

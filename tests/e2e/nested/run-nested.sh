@@ -252,20 +252,59 @@ out=$rw/nested-stdout err=$rw/nested-stderr
 dumpat=
 [ "$timeout" -ge 120 ] && dumpat=$((timeout - 45))
 args=(-accel tcg "${machine[@]}" -smp "$smp" -m "$mem"
-	-nodefaults -no-user-config -display none -monitor none -no-reboot
+	-nodefaults -no-user-config -display none -monitor "pipe:$rw/nested-monitor" -no-reboot
 	-serial "file:$log"
 	-kernel "$l1dir/vmlinuz" -initrd "$initrd"
 	-append "$kargs panic=-1 quiet loglevel=4 mitigations=off nestcmd=$script nestrw=$rw nestsh=$nestsh${dumpat:+ nestdump=$dumpat}"
 	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
 	-virtfs "local,path=$rw,mount_tag=work,security_model=none,multidevs=remap")
 
+# The monitor (HMP) on two FIFOs: l0_dump asks it what L1's CPUs are doing.
+# QEMU opens both ends itself; nothing is written to .out but the answers to
+# l0_dump's questions (and the banner), far below a FIFO's 64 KiB.
+rm -f "$rw/nested-monitor.in" "$rw/nested-monitor.out"
+mkfifo "$rw/nested-monitor.in" "$rw/nested-monitor.out" || die "mkfifo in $rw failed"
+
+# l0_dump: seen from outside L1, just before the time limit: how much CPU
+# each QEMU thread used over 2 s (a vCPU that spins in a guest, or none that
+# runs at all), then each L1 CPU's registers from the monitor (in a guest
+# of L1's, or in L1's kernel: where it stopped). Written to nested-l0.log.
+l0_dump() {
+	local qemu_pid t a b
+	qemu_pid=$(pgrep -P "$qpid" | head -n 1)
+	[ -n "$qemu_pid" ] || return 0
+	{
+		echo "L0 view at $(date +%T), ${SECONDS}s into the run, QEMU pid $qemu_pid"
+		declare -A ticks0
+		for t in /proc/$qemu_pid/task/*; do
+			read -r a <"$t/stat" 2>/dev/null && a=${a##*) } && set -- $a && ticks0[${t##*/}]=$((${12} + ${13}))
+		done
+		sleep 2
+		for t in /proc/$qemu_pid/task/*; do
+			read -r a <"$t/stat" 2>/dev/null || continue
+			a=${a##*) }
+			set -- $a
+			b=$((${12} + ${13} - ${ticks0[${t##*/}]:-0}))
+			echo "  thread ${t##*/} $(cat "$t/comm") state $1: $b ticks in 2 s, wchan $(cat "$t/wchan" 2>/dev/null)"
+		done
+		echo "monitor:"
+		# The general registers (not FPU/SSE/debug) and the next
+		# instructions of each CPU, as that CPU sees memory (a guest's,
+		# when it is in one).
+		printf 'info cpus\ninfo registers -a\ncpu 0\nx/4i $pc\ncpu 1\nx/4i $pc\n' >"$rw/nested-monitor.in" &
+		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
+		echo "(monitor read ended)"
+	} >"$rw/nested-l0.log" 2>&1
+}
+
 # boot_l1: one L1 run. Sets qrc (timeout/QEMU's status), hung (1 when L1 did
 # not start COMMAND within boot_timeout and was stopped), secs and boot_secs
 # (until COMMAND started, with the 0.5 s resolution of the watch).
 boot_l1() {
 	local t0 contail='' tails=() started=0 deadline=$((SECONDS + boot_timeout)) p
+	local l0at=$((SECONDS + timeout - 15)) l0done=0
 	boot_secs='?'
-	rm -f "$log" "$out" "$err"
+	rm -f "$log" "$out" "$err" "$rw/nested-l0.log"
 	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 	hung=0
 	wedged=
@@ -301,6 +340,8 @@ boot_l1() {
 			wedged=$(grep -o 'soft lockup - CPU#[0-9]* stuck for [0-9]*s! \[[^]]*\]' "$log" |
 				awk -F'stuck for ' '{ split($2, a, "s"); if (a[1] + 0 >= 120) { print; exit } }')
 			[ -n "$wedged" ] && kill $qpid 2>/dev/null
+			# 15 s before the limit, the view from outside L1 too.
+			[ $l0done = 0 ] && [ $SECONDS -ge $l0at ] && { l0done=1; (l0_dump); }
 		fi
 		sleep 0.5
 	done
@@ -374,6 +415,10 @@ dump() {
 	fi
 	say "last lines of L1's console ($log):"
 	tail -n 30 <<<"$console" | sed 's/^/  | /' >&2
+	if [ -s "$rw/nested-l0.log" ]; then
+		say "L1 seen from outside, 15 s before the limit ($rw/nested-l0.log):"
+		head -n 200 "$rw/nested-l0.log" | sed 's/^/  l0: /' >&2
+	fi
 	[ -s "$rw/nested-qemu.log" ] && sed 's/^/  qemu: /' "$rw/nested-qemu.log" >&2
 	[ -n "$cleanup" ] && cleanup= && say "kept $rw for inspection"
 }
