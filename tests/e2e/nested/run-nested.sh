@@ -60,7 +60,8 @@
 # scripts/fetch-guest.sh [--arch aarch64]; apt-get install qemu-system-x86 or
 # qemu-system-arm), or 99 when the harness itself failed (no KVM in L1, time
 # limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
-# CUBICLE_NESTED_CPU overrides -cpu (qemu64,-svm tests the no-KVM path).
+# CUBICLE_NESTED_CPU overrides -cpu (qemu64,-svm tests the no-KVM path),
+# CUBICLE_NESTED_TCG -accel (x86_64: tcg,thread=single; see below).
 
 set -uo pipefail
 
@@ -103,12 +104,29 @@ x86_64|amd64)
 	arch=x86_64
 	qemu=qemu-system-x86_64 qpkg=qemu-system-x86 fetch=scripts/fetch-guest.sh
 	machine=(-M q35 -cpu "${CUBICLE_NESTED_CPU:-max}")
+	# thread=single: L1's vCPUs take turns on one emulator thread. With one
+	# thread per vCPU (MTTCG, QEMU 7.2), L1 froze now and then (six times
+	# on 2026-12-01, two of them ASan payload runs beside another): both
+	# L1 CPUs looped for good in exc_int3 -> kprobe_int3_handler ("the
+	# breakpoint was removed right after we hit it": it rewinds RIP and
+	# returns) with interrupts off, so L1 printed nothing, not even its
+	# lockup reports. That is a CPU re-running its stale translation of an
+	# INT3 that L1's kernel had written and removed again while patching
+	# its text (static keys KVM flips as VMs come and go): the emulator's
+	# cross-thread code invalidation, not L1 or cubicle. Taking turns on
+	# one thread, every code write is seen by every vCPU before it runs.
+	tcg=${CUBICLE_NESTED_TCG:-tcg,thread=single}
 	# no_timer_check: at boot the kernel checks that the PIT's IRQ 0 reaches
 	# the IO-APIC by counting ticks across a short busy wait. With the
 	# emulator's vCPU thread starved by other load the ticks arrive late and
 	# L1 panics ("IO-APIC + timer doesn't work!") before /init. The check
 	# guards against broken firmware, which QEMU's is not.
-	kargs="console=ttyS0 no_timer_check"
+	# nokaslr: L1's kernel addresses (in the L0 dump's registers) are
+	# then the same every boot and can be looked up once. unknown_nmi_panic
+	# and panic_print=0x40: the NMI that l0_dump sends a stalled L1 makes
+	# it panic with a backtrace of every CPU (even one that runs with
+	# interrupts disabled).
+	kargs="console=ttyS0 no_timer_check nokaslr unknown_nmi_panic panic_print=0x40"
 	mods="virtio_pci 9pnet_virtio 9p kvm-amd"
 	busybox='' nestsh=bash
 	: "${timeout:=600}" "${mem:=3072}" ;;
@@ -121,6 +139,7 @@ aarch64|arm64)
 	kargs="console=ttyAMA0 rdinit=/init"
 	mods="virtio_pci 9pnet_virtio 9p" # KVM is built in
 	busybox=$gdir/busybox nestsh=busybox
+	tcg=${CUBICLE_NESTED_TCG:-tcg}
 	: "${timeout:=900}" "${mem:=2048}" ;;
 *) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
 esac
@@ -251,7 +270,7 @@ out=$rw/nested-stdout err=$rw/nested-stderr
 # errors reach the console too (hung tasks, RCU stalls), not only panics.
 dumpat=
 [ "$timeout" -ge 120 ] && dumpat=$((timeout - 45))
-args=(-accel tcg "${machine[@]}" -smp "$smp" -m "$mem"
+args=(-accel "$tcg" "${machine[@]}" -smp "$smp" -m "$mem"
 	-nodefaults -no-user-config -display none -monitor "pipe:$rw/nested-monitor" -no-reboot
 	-serial "file:$log"
 	-kernel "$l1dir/vmlinuz" -initrd "$initrd"
@@ -291,9 +310,13 @@ l0_dump() {
 		# The general registers (not FPU/SSE/debug) and the next
 		# instructions of each CPU, as that CPU sees memory (a guest's,
 		# when it is in one).
-		printf 'info cpus\ninfo registers -a\ncpu 0\nx/4i $pc\ncpu 1\nx/4i $pc\n' >"$rw/nested-monitor.in" &
+		timeout 5 sh -c 'printf "info cpus\ninfo registers -a\ncpu 0\nx/4i \$pc\ncpu 1\nx/4i \$pc\n" >"$1"' sh "$rw/nested-monitor.in" &
 		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
 		echo "(monitor read ended)"
+		# Then an NMI: on x86 L1 panics with every CPU's backtrace on its
+		# console (unknown_nmi_panic, panic_print), which dump() prints.
+		[ "$arch" = x86_64 ] && timeout 5 sh -c 'echo nmi >"$1"' sh "$rw/nested-monitor.in"
+		echo "(sent an NMI)"
 	} >"$rw/nested-l0.log" 2>&1
 }
 
@@ -403,10 +426,10 @@ dump() {
 	local first
 	# The L1 kernel's own reports (hung tasks, RCU stalls, lockups, oopses)
 	# and its stall dump, in full: they say where a silent stall was.
-	first=$(grep -n -m 1 -E 'INFO: task .* blocked|rcu: INFO|detected stalls|soft lockup|BUG: |WARNING: |Oops' <<<"$console" | cut -d: -f1)
+	first=$(grep -n -m 1 -E 'INFO: task .* blocked|rcu: INFO|detected stalls|soft lockup|BUG: |WARNING: |Oops|Kernel panic|NMI received|Uhhuh' <<<"$console" | cut -d: -f1)
 	if [ -n "$first" ]; then
 		say "L1's kernel reported (console from line $first, 200 lines at most):"
-		sed -n "$first,\$p" <<<"$console" | sed '/CUBICLE-NESTED stall dump:/,$d' | head -n 200 | sed 's/^/  | /' >&2
+		sed -n "$first,\$p" <<<"$console" | sed '/CUBICLE-NESTED stall dump:/,/CUBICLE-NESTED stall dump end/d' | head -n 300 | sed 's/^/  | /' >&2
 	fi
 	if grep -q 'CUBICLE-NESTED stall dump:' <<<"$console"; then
 		say "L1's stall dump, ${dumpat}s after its boot (every user thread, then sysrq w and l):"
@@ -433,6 +456,8 @@ if [ -z "$rc" ]; then
 	dump
 	[ $try = 2 ] && why=$(emulator_fault) && die "$why (again, on the retry)"
 	[ $qrc = 124 ] || [ $qrc = 137 ] && die "L1 did not finish within ${timeout}s (no RC= marker on its console)"
+	grep -q 'sent an NMI' "$rw/nested-l0.log" 2>/dev/null &&
+		die "L1 did not finish within ${timeout}s (no RC= marker; stopped by the harness's NMI, above)"
 	die "L1 ended (qemu status $qrc) without an RC= marker on its console"
 fi
 say "L1 done in ${secs}s (booted in ${boot_secs}s$([ $try = 2 ] && echo ', second boot')), command exit status $rc"
