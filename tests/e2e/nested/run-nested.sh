@@ -61,7 +61,8 @@
 # qemu-system-arm), or 99 when the harness itself failed (no KVM in L1, time
 # limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
 # CUBICLE_NESTED_CPU overrides -cpu (qemu64,-svm tests the no-KVM path),
-# CUBICLE_NESTED_TCG -accel (x86_64: tcg,thread=single; see below).
+# CUBICLE_NESTED_TCG -accel (default tcg), CUBICLE_NESTED_SMP L1's vCPUs (like
+# --smp; default 1 on x86_64, see below, 2 on aarch64).
 
 set -uo pipefail
 
@@ -70,7 +71,7 @@ top=$(cd "$here/../../.." && pwd)
 cache=${CUBICLE_CACHE:-${HOME:?HOME is not set}/.cache/cubicle}
 arch=$(uname -m)
 timeout='' boot_timeout=${CUBICLE_NESTED_BOOT_TIMEOUT:-300} cmd_timeout=''
-rw='' smp=2 mem='' show=0 prepare=0
+rw='' smp=${CUBICLE_NESTED_SMP:-} mem='' show=0 prepare=0
 usage="usage: run-nested.sh [--arch x86_64|aarch64] [--timeout S] [--boot-timeout S] [--cmd-timeout S] [--rw DIR] [--show] [--smp N] [--mem MIB] -- COMMAND [ARG...] | [--arch ARCH] --prepare"
 
 say() { printf 'run-nested: %s\n' "$*" >&2; }
@@ -104,18 +105,22 @@ x86_64|amd64)
 	arch=x86_64
 	qemu=qemu-system-x86_64 qpkg=qemu-system-x86 fetch=scripts/fetch-guest.sh
 	machine=(-M q35 -cpu "${CUBICLE_NESTED_CPU:-max}")
-	# thread=single: L1's vCPUs take turns on one emulator thread. With one
-	# thread per vCPU (MTTCG, QEMU 7.2), L1 froze now and then (six times
-	# on 2026-12-01, two of them ASan payload runs beside another): both
-	# L1 CPUs looped for good in exc_int3 -> kprobe_int3_handler ("the
-	# breakpoint was removed right after we hit it": it rewinds RIP and
-	# returns) with interrupts off, so L1 printed nothing, not even its
-	# lockup reports. That is a CPU re-running its stale translation of an
-	# INT3 that L1's kernel had written and removed again while patching
-	# its text (static keys KVM flips as VMs come and go): the emulator's
-	# cross-thread code invalidation, not L1 or cubicle. Taking turns on
-	# one thread, every code write is seen by every vCPU before it runs.
-	tcg=${CUBICLE_NESTED_TCG:-tcg,thread=single}
+	# One vCPU in L1 (--smp, CUBICLE_NESTED_SMP). With two, each on its own
+	# emulator thread (QEMU 7.2's MTTCG), L1 froze now and then (six times
+	# on 2026-12-01, and in 2 of 2 ASan payload runs beside another nested
+	# test): both L1 CPUs looped for good in exc_int3 ->
+	# kprobe_int3_handler ("the breakpoint was removed right after we hit
+	# it": rewind RIP, return) with interrupts off, so L1 printed nothing,
+	# not even lockup reports. A CPU kept re-running a stale translation
+	# of an INT3 that the other had written and removed again while
+	# patching kernel text (static keys KVM flips as VMs come and go): the
+	# emulator's cross-thread code invalidation, not L1 or cubicle. With one
+	# vCPU no other thread runs L1's code. Both vCPUs on one thread
+	# (thread=single) cured that too, but its 100 ms turns made a 2-vCPU
+	# Linux guest in L1 crawl; one L1 vCPU boots it as fast as two did
+	# (run_boot: 21 s against 20 s).
+	tcg=${CUBICLE_NESTED_TCG:-tcg}
+	: "${smp:=1}"
 	# no_timer_check: at boot the kernel checks that the PIT's IRQ 0 reaches
 	# the IO-APIC by counting ticks across a short busy wait. With the
 	# emulator's vCPU thread starved by other load the ticks arrive late and
@@ -140,7 +145,7 @@ aarch64|arm64)
 	mods="virtio_pci 9pnet_virtio 9p" # KVM is built in
 	busybox=$gdir/busybox nestsh=busybox
 	tcg=${CUBICLE_NESTED_TCG:-tcg}
-	: "${timeout:=900}" "${mem:=2048}" ;;
+	: "${smp:=2}" "${timeout:=900}" "${mem:=2048}" ;;
 *) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
 esac
 [ "$boot_timeout" -le "$timeout" ] || boot_timeout=$timeout
