@@ -13,11 +13,12 @@ step() { echo "== [$(($(date +%s) - t0)) s] $*" >&2; }
 # failed DIR: the logs of the tests that failed under DIR (their .trs say
 # FAIL or ERROR), the last 300 lines of each, so a red run shows why.
 failed() {
-	grep -q -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1/tests" -name '*.trs') 2>/dev/null ||
-		echo "test.sh: no test failed in $1: make itself did (see above)" >&2
-	for trs in $(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1/tests" -name '*.trs') 2>/dev/null); do
-		echo "==== ${trs%.trs}.log (last 300 lines)" >&2
-		tail -n 300 "${trs%.trs}.log" >&2
+	local trs
+	trs=$(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1/tests" -name '*.trs') 2>/dev/null)
+	[ -n "$trs" ] || echo "test.sh: no test failed in $1: make itself did (see above)" >&2
+	for t in $trs; do
+		echo "==== ${t%.trs}.log (last 300 lines)" >&2
+		tail -n 300 "${t%.trs}.log" >&2
 	done
 	exit 1
 }

@@ -119,7 +119,6 @@ x86_64|amd64)
 	# (thread=single) cured that too, but its 100 ms turns made a 2-vCPU
 	# Linux guest in L1 crawl; one L1 vCPU boots it as fast as two did
 	# (run_boot: 21 s against 20 s).
-	tcg=${CUBICLE_NESTED_TCG:-tcg}
 	: "${smp:=1}"
 	# no_timer_check: at boot the kernel checks that the PIT's IRQ 0 reaches
 	# the IO-APIC by counting ticks across a short busy wait. With the
@@ -144,11 +143,11 @@ aarch64|arm64)
 	kargs="console=ttyAMA0 rdinit=/init"
 	mods="virtio_pci 9pnet_virtio 9p" # KVM is built in
 	busybox=$gdir/busybox nestsh=busybox
-	tcg=${CUBICLE_NESTED_TCG:-tcg}
 	: "${smp:=2}" "${timeout:=900}" "${mem:=2048}" ;;
 *) die "unknown --arch '$arch' (x86_64 or aarch64)" ;;
 esac
 [ "$boot_timeout" -le "$timeout" ] || boot_timeout=$timeout
+tcg=${CUBICLE_NESTED_TCG:-tcg}
 
 [ $prepare = 1 ] || command -v $qemu >/dev/null || die "$qemu not found (apt-get install $qpkg)" 77
 [ -s "$l1dir/vmlinuz" ] && [ -d "$l1dir/modules" ] ||
@@ -320,8 +319,9 @@ l0_dump() {
 		echo "(monitor read ended)"
 		# Then an NMI: on x86 L1 panics with every CPU's backtrace on its
 		# console (unknown_nmi_panic, panic_print), which dump() prints.
-		[ "$arch" = x86_64 ] && timeout 5 sh -c 'echo nmi >"$1"' sh "$rw/nested-monitor.in"
-		echo "(sent an NMI)"
+		if [ "$arch" = x86_64 ] && timeout 5 sh -c 'echo nmi >"$1"' sh "$rw/nested-monitor.in"; then
+			echo "(sent an NMI)"
+		fi
 	} >"$rw/nested-l0.log" 2>&1
 }
 
@@ -433,7 +433,7 @@ dump() {
 	# and its stall dump, in full: they say where a silent stall was.
 	first=$(grep -n -m 1 -E 'INFO: task .* blocked|rcu: INFO|detected stalls|soft lockup|BUG: |WARNING: |Oops|Kernel panic|NMI received|Uhhuh' <<<"$console" | cut -d: -f1)
 	if [ -n "$first" ]; then
-		say "L1's kernel reported (console from line $first, 200 lines at most):"
+		say "L1's kernel reported (console from line $first, 300 lines at most):"
 		sed -n "$first,\$p" <<<"$console" | sed '/CUBICLE-NESTED stall dump:/,/CUBICLE-NESTED stall dump end/d' | head -n 300 | sed 's/^/  | /' >&2
 	fi
 	if grep -q 'CUBICLE-NESTED stall dump:' <<<"$console"; then
