@@ -48,12 +48,15 @@ void arch_pci_window(uint64_t *base, uint64_t *size);
 int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t errlen);
 /* After KVM_CREATE_VCPU (vm_create_vcpus, after arch_boot_load): CPUID,
  * MSRs, LAPIC vs KVM_ARM_VCPU_INIT; the boot vCPU (id 0) also gets the
- * entry registers from arch_boot_load. */
+ * entry registers from arch_boot_load (not on a restored VM: its registers
+ * come from the snapshot). */
 int arch_vcpu_setup(struct vcpu *v, char *err, size_t errlen);
 /* Last step before the vCPUs run, once every device is placed and every
  * vCPU is set up: tables the guest reads (x86: MP table, ACPI; arm64: the
  * FDT, which names each vCPU by the MPIDR KVM gave it) and, on arm64, the
- * vGIC's final init, which KVM allows only after all vCPUs exist. */
+ * vGIC's final init, which KVM allows only after all vCPUs exist. On a
+ * restored VM (vm->restored) no table is written: guest RAM already holds
+ * them. */
 int arch_describe(struct vm *vm, char *err, size_t errlen);
 /* An exit reason the common run loop does not handle. Returns 0 to keep
  * running, or calls vm_request_exit() and returns 1 to stop this vCPU. */
@@ -65,6 +68,24 @@ void arch_vm_destroy(struct vm *vm);
 int arch_vm_pause(struct vm *vm, char *err, size_t errlen);
 int arch_vm_resume(struct vm *vm, char *err, size_t errlen);
 void arch_vcpu_destroy(struct vcpu *v);
+
+/*
+ * Snapshots (snap/). Save: the VM is paused (arch_vm_pause ran, and its
+ * clocks are the ones saved): write the machine's state (irqchip, timers,
+ * platform devices, the guest clock) and every vCPU's into @w. Load: after
+ * vm_create_vcpus and arch_describe on a VM made by vm_create_restored, or
+ * with the VM paused (rollback): put them back from @r; the clocks go into
+ * the pause record, so that vm_resume starts them at the snapshot's
+ * instant. Both 0 or -errno with one line in err; an arch without
+ * snapshots says so (-ENOTSUP).
+ */
+struct snap_w;
+struct snap_r;
+int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen);
+int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errlen);
+/* The host CPU as a snapshot's manifest records it ("GenuineIntel family 6
+ * model 85"): a restore on another CPU model is refused. */
+void arch_cpu_id(char *buf, size_t len);
 
 /* Host check: can this host's KVM boot a stock kernel? Fills a one-line
  * reason when not. */

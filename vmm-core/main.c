@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The cubicle command line: run, plugins, check-host, disk. Only this file
- * decides to exit the process. */
+/* The cubicle command line: run, restore, plugins, check-host, disk, ctl.
+ * Only this file decides to exit the process. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -22,8 +22,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
-#include "api/api.h"
-#include "vm.h"
+#include "run.h"
 
 #define MAX_OPTS 64
 
@@ -38,6 +37,10 @@ static const char usage_text[] =
 	"                      API; also `cubicle --api-sock PATH`)\n"
 	"  run --config-file F boot Firecracker's JSON VM description F (with\n"
 	"                      --api-sock, also serve the API; --no-api: do not)\n"
+	"  restore DIR         run the VM a snapshot folder holds, from where it was\n"
+	"                      (--api-sock PATH to drive it, --paused to wait there)\n"
+	"  snapshot SOCKET DIR snapshot the paused VM of a running cubicle into DIR\n"
+	"  rollback SOCKET DIR roll a running cubicle's VM back to snapshot DIR in place\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
@@ -114,296 +117,6 @@ static int load_registry(struct registry *reg, char *const *dirs_cli, unsigned n
 	return ret;
 }
 
-/* ---- run ---- */
-
-struct run_ctx {
-	struct plan cfg;
-	struct vm vm;
-	struct registry reg;
-	struct cub_inst **insts;
-	unsigned n_insts;
-	sigset_t sigs;
-	pthread_t sig_thread;
-	struct event_loop *ev;
-	bool have_vm, have_sig_thread, ev_started;
-	bool host_check;
-	/* The control API (--api-sock), and what it sees of the VM. */
-	struct api *api;
-	struct api_vm avm;
-	/* Before the VM runs (the API waits for InstanceStart), an exit request
-	 * is kept here; once it runs, vm_request_exit takes it. lock also keeps
-	 * a signal out while the API builds the VM. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool vm_live, pre_exit, start_failed;
-	int pre_status;
-	char pre_reason[160];
-	struct timespec pre_at;
-};
-
-/* End the run with status: the VM's exit once it runs, else the wait for
- * InstanceStart's. */
-static void run_exit(struct run_ctx *r, int status, const char *reason)
-{
-	pthread_mutex_lock(&r->lock);
-	if (r->vm_live) {
-		pthread_mutex_unlock(&r->lock);
-		vm_request_exit(&r->vm, status, "%s", reason);
-		return;
-	}
-	if (!r->pre_exit) {
-		r->pre_exit = true;
-		r->pre_status = status;
-		snprintf(r->pre_reason, sizeof(r->pre_reason), "%s", reason);
-		clock_gettime(CLOCK_MONOTONIC, &r->pre_at);
-		pthread_cond_broadcast(&r->cond);
-	}
-	pthread_mutex_unlock(&r->lock);
-}
-
-/*
- * Termination signals are taken by a thread of their own, not the event
- * loop: a guest that keeps a device busy delays the loop's callbacks, never
- * the exit request (issue 10). Every other thread has them blocked.
- */
-static void *signal_thread(void *arg)
-{
-	struct run_ctx *r = arg;
-	siginfo_t si;
-
-	pthread_setname_np(pthread_self(), "signals");
-	for (;;) {
-		int sig = sigwaitinfo(&r->sigs, &si), old;
-		char why[64];
-
-		if (sig < 0)
-			continue; /* EINTR; cancellation ends us at teardown */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-		snprintf(why, sizeof(why), "stopped by signal %s", strsignal(sig));
-		run_exit(r, 128 + sig, why);
-		pthread_setcancelstate(old, NULL);
-	}
-	return NULL;
-}
-
-/* Signals to their thread (blocked here, before any other thread exists to
- * inherit them: they never interrupt a vCPU) and the event loop. */
-static int run_prepare(struct run_ctx *r, char *err, size_t errlen)
-{
-	int ret;
-
-	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->cond, NULL);
-	sigemptyset(&r->sigs);
-	sigaddset(&r->sigs, SIGINT);
-	sigaddset(&r->sigs, SIGTERM);
-	sigaddset(&r->sigs, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &r->sigs, NULL);
-	ret = pthread_create(&r->sig_thread, NULL, signal_thread, r);
-	if (ret) {
-		snprintf(err, errlen, "signal thread: %s", strerror(ret));
-		return -ret;
-	}
-	r->have_sig_thread = true;
-	r->ev = event_new();
-	if (!r->ev) {
-		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static int run_setup(struct run_ctx *r, char *err, size_t errlen)
-{
-	const struct boot_cfg *b = &r->cfg.boot;
-	int ret;
-
-	log_debug("config loaded, %u plugins found", r->reg.n);
-	if (r->host_check && r->cfg.host_check && b->format != BOOT_FLAT &&
-	    !arch_host_can_boot_linux(err, errlen)) {
-		snprintf(err + strlen(err), errlen - strlen(err),
-			 " (or pass --no-host-check to try anyway)");
-		return -ENODEV;
-	}
-	ret = vm_create(&r->vm, &r->cfg, err, errlen);
-	r->have_vm = true;
-	r->vm.ev = r->ev;
-	if (ret)
-		return ret;
-	log_debug("VM created with %" PRIu64 " MiB of RAM", r->cfg.memory_mib);
-	ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
-	if (ret)
-		return ret;
-	log_debug("%u devices created", r->n_insts);
-	ret = arch_boot_load(&r->vm, b, err, errlen);
-	if (ret)
-		return ret;
-	ret = vm_create_vcpus(&r->vm, err, errlen);
-	if (ret)
-		return ret;
-	log_debug("%u vCPUs set up", r->cfg.vcpus);
-	/* After the vCPUs: arm64's FDT needs their MPIDRs, its vGIC all of them. */
-	ret = arch_describe(&r->vm, err, errlen);
-	if (ret)
-		return ret;
-	if (!r->ev_started) {
-		ret = event_start(r->ev);
-		if (ret) {
-			snprintf(err, errlen, "event loop thread: %s", strerror(-ret));
-			return ret;
-		}
-		r->ev_started = true;
-	}
-	log_info("booting %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s", b->kernel, r->cfg.vcpus,
-		 r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
-		 r->n_insts == 1 ? "" : "s");
-	if (b->format != BOOT_FLAT)
-		log_info("kernel command line: %s", b->cmdline);
-	return vm_start(&r->vm, err, errlen);
-}
-
-static void run_teardown(struct run_ctx *r)
-{
-	if (r->have_sig_thread) {
-		pthread_cancel(r->sig_thread); /* sigwaitinfo is a cancellation point */
-		pthread_join(r->sig_thread, NULL);
-	}
-	if (r->have_vm)
-		vm_stop_vcpus(&r->vm);
-	if (r->ev)
-		event_stop(r->ev);
-	api_close(r->api); /* the loop is stopped: no request is being served */
-	devices_destroy_all(r->insts, r->n_insts);
-	devices_tty_restore();
-	if (r->ev)
-		event_free(r->ev);
-	if (r->have_vm)
-		vm_destroy(&r->vm);
-	plan_free(&r->cfg);
-	registry_free(&r->reg);
-}
-
-/*
- * InstanceStart (the API, on the event-loop thread): plan the tree the API
- * built, then create and boot the VM as `cubicle run` does. A plan error
- * changes nothing (the client may fix its objects and start again); a
- * failure after that leaves a VM half made, so later starts are refused.
- */
-static int api_start(void *ctx, const struct cnode *root, char *err, size_t errlen)
-{
-	struct run_ctx *r = ctx;
-	int ret;
-
-	pthread_mutex_lock(&r->lock);
-	if (r->start_failed || r->pre_exit) {
-		pthread_mutex_unlock(&r->lock);
-		return errf(err, errlen, -EBUSY, "%s",
-			    r->pre_exit ? "cubicle is stopping"
-					: "an earlier InstanceStart failed part way; start a new cubicle");
-	}
-	ret = plan_build(&r->cfg, root, "", NULL, &r->reg, err, errlen);
-	if (ret) {
-		/* The arena keeps the failed tree until exit; a retry builds
-		 * anew beside it. */
-		memset(&r->cfg.boot, 0, sizeof(r->cfg.boot));
-		r->cfg.devs = NULL;
-		r->cfg.n_devs = 0;
-		pthread_mutex_unlock(&r->lock);
-		return ret;
-	}
-	ret = run_setup(r, err, errlen);
-	if (ret) {
-		r->start_failed = r->have_vm; /* else nothing was made: try again */
-		pthread_mutex_unlock(&r->lock);
-		log_err("InstanceStart: %s", err);
-		return ret;
-	}
-	r->vm_live = true;
-	r->avm.insts = r->insts;
-	r->avm.n_insts = r->n_insts;
-	r->avm.machine = &r->vm;
-	clock_gettime(CLOCK_MONOTONIC, &r->avm.live);
-	r->avm.running = true;
-	pthread_cond_broadcast(&r->cond);
-	pthread_mutex_unlock(&r->lock);
-	return 0;
-}
-
-static int api_set_paused(void *ctx, bool on, char *err, size_t errlen)
-{
-	struct run_ctx *r = ctx;
-	int ret;
-
-	if (!r->vm_live)
-		return errf(err, errlen, -EINVAL, "no VM is running");
-	if (!on) {
-		ret = vm_resume(&r->vm, err, errlen);
-		event_pause(r->ev, false);
-		if (!ret)
-			log_info("resumed through the API");
-		return ret;
-	}
-	ret = vm_pause(&r->vm, err, errlen);
-	if (ret)
-		return ret;
-	event_pause(r->ev, true);
-	log_info("paused through the API");
-	return 0;
-}
-
-static void api_stop(void *ctx, int status)
-{
-	run_exit(ctx, status, "stopped through the API");
-}
-
-/*
- * The control API: with json (Firecracker's --config-file), its sections
- * are applied and the VM started first; then, with sock, the API is served
- * there (the loop starts now if no VM started it). Without sock the API
- * serves nothing (--no-api) and exists only for the JSON file.
- */
-static int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot,
-		   const char *json, char *err, size_t errlen)
-{
-	int ret;
-
-	r->avm.reg = &r->reg;
-	r->avm.ar = &r->cfg.ar;
-	r->avm.start = preboot ? api_start : NULL;
-	r->avm.stop = api_stop;
-	r->avm.set_paused = api_set_paused;
-	r->avm.ctx = r;
-	r->avm.id = id;
-	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
-	r->api = api_new_detached(&r->avm);
-	if (!r->api)
-		return errf(err, errlen, -ENOMEM, "API: out of memory");
-	api_set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
-	if (json) {
-		ret = api_load_fc_json(r->api, json, err, errlen);
-		if (ret)
-			return ret;
-	}
-	if (!sock)
-		return 0;
-	if (!r->ev_started) {
-		ret = event_start(r->ev);
-		if (ret)
-			return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
-		r->ev_started = true;
-	}
-	return api_listen(r->api, sock, r->ev, err, errlen);
-}
-
-/* Milliseconds from *t (CLOCK_MONOTONIC) to now. */
-static long ms_since(const struct timespec *t)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (long)(now.tv_sec - t->tv_sec) * 1000 + (now.tv_nsec - t->tv_nsec) / 1000000;
-}
-
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -422,10 +135,9 @@ static int cmd_run(int argc, char **argv)
 	const char *sock = NULL, *id = NULL, *config, *json = NULL;
 	bool no_api = false;
 	unsigned n_sets = 0, n_dirs = 0;
-	int cli_level = -1, c, status;
+	int cli_level = -1, c;
 	struct run_ctx r = { .host_check = true };
-	char err[1024] = "", exit_reason[sizeof(r.vm.exit_reason)];
-	struct timespec exit_at;
+	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -508,14 +220,8 @@ static int cmd_run(int argc, char **argv)
 
 		pthread_mutex_lock(&r.lock);
 		ret = run_setup(&r, err, sizeof(err));
-		if (!ret) {
-			r.vm_live = true;
-			r.avm.insts = r.insts;
-			r.avm.n_insts = r.n_insts;
-			r.avm.machine = &r.vm;
-			clock_gettime(CLOCK_MONOTONIC, &r.avm.live);
-			r.avm.running = true;
-		}
+		if (!ret)
+			run_mark_live(&r);
 		pthread_mutex_unlock(&r.lock);
 		if (ret) {
 			log_err("%s", err);
@@ -525,29 +231,80 @@ static int cmd_run(int argc, char **argv)
 			return VM_EXIT_ERROR;
 		}
 	}
-	/* A signal before the VM ran is kept as pre_exit; after, the VM's. */
-	pthread_mutex_lock(&r.lock);
-	while (!r.vm_live && !r.pre_exit)
-		pthread_cond_wait(&r.cond, &r.lock);
-	if (r.vm_live && r.pre_exit)
-		vm_request_exit(&r.vm, r.pre_status, "%s", r.pre_reason);
-	pthread_mutex_unlock(&r.lock);
-	if (r.vm_live) {
-		status = vm_wait(&r.vm);
-		snprintf(exit_reason, sizeof(exit_reason), "%s", r.vm.exit_reason);
-		exit_at = r.vm.exit_at;
-	} else {
-		status = r.pre_status;
-		snprintf(exit_reason, sizeof(exit_reason), "%s", r.pre_reason);
-		exit_at = r.pre_at;
+	return run_finish(&r);
+}
+
+static int cmd_restore(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "plugin-dir", required_argument, NULL, 'P' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "api-sock", required_argument, NULL, 'a' },
+		{ "id", required_argument, NULL, 'i' },
+		{ "paused", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *dirs[MAX_OPTS];
+	const char *sock = NULL, *id = NULL;
+	unsigned n_dirs = 0;
+	bool paused = false;
+	int c, ret;
+	struct run_ctx r = { .host_check = false };
+	char err[1024] = "";
+
+	while ((c = getopt_long(argc, argv, "P:l:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'P':
+			if (n_dirs == MAX_OPTS)
+				return usage_error("too many --plugin-dir options (%s)", optarg);
+			dirs[n_dirs++] = optarg;
+			break;
+		case 'l':
+			if (log_level_parse(optarg) < 0)
+				return usage_error("--log-level %s: expected err, warn, info or debug",
+						   optarg);
+			log_set_level(log_level_parse(optarg));
+			break;
+		case 'a':
+			sock = optarg;
+			break;
+		case 'i':
+			id = optarg;
+			break;
+		case 'p':
+			paused = true;
+			break;
+		case 'h':
+			return usage(stdout, 0);
+		default:
+			return bad_option("restore", argv);
+		}
 	}
-	run_teardown(&r);
-	/* After the teardown, so that the line tells how long stopping took:
-	 * from the request (a signal, the guest, a device) to every vCPU
-	 * joined and every device destroyed. */
-	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d (stopped in %ld ms)",
-		exit_reason, status, ms_since(&exit_at));
-	return status;
+	if (optind != argc - 1)
+		return usage_error("%s", "'restore' takes exactly one snapshot folder");
+	if (paused && !sock)
+		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
+	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
+		return VM_EXIT_ERROR;
+	ret = run_prepare(&r, err, sizeof(err));
+	if (!ret && sock)
+		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));
+	if (!ret) {
+		pthread_mutex_lock(&r.lock);
+		ret = run_restore(&r, argv[optind], !paused, err, sizeof(err));
+		if (!ret)
+			run_mark_live(&r);
+		pthread_mutex_unlock(&r.lock);
+	}
+	if (ret) {
+		log_err("%s", err);
+		if (r.have_vm)
+			vm_request_exit(&r.vm, VM_EXIT_ERROR, "restore failed");
+		run_teardown(&r);
+		return VM_EXIT_ERROR;
+	}
+	return run_finish(&r);
 }
 
 /* ---- plugins ---- */
@@ -715,6 +472,20 @@ int main(int argc, char **argv)
 	if (!strncmp(cmd, "--api-sock", 10) || !strncmp(cmd, "--config-file", 13) ||
 	    !strcmp(cmd, "--no-api") || !strncmp(cmd, "--id", 4))
 		return cmd_run(argc, argv);
+	if (!strcmp(cmd, "restore"))
+		return cmd_restore(argc - 1, argv + 1);
+	if (!strcmp(cmd, "snapshot") || !strcmp(cmd, "rollback")) {
+		/* `cubicle snapshot SOCKET DIR` is `cubicle ctl SOCKET snapshot DIR` */
+		char ctl[] = "ctl", *args[] = { ctl, NULL, NULL, NULL, NULL };
+
+		if (argc != 4)
+			return usage_error("'%s' takes a SOCKET and a snapshot folder", cmd);
+		args[1] = argv[2];
+		args[2] = argv[1];
+		args[3] = argv[3];
+
+		return helper_exec("tools/ctl", "cubicle-ctl", 4, args);
+	}
 	if (!strcmp(cmd, "plugins"))
 		return cmd_plugins(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check-host"))

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Guest RAM: a memfd mapped once; every translation is bounds-checked. */
+/* Guest RAM: a memfd (or a snapshot's memory file) mapped once; every
+ * translation is bounds-checked. */
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -7,10 +8,10 @@
 
 #include "mem.h"
 
-int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n)
+/* Check and copy the banks; their total must be @size. */
+static int set_banks(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n)
 {
 	uint64_t off = 0;
-	void *p;
 
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;
@@ -28,25 +29,83 @@ int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks,
 	if (off != size)
 		return -EINVAL;
 	m->n_banks = n;
+	return 0;
+}
+
+/* Map @fd over @size bytes (at @at with MAP_FIXED when not NULL). */
+static void *map_ram(int fd, uint64_t size, int shared, void *at)
+{
+	/* MAP_NORESERVE: guest RAM is committed as the guest touches it. */
+	return mmap(at, size, PROT_READ | PROT_WRITE,
+		    shared | MAP_NORESERVE | (at ? MAP_FIXED : 0), fd, 0);
+}
+
+int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n)
+{
+	int ret = set_banks(m, size, banks, n);
+	void *p;
+
+	if (ret)
+		return ret;
 	m->fd = memfd_create("cubicle-guest-ram", MFD_CLOEXEC);
 	if (m->fd < 0)
 		return -errno;
 	if (ftruncate(m->fd, (off_t)size) < 0)
 		goto fail;
-	/* MAP_NORESERVE: guest RAM is committed as the guest touches it. */
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, m->fd, 0);
+	p = map_ram(m->fd, size, MAP_SHARED, NULL);
 	if (p == MAP_FAILED)
 		goto fail;
 	m->host = p;
 	m->size = size;
 	return 0;
-fail: {
-	int e = -errno;
-
+fail:
+	ret = -errno;
 	close(m->fd);
 	m->fd = -1;
-	return e;
+	return ret;
 }
+
+int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem_bank *banks,
+		    unsigned n)
+{
+	int ret = set_banks(m, size, banks, n);
+	void *p;
+
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	p = map_ram(fd, size, MAP_PRIVATE, NULL);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	m->fd = fd;
+	m->host = p;
+	m->size = size;
+	m->private_file = true;
+	return 0;
+}
+
+int mem_remap_file(struct guest_mem *m, int fd)
+{
+	int ret;
+
+	if (!m->host) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (map_ram(fd, m->size, MAP_PRIVATE, m->host) == MAP_FAILED) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = fd;
+	m->private_file = true;
+	return 0;
 }
 
 void mem_destroy(struct guest_mem *m)

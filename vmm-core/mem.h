@@ -3,6 +3,7 @@
 #ifndef CUBICLE_MEM_H
 #define CUBICLE_MEM_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define MEM_MAX_BANKS 4
@@ -19,11 +20,20 @@ struct guest_mem {
 	uint64_t size;   /* total RAM bytes */
 	struct mem_bank bank[MEM_MAX_BANKS];
 	unsigned n_banks;
+	bool private_file; /* a private mapping of a file (a snapshot's memory) */
 };
 
 /* Create size bytes of RAM laid out in the given banks (offsets are filled
  * in, contiguous in bank order). 0 or -errno. */
 int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n);
+/* The same over @fd (a file of exactly @size bytes), mapped MAP_PRIVATE:
+ * reads fault in from the file, writes stay private. Takes @fd. */
+int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem_bank *banks,
+		    unsigned n);
+/* Replace the whole of RAM, in place (same host address: KVM's slots stay),
+ * with a private mapping of @fd, which it takes; the old pages are dropped.
+ * 0 or -errno (RAM then unchanged and @fd closed). */
+int mem_remap_file(struct guest_mem *m, int fd);
 void mem_destroy(struct guest_mem *m);
 /* Host pointer for [gpa, gpa+len) if it lies wholly inside one bank, else
  * NULL (also on overflow and len == 0). */

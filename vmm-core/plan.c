@@ -415,6 +415,7 @@ int plan_build(struct plan *p, const struct cnode *root, const char *path, const
 	const struct cnode *s;
 	int ret;
 
+	p->root = root;
 	p->path = arena_strdup(&p->ar, path ? path : "");
 	p->dir = dir ? arena_strdup(&p->ar, dir) : NULL;
 	p->log_level = CUB_LOG_INFO;

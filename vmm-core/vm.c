@@ -51,7 +51,9 @@ static int open_kvm(char *err, size_t errlen)
 	return fd;
 }
 
-static int map_ram(struct vm *vm, char *err, size_t errlen)
+/* RAM: a new memfd, or (ram_fd >= 0, which this takes) a private mapping
+ * of a snapshot's memory file. */
+static int map_ram(struct vm *vm, int ram_fd, char *err, size_t errlen)
 {
 	struct mem_bank banks[MEM_MAX_BANKS];
 	uint64_t size = vm->cfg->memory_mib << 20;
@@ -59,11 +61,16 @@ static int map_ram(struct vm *vm, char *err, size_t errlen)
 	int ret;
 
 	if (n <= 0) {
+		if (ram_fd >= 0)
+			close(ram_fd);
 		snprintf(err, errlen, "%s: machine.memory_mib = %" PRIu64 " cannot be laid out on %s",
 			 vm->cfg->path, vm->cfg->memory_mib, arch_name);
 		return n < 0 ? n : -EINVAL;
 	}
-	ret = mem_create(&vm->mem, size, banks, (unsigned)n);
+	if (ram_fd >= 0)
+		ret = mem_create_file(&vm->mem, ram_fd, size, banks, (unsigned)n);
+	else
+		ret = mem_create(&vm->mem, size, banks, (unsigned)n);
 	if (ret) {
 		snprintf(err, errlen, "guest RAM (%" PRIu64 " MiB): %s", vm->cfg->memory_mib,
 			 strerror(-ret));
@@ -88,7 +95,7 @@ static int map_ram(struct vm *vm, char *err, size_t errlen)
 	return 0;
 }
 
-int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
+static int create(struct vm *vm, const struct plan *cfg, int ram_fd, char *err, size_t errlen)
 {
 	int ret;
 
@@ -101,9 +108,13 @@ int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
 	bus_init(&vm->pio, "pio");
 	bus_init(&vm->mmio, "mmio");
 
+	vm->restored = vm->paused = ram_fd >= 0;
 	ret = open_kvm(err, errlen);
-	if (ret < 0)
+	if (ret < 0) {
+		if (ram_fd >= 0)
+			close(ram_fd);
 		return ret;
+	}
 	vm->kvm_fd = ret;
 	vm->run_mmap_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (vm->run_mmap_size < (int)sizeof(struct kvm_run)) {
@@ -116,15 +127,28 @@ int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
 	if (vm->vm_fd < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "KVM_CREATE_VM: %s", strerror(errno));
+		if (ram_fd >= 0)
+			close(ram_fd);
 		return ret;
 	}
 	fcntl(vm->vm_fd, F_SETFD, FD_CLOEXEC);
 	/* RAM before the irqchip: KVM_SET_USER_MEMORY_REGION is several times
 	 * slower once the irqchip's private memslots exist (measured on PVM). */
-	ret = map_ram(vm, err, errlen);
+	ret = map_ram(vm, ram_fd, err, errlen);
 	if (ret)
 		return ret;
 	return arch_vm_setup(vm, err, errlen);
+}
+
+int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
+{
+	return create(vm, cfg, -1, err, errlen);
+}
+
+int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, char *err,
+		       size_t errlen)
+{
+	return create(vm, cfg, ram_fd, err, errlen);
 }
 
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen)

@@ -58,6 +58,7 @@ struct vm {
 	char exit_reason[160];
 	struct timespec exit_at; /* CLOCK_MONOTONIC, when the exit was requested */
 	bool paused;             /* vm_pause: vCPUs park at their next exit */
+	bool restored;           /* RAM and state from a snapshot (vm_create_restored) */
 	unsigned n_parked;       /* vCPUs parked now (under lock) */
 
 	void *arch; /* arch-private: boot entry state, layout cursor */
@@ -65,6 +66,13 @@ struct vm {
 
 /* Open /dev/kvm, create the VM, its RAM and irqchip (arch_vm_setup). */
 int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen);
+/* The same with RAM a private mapping of @ram_fd (a snapshot's memory
+ * file, cfg->memory_mib long): pages fault in from the file as the guest
+ * touches them, guest writes stay in this process. The VM starts paused
+ * (vm->paused) and restored: its state is loaded before vm_resume. Takes
+ * @ram_fd (closed by vm_destroy, or here on failure). */
+int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, char *err,
+		       size_t errlen);
 /*
  * Pause: every started vCPU leaves KVM_RUN and parks, then the arch saves
  * the guest's clocks (arch_vm_pause); 0, -EALREADY when paused, or

@@ -228,7 +228,7 @@ int arch_vcpu_setup(struct vcpu *v, char *err, size_t errlen)
 	ret = ret ?: setup_lapic(v, err, errlen);
 	ret = ret ?: setup_fpu(v, err, errlen);
 	/* Other vCPUs wait for INIT/SIPI in the in-kernel LAPIC. */
-	if (!ret && v->id == 0)
+	if (!ret && v->id == 0 && !v->vm->restored)
 		ret = setup_entry(v, err, errlen);
 	return ret;
 }

@@ -126,14 +126,52 @@ static const struct cub_method boot_timer_methods[] = {
 	  .fn = (void (*)(void))boot_timer_elapsed_us },
 };
 
+/* Snapshot state 1.0: u64 elapsed_us, little-endian. */
+static int boot_timer_save(void *priv, void *buf, size_t cap, size_t *len)
+{
+	struct boot_timer *bt = priv;
+	uint8_t *b = buf;
+	uint64_t t;
+
+	*len = 8;
+	if (cap < 8)
+		return -ENOSPC;
+	pthread_mutex_lock(&bt->lock);
+	t = bt->elapsed_us;
+	pthread_mutex_unlock(&bt->lock);
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(t >> (8 * i));
+	return 0;
+}
+
+static int boot_timer_load(void *priv, const void *buf, size_t len, uint32_t minor)
+{
+	struct boot_timer *bt = priv;
+	const uint8_t *b = buf;
+	uint64_t t = 0;
+
+	(void)minor;
+	if (len != 8)
+		return bt->h->fail(bt->in, -EINVAL, "state: %zu bytes, expected 8", len);
+	for (int i = 0; i < 8; i++)
+		t |= (uint64_t)b[i] << (8 * i);
+	pthread_mutex_lock(&bt->lock);
+	bt->elapsed_us = t;
+	pthread_mutex_unlock(&bt->lock);
+	return 0;
+}
+
 static const struct cub_device_ops boot_timer_ops = {
 	.create = boot_timer_create,
 	.destroy = boot_timer_destroy,
 	.reset = boot_timer_reset,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = boot_timer_save,
+	.load = boot_timer_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "boot-timer",
 	.version = "1.0",

@@ -405,14 +405,74 @@ static const struct cub_param serial_params[] = {
 	HOSTCON_PARAMS(struct serial_cfg, con, "the UART"),
 };
 
+/*
+ * Snapshot state 1.0, 32 bytes: IER FCR LCR MCR LSR-errors MSR SCR DLL DLM,
+ * thri_pending, irq_level, the receive FIFO's count, 4 zero bytes, then the
+ * FIFO's bytes oldest first (zero-padded to 16). Host input not yet in the
+ * FIFO belongs to the host side and is not saved.
+ */
+#define SERIAL_STATE_LEN 32
+
+static int serial_save(void *priv, void *buf, size_t cap, size_t *len)
+{
+	struct serial *s = priv;
+	uint8_t *b = buf;
+
+	*len = SERIAL_STATE_LEN;
+	if (cap < SERIAL_STATE_LEN)
+		return -ENOSPC;
+	memset(b, 0, SERIAL_STATE_LEN);
+	pthread_mutex_lock(&s->lock);
+	b[0] = s->ier, b[1] = s->fcr, b[2] = s->lcr, b[3] = s->mcr, b[4] = s->lsr_err;
+	b[5] = s->msr, b[6] = s->scr, b[7] = s->dll, b[8] = s->dlm;
+	b[9] = s->thri_pending, b[10] = s->irq_level, b[11] = (uint8_t)s->fifo.count;
+	for (unsigned i = 0; i < s->fifo.count; i++)
+		b[16 + i] = s->fifo.buf[(s->fifo.head + i) % s->fifo.size];
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static int serial_load(void *priv, const void *buf, size_t len, uint32_t minor)
+{
+	struct serial *s = priv;
+	const uint8_t *b = buf;
+
+	(void)minor;
+	if (len != SERIAL_STATE_LEN)
+		return s->h->fail(s->in, -EINVAL, "state: %zu bytes, expected %d", len,
+				  SERIAL_STATE_LEN);
+	if (b[9] > 1 || b[10] > 1)
+		return s->h->fail(s->in, -EINVAL, "state: a flag byte is neither 0 nor 1");
+	if (b[11] > ((b[1] & FCR_ENABLE) ? FIFO_LEN : 1))
+		return s->h->fail(s->in, -EINVAL, "state: %u bytes in the receive FIFO (FCR %#x)",
+				  b[11], b[1]);
+	pthread_mutex_lock(&s->lock);
+	s->ier = b[0] & 0x0f, s->fcr = b[1], s->lcr = b[2], s->mcr = b[3] & 0x1f;
+	s->lsr_err = b[4] & LSR_OE, s->msr = b[5], s->scr = b[6], s->dll = b[7], s->dlm = b[8];
+	s->thri_pending = b[9];
+	ring_clear(&s->fifo);
+	for (unsigned i = 0; i < b[11]; i++)
+		ring_push(&s->fifo, b[16 + i]);
+	/* Drive the line to the saved level (the irqchip's own state is put
+	 * back after the devices'). */
+	s->irq_level = b[10];
+	if (s->irq >= 0)
+		s->h->irq_set(s->in, (unsigned)s->irq, s->irq_level);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 static const struct cub_device_ops serial_ops = {
 	.create = serial_create,
 	.destroy = serial_destroy,
 	.reset = serial_reset,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = serial_save,
+	.load = serial_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "serial8250",
 	.version = "1.0",

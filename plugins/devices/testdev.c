@@ -250,14 +250,85 @@ static const struct cub_method testdev_methods[] = {
 	  .fn = (void (*)(void))testdev_get_scratch },
 };
 
+/* Snapshot state 1.0: u32 scratch, u32 line_len, u64 logged, u8 capped,
+ * 7 zero bytes, then line_len bytes of the pending line; little-endian. */
+#define TD_STATE_FIXED 24
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static int testdev_save(void *priv, void *buf, size_t cap, size_t *len)
+{
+	struct testdev *td = priv;
+	uint8_t *b = buf;
+	int ret = 0;
+
+	pthread_mutex_lock(&td->lock);
+	*len = TD_STATE_FIXED + td->line_len;
+	if (cap < *len) {
+		ret = -ENOSPC;
+	} else {
+		memset(b, 0, TD_STATE_FIXED);
+		put_le(b, td->scratch, 4);
+		put_le(b + 4, td->line_len, 4);
+		put_le(b + 8, td->logged, 8);
+		b[16] = td->capped;
+		memcpy(b + TD_STATE_FIXED, td->line, td->line_len);
+	}
+	pthread_mutex_unlock(&td->lock);
+	return ret;
+}
+
+static int testdev_load(void *priv, const void *buf, size_t len, uint32_t minor)
+{
+	struct testdev *td = priv;
+	const uint8_t *b = buf;
+	uint64_t n;
+
+	(void)minor; /* 1.0 is the only layout so far */
+	if (len < TD_STATE_FIXED)
+		return td->h->fail(td->in, -EINVAL, "state: %zu bytes, at least %d expected", len,
+				   TD_STATE_FIXED);
+	n = get_le(b + 4, 4);
+	if (n > TD_LINE_MAX || len != TD_STATE_FIXED + n)
+		return td->h->fail(td->in, -EINVAL,
+				   "state: line_len %llu in %zu bytes (at most %d, and the line after it)",
+				   (unsigned long long)n, len, TD_LINE_MAX);
+	if (b[16] > 1)
+		return td->h->fail(td->in, -EINVAL, "state: capped is %u, expected 0 or 1", b[16]);
+	pthread_mutex_lock(&td->lock);
+	td->scratch = (uint32_t)get_le(b, 4);
+	td->line_len = (unsigned)n;
+	memcpy(td->line, b + TD_STATE_FIXED, n);
+	td->logged = get_le(b + 8, 8);
+	td->capped = b[16];
+	pthread_mutex_unlock(&td->lock);
+	return 0;
+}
+
 static const struct cub_device_ops testdev_ops = {
 	.create = testdev_create,
 	.destroy = testdev_destroy,
 	.reset = testdev_reset,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = testdev_save,
+	.load = testdev_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "testdev",
 	.version = "1.0",

@@ -30,6 +30,12 @@ static const char usage_text[] =
 	"                             arguments are typed by the method's signature\n"
 	"  pause, resume              pause the VM (vCPUs and devices stop, its clocks\n"
 	"                             hold) or resume it (PATCH /vm)\n"
+	"  snapshot DIR               write a Full snapshot of the paused VM into the\n"
+	"                             folder DIR (PUT /snapshot/create)\n"
+	"  rollback DIR               roll the VM back to snapshot DIR in place, pausing\n"
+	"                             it meanwhile (PUT /snapshot/rollback)\n"
+	"  load DIR [--resume]        make the VM of a cubicle started with --api-sock\n"
+	"                             alone from snapshot DIR (PUT /snapshot/load)\n"
 	"  config                     the VM as the API knows it (GET /vm/config)\n"
 	"  metrics                    counters and gauges in Prometheus' text format\n"
 	"                             (GET /metrics); --json: an object of series\n"
@@ -315,6 +321,62 @@ static int metrics(const char *sock)
 	return 0;
 }
 
+static void text_rollback(json_t *r)
+{
+	printf("rolled back to %s in %.3f ms\n", json_string_value(json_object_get(r, "snapshot_path")),
+	       json_real_value(json_object_get(r, "ms")));
+}
+
+/* PUT /snapshot/{create,load,rollback} with the folder (an absolute path:
+ * cubicle may run elsewhere), timed. */
+static int snap_verb(const char *sock, const char *verb, const char *dir, bool resume)
+{
+	char *abs = realpath(dir, NULL), *parent, *slash, *body;
+	json_t *r, *req;
+	struct timespec t0, t1;
+	long st;
+	int ret;
+
+	if (!abs && !strcmp(verb, "snapshot")) { /* a new folder: its parent must exist */
+		parent = strdup(dir);
+		slash = parent ? strrchr(parent, '/') : NULL;
+		if (slash)
+			*slash = '\0';
+		abs = parent ? realpath(slash ? (*parent ? parent : "/") : ".", NULL) : NULL;
+		if (abs) {
+			char *full;
+
+			if (asprintf(&full, "%s/%s", abs, slash ? slash + 1 : dir) < 0)
+				full = NULL;
+			free(abs);
+			abs = full;
+		}
+		free(parent);
+	}
+	if (!abs)
+		return fprintf(stderr, "cubicle ctl: %s: %s\n", dir, strerror(errno)), 1;
+	req = json_pack("{s:s}", "snapshot_path", abs);
+	if (req && !strcmp(verb, "load"))
+		json_object_set_new(req, "resume_vm", json_boolean(resume));
+	body = req ? json_dumps(req, 0) : NULL;
+	json_decref(req);
+	free(abs);
+	if (!body)
+		return fprintf(stderr, "cubicle ctl: out of memory\n"), 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	st = request(sock, "PUT",
+		     !strcmp(verb, "snapshot") ? "/snapshot/create"
+		     : !strcmp(verb, "load") ? "/snapshot/load" : "/snapshot/rollback",
+		     body, &r);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	free(body);
+	ret = finish(st, r, text_rollback);
+	if (!ret && !json_out && st == 204)
+		printf("%s %s: done in %.1f ms\n", verb, dir,
+		       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	return ret;
+}
+
 /* PUT /stop, then wait for cubicle to remove its socket. */
 static int stop(const char *sock)
 {
@@ -367,6 +429,10 @@ int main(int argc, char **argv)
 		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Paused\"}", NULL);
 	else if (!strcmp(verb, "resume") && !argc)
 		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Resumed\"}", NULL);
+	else if ((!strcmp(verb, "snapshot") || !strcmp(verb, "rollback")) && argc == 1)
+		ret = snap_verb(sock, verb, argv[0], false);
+	else if (!strcmp(verb, "load") && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--resume"))))
+		ret = snap_verb(sock, verb, argv[0], argc == 2);
 	else if (!strcmp(verb, "config") && !argc)
 		ret = simple(sock, "GET", "/vm/config", NULL, NULL);
 	else if (!strcmp(verb, "call"))

@@ -113,5 +113,9 @@ extern const struct api_route metrics_routes[];
 extern const unsigned metrics_n_routes;
 extern const struct api_route cub_routes[];
 extern const unsigned cub_n_routes;
+/* snapshot.c: PUT /snapshot/create, /snapshot/load (Firecracker's) and
+ * /snapshot/rollback (cubicle's). */
+extern const struct api_route snap_routes[];
+extern const unsigned snap_n_routes;
 
 #endif

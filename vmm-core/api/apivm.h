@@ -15,6 +15,7 @@ struct event_loop;
 struct registry;
 struct vm;
 struct api;
+struct snap_stats;
 
 /*
  * What the API may see of and do to the VM; main.c fills it. Every
@@ -28,6 +29,12 @@ struct api;
  * @stop:    end the VM with @status (cubicle ctl stop)
  * @set_paused: pause (vCPUs parked, device queues not served, the guest's
  *           clocks held) or resume the running VM; 0 or -errno with err
+ * @snapshot: write a Full snapshot of the paused VM into the folder @dir
+ *           (snap/snapshot.h); 0 or -errno with err
+ * @load:    (before a VM exists; NULL once one came from a config file)
+ *           make the VM from the snapshot in @dir, paused unless @resume
+ * @rollback: roll the VM back to the snapshot in @dir in place (pausing
+ *           it meanwhile if it runs); 0 or -errno with err
  * @insts:   the device instances once the VM exists (NULL before)
  * @running: the VM exists and runs
  * @machine: the VM once it exists (GET /metrics reads its vCPUs' counters)
@@ -39,6 +46,10 @@ struct api_vm {
 	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
 	void (*stop)(void *ctx, int status);
 	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
+	int (*snapshot)(void *ctx, const char *dir, struct snap_stats *st, char *err, size_t errlen);
+	int (*load)(void *ctx, const char *dir, bool resume, char *err, size_t errlen);
+	int (*rollback)(void *ctx, const char *dir, struct snap_stats *st, char *err,
+			size_t errlen);
 	void *ctx;
 	const char *id;
 	struct cub_inst *const *insts;

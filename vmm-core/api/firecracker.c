@@ -594,7 +594,6 @@ static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, cha
 NOT_YET(no_vsock, "vsock (PUT /vsock)")
 NOT_YET(no_balloon, "the balloon device")
 NOT_YET(no_mmds, "MMDS")
-NOT_YET(no_snapshot, "snapshots through the Firecracker API")
 NOT_YET(no_cpu_config, "CPU configuration (PUT /cpu-config)")
 NOT_YET(no_serial, "configuring the serial device (PUT /serial)")
 NOT_YET(no_pmem, "pmem devices")
@@ -625,8 +624,6 @@ const struct api_route fc_routes[] = {
 	{ "PATCH", "/mmds", false, true, no_mmds, false },
 	{ "GET", "/mmds", false, false, no_mmds, false },
 	{ "PUT", "/mmds/config", false, true, no_mmds, false },
-	{ "PUT", "/snapshot/create", false, true, no_snapshot, false },
-	{ "PUT", "/snapshot/load", false, true, no_snapshot, false },
 	{ "PUT", "/cpu-config", false, true, no_cpu_config, false },
 	{ "PUT", "/serial", false, true, no_serial, false },
 	{ "PUT", "/pmem/", true, true, no_pmem, false },

@@ -126,7 +126,8 @@ static const struct api_route *find(const char *method, const char *url, const c
 		const unsigned *n;
 	} tables[] = { { fc_routes, &fc_n_routes },
 		       { cub_routes, &cub_n_routes },
-		       { metrics_routes, &metrics_n_routes } };
+		       { metrics_routes, &metrics_n_routes },
+		       { snap_routes, &snap_n_routes } };
 
 	*path_ok = false;
 	for (unsigned t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)

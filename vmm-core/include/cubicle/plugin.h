@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 4 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 5 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
  *      rollback (read by the host only from plugins built for 1.2 or later).
@@ -26,7 +26,8 @@ extern "C" {
  *      minor the plugin needs), param_size and host_check; cub_net_ops
  *      gained set_mac (read only from plugins built for 1.4 or later);
  *      cub_virtio_host gained queue_size; cub_storage_host gained
- *      write_zeroes. */
+ *      write_zeroes.
+ * 1.5: cub_device_ops gained state_version, save and load (snapshots). */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
@@ -255,11 +256,40 @@ struct cub_host {
  *           (exit statuses in cubicle(1)); the control API will reset a VM
  *           in place and call it then. Leave it NULL or make it bring the
  *           device back to its power-on state (0 or -errno).
+ *
+ * Snapshots (ABI 1.5; read only from plugins built for 1.5 or later). A
+ * device's state is a plain-data blob of the plugin's own layout (fixed-
+ * width fields, little-endian), versioned by the plugin: the host stores
+ * it in the snapshot with @state_version and refuses, with a message naming
+ * the device and both versions, to hand a blob of another major version to
+ * load. A VM with a device whose plugin has no save cannot be snapshotted
+ * (the host names the device). A virtio device saves only its own state:
+ * the host saves its transport and queues.
+ * @state_version: CUB_STATE_VERSION(major, minor) of the blobs save writes.
+ * @save:    (optional) write the device's state into @buf (@cap bytes) and
+ *           its length into *@len; 0, or -ENOSPC with the length needed in
+ *           *@len (the host calls again with a larger buffer), or -errno
+ *           after h->fail(). Called with the VM paused: no vCPU runs, the
+ *           event loop serves no fd of the device, no I/O is in flight.
+ *           Any thread; must not block on the guest.
+ * @load:    (with save) make the device's state the blob's: @len bytes
+ *           written by a save of the same major version, @minor the
+ *           minor it was written with. A blob comes from a file: check
+ *           every field (lengths, indices, enums) and return -EINVAL after
+ *           h->fail() naming the bad field, leaving the device as it was.
+ *           Called after create, before any vCPU runs (restore), or with
+ *           the VM paused (rollback in place).
  */
+#define CUB_STATE_VERSION(major, minor) (((uint32_t)(major) << 16) | (uint16_t)(minor))
+
 struct cub_device_ops {
 	int (*create)(struct cub_inst *in, const struct cub_host *h, const void *cfg, void **priv);
 	void (*destroy)(void *priv);
 	int (*reset)(void *priv);
+	/* ABI 1.5: */
+	uint32_t state_version;
+	int (*save)(void *priv, void *buf, size_t cap, size_t *len);
+	int (*load)(void *priv, const void *buf, size_t len, uint32_t minor);
 };
 
 /*

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshot endpoints: Firecracker's PUT /snapshot/create and
+ * /snapshot/load, and cubicle's PUT /snapshot/rollback. A cubicle snapshot
+ * is one folder (snap/snapshot.h); Firecracker's two paths name the folder
+ * (or its `state` file) and, optionally, the folder's `memory` file. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api.h"
+#include "cnode.h"
+#include "snap/snapshot.h"
+
+static const char *str(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/*
+ * The folder a request names. @snap is the folder, or its `state` file (a
+ * path ending in /state whose sibling `memory` is @mem, or an existing
+ * regular file); @mem, when given, must be the folder's `memory`. 0, or
+ * 400 with err.
+ */
+static int folder(const char *what, const char *snap, const char *mem, char *dir, size_t len,
+		  char *err, size_t errlen)
+{
+	char want[PATH_MAX + 8];
+	struct stat sb;
+	size_t n = strlen(snap);
+	char *slash;
+
+	if (!n || n >= len)
+		return errf(err, errlen, 400, "%s: 'snapshot_path' is empty or too long", what);
+	memcpy(dir, snap, n + 1);
+	while (n > 1 && dir[n - 1] == '/')
+		dir[--n] = '\0';
+	slash = strrchr(dir, '/');
+	if (!strcmp(slash ? slash + 1 : dir, "state")) {
+		snprintf(want, sizeof(want), "%.*smemory", slash ? (int)(slash - dir + 1) : 0, dir);
+		if ((mem && !strcmp(mem, want)) || (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode))) {
+			if (slash)
+				*(slash == dir ? slash + 1 : slash) = '\0';
+			else
+				snprintf(dir, len, ".");
+		}
+	}
+	if (!mem)
+		return 0;
+	snprintf(want, sizeof(want), "%s/memory", dir);
+	if (strcmp(mem, want))
+		return errf(err, errlen, 400,
+			    "%s: '%s' is %s; cubicle keeps a snapshot's memory in its folder: leave it out or give %s",
+			    what, strstr(what, "load") ? "mem_backend.backend_path" : "mem_file_path", mem,
+			    want);
+	return 0;
+}
+
+static json_t *stats_json(const char *dir, const struct snap_stats *st)
+{
+	return json_pack("{s:s, s:I, s:I, s:I, s:f}", "snapshot_path", dir, "memory_bytes",
+			 (json_int_t)st->mem_bytes, "memory_written_bytes", (json_int_t)st->mem_written,
+			 "state_bytes", (json_int_t)st->state_bytes, "ms", st->us_total / 1e3);
+}
+
+static int put_create(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		      size_t errlen)
+{
+	static const struct api_field f[] = {
+		{ "snapshot_path", JSON_STRING, true }, { "mem_file_path", JSON_STRING, false },
+		{ "snapshot_type", JSON_STRING, false }, { "version", JSON_STRING, false },
+	};
+	struct api_vm *vm = api_vm(a);
+	const char *type;
+	char dir[PATH_MAX];
+	struct snap_stats st;
+	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/create", err, errlen);
+
+	(void)id;
+	(void)out;
+	if (ret)
+		return ret;
+	type = str(in, "snapshot_type");
+	if (type && strcmp(type, "Full") && strcmp(type, "Diff"))
+		return errf(err, errlen, 400,
+			    "snapshot/create: 'snapshot_type' is \"%s\"; expected \"Full\" or \"Diff\"",
+			    type);
+	if (type && !strcmp(type, "Diff"))
+		return errf(err, errlen, 400,
+			    "snapshot/create: Diff snapshots are not built yet (no dirty-page tracking); take a Full one");
+	ret = folder("snapshot/create", str(in, "snapshot_path"), str(in, "mem_file_path"), dir,
+		     sizeof(dir), err, errlen);
+	if (ret)
+		return ret;
+	if (!vm->running || !vm->snapshot)
+		return errf(err, errlen, 400, "snapshot/create: no VM is running");
+	if (!vm->paused)
+		return errf(err, errlen, 400,
+			    "snapshot/create: the VM is running: pause it first (PATCH /vm {\"state\": \"Paused\"})");
+	if (vm->snapshot(vm->ctx, dir, &st, err, errlen))
+		return 400;
+	return 204; /* Firecracker's reply; the log line has the figures */
+}
+
+static int put_load(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		    size_t errlen)
+{
+	static const struct api_field f[] = {
+		{ "snapshot_path", JSON_STRING, true },	    { "mem_file_path", JSON_STRING, false },
+		{ "mem_backend", JSON_OBJECT, false },	    { "enable_diff_snapshots", JSON_TRUE, false },
+		{ "track_dirty_pages", JSON_TRUE, false },  { "resume_vm", JSON_TRUE, false },
+		{ "network_overrides", JSON_ARRAY, false }, { "vsock_override", JSON_OBJECT, false },
+	};
+	static const struct api_field fb[] = {
+		{ "backend_type", JSON_STRING, true },
+		{ "backend_path", JSON_STRING, true },
+	};
+	struct api_vm *vm = api_vm(a);
+	const json_t *mb = json_object_get(in, "mem_backend");
+	const char *mem = str(in, "mem_file_path"), *bt;
+	char dir[PATH_MAX];
+	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
+
+	(void)id;
+	(void)out;
+	if (ret)
+		return ret;
+	if (mb && mem)
+		return errf(err, errlen, 400,
+			    "snapshot/load: give 'mem_backend' or 'mem_file_path', not both");
+	if (mb) {
+		ret = api_check(mb, fb, 2, "snapshot/load: mem_backend", err, errlen);
+		if (ret)
+			return ret;
+		bt = str(mb, "backend_type");
+		if (!strcmp(bt, "Uffd"))
+			return errf(err, errlen, 400,
+				    "snapshot/load: the Uffd memory backend is not built yet; use File (a private mapping: lazy, and shared between clones)");
+		if (strcmp(bt, "File"))
+			return errf(err, errlen, 400,
+				    "snapshot/load: mem_backend: 'backend_type' is \"%s\"; expected \"File\" or \"Uffd\"",
+				    bt);
+		mem = str(mb, "backend_path");
+	}
+	if (json_is_true(json_object_get(in, "track_dirty_pages")) ||
+	    json_is_true(json_object_get(in, "enable_diff_snapshots")))
+		return errf(err, errlen, 400,
+			    "snapshot/load: dirty-page tracking (Diff snapshots) is not built yet");
+	if (json_array_size(json_object_get(in, "network_overrides")))
+		return errf(err, errlen, 400, "snapshot/load: 'network_overrides' are not built yet");
+	if (json_object_get(in, "vsock_override"))
+		return errf(err, errlen, 400, "snapshot/load: cubicle has no vsock device yet");
+	ret = folder("snapshot/load", str(in, "snapshot_path"), mem, dir, sizeof(dir), err,
+		     errlen);
+	if (ret)
+		return ret;
+	if (vm->running)
+		return errf(err, errlen, 400,
+			    "snapshot/load: the VM already exists; a snapshot loads only into a new cubicle (cubicle --api-sock PATH)");
+	if (!vm->load)
+		return errf(err, errlen, 400, "snapshot/load: loading is not available here");
+	if (vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), err, errlen))
+		return 400;
+	return 204;
+}
+
+static int put_rollback(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+			size_t errlen)
+{
+	static const struct api_field f[] = { { "snapshot_path", JSON_STRING, true } };
+	struct api_vm *vm = api_vm(a);
+	struct snap_stats st;
+	char dir[PATH_MAX];
+	int ret = api_check(in, f, 1, "snapshot/rollback", err, errlen);
+
+	(void)id;
+	if (ret)
+		return ret;
+	ret = folder("snapshot/rollback", str(in, "snapshot_path"), NULL, dir, sizeof(dir), err,
+		     errlen);
+	if (ret)
+		return ret;
+	if (!vm->running || !vm->rollback)
+		return errf(err, errlen, 400, "snapshot/rollback: no VM is running");
+	if (vm->rollback(vm->ctx, dir, &st, err, errlen))
+		return 400;
+	*out = stats_json(dir, &st);
+	return *out ? 200 : errf(err, errlen, 500, "out of memory");
+}
+
+const struct api_route snap_routes[] = {
+	{ "PUT", "/snapshot/create", false, true, put_create, false },
+	{ "PUT", "/snapshot/load", false, true, put_load, false },
+	{ "PUT", "/snapshot/rollback", false, true, put_rollback, false },
+};
+const unsigned snap_n_routes = sizeof(snap_routes) / sizeof(snap_routes[0]);

@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* One run of one VM: signals, the event loop, the VM made from a plan or a
+ * snapshot, the control API's hooks into it, the wait for its end and the
+ * teardown. main.c decides what to run. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arch.h"
+#include "devices.h"
+#include "event.h"
+#include "log.h"
+#include "run.h"
+#include "snap/snapshot.h"
+
+/* End the run with status: the VM's exit once it runs, else the wait for
+ * InstanceStart's. */
+static void run_exit(struct run_ctx *r, int status, const char *reason)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->vm_live) {
+		pthread_mutex_unlock(&r->lock);
+		vm_request_exit(&r->vm, status, "%s", reason);
+		return;
+	}
+	if (!r->pre_exit) {
+		r->pre_exit = true;
+		r->pre_status = status;
+		snprintf(r->pre_reason, sizeof(r->pre_reason), "%s", reason);
+		clock_gettime(CLOCK_MONOTONIC, &r->pre_at);
+		pthread_cond_broadcast(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/*
+ * Termination signals are taken by a thread of their own, not the event
+ * loop: a guest that keeps a device busy delays the loop's callbacks, never
+ * the exit request (issue 10). Every other thread has them blocked.
+ */
+static void *signal_thread(void *arg)
+{
+	struct run_ctx *r = arg;
+	siginfo_t si;
+
+	pthread_setname_np(pthread_self(), "signals");
+	for (;;) {
+		int sig = sigwaitinfo(&r->sigs, &si), old;
+		char why[64];
+
+		if (sig < 0)
+			continue; /* EINTR; cancellation ends us at teardown */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		snprintf(why, sizeof(why), "stopped by signal %s", strsignal(sig));
+		run_exit(r, 128 + sig, why);
+		pthread_setcancelstate(old, NULL);
+	}
+	return NULL;
+}
+
+/* Signals to their thread (blocked here, before any other thread exists to
+ * inherit them: they never interrupt a vCPU) and the event loop. */
+int run_prepare(struct run_ctx *r, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	sigemptyset(&r->sigs);
+	sigaddset(&r->sigs, SIGINT);
+	sigaddset(&r->sigs, SIGTERM);
+	sigaddset(&r->sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &r->sigs, NULL);
+	ret = pthread_create(&r->sig_thread, NULL, signal_thread, r);
+	if (ret) {
+		snprintf(err, errlen, "signal thread: %s", strerror(ret));
+		return -ret;
+	}
+	r->have_sig_thread = true;
+	r->ev = event_new();
+	if (!r->ev) {
+		snprintf(err, errlen, "cannot create the event loop: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Microseconds from *t (CLOCK_MONOTONIC) to now. */
+static long us_since(const struct timespec *t)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(now.tv_sec - t->tv_sec) * 1000000 + (now.tv_nsec - t->tv_nsec) / 1000;
+}
+
+/* The event loop's thread, once. */
+static int run_loop_start(struct run_ctx *r, char *err, size_t errlen)
+{
+	int ret;
+
+	if (r->ev_started)
+		return 0;
+	ret = event_start(r->ev);
+	if (ret)
+		return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
+	r->ev_started = true;
+	return 0;
+}
+
+int run_setup(struct run_ctx *r, char *err, size_t errlen)
+{
+	const struct boot_cfg *b = &r->cfg.boot;
+	int ret;
+
+	log_debug("config loaded, %u plugins found", r->reg.n);
+	if (r->host_check && r->cfg.host_check && b->format != BOOT_FLAT &&
+	    !arch_host_can_boot_linux(err, errlen)) {
+		snprintf(err + strlen(err), errlen - strlen(err),
+			 " (or pass --no-host-check to try anyway)");
+		return -ENODEV;
+	}
+	ret = vm_create(&r->vm, &r->cfg, err, errlen);
+	r->have_vm = true;
+	r->vm.ev = r->ev;
+	if (ret)
+		return ret;
+	log_debug("VM created with %" PRIu64 " MiB of RAM", r->cfg.memory_mib);
+	ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
+	if (ret)
+		return ret;
+	log_debug("%u devices created", r->n_insts);
+	ret = arch_boot_load(&r->vm, b, err, errlen);
+	if (ret)
+		return ret;
+	ret = vm_create_vcpus(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	log_debug("%u vCPUs set up", r->cfg.vcpus);
+	/* After the vCPUs: arm64's FDT needs their MPIDRs, its vGIC all of them. */
+	ret = arch_describe(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	ret = run_loop_start(r, err, errlen);
+	if (ret)
+		return ret;
+	log_info("booting %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s", b->kernel, r->cfg.vcpus,
+		 r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
+		 r->n_insts == 1 ? "" : "s");
+	if (b->format != BOOT_FLAT)
+		log_info("kernel command line: %s", b->cmdline);
+	return vm_start(&r->vm, err, errlen);
+}
+
+static struct snap_vm run_snap_vm(struct run_ctx *r)
+{
+	return (struct snap_vm){ .vm = &r->vm, .insts = r->insts, .n_insts = r->n_insts,
+				 .plan = &r->cfg };
+}
+
+/*
+ * Restore (cubicle restore, PUT /snapshot/load): the VM the snapshot in
+ * @dir describes, its RAM a private mapping of the snapshot's memory (so
+ * nothing is read until the guest touches it, and clones share the page
+ * cache), its devices' and vCPUs' state the snapshot's. Paused, unless
+ * @resume.
+ */
+int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size_t errlen)
+{
+	struct snap_image im;
+	struct snap_vm sv;
+	struct timespec t0;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = snap_open(&im, dir, err, errlen);
+	if (!ret)
+		ret = snap_plan(&im, &r->cfg, &r->reg, err, errlen);
+	if (ret)
+		goto out;
+	ret = vm_create_restored(&r->vm, &r->cfg, snap_take_mem_fd(&im), err, errlen);
+	r->have_vm = true;
+	r->vm.ev = r->ev;
+	if (!ret)
+		ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
+	if (!ret)
+		ret = vm_create_vcpus(&r->vm, err, errlen);
+	if (!ret)
+		ret = arch_describe(&r->vm, err, errlen);
+	sv = run_snap_vm(r);
+	if (!ret)
+		ret = snap_load_state(&sv, &im, err, errlen);
+	if (!ret)
+		ret = run_loop_start(r, err, errlen);
+	if (ret)
+		goto out;
+	event_pause(r->ev, true);
+	ret = vm_start(&r->vm, err, errlen);
+	if (!ret && resume) {
+		ret = vm_resume(&r->vm, err, errlen);
+		event_pause(r->ev, false);
+	}
+	if (!ret)
+		log_info("restored %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s in %ld us%s", dir,
+			 r->cfg.vcpus, r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
+			 r->n_insts == 1 ? "" : "s", us_since(&t0), resume ? "" : "; paused");
+out:
+	snap_close(&im);
+	return ret;
+}
+
+void run_teardown(struct run_ctx *r)
+{
+	if (r->have_sig_thread) {
+		pthread_cancel(r->sig_thread); /* sigwaitinfo is a cancellation point */
+		pthread_join(r->sig_thread, NULL);
+	}
+	if (r->have_vm)
+		vm_stop_vcpus(&r->vm);
+	if (r->ev)
+		event_stop(r->ev);
+	api_close(r->api); /* the loop is stopped: no request is being served */
+	devices_destroy_all(r->insts, r->n_insts);
+	devices_tty_restore();
+	if (r->ev)
+		event_free(r->ev);
+	if (r->have_vm)
+		vm_destroy(&r->vm);
+	plan_free(&r->cfg);
+	registry_free(&r->reg);
+}
+
+/*
+ * InstanceStart (the API, on the event-loop thread): plan the tree the API
+ * built, then create and boot the VM as `cubicle run` does. A plan error
+ * changes nothing (the client may fix its objects and start again); a
+ * failure after that leaves a VM half made, so later starts are refused.
+ */
+/* The VM exists and runs (or waits, paused): the API sees it. r->lock held. */
+void run_mark_live(struct run_ctx *r)
+{
+	r->vm_live = true;
+	r->avm.insts = r->insts;
+	r->avm.n_insts = r->n_insts;
+	r->avm.machine = &r->vm;
+	clock_gettime(CLOCK_MONOTONIC, &r->avm.live);
+	r->avm.running = true;
+	r->avm.paused = vm_paused(&r->vm);
+	pthread_cond_broadcast(&r->cond);
+}
+
+/*
+ * Make the VM for the API (on the event-loop thread): @make plans and
+ * creates it (InstanceStart, PUT /snapshot/load). A plan error changes
+ * nothing (the client may fix its objects and try again); a failure after
+ * that leaves a VM half made, so later attempts are refused.
+ */
+static int api_make(struct run_ctx *r, const char *what,
+		    int (*make)(struct run_ctx *r, const void *arg, char *err, size_t errlen),
+		    const void *arg, char *err, size_t errlen)
+{
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->start_failed || r->pre_exit || r->vm_live) {
+		pthread_mutex_unlock(&r->lock);
+		return errf(err, errlen, -EBUSY, "%s",
+			    r->pre_exit ? "cubicle is stopping"
+			    : r->vm_live ? "the VM already exists"
+					 : "an earlier InstanceStart or snapshot load failed part way; start a new cubicle");
+	}
+	ret = make(r, arg, err, errlen);
+	if (ret) {
+		r->start_failed = r->have_vm; /* else nothing was made: try again */
+		if (!r->have_vm) {
+			/* The arena keeps the failed tree until exit; a retry
+			 * builds anew beside it. */
+			memset(&r->cfg.boot, 0, sizeof(r->cfg.boot));
+			r->cfg.devs = NULL;
+			r->cfg.n_devs = 0;
+		}
+		pthread_mutex_unlock(&r->lock);
+		log_err("%s: %s", what, err);
+		return ret;
+	}
+	run_mark_live(r);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+static int make_started(struct run_ctx *r, const void *root, char *err, size_t errlen)
+{
+	int ret = plan_build(&r->cfg, root, "", NULL, &r->reg, err, errlen);
+
+	return ret ? ret : run_setup(r, err, errlen);
+}
+
+/* InstanceStart: plan the tree the API built, then create and boot the VM
+ * as `cubicle run` does. */
+static int api_start(void *ctx, const struct cnode *root, char *err, size_t errlen)
+{
+	return api_make(ctx, "InstanceStart", make_started, root, err, errlen);
+}
+
+struct load_arg {
+	const char *dir;
+	bool resume;
+};
+
+static int make_loaded(struct run_ctx *r, const void *arg, char *err, size_t errlen)
+{
+	const struct load_arg *l = arg;
+
+	return run_restore(r, l->dir, l->resume, err, errlen);
+}
+
+static int api_load(void *ctx, const char *dir, bool resume, char *err, size_t errlen)
+{
+	struct load_arg l = { dir, resume };
+
+	return api_make(ctx, "snapshot load", make_loaded, &l, err, errlen);
+}
+
+static int api_snapshot(void *ctx, const char *dir, struct snap_stats *st, char *err,
+			size_t errlen)
+{
+	struct run_ctx *r = ctx;
+	struct snap_vm sv;
+	int ret;
+
+	if (!r->vm_live)
+		return errf(err, errlen, -EINVAL, "no VM is running");
+	if (!vm_paused(&r->vm))
+		return errf(err, errlen, -EINVAL,
+			    "the VM is running: pause it first (PATCH /vm {\"state\": \"Paused\"})");
+	sv = run_snap_vm(r);
+	ret = snap_create(&sv, dir, st, err, errlen);
+	if (!ret)
+		log_info("snapshot %s: %" PRIu64 " MiB of RAM (%" PRIu64 " MiB not zero), %" PRIu64
+			 " bytes of state, in %" PRIu64 " us",
+			 dir, st->mem_bytes >> 20, st->mem_written >> 20, st->state_bytes, st->us_total);
+	return ret;
+}
+
+static int api_set_paused(void *ctx, bool on, char *err, size_t errlen);
+
+/* Rollback in place: pause if running, load, resume if it was running. A
+ * failure once the state has begun to change leaves the VM paused. */
+static int api_rollback(void *ctx, const char *dir, struct snap_stats *st, char *err,
+			size_t errlen)
+{
+	struct run_ctx *r = ctx;
+	struct snap_vm sv;
+	bool running;
+	int ret;
+
+	if (!r->vm_live)
+		return errf(err, errlen, -EINVAL, "no VM is running");
+	running = !vm_paused(&r->vm);
+	if (running && (ret = api_set_paused(r, true, err, errlen)))
+		return ret;
+	sv = run_snap_vm(r);
+	ret = snap_rollback(&sv, dir, st, err, errlen);
+	if (!ret && running)
+		ret = api_set_paused(r, false, err, errlen);
+	r->avm.paused = vm_paused(&r->vm);
+	if (!ret)
+		log_info("rolled back to %s in %" PRIu64 " us", dir, st->us_total);
+	else if (r->avm.paused)
+		snprintf(err + strlen(err), errlen - strlen(err), " (the VM is paused)");
+	return ret;
+}
+
+static int api_set_paused(void *ctx, bool on, char *err, size_t errlen)
+{
+	struct run_ctx *r = ctx;
+	int ret;
+
+	if (!r->vm_live)
+		return errf(err, errlen, -EINVAL, "no VM is running");
+	if (!on) {
+		ret = vm_resume(&r->vm, err, errlen);
+		event_pause(r->ev, false);
+		if (!ret)
+			log_info("resumed through the API");
+		return ret;
+	}
+	ret = vm_pause(&r->vm, err, errlen);
+	if (ret)
+		return ret;
+	event_pause(r->ev, true);
+	log_info("paused through the API");
+	return 0;
+}
+
+static void api_stop(void *ctx, int status)
+{
+	run_exit(ctx, status, "stopped through the API");
+}
+
+/*
+ * The control API: with json (Firecracker's --config-file), its sections
+ * are applied and the VM started first; then, with sock, the API is served
+ * there (the loop starts now if no VM started it). Without sock the API
+ * serves nothing (--no-api) and exists only for the JSON file.
+ */
+int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot,
+		   const char *json, char *err, size_t errlen)
+{
+	int ret;
+
+	r->avm.reg = &r->reg;
+	r->avm.ar = &r->cfg.ar;
+	r->avm.start = preboot ? api_start : NULL;
+	r->avm.stop = api_stop;
+	r->avm.set_paused = api_set_paused;
+	r->avm.snapshot = api_snapshot;
+	r->avm.load = preboot ? api_load : NULL;
+	r->avm.rollback = api_rollback;
+	r->avm.ctx = r;
+	r->avm.id = id;
+	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
+	r->api = api_new_detached(&r->avm);
+	if (!r->api)
+		return errf(err, errlen, -ENOMEM, "API: out of memory");
+	api_set_loop(r->api, r->ev); /* PUT /metrics' timer, before or after it serves */
+	if (json) {
+		ret = api_load_fc_json(r->api, json, err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (!sock)
+		return 0;
+	ret = run_loop_start(r, err, errlen);
+	if (ret)
+		return ret;
+	return api_listen(r->api, sock, r->ev, err, errlen);
+}
+
+/* Milliseconds from *t (CLOCK_MONOTONIC) to now. */
+static long ms_since(const struct timespec *t)
+{
+	return us_since(t) / 1000;
+}
+
+
+/* Wait for the end of the run, tear it down, and say how it ended. */
+int run_finish(struct run_ctx *r)
+{
+	char exit_reason[sizeof(r->vm.exit_reason)];
+	struct timespec exit_at;
+	int status;
+
+	/* A signal before the VM ran is kept as pre_exit; after, the VM's. */
+	pthread_mutex_lock(&r->lock);
+	while (!r->vm_live && !r->pre_exit)
+		pthread_cond_wait(&r->cond, &r->lock);
+	if (r->vm_live && r->pre_exit)
+		vm_request_exit(&r->vm, r->pre_status, "%s", r->pre_reason);
+	pthread_mutex_unlock(&r->lock);
+	if (r->vm_live) {
+		status = vm_wait(&r->vm);
+		snprintf(exit_reason, sizeof(exit_reason), "%s", r->vm.exit_reason);
+		exit_at = r->vm.exit_at;
+	} else {
+		status = r->pre_status;
+		snprintf(exit_reason, sizeof(exit_reason), "%s", r->pre_reason);
+		exit_at = r->pre_at;
+	}
+	run_teardown(r);
+	/* After the teardown, so that the line tells how long stopping took:
+	 * from the request (a signal, the guest, a device) to every vCPU
+	 * joined and every device destroyed. */
+	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d (stopped in %ld ms)",
+		exit_reason, status, ms_since(&exit_at));
+	return status;
+}

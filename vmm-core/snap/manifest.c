@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A VM description tree (cnode.h) as JSON, for a snapshot's manifest, and
+ * back. Groups are objects, lists arrays; a value given as text on the
+ * command line (--set), which its reader converts to the type it wants, is
+ * {"=": "TEXT"} (no config key can be "="). */
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#include "cnode.h"
+#include "snap/snapshot.h"
+
+#define TREE_DEPTH_MAX 16
+
+static json_t *to_json(const struct cnode *n, unsigned depth)
+{
+	json_t *j;
+
+	if (depth > TREE_DEPTH_MAX)
+		return NULL;
+	switch (n->type) {
+	case CN_GROUP:
+	case CN_LIST:
+		j = n->type == CN_GROUP ? json_object() : json_array();
+		for (unsigned i = 0; j && i < n->n_kids; i++) {
+			json_t *k = to_json(n->kids[i], depth + 1);
+
+			if (!k || (n->type == CN_GROUP ? json_object_set_new(j, n->kids[i]->name, k)
+						       : json_array_append_new(j, k))) {
+				json_decref(j);
+				return NULL;
+			}
+		}
+		return j;
+	case CN_BOOL:
+		return json_boolean(n->b);
+	case CN_INT:
+		return json_integer(n->i);
+	case CN_FLOAT:
+		return json_real(n->f);
+	case CN_STR:
+		return json_string(n->s);
+	case CN_TEXT:
+		return json_pack("{s:s}", "=", n->s);
+	}
+	return NULL;
+}
+
+void *snap_tree_to_json(const struct cnode *n)
+{
+	return to_json(n, 0);
+}
+
+static struct cnode *from_json(struct arena *ar, const json_t *j, const char *name,
+			       const char *where, unsigned depth, char *err, size_t errlen)
+{
+	struct cnode *n = NULL;
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	if (depth > TREE_DEPTH_MAX) {
+		errf(err, errlen, -EINVAL, "%s: nested more than %d deep", where, TREE_DEPTH_MAX);
+		return NULL;
+	}
+	switch (json_typeof(j)) {
+	case JSON_OBJECT:
+		v = json_object_get(j, "=");
+		if (v && json_object_size(j) == 1 && json_is_string(v)) {
+			n = cnode_new(ar, CN_TEXT, name, where);
+			if (n && !(n->s = arena_strdup(ar, json_string_value(v))))
+				n = NULL;
+			break;
+		}
+		n = cnode_new(ar, CN_GROUP, name, where);
+		json_object_foreach((json_t *)j, key, v) {
+			struct cnode *k;
+
+			if (!n)
+				break;
+			k = from_json(ar, v, arena_strdup(ar, key), where, depth + 1, err, errlen);
+			if (!k || cnode_add(ar, n, k))
+				return NULL;
+		}
+		break;
+	case JSON_ARRAY:
+		n = cnode_new(ar, CN_LIST, name, where);
+		json_array_foreach(j, i, v) {
+			struct cnode *k;
+
+			if (!n)
+				break;
+			k = from_json(ar, v, NULL, where, depth + 1, err, errlen);
+			if (!k || cnode_add(ar, n, k))
+				return NULL;
+		}
+		break;
+	case JSON_TRUE:
+	case JSON_FALSE:
+		n = cnode_new(ar, CN_BOOL, name, where);
+		if (n)
+			n->b = json_is_true(j);
+		break;
+	case JSON_INTEGER:
+		n = cnode_new(ar, CN_INT, name, where);
+		if (n)
+			n->i = json_integer_value(j);
+		break;
+	case JSON_REAL:
+		n = cnode_new(ar, CN_FLOAT, name, where);
+		if (n)
+			n->f = json_real_value(j);
+		break;
+	case JSON_STRING:
+		n = cnode_new(ar, CN_STR, name, where);
+		if (n && !(n->s = arena_strdup(ar, json_string_value(j))))
+			n = NULL;
+		break;
+	case JSON_NULL:
+		errf(err, errlen, -EINVAL, "%s: %s%snull is not a config value", where,
+		     name ? name : "", name ? ": " : "");
+		return NULL;
+	}
+	if (!n && !*err)
+		errf(err, errlen, -ENOMEM, "out of memory");
+	return n;
+}
+
+struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char *where,
+				  char *err, size_t errlen)
+{
+	if (!json_is_object((const json_t *)json)) {
+		errf(err, errlen, -EINVAL, "%s: the VM description is not an object", where);
+		return NULL;
+	}
+	if (errlen)
+		*err = '\0';
+	return from_json(ar, json, NULL, where, 0, err, errlen);
+}

@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshot folders (snapshot.h): create from a paused VM, open and check,
+ * load into a VM, roll a VM back in place. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cubicle-build.h"
+#include "arch.h"
+#include "devices.h"
+#include "plan.h"
+#include "snap/snapshot.h"
+#include "vm.h"
+
+#define MANIFEST_MAX (16u << 20)
+#define DEV_STATE_MAX (16u << 20)
+#define PAGE 4096u
+
+static const char *const snap_files[] = { "memory", "state", "manifest.json" };
+
+static uint64_t now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
+}
+
+/* The device ops of an instance whose plugin can save its state, or NULL. */
+static const struct cub_device_ops *state_ops(const struct cub_inst *in)
+{
+	const struct cub_plugin *d = in->plugin->d;
+	const struct cub_device_ops *o = d->ops;
+
+	if (d->kind != CUB_KIND_DEVICE || d->abi_minor < 5 || !o->save || !o->load)
+		return NULL;
+	return o;
+}
+
+static int check_savable(const struct snap_vm *v, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < v->n_insts; i++) {
+		const struct cub_inst *in = v->insts[i];
+		const struct cub_plugin *d = in->plugin->d;
+
+		if (in->virtio)
+			return errf(err, errlen, -ENOTSUP,
+				    "%s: %s: virtio devices cannot be snapshotted yet (their queues' state is not saved)",
+				    in->pi->where, in->name);
+		if (!state_ops(in))
+			return errf(err, errlen, -ENOTSUP,
+				    "%s: %s: its plugin (%s %s, ABI %u.%u) cannot save its state",
+				    in->pi->where, in->name, d->name, d->version, d->abi_major,
+				    d->abi_minor);
+	}
+	return 0;
+}
+
+static int save_devices(const struct snap_vm *v, struct snap_w *w, char *err, size_t errlen)
+{
+	size_t cap = 4096, len;
+	uint8_t *buf = malloc(cap);
+	int ret = 0;
+
+	if (!buf)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	for (unsigned i = 0; i < v->n_insts && !ret; i++) {
+		struct cub_inst *in = v->insts[i];
+		const struct cub_device_ops *o = state_ops(in);
+
+		in->err[0] = '\0';
+		len = 0;
+		ret = o->save(in->priv, buf, cap, &len);
+		if (ret == -ENOSPC && len > cap && len <= DEV_STATE_MAX) {
+			uint8_t *n = realloc(buf, len);
+
+			if (!n) {
+				ret = errf(err, errlen, -ENOMEM, "out of memory");
+				break;
+			}
+			buf = n;
+			cap = len;
+			ret = o->save(in->priv, buf, cap, &len);
+		}
+		if (!ret && len > cap)
+			ret = -EOVERFLOW;
+		if (ret) {
+			errf(err, errlen, ret, "%s: saving its state: %s", in->name,
+			     in->err[0] ? in->err : strerror(-ret));
+			break;
+		}
+		ret = snap_w_put(w, SNAP_K_DEVICE, in->plugin->d->name, i, o->state_version, buf, len);
+		if (ret)
+			errf(err, errlen, ret, "state: %s", strerror(-ret));
+	}
+	free(buf);
+	return ret;
+}
+
+static int write_all(int fd, const void *p, size_t n, uint64_t off)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t w = pwrite(fd, b, n > (1u << 30) ? (1u << 30) : n, (off_t)off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		b += w;
+		off += (uint64_t)w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static bool page_zero(const uint8_t *p)
+{
+	const uint64_t *q = (const uint64_t *)(const void *)p;
+	uint64_t acc = 0;
+
+	for (unsigned i = 0; i < PAGE / 8; i++)
+		acc |= q[i];
+	return !acc;
+}
+
+/* Guest RAM into @fd, sparse: zero pages stay holes. A memfd's holes
+ * (pages the guest never touched) are skipped without reading them. */
+static int write_memory(const struct vm *vm, int fd, uint64_t *written)
+{
+	const struct guest_mem *m = &vm->mem;
+	uint64_t off = 0, end, run = 0, run_at = 0;
+	bool holes = !m->private_file && m->fd >= 0;
+	int ret;
+
+	*written = 0;
+	if (ftruncate(fd, (off_t)m->size) < 0)
+		return -errno;
+	while (off < m->size) {
+		end = m->size;
+		if (holes) {
+			off_t d = lseek(m->fd, (off_t)off, SEEK_DATA), h;
+
+			if (d < 0)
+				break; /* ENXIO: only holes from here */
+			h = lseek(m->fd, d, SEEK_HOLE);
+			off = (uint64_t)d & ~(uint64_t)(PAGE - 1);
+			end = h < 0 ? m->size : (uint64_t)h;
+			if (end > m->size)
+				end = m->size;
+		}
+		for (; off < end; off += PAGE) {
+			if (!page_zero(m->host + off)) {
+				if (!run)
+					run_at = off;
+				run += PAGE;
+				if (run < (64u << 20))
+					continue;
+			}
+			if (run) {
+				ret = write_all(fd, m->host + run_at, run, run_at);
+				if (ret)
+					return ret;
+				*written += run;
+				run = 0;
+			}
+		}
+		if (run) {
+			ret = write_all(fd, m->host + run_at, run, run_at);
+			if (ret)
+				return ret;
+			*written += run;
+			run = 0;
+		}
+	}
+	return 0;
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+	char *p;
+
+	return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
+}
+
+/* Remove a snapshot folder: its own files, then the folder (which fails,
+ * leaving it, if anything else is in it). */
+static int remove_snapshot(const char *dir)
+{
+	for (unsigned i = 0; i < sizeof(snap_files) / sizeof(snap_files[0]); i++) {
+		char *p = path_in(dir, snap_files[i]);
+
+		if (!p)
+			return -ENOMEM;
+		if (unlink(p) < 0 && errno != ENOENT) {
+			free(p);
+			return -errno;
+		}
+		free(p);
+	}
+	return rmdir(dir) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static int fsync_path(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECTORY), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* Write @n bytes as the new file @dir/@name, fsync'd. */
+static int write_file(const char *dir, const char *name, const void *p, size_t n)
+{
+	char *path = path_in(dir, name);
+	int fd, ret;
+
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	free(path);
+	if (fd < 0)
+		return -errno;
+	ret = write_all(fd, p, n, 0);
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+static json_t *manifest_new(const struct snap_vm *v, uint64_t mem_written, size_t state_len,
+			    uint32_t state_crc)
+{
+	const struct plan *p = v->plan;
+	json_t *m, *devs = json_array(), *tree = snap_tree_to_json(p->root);
+	char cpu[96], when[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	arch_cpu_id(cpu, sizeof(cpu));
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	for (unsigned i = 0; devs && i < v->n_insts; i++) {
+		const struct cub_inst *in = v->insts[i];
+		const struct cub_plugin *d = in->plugin->d;
+		const struct cub_device_ops *o = d->ops;
+		char ver[24];
+
+		snprintf(ver, sizeof(ver), "%u.%u", SNAP_VER_MAJOR(o->state_version),
+			 SNAP_VER_MINOR(o->state_version));
+		json_array_append_new(devs, json_pack("{s:s, s:s, s:s, s:s, s:s}", "id", in->pi->id,
+						      "name", in->name, "plugin", d->name,
+						      "plugin_version", d->version, "state_version",
+						      ver));
+	}
+	if (!devs || !tree) {
+		json_decref(devs);
+		json_decref(tree);
+		return NULL;
+	}
+	m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, "
+		      "s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}, s:{s:s, s:s?, s:o}, s:o}",
+		      "format", "cubicle-snapshot", "version", "1.0", "type", "Full", "arch",
+		      arch_name, "cpu", cpu, "cubicle", PACKAGE_VERSION, "created", when, "vcpus",
+		      (int)v->vm->n_vcpus, "memory_mib", (json_int_t)p->memory_mib, "memory",
+		      "file", "memory", "bytes", (json_int_t)v->vm->mem.size, "written",
+		      (json_int_t)mem_written, "state", "file", "state", "bytes",
+		      (json_int_t)state_len, "crc32", (json_int_t)state_crc, "config", "source",
+		      p->path, "dir", p->dir, "tree", tree, "devices", devs);
+	return m;
+}
+
+int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
+		size_t errlen)
+{
+	struct snap_w w;
+	struct stat sb;
+	char *tmp = NULL, *mpath = NULL, *js = NULL;
+	json_t *man = NULL;
+	uint64_t t0 = now_us(), t1;
+	bool made = false;
+	int fd = -1, ret;
+
+	memset(st, 0, sizeof(*st));
+	if (!vm_paused(v->vm))
+		return errf(err, errlen, -EINVAL, "the VM is running; pause it first");
+	if (!*dir)
+		return errf(err, errlen, -EINVAL, "no snapshot folder given");
+	if (stat(dir, &sb) == 0) {
+		char *mf = path_in(dir, "manifest.json");
+		bool ok = mf && S_ISDIR(sb.st_mode) && access(mf, F_OK) == 0;
+
+		free(mf);
+		if (!ok)
+			return errf(err, errlen, -EEXIST,
+				    "%s exists and is not a cubicle snapshot: not replacing it", dir);
+	}
+	ret = check_savable(v, err, errlen);
+	if (ret)
+		return ret;
+	ret = snap_w_begin(&w, arch_name);
+	if (!ret)
+		ret = save_devices(v, &w, err, errlen);
+	if (!ret)
+		ret = arch_snap_save(v->vm, &w, err, errlen);
+	if (!ret && (ret = snap_w_end(&w)))
+		errf(err, errlen, ret, "state: %s", strerror(-ret));
+	if (ret)
+		goto out;
+	t1 = now_us();
+	st->us_state = t1 - t0;
+	st->state_bytes = w.len;
+	st->mem_bytes = v->vm->mem.size;
+	if (asprintf(&tmp, "%s.tmp", dir) < 0 || !(mpath = path_in(tmp, "memory"))) {
+		tmp = NULL;
+		ret = errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* A DIR.tmp left by a create that died part way. */
+	ret = remove_snapshot(tmp);
+	if (ret) {
+		errf(err, errlen, ret, "%s: left from an earlier snapshot, cannot remove it: %s", tmp,
+		     strerror(-ret));
+		goto out;
+	}
+	if (mkdir(tmp, 0755) < 0) {
+		ret = errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	made = true;
+	fd = open(mpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 || (ret = write_memory(v->vm, fd, &st->mem_written)) ||
+	    (fsync(fd) < 0 && (ret = -errno))) {
+		ret = errf(err, errlen, ret ? ret : -errno, "%s: %s", mpath,
+			   strerror(ret ? -ret : errno));
+		goto out;
+	}
+	st->us_memory = now_us() - t1;
+	ret = write_file(tmp, "state", w.p, w.len);
+	if (ret) {
+		errf(err, errlen, ret, "%s/state: %s", tmp, strerror(-ret));
+		goto out;
+	}
+	man = manifest_new(v, st->mem_written, w.len, snap_crc32(w.p, w.len));
+	js = man ? json_dumps(man, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	if (!js) {
+		ret = errf(err, errlen, -ENOMEM, "manifest: out of memory");
+		goto out;
+	}
+	ret = write_file(tmp, "manifest.json", js, strlen(js));
+	if (!ret)
+		ret = fsync_path(tmp);
+	if (ret) {
+		errf(err, errlen, ret, "%s/manifest.json: %s", tmp, strerror(-ret));
+		goto out;
+	}
+	/* Into place: a new name, or swapped whole with the snapshot there. */
+	if (rename(tmp, dir) < 0) {
+		if ((errno != EEXIST && errno != ENOTEMPTY) ||
+		    renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) < 0) {
+			ret = errf(err, errlen, -errno, "renaming %s to %s: %s", tmp, dir,
+				   strerror(errno));
+			goto out;
+		}
+	}
+	{
+		char *parent = strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
+
+		if (parent)
+			fsync_path(slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".");
+		free(parent);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	if (made)
+		remove_snapshot(tmp); /* on success: the old snapshot swapped out, if any */
+	free(js);
+	json_decref(man);
+	free(mpath);
+	free(tmp);
+	snap_w_free(&w);
+	st->us_total = now_us() - t0;
+	return ret;
+}
+
+/* ---- open, load, roll back ---- */
+
+/* The whole of a regular file of at most @max bytes, NUL-terminated. */
+static int read_small(const char *path, size_t max, void **out, size_t *len)
+{
+	struct stat sb;
+	uint8_t *b;
+	ssize_t n;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+
+	*out = NULL;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max) {
+		ret = fstat(fd, &sb) < 0 ? -errno : !S_ISREG(sb.st_mode) ? -EINVAL : -EFBIG;
+		close(fd);
+		return ret;
+	}
+	b = malloc((size_t)sb.st_size + 1);
+	if (!b) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (got < (size_t)sb.st_size) {
+		n = read(fd, b + got, (size_t)sb.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	b[got] = 0;
+	*out = b;
+	*len = got;
+	return 0;
+}
+
+static json_int_t jint(const json_t *o, const char *a, const char *b)
+{
+	const json_t *v = json_object_get(o, a);
+
+	if (b)
+		v = json_object_get(v, b);
+	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen)
+{
+	json_error_t je;
+	json_t *m;
+	const char *fmt, *ver, *arch, *cpu;
+	char here[96], *path = NULL;
+	size_t len = 0;
+	struct stat sb;
+	json_int_t state_bytes, state_crc, vcpus, mib, mem_bytes;
+	int ret;
+
+	memset(im, 0, sizeof(*im));
+	im->mem_fd = -1;
+	im->dir = strdup(dir);
+	if (!im->dir || !(path = path_in(dir, "manifest.json")))
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+		ret = errf(err, errlen, -ENOENT, "%s: %s", dir,
+			   stat(dir, &sb) < 0 ? strerror(errno) : "not a folder (a snapshot is one)");
+		free(path);
+		return ret;
+	}
+	ret = read_small(path, MANIFEST_MAX, &im->state_buf, &len);
+	if (ret) {
+		ret = errf(err, errlen, ret, "%s: %s%s", path, strerror(-ret),
+			   ret == -ENOENT ? " (not a cubicle snapshot, or an unfinished one)" : "");
+		free(path);
+		return ret;
+	}
+	m = json_loadb(im->state_buf, len, JSON_REJECT_DUPLICATES, &je);
+	free(im->state_buf);
+	im->state_buf = NULL;
+	if (!m) {
+		ret = errf(err, errlen, -EINVAL, "%s:%d: %s", path, je.line, je.text);
+		free(path);
+		return ret;
+	}
+	im->manifest = m;
+	fmt = json_string_value(json_object_get(m, "format"));
+	ver = json_string_value(json_object_get(m, "version"));
+	arch = json_string_value(json_object_get(m, "arch"));
+	cpu = json_string_value(json_object_get(m, "cpu"));
+	state_bytes = jint(m, "state", "bytes");
+	state_crc = jint(m, "state", "crc32");
+	vcpus = jint(m, "vcpus", NULL);
+	mib = jint(m, "memory_mib", NULL);
+	mem_bytes = jint(m, "memory", "bytes");
+	arch_cpu_id(here, sizeof(here));
+	if (!fmt || strcmp(fmt, "cubicle-snapshot"))
+		ret = errf(err, errlen, -EINVAL, "%s: 'format' is not \"cubicle-snapshot\"", path);
+	else if (!ver || strncmp(ver, "1.", 2))
+		ret = errf(err, errlen, -EINVAL,
+			   "%s: snapshot format version %s; this cubicle reads 1.x", path,
+			   ver ? ver : "(none)");
+	else if (!arch || strcmp(arch, arch_name))
+		ret = errf(err, errlen, -EINVAL, "%s: made on %s; this cubicle runs %s guests", path,
+			   arch ? arch : "(no arch)", arch_name);
+	else if (!cpu || strcmp(cpu, here))
+		ret = errf(err, errlen, -EINVAL, "%s: made on a %s CPU; this host has a %s", path,
+			   cpu ? cpu : "(unnamed)", here);
+	else if (vcpus < 1 || vcpus > PLAN_MAX_VCPUS || mib < 1 || mib > (1 << 24) ||
+		 mem_bytes != mib << 20 || state_bytes < 0 || state_bytes > SNAP_STATE_MAX ||
+		 state_crc < 0 || state_crc > UINT32_MAX)
+		ret = errf(err, errlen, -EINVAL,
+			   "%s: 'vcpus', 'memory_mib', 'memory.bytes' or 'state' is missing or out of range",
+			   path);
+	free(path);
+	if (ret)
+		return ret;
+	im->vcpus = (unsigned)vcpus;
+	im->memory_mib = (uint64_t)mib;
+	im->mem_bytes = (uint64_t)mem_bytes;
+	path = path_in(dir, "state");
+	if (!path)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	ret = read_small(path, SNAP_STATE_MAX, &im->state_buf, &len);
+	if (ret)
+		ret = errf(err, errlen, ret, "%s: %s", path, strerror(-ret));
+	else if ((json_int_t)len != state_bytes)
+		ret = errf(err, errlen, -EINVAL, "%s: %zu bytes; the manifest says %" JSON_INTEGER_FORMAT
+			   " (truncated or replaced)", path, len, state_bytes);
+	else if (snap_crc32(im->state_buf, len) != (uint32_t)state_crc)
+		ret = errf(err, errlen, -EINVAL, "%s: checksum mismatch (the file is corrupt)", path);
+	else if ((ret = snap_r_parse(&im->r, im->state_buf, len, arch_name, err, errlen))) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", err);
+		errf(err, errlen, ret, "%s: %s", path, why);
+	}
+	free(path);
+	if (ret)
+		return ret;
+	path = path_in(dir, "memory");
+	if (!path)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	im->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (im->mem_fd < 0)
+		ret = errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
+	else if (fstat(im->mem_fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+		 (uint64_t)sb.st_size != im->mem_bytes)
+		ret = errf(err, errlen, -EINVAL,
+			   "%s: %lld bytes; the manifest says %" PRIu64 " (truncated or replaced)", path,
+			   (long long)sb.st_size, im->mem_bytes);
+	free(path);
+	return ret;
+}
+
+int snap_take_mem_fd(struct snap_image *im)
+{
+	int fd = im->mem_fd;
+
+	im->mem_fd = -1;
+	return fd;
+}
+
+int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg, char *err,
+	      size_t errlen)
+{
+	const json_t *cfg = json_object_get(im->manifest, "config");
+	const char *dir = json_string_value(json_object_get(cfg, "dir"));
+	char *where = path_in(im->dir, "manifest.json");
+	struct cnode *root;
+	int ret;
+
+	if (!where)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	root = snap_tree_from_json(&p->ar, json_object_get(cfg, "tree"), where, err, errlen);
+	if (!root) {
+		free(where);
+		return -EINVAL;
+	}
+	ret = plan_build(p, root, where, dir, reg, err, errlen);
+	if (!ret && (p->vcpus != im->vcpus || p->memory_mib != im->memory_mib))
+		ret = errf(err, errlen, -EINVAL,
+			   "%s: the config says %u vCPUs and %" PRIu64 " MiB; the snapshot has %u and %" PRIu64,
+			   where, p->vcpus, p->memory_mib, im->vcpus, im->memory_mib);
+	free(where);
+	return ret;
+}
+
+int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *err,
+		    size_t errlen)
+{
+	unsigned n_dev = 0;
+	int ret;
+
+	for (unsigned i = 0; i < im->r.n; i++)
+		n_dev += im->r.secs[i].kind == SNAP_K_DEVICE;
+	if (n_dev != v->n_insts)
+		return errf(err, errlen, -EINVAL, "%s/state: %u devices; this VM has %u", im->dir,
+			    n_dev, v->n_insts);
+	/* Devices first: the lines they drive are then overwritten by the
+	 * irqchip's saved state. */
+	for (unsigned i = 0; i < v->n_insts; i++) {
+		struct cub_inst *in = v->insts[i];
+		const struct cub_plugin *d = in->plugin->d;
+		const struct cub_device_ops *o = state_ops(in);
+		const struct snap_sec *s = snap_r_find(&im->r, SNAP_K_DEVICE, d->name, i);
+
+		if (!o)
+			return errf(err, errlen, -ENOTSUP, "%s: its plugin (%s %s) cannot load state",
+				    in->name, d->name, d->version);
+		if (!s)
+			return errf(err, errlen, -EINVAL, "%s/state: no state for device %u (%s)",
+				    im->dir, i, in->name);
+		if (SNAP_VER_MAJOR(s->ver) != SNAP_VER_MAJOR(o->state_version))
+			return errf(err, errlen, -EINVAL,
+				    "%s: the snapshot holds state version %u.%u; plugin %s %s reads %u.x",
+				    in->name, SNAP_VER_MAJOR(s->ver), SNAP_VER_MINOR(s->ver), d->name,
+				    d->version, SNAP_VER_MAJOR(o->state_version));
+		in->err[0] = '\0';
+		ret = o->load(in->priv, s->data, s->len, SNAP_VER_MINOR(s->ver));
+		if (ret)
+			return errf(err, errlen, ret, "%s/state: %s: %s", im->dir, in->name,
+				    in->err[0] ? in->err : strerror(-ret));
+	}
+	ret = arch_snap_load(v->vm, &im->r, err, errlen);
+	if (ret) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", err);
+		errf(err, errlen, ret, "%s/state: %s", im->dir, why);
+	}
+	return ret;
+}
+
+void snap_close(struct snap_image *im)
+{
+	if (im->mem_fd >= 0)
+		close(im->mem_fd);
+	snap_r_free(&im->r);
+	free(im->state_buf);
+	json_decref(im->manifest);
+	free(im->dir);
+	memset(im, 0, sizeof(*im));
+	im->mem_fd = -1;
+}
+
+/* Is @im a snapshot of the VM @v: the same vCPUs, RAM and devices? */
+static int same_machine(const struct snap_vm *v, const struct snap_image *im, char *err,
+			size_t errlen)
+{
+	const json_t *devs = json_object_get(im->manifest, "devices");
+
+	if (im->vcpus != v->vm->n_vcpus || im->mem_bytes != v->vm->mem.size)
+		return errf(err, errlen, -EINVAL,
+			    "%s: a VM of %u vCPUs and %" PRIu64 " MiB; this one has %u and %" PRIu64,
+			    im->dir, im->vcpus, im->memory_mib, v->vm->n_vcpus, v->vm->mem.size >> 20);
+	if (json_array_size(devs) != v->n_insts)
+		return errf(err, errlen, -EINVAL, "%s: %zu devices; this VM has %u", im->dir,
+			    json_array_size(devs), v->n_insts);
+	for (unsigned i = 0; i < v->n_insts; i++) {
+		const json_t *d = json_array_get(devs, i);
+		const char *name = json_string_value(json_object_get(d, "name"));
+
+		if (!name || strcmp(name, v->insts[i]->name))
+			return errf(err, errlen, -EINVAL, "%s: device %u is %s; this VM's is %s",
+				    im->dir, i, name ? name : "(unnamed)", v->insts[i]->name);
+	}
+	return 0;
+}
+
+int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
+		  size_t errlen)
+{
+	struct snap_image im;
+	uint64_t t0 = now_us();
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	if (!vm_paused(v->vm))
+		return errf(err, errlen, -EINVAL, "the VM is running; pause it first");
+	ret = snap_open(&im, dir, err, errlen);
+	if (!ret)
+		ret = same_machine(v, &im, err, errlen);
+	if (!ret) {
+		ret = mem_remap_file(&v->vm->mem, snap_take_mem_fd(&im));
+		if (ret)
+			errf(err, errlen, ret, "%s/memory: mapping it: %s", dir, strerror(-ret));
+	}
+	if (!ret)
+		ret = snap_load_state(v, &im, err, errlen);
+	st->mem_bytes = im.mem_bytes;
+	st->state_bytes = im.r.n ? (uint64_t)json_integer_value(json_object_get(
+					   json_object_get(im.manifest, "state"), "bytes"))
+				 : 0;
+	snap_close(&im);
+	st->us_total = now_us() - t0;
+	return ret;
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Snapshots of a whole VM: a folder holding `memory` (guest RAM, raw and
+ * sparse), `state` (state.h: machine, vCPUs, devices) and `manifest.json`
+ * (format, arch, CPU, the VM's description, sizes and checksums). Created
+ * from a paused VM, restored into a new process (the memory file mapped
+ * private: lazy, shared page cache between clones), or rolled back in
+ * place. */
+#ifndef CUBICLE_SNAPSHOT_H
+#define CUBICLE_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snap/state.h"
+
+struct vm;
+struct cub_inst;
+struct plan;
+struct registry;
+
+/* What a snapshot needs of a VM. */
+struct snap_vm {
+	struct vm *vm;
+	struct cub_inst *const *insts;
+	unsigned n_insts;
+	const struct plan *plan;
+};
+
+/* What a create or a load did, for the API's reply and the benchmarks. */
+struct snap_stats {
+	uint64_t mem_bytes;      /* guest RAM */
+	uint64_t mem_written;    /* bytes of it that were not zero (written) */
+	uint64_t state_bytes;
+	uint64_t us_state, us_memory, us_total; /* microseconds */
+};
+
+/*
+ * Write a Full snapshot of the paused VM @v into the folder @dir: made as
+ * DIR.tmp (every file and the folder fsync'd), then renamed to DIR; an
+ * existing DIR is swapped out whole and removed. 0, or -errno with one line
+ * in err (nothing at DIR changed then). Every device must be able to save
+ * its state: the first that cannot is named.
+ */
+int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
+		size_t errlen);
+
+/* An opened snapshot: its manifest and state read and checked, its memory
+ * file open. */
+struct snap_image {
+	char *dir;
+	void *state_buf;     /* the state file, which r points into */
+	struct snap_r r;
+	int mem_fd;
+	uint64_t mem_bytes;
+	unsigned vcpus;
+	uint64_t memory_mib;
+	void *manifest;      /* json_t * */
+};
+
+/* Open @dir: read and check manifest.json and state (format, arch, CPU,
+ * checksums, the memory file's size). 0, or -errno with one line in err
+ * naming the file and what is wrong. snap_close in every case. */
+int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen);
+/* The VM description the snapshot recorded, as a plan (p zeroed). */
+int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg, char *err,
+	      size_t errlen);
+/* Hand over the memory file's fd (vm_create_restored takes it). */
+int snap_take_mem_fd(struct snap_image *im);
+/* Put the snapshot's device, machine and vCPU state into @v: a VM made by
+ * vm_create_restored from it, or (rollback) the same VM paused. */
+int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *err,
+		    size_t errlen);
+void snap_close(struct snap_image *im);
+
+/* Roll the paused VM @v back to snapshot @dir in place: its RAM becomes a
+ * private mapping of the snapshot's memory (O(1)), its state the
+ * snapshot's. The snapshot must be of this VM (same machine and devices).
+ * 0, or -errno with err (the VM is then unchanged, or its state partly
+ * loaded when a device refused its blob: err says which). */
+int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
+		  size_t errlen);
+
+/* manifest.c: the VM description tree as JSON and back (tagged: a text
+ * value given on the command line is {"=": "..."}). */
+struct cnode;
+struct arena;
+void *snap_tree_to_json(const struct cnode *n);
+struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char *where,
+				  char *err, size_t errlen);
+
+#endif
