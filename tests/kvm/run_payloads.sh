@@ -167,6 +167,14 @@ wait_line() {
 	grep -Eq "$3" "$2" && kill -0 $1 2>/dev/null
 }
 
+# CUBICLE_PAYLOAD_ONLY=snapshots: only that group (a developer's shortcut).
+if [ "${CUBICLE_PAYLOAD_ONLY:-}" = snapshots ]; then
+	. "$sd/tests/kvm/snapshots.sh"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
+fi
+
 # hostile NAME PAYLOAD READY_REGEX [IDLE_REGEX]: boot it in the background
 # (with $extra_dev); at IDLE_REGEX on stderr run $on_ready; at READY_REGEX
 # let the guest hammer for $busy_s seconds, run $on_busy, then SIGTERM and
@@ -353,6 +361,9 @@ extra_dev=',
 run fifo-console-file long long 1 1 'console file .*fifo.txt is a FIFO'
 run_limit=60
 extra_dev=
+
+# ---- snapshots, restore, rollback, clones (issue 12) ----
+. "$sd/tests/kvm/snapshots.sh"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0
+# Snapshots of payload guests (issue 12), sourced by run_payloads.sh (its
+# $cub, $tmp, mkcfg, ok, notok, wait_line, kib). The counter payload counts
+# in memory and checks a 64 KiB pattern every round:
+#   1. snapshot, kill -9, restore: the count goes on from the snapshot's;
+#   2. 100 rollbacks in place in one process: the count goes back each time,
+#      guest RAM is the snapshot's byte for byte, no fd or RSS growth;
+#   3. $CUBICLE_CLONES (50) clones restored at once from one snapshot: each
+#      goes on from the count, the snapshot's pages are shared between them;
+#   4. a truncated, a corrupt and a foreign snapshot: one clear line each.
+
+# The counts testdev logged in FILE, in order.
+counts() { sed -n 's/.*guest: count \([0-9][0-9]*\)$/\1/p' "$1"; }
+# Are the counts in FILE consecutive from its first to its last?
+consecutive() { counts "$1" | awk 'NR > 1 && $1 != p + 1 { bad = 1 } { p = $1 } END { exit bad }'; }
+scratch() { "$cub" ctl "$1" call mmio get_scratch 2>/dev/null; }
+# kB of FIELD (Rss, Pss, Shared_Clean, ...) in pid's mappings of FILE.
+map_kb() {
+	awk -v f="$2" -v k="$3:" '$NF == f { on = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { on = 0 }
+		on && $1 == k { s += $2 } END { print s + 0 }' "/proc/$1/smaps" 2>/dev/null
+}
+fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+
+snap=$tmp/snap-counter
+mkcfg counter counter long 1
+echo "api = { socket = \"$tmp/counter.sock\"; };" >>"$tmp/counter.cfg"
+"$cub" run "$tmp/counter.cfg" >/dev/null 2>"$tmp/counter.err" </dev/null &
+pid=$!
+s=
+if ! wait_line $pid "$tmp/counter.err" 'guest: count 3$'; then
+	notok "snapshot: the counter guest did not count to 3" "$tmp/counter.err"
+elif ! "$cub" ctl "$tmp/counter.sock" pause >"$tmp/snap.out" 2>&1 ||
+     ! s=$(scratch "$tmp/counter.sock") ||
+     ! "$cub" snapshot "$tmp/counter.sock" "$snap" >>"$tmp/snap.out" 2>&1; then
+	notok "snapshot: pause, scratch ($s) or snapshot failed" "$tmp/snap.out"
+	s=
+fi
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+
+# 1. Restore in a new process after the first one was killed.
+if [ -n "$s" ]; then
+	mem_kb=$(du -k "$snap/memory" | cut -f1)
+	"$cub" restore "$snap" --api-sock "$tmp/r.sock" >/dev/null 2>"$tmp/restored.err" </dev/null &
+	rpid=$!
+	want=$((s + 2))
+	if wait_line $rpid "$tmp/restored.err" "guest: count $want\$" &&
+	   first=$(counts "$tmp/restored.err" | head -n 1) &&
+	   { [ "$first" = "$s" ] || [ "$first" = $((s + 1)) ]; } && consecutive "$tmp/restored.err" &&
+	   ! grep -q 'memory lost' "$tmp/restored.err"; then
+		ok "snapshot at count $s, kill -9, restore: counts on from $first to $want, pattern intact; memory file $mem_kb KiB on disk of 16 MiB (sparse)"
+	else
+		notok "restore: wanted counts from $s or $((s + 1)) up to $want" "$tmp/restored.err"
+	fi
+else
+	rpid=
+fi
+
+# 2. Rollback in place, 100 times, in the restored process.
+if [ -n "$rpid" ] && kill -0 $rpid 2>/dev/null; then
+	fd0=$(fds $rpid)
+	rss0=$(kib $rpid VmRSS)
+	i=0 bad=0 t0=$(now_ms)
+	while [ $i -lt 100 ]; do
+		"$cub" ctl "$tmp/r.sock" rollback "$snap" >>"$tmp/rb.out" 2>&1 || bad=$((bad + 1))
+		i=$((i + 1))
+	done
+	t1=$(now_ms)
+	fd1=$(fds $rpid)
+	rss1=$(kib $rpid VmRSS)
+	# Paused, rolled back, snapshot again: RAM is the first snapshot's.
+	"$cub" ctl "$tmp/r.sock" pause >>"$tmp/rb.out" 2>&1
+	"$cub" ctl "$tmp/r.sock" rollback "$snap" >>"$tmp/rb.out" 2>&1 || bad=$((bad + 1))
+	s2=$(scratch "$tmp/r.sock")
+	"$cub" snapshot "$tmp/r.sock" "$tmp/snap-again" >>"$tmp/rb.out" 2>&1 || bad=$((bad + 1))
+	same=no
+	cmp -s "$snap/memory" "$tmp/snap-again/memory" && same=yes
+	: >"$tmp/restored.err.mark"
+	n_before=$(counts "$tmp/restored.err" | wc -l)
+	"$cub" ctl "$tmp/r.sock" resume >>"$tmp/rb.out" 2>&1
+	wait_line $rpid "$tmp/restored.err" "guest: count $((s + 2))\$"
+	after=$(counts "$tmp/restored.err" | tail -n +$((n_before + 1)) | head -n 1)
+	if [ $bad = 0 ] && [ "$s2" = "$s" ] && [ $same = yes ] && [ "$fd1" = "$fd0" ] &&
+	   [ $((rss1 - rss0)) -lt 4096 ] && { [ "$after" = "$s" ] || [ "$after" = $((s + 1)) ]; } &&
+	   ! grep -q 'memory lost' "$tmp/restored.err"; then
+		ok "rollback x100 in one process ($(( (t1 - t0) / 100 )) ms each with cubicle ctl): scratch back to $s, RAM identical to the snapshot's (cmp), counts on from $after; fds $fd0 -> $fd1, RSS $rss0 -> $rss1 KiB"
+	else
+		echo "# bad=$bad scratch=$s2 (want $s) same_ram=$same fds $fd0->$fd1 rss $rss0->$rss1 after=$after" >>"$tmp/rb.out"
+		notok "rollback: see below" "$tmp/rb.out"
+	fi
+	kill -TERM $rpid
+	wait $rpid 2>/dev/null
+fi
+
+# 3. Clones: N processes restored from one snapshot at once.
+if [ -n "$s" ]; then
+	n=${CUBICLE_CLONES:-50}
+	pids=
+	i=0
+	while [ $i -lt $n ]; do
+		"$cub" restore "$snap" >/dev/null 2>"$tmp/clone$i.err" </dev/null &
+		pids="$pids $!"
+		i=$((i + 1))
+	done
+	i=0 good=0 shared=0 rss=0 pss=0 lowshare=
+	for p in $pids; do
+		if wait_line $p "$tmp/clone$i.err" "guest: count $((s + 1))\$" &&
+		   ! grep -q 'memory lost' "$tmp/clone$i.err"; then
+			good=$((good + 1))
+			sc=$(map_kb $p "$snap/memory" Shared_Clean)
+			shared=$((shared + sc))
+			rss=$((rss + $(map_kb $p "$snap/memory" Rss)))
+			pss=$((pss + $(map_kb $p "$snap/memory" Pss)))
+			[ "$sc" -ge 64 ] || lowshare="$lowshare $i:${sc}kB"
+		else
+			bad_clone=$i
+		fi
+		i=$((i + 1))
+	done
+	for p in $pids; do kill -TERM $p 2>/dev/null; done
+	for p in $pids; do wait $p 2>/dev/null; done
+	if [ $good = $n ] && [ -z "$lowshare" ]; then
+		ok "$n clones of one snapshot: each counted on from $s; the snapshot's memory mapped shared: Shared_Clean $shared KiB in all, Rss $rss KiB, Pss $pss KiB"
+	elif [ $good != $n ]; then
+		notok "clones: $good of $n counted on from $s" "$tmp/clone${bad_clone:-0}.err"
+	else
+		echo "# clones with less than 64 KiB shared:$lowshare" >"$tmp/clones.out"
+		notok "clones: the pattern pages are not shared" "$tmp/clones.out"
+	fi
+fi
+
+# 4. Damaged snapshots: refused with one line naming the file, at once.
+if [ -n "$s" ]; then
+	bad_snap() { # NAME REGEX: restore $tmp/NAME must fail (1) with REGEX
+		timeout -k 5 30 "$cub" restore "$tmp/$1" >/dev/null 2>"$tmp/$1.err" </dev/null
+		got=$?
+		if [ $got = 1 ] && grep -Eq "$2" "$tmp/$1.err"; then
+			ok "restore of a $1 snapshot: refused ($(head -c 160 "$tmp/$1.err"))"
+		else
+			notok "restore of a $1 snapshot: status $got, wanted 1 and /$2/" "$tmp/$1.err"
+		fi
+	}
+	cp -r "$snap" "$tmp/truncated" && truncate -s 1M "$tmp/truncated/memory"
+	bad_snap truncated 'truncated/memory: 1048576 bytes; the manifest says 16777216'
+	cp -r "$snap" "$tmp/corrupt" &&
+		printf '\377' | dd of="$tmp/corrupt/state" bs=1 seek=200 conv=notrunc 2>/dev/null
+	bad_snap corrupt 'corrupt/state: checksum mismatch'
+	cp -r "$snap" "$tmp/foreign" && sed -i 's/"arch": "x86_64"/"arch": "aarch64"/' "$tmp/foreign/manifest.json"
+	bad_snap foreign 'made on aarch64; this cubicle runs x86_64 guests'
+	cp -r "$snap" "$tmp/future" && sed -i 's/"version": "1.0"/"version": "2.0"/' "$tmp/future/manifest.json"
+	bad_snap future 'snapshot format version 2.0; this cubicle reads 1.x'
+fi
