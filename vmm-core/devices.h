@@ -110,6 +110,8 @@ struct storage_counters {
 	uint64_t reads, read_bytes, writes, write_bytes, flushes, discards, write_zeroes, errors;
 };
 void storage_counters(const struct backend *b, struct storage_counters *out);
+/* The name of the first writable storage backend @in holds, or NULL. */
+const char *storage_writable(const struct cub_inst *in);
 
 
 /* net.c: the h->net services. */

@@ -231,3 +231,43 @@ void msix_clear_pending(struct msix *m)
 	memset(m->pba, 0, (m->n + 63) / 64 * sizeof(*m->pba));
 	pthread_mutex_unlock(&m->lock);
 }
+
+/* State: u32 enabled, u32 masked, the table (n x 16 bytes), the PBA. */
+size_t msix_state_size(const struct msix *m)
+{
+	return 8 + (size_t)m->n * MSIX_ENTRY_SIZE + (m->n + 63) / 64 * sizeof(uint64_t);
+}
+
+void msix_save(struct msix *m, uint8_t *buf)
+{
+	uint32_t flags[2];
+
+	pthread_mutex_lock(&m->lock);
+	flags[0] = m->enabled;
+	flags[1] = m->masked;
+	memcpy(buf, flags, 8);
+	memcpy(buf + 8, m->table, (size_t)m->n * MSIX_ENTRY_SIZE);
+	memcpy(buf + 8 + (size_t)m->n * MSIX_ENTRY_SIZE, m->pba, (m->n + 63) / 64 * sizeof(uint64_t));
+	pthread_mutex_unlock(&m->lock);
+}
+
+int msix_load(struct msix *m, const uint8_t *buf, size_t len)
+{
+	size_t words = (m->n + 63) / 64;
+	uint32_t flags[2];
+	uint64_t last;
+
+	if (len != msix_state_size(m))
+		return -EINVAL;
+	memcpy(flags, buf, 8);
+	memcpy(&last, buf + len - 8, 8);
+	if (flags[0] > 1 || flags[1] > 1 || (m->n % 64 && (last >> (m->n % 64))))
+		return -EINVAL;
+	pthread_mutex_lock(&m->lock);
+	m->enabled = flags[0];
+	m->masked = flags[1];
+	memcpy(m->table, buf + 8, (size_t)m->n * MSIX_ENTRY_SIZE);
+	memcpy(m->pba, buf + 8 + (size_t)m->n * MSIX_ENTRY_SIZE, words * sizeof(uint64_t));
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -60,5 +61,12 @@ void msix_control(struct msix *m, uint16_t ctl);
 bool msix_notify(struct msix *m, unsigned vec);
 /* Forget pending vectors (the function was reset). */
 void msix_clear_pending(struct msix *m);
+
+/* Snapshots: enable, function mask, the table and the pending bits as
+ * msix_state_size() bytes; load takes them back without sending anything
+ * (-EINVAL if the size or a reserved bit is wrong). */
+size_t msix_state_size(const struct msix *m);
+void msix_save(struct msix *m, uint8_t *buf);
+int msix_load(struct msix *m, const uint8_t *buf, size_t len);
 
 #endif

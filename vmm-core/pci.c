@@ -461,3 +461,19 @@ unsigned pci_dev_slot(const struct pci_dev *pd)
 {
 	return pd->slot;
 }
+
+void pci_cfg_save(struct pci_dev *pd, uint8_t out[PCI_CFG_SIZE])
+{
+	pthread_mutex_lock(&pd->bus->lock);
+	memcpy(out, pd->cfg, PCI_CFG_SIZE);
+	pthread_mutex_unlock(&pd->bus->lock);
+}
+
+void pci_cfg_load(struct pci_dev *pd, const uint8_t in[PCI_CFG_SIZE])
+{
+	pthread_mutex_lock(&pd->bus->lock);
+	for (unsigned i = 0; i < PCI_CFG_SIZE; i++)
+		pd->cfg[i] = (uint8_t)((pd->cfg[i] & ~pd->wmask[i]) | (in[i] & pd->wmask[i]));
+	update_bars(pd);
+	pthread_mutex_unlock(&pd->bus->lock);
+}

@@ -145,5 +145,10 @@ uint8_t *pci_cfg(struct pci_dev *pd);
 uint64_t pci_bar_mapped(struct pci_dev *pd, unsigned bar);
 /* Device number on bus 0. */
 unsigned pci_dev_slot(const struct pci_dev *pd);
+/* Snapshots: copy out @pd's config space; put one back (only the bits the
+ * guest may write, as if it wrote them: BARs move, decoding follows the
+ * command register) without calling the cfg_write hook. */
+void pci_cfg_save(struct pci_dev *pd, uint8_t out[PCI_CFG_SIZE]);
+void pci_cfg_load(struct pci_dev *pd, const uint8_t in[PCI_CFG_SIZE]);
 
 #endif

@@ -269,3 +269,14 @@ const struct cub_storage_host devices_storage_host = {
 	.close = storage_close,
 	.write_zeroes = storage_write_zeroes,
 };
+
+const char *storage_writable(const struct cub_inst *in)
+{
+	for (const struct backend *b = in->storages; b; b = b->next) {
+		const struct storage_inst *si = (const struct storage_inst *)(const void *)b;
+
+		if (b->opened && !si->s.info.read_only)
+			return b->bin.name;
+	}
+	return NULL;
+}

@@ -282,13 +282,17 @@ static const struct cub_param con_params[] = {
 	HOSTCON_PARAMS(struct con_cfg, con, "hvc0"),
 };
 
+/* Snapshots: no state of its own; the host saves its queues. */
 static const struct cub_device_ops con_ops = {
 	.create = con_create,
 	.destroy = con_destroy,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = cub_state_none_save,
+	.load = cub_state_none_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-console",
 	.version = "1.0",

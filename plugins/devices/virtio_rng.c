@@ -296,13 +296,17 @@ static const struct cub_param rng_params[] = {
 	  .def = "0", .doc = "most random bytes per second given to the guest (0: unlimited)" },
 };
 
+/* Snapshots: no state of its own; the host saves its queues. */
 static const struct cub_device_ops rng_ops = {
 	.create = rng_create,
 	.destroy = rng_destroy,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = cub_state_none_save,
+	.load = cub_state_none_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-rng",
 	.version = "1.0",

@@ -9,6 +9,11 @@
  * of BIG bytes then one of SMALL bytes, with blocking sends: when the VM
  * stops taking frames, netpeer stops too. On SIGTERM or SIGINT it prints
  * "sent N frames" and exits 0; 1 when the socket could not be set up.
+ *
+ *   netpeer --sink OWN_PATH
+ *
+ * Binds OWN_PATH and prints "frame LEN" (flushed) for every frame that
+ * arrives, until killed: the far end that counts what a guest sends.
  */
 #include <errno.h>
 #include <signal.h>
@@ -48,6 +53,24 @@ int main(int argc, char **argv)
 	static unsigned char frame[65550];
 	int fd, tries = 0;
 
+	if (argc == 3 && !strcmp(argv[1], "--sink")) {
+		fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		unlink(argv[2]);
+		if (fd < 0 || addr_of(argv[2], &own) || bind(fd, (struct sockaddr *)&own, sizeof(own))) {
+			fprintf(stderr, "netpeer: %s: %s\n", argv[2], strerror(errno));
+			return 1;
+		}
+		for (;;) {
+			ssize_t n = recv(fd, frame, sizeof(frame), 0);
+
+			if (n < 0 && errno != EINTR)
+				return 1;
+			if (n >= 0) {
+				printf("frame %zd\n", n);
+				fflush(stdout);
+			}
+		}
+	}
 	if (argc != 5) {
 		fprintf(stderr, "usage: netpeer OWN_PATH PEER_PATH BIG SMALL\n");
 		return 1;

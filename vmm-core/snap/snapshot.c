@@ -19,6 +19,7 @@
 #include "devices.h"
 #include "plan.h"
 #include "snap/snapshot.h"
+#include "virtio/virtio_dev.h"
 #include "vm.h"
 
 #define MANIFEST_MAX (16u << 20)
@@ -52,10 +53,12 @@ static int check_savable(const struct snap_vm *v, char *err, size_t errlen)
 		const struct cub_inst *in = v->insts[i];
 		const struct cub_plugin *d = in->plugin->d;
 
-		if (in->virtio)
+		const char *w = storage_writable(in);
+
+		if (w)
 			return errf(err, errlen, -ENOTSUP,
-				    "%s: %s: virtio devices cannot be snapshotted yet (their queues' state is not saved)",
-				    in->pi->where, in->name);
+				    "%s: %s: its disk %s is writable: snapshots of writable disks (the disk's own snapshot, a copy per clone) are not built yet; make it read_only",
+				    in->pi->where, in->name, w);
 		if (!state_ops(in))
 			return errf(err, errlen, -ENOTSUP,
 				    "%s: %s: its plugin (%s %s, ABI %u.%u) cannot save its state",
@@ -77,6 +80,8 @@ static int save_devices(const struct snap_vm *v, struct snap_w *w, char *err, si
 		struct cub_inst *in = v->insts[i];
 		const struct cub_device_ops *o = state_ops(in);
 
+		if (in->virtio && (ret = virtio_dev_save(in->virtio, w, i, err, errlen)))
+			break;
 		in->err[0] = '\0';
 		len = 0;
 		ret = o->save(in->priv, buf, cap, &len);
@@ -592,7 +597,7 @@ int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *
 	int ret;
 
 	for (unsigned i = 0; i < im->r.n; i++)
-		n_dev += im->r.secs[i].kind == SNAP_K_DEVICE;
+		n_dev += im->r.secs[i].kind == SNAP_K_DEVICE && im->r.secs[i].name[0] != '@';
 	if (n_dev != v->n_insts)
 		return errf(err, errlen, -EINVAL, "%s/state: %u devices; this VM has %u", im->dir,
 			    n_dev, v->n_insts);
@@ -615,6 +620,8 @@ int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *
 				    "%s: the snapshot holds state version %u.%u; plugin %s %s reads %u.x",
 				    in->name, SNAP_VER_MAJOR(s->ver), SNAP_VER_MINOR(s->ver), d->name,
 				    d->version, SNAP_VER_MAJOR(o->state_version));
+		if (in->virtio && (ret = virtio_dev_load(in->virtio, &im->r, i, err, errlen)))
+			return ret;
 		in->err[0] = '\0';
 		ret = o->load(in->priv, s->data, s->len, SNAP_VER_MINOR(s->ver));
 		if (ret)
@@ -626,9 +633,14 @@ int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *
 		char why[512];
 
 		snprintf(why, sizeof(why), "%s", err);
-		errf(err, errlen, ret, "%s/state: %s", im->dir, why);
+		return errf(err, errlen, ret, "%s/state: %s", im->dir, why);
 	}
-	return ret;
+	/* Queues start once the vCPUs and the irqchip are back: a device that
+	 * finds work at once interrupts a LAPIC that is already restored. */
+	for (unsigned i = 0; i < v->n_insts; i++)
+		if (v->insts[i]->virtio)
+			virtio_dev_resume_loaded(v->insts[i]->virtio);
+	return 0;
 }
 
 void snap_close(struct snap_image *im)

@@ -19,7 +19,9 @@
 enum snap_kind {
 	SNAP_K_MACHINE = 1, /* the VM: irqchip, PIT, clock (inst 0) */
 	SNAP_K_VCPU = 2,    /* one vCPU (inst = its index) */
-	SNAP_K_DEVICE = 3,  /* one device instance (inst = its index in the plan) */
+	SNAP_K_DEVICE = 3,  /* one device instance (inst = its index in the plan): its
+			     * plugin's blob, named after the plugin, and the host's
+			     * own parts of it, named "@..." ("@virtio", "@virtio-pci") */
 	SNAP_K_END = 15,    /* the last section: nothing may follow */
 };
 

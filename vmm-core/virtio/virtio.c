@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "arch.h"
+#include "cnode.h"
 #include "devices.h"
+#include "snap/state.h"
 #include "transports.h"
 #include "virtio_dev.h"
 #include "virtqueue.h"
@@ -158,8 +160,9 @@ static bool features_ok(struct virtio_dev *d)
 	return true;
 }
 
-/* DRIVER_OK: build every enabled queue, then start the device. */
-static void start_locked(struct virtio_dev *d)
+/* DRIVER_OK: build every enabled queue (at @pos[q] when restoring a
+ * snapshot), then start the device. */
+static void start_locked(struct virtio_dev *d, const struct virtq_pos *pos)
 {
 	struct cub_vq *vqs[VIRTIO_MAX_QUEUES] = { 0 };
 	unsigned n = d->ops->n_queues;
@@ -183,6 +186,8 @@ static void start_locked(struct virtio_dev *d)
 			brokenf(d, "queue %u: %s", q, ret == -ENOMEM ? "out of memory" : err);
 			return;
 		}
+		if (pos)
+			virtq_set_pos(vq, &pos[q]);
 		__atomic_store_n(&d->vqs[q], vq, __ATOMIC_RELEASE);
 		vqs[q] = &d->handles[q];
 	}
@@ -222,11 +227,155 @@ void virtio_dev_set_status(struct virtio_dev *d, uint8_t val)
 		}
 		d->status = val;
 		if (!is_broken(d))
-			start_locked(d);
+			start_locked(d, NULL);
 		goto out;
 	}
 	d->status = val;
 out:
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- snapshots ---- */
+
+/* The "virtio" section of a device, version 1.0: this header, then one
+ * struct vq_state per queue (host byte order: a snapshot is arch-bound). */
+struct vdev_state {
+	uint8_t status, config_generation, broken, pad;
+	uint16_t queue_sel, n_queues;
+	uint32_t dev_feature_sel, drv_feature_sel;
+	uint64_t dev_features, drv_features;
+};
+
+struct vq_state {
+	uint16_t size;
+	uint8_t enabled, live; /* live: a queue was running (DRIVER_OK) */
+	uint16_t msix_vector;
+	uint16_t last_avail, used_idx, signalled;
+	uint32_t pad;
+	uint64_t desc, avail, used;
+};
+
+#define VDEV_STATE_VER SNAP_VER(1, 0)
+
+int virtio_dev_save(struct virtio_dev *d, struct snap_w *w, unsigned inst, char *err,
+		    size_t errlen)
+{
+	unsigned n = d->ops->n_queues;
+	size_t len = sizeof(struct vdev_state) + n * sizeof(struct vq_state);
+	uint8_t *buf = calloc(1, len);
+	struct vdev_state *h = (struct vdev_state *)(void *)buf;
+	struct vq_state *qs = (struct vq_state *)(void *)(buf + sizeof(*h));
+	int ret = 0;
+
+	if (!buf)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	pthread_mutex_lock(&d->lock);
+	h->status = d->status;
+	h->config_generation = d->config_generation;
+	h->broken = is_broken(d);
+	h->queue_sel = d->queue_sel;
+	h->n_queues = (uint16_t)n;
+	h->dev_feature_sel = d->dev_feature_sel;
+	h->drv_feature_sel = d->drv_feature_sel;
+	h->dev_features = d->dev_features;
+	h->drv_features = d->drv_features;
+	for (unsigned q = 0; q < n && !ret; q++) {
+		const struct virtio_queue_cfg *c = &d->qcfg[q];
+		struct virtq_pos pos = { 0 };
+
+		qs[q] = (struct vq_state){ .size = c->size, .enabled = c->enabled,
+					   .msix_vector = c->msix_vector, .desc = c->desc,
+					   .avail = c->avail, .used = c->used };
+		if (!d->vqs[q] || h->broken)
+			continue;
+		ret = virtq_save_pos(d->vqs[q], &pos);
+		if (ret == -EIO) { /* broken: restored as broken, as it is */
+			ret = 0;
+			continue;
+		}
+		if (ret)
+			errf(err, errlen, ret,
+			     "%s: queue %u has requests in flight that completed out of order; resume the VM and try again",
+			     d->in->name, q);
+		qs[q].live = 1;
+		qs[q].last_avail = pos.last_avail;
+		qs[q].used_idx = pos.used_idx;
+		qs[q].signalled = pos.signalled;
+	}
+	if (!ret && (ret = snap_w_put(w, SNAP_K_DEVICE, "@virtio", inst, VDEV_STATE_VER, buf, len)))
+		errf(err, errlen, ret, "state: %s", strerror(-ret));
+	if (!ret && d->tops->save)
+		ret = d->tops->save(d->tpriv, w, inst, err, errlen);
+	pthread_mutex_unlock(&d->lock);
+	free(buf);
+	return ret;
+}
+
+int virtio_dev_load(struct virtio_dev *d, const struct snap_r *r, unsigned inst, char *err,
+		    size_t errlen)
+{
+	const struct snap_sec *s = snap_r_find(r, SNAP_K_DEVICE, "@virtio", inst);
+	unsigned n = d->ops->n_queues;
+	const struct vq_state *qs;
+	struct vdev_state h;
+	int ret;
+
+	if (!s)
+		return errf(err, errlen, -EINVAL, "%s: no virtio state", d->in->name);
+	if (SNAP_VER_MAJOR(s->ver) != 1 || s->len != sizeof(h) + n * sizeof(*qs))
+		return errf(err, errlen, -EINVAL, "%s: virtio state: version %u.%u, %zu bytes; expected 1.x, %zu",
+			    d->in->name, SNAP_VER_MAJOR(s->ver), SNAP_VER_MINOR(s->ver), s->len,
+			    sizeof(h) + n * sizeof(*qs));
+	memcpy(&h, s->data, sizeof(h));
+	qs = (const struct vq_state *)(const void *)(s->data + sizeof(h)); /* 8-aligned */
+	if (h.n_queues != n || h.dev_features != d->dev_features)
+		return errf(err, errlen, -EINVAL,
+			    "%s: the snapshot's device has %u queues and features 0x%llx; this one %u and 0x%llx (another plugin version or config?)",
+			    d->in->name, h.n_queues, (unsigned long long)h.dev_features, n,
+			    (unsigned long long)d->dev_features);
+	if ((h.drv_features & ~h.dev_features) || h.broken > 1 ||
+	    (h.status & ~(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER |
+			  VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_FAILED)))
+		return errf(err, errlen, -EINVAL, "%s: virtio state: bad status or features",
+			    d->in->name);
+	for (unsigned q = 0; q < n; q++)
+		if (qs[q].size > d->ops->queue_max || qs[q].enabled > 1 || qs[q].live > 1)
+			return errf(err, errlen, -EINVAL, "%s: virtio state: queue %u: bad size or flag",
+				    d->in->name, q);
+	pthread_mutex_lock(&d->lock);
+	stop_queues(d); /* a rollback: the device ran */
+	d->status = h.status;
+	d->config_generation = h.config_generation;
+	__atomic_store_n(&d->broken, h.broken != 0, __ATOMIC_RELEASE);
+	d->queue_sel = h.queue_sel;
+	d->dev_feature_sel = h.dev_feature_sel;
+	d->drv_feature_sel = h.drv_feature_sel;
+	d->drv_features = h.drv_features;
+	reset_queue_cfg(d);
+	for (unsigned q = 0; q < n; q++) {
+		d->qcfg[q] = (struct virtio_queue_cfg){ .size = qs[q].size,
+							.enabled = qs[q].enabled,
+							.msix_vector = qs[q].msix_vector,
+							.desc = qs[q].desc, .avail = qs[q].avail,
+							.used = qs[q].used };
+		d->restore_pos[q] = (struct virtq_pos){ qs[q].last_avail, qs[q].used_idx,
+							qs[q].signalled };
+	}
+	ret = d->tops->load ? d->tops->load(d->tpriv, r, inst, err, errlen) : 0;
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+void virtio_dev_resume_loaded(struct virtio_dev *d)
+{
+	pthread_mutex_lock(&d->lock);
+	if ((d->status & VIRTIO_STATUS_DRIVER_OK) && !is_broken(d)) {
+		if (d->ops->set_features && d->ops->set_features(d->priv, d->drv_features) < 0)
+			brokenf(d, "device refused the snapshot's features 0x%llx",
+				(unsigned long long)d->drv_features);
+		else
+			start_locked(d, d->restore_pos);
+	}
 	pthread_mutex_unlock(&d->lock);
 }
 

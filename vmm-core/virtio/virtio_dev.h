@@ -26,9 +26,12 @@
 #include <stdint.h>
 
 #include "cubicle/virtio.h"
+#include "virtqueue.h"
 
 struct vm;
 struct virtq; /* virtqueue.h */
+struct snap_w;
+struct snap_r;
 
 #define VIRTIO_MAX_QUEUES 64
 #define VIRTIO_NO_VECTOR 0xffff
@@ -61,11 +64,17 @@ struct virtio_queue_cfg {
  * @destroy:   (optional) free the transport's state; called last from
  *             virtio_dev_free, after the device was stopped and its regions
  *             and fd watches are gone. Default: nothing to free.
+ * @save, @load: (optional) the transport's own registers in a snapshot
+ *             (a section of its own for device @inst); called with d->lock
+ *             held, the VM paused. load checks everything it reads. 0 or
+ *             -errno with err.
  */
 struct virtio_transport_ops {
 	void (*interrupt)(void *tpriv, int q);
 	void (*reset)(void *tpriv);
 	void (*destroy)(void *tpriv);
+	int (*save)(void *tpriv, struct snap_w *w, unsigned inst, char *err, size_t errlen);
+	int (*load)(void *tpriv, const struct snap_r *r, unsigned inst, char *err, size_t errlen);
 };
 
 /* What a device plugin holds as struct cub_vq: one per queue index. */
@@ -101,6 +110,7 @@ struct virtio_dev {
 	bool broken;        /* atomic: NEEDS_RESET until the driver resets */
 	const struct virtio_transport_ops *tops;
 	void *tpriv;
+	struct virtq_pos restore_pos[VIRTIO_MAX_QUEUES]; /* virtio_dev_load's, for resume */
 };
 
 /* Create the core part of a device (transport attached after). Offers
@@ -139,6 +149,20 @@ void virtio_dev_notify(struct virtio_dev *d, unsigned q);
 /* Mark NEEDS_RESET (status bit 0x40) and raise a config interrupt; the
  * first reason is logged (rate-limited). Any thread, no lock needed. */
 void virtio_dev_broken(struct virtio_dev *d, const char *why);
+
+/*
+ * Snapshots (the VM paused). save: the device's virtio state (status,
+ * features, queue registers and positions, with held buffers given back)
+ * and its transport's, as sections for device @inst. load: put them back,
+ * stopping the device first if it runs (rollback); then, once the plugin
+ * loaded its own state, resume_loaded starts the queues where they were
+ * (ops->set_features, ops->start). 0 or -errno with err.
+ */
+int virtio_dev_save(struct virtio_dev *d, struct snap_w *w, unsigned inst, char *err,
+		    size_t errlen);
+int virtio_dev_load(struct virtio_dev *d, const struct snap_r *r, unsigned inst, char *err,
+		    size_t errlen);
+void virtio_dev_resume_loaded(struct virtio_dev *d);
 
 /* The plugin-facing services (struct cub_virtio_host), at devices_host.virtio. */
 extern const struct cub_virtio_host virtio_host;

@@ -13,6 +13,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "cnode.h"
+#include "snap/state.h"
 #include "transports.h"
 #include "virtio_dev.h"
 #include "vm.h"
@@ -376,10 +378,44 @@ static void mmio_destroy(void *tpriv)
 	free(m);
 }
 
+/* Snapshots: section "virtio-mmio" 1.0, the interrupt status (u32); the
+ * line follows it. Everything else is the core's. */
+static int mmio_save(void *tpriv, struct snap_w *w, unsigned inst, char *err, size_t errlen)
+{
+	struct mmio *m = tpriv;
+	uint32_t isr = isr_read(m);
+	int ret = snap_w_put(w, SNAP_K_DEVICE, "@virtio-mmio", inst, SNAP_VER(1, 0), &isr,
+			     sizeof(isr));
+
+	return ret ? errf(err, errlen, ret, "state: %s", strerror(-ret)) : 0;
+}
+
+static int mmio_load(void *tpriv, const struct snap_r *r, unsigned inst, char *err, size_t errlen)
+{
+	struct mmio *m = tpriv;
+	const struct snap_sec *s = snap_r_find(r, SNAP_K_DEVICE, "@virtio-mmio", inst);
+	uint32_t isr;
+
+	if (!s || SNAP_VER_MAJOR(s->ver) != 1 || s->len != sizeof(isr))
+		return errf(err, errlen, -EINVAL, "virtio-mmio device %u: no state", inst);
+	memcpy(&isr, s->data, sizeof(isr));
+	if (isr & ~(uint32_t)(INT_USED | INT_CONFIG))
+		return errf(err, errlen, -EINVAL, "virtio-mmio device %u: interrupt status 0x%x",
+			    inst, isr);
+	pthread_mutex_lock(&m->lock);
+	m->isr = isr;
+	m->level = !isr; /* drive the line whatever it was */
+	update_line(m);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 static const struct virtio_transport_ops mmio_ops = {
 	.interrupt = mmio_interrupt,
 	.reset = mmio_reset,
 	.destroy = mmio_destroy,
+	.save = mmio_save,
+	.load = mmio_load,
 };
 
 int virtio_mmio_attach(struct virtio_dev *d, char *err, size_t errlen)

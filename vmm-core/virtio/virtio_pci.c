@@ -19,7 +19,9 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "cnode.h"
 #include "msix.h"
+#include "snap/state.h"
 #include "pci.h"
 #include "transports.h"
 #include "virtio_dev.h"
@@ -514,10 +516,72 @@ static void vp_destroy(void *tpriv)
 	free(vp);
 }
 
+/* ---- snapshots: config space, vectors, ISR, MSI-X ---- */
+
+/* Section "virtio-pci" 1.0: this, then the MSI-X state (msix_save). */
+struct vp_state {
+	uint8_t cfg[PCI_CFG_SIZE];
+	uint16_t config_vector;
+	uint8_t isr, pad;
+	uint32_t n_vectors;
+	uint16_t queue_vector[VIRTIO_MAX_QUEUES];
+};
+
+static int vp_save(void *tpriv, struct snap_w *w, unsigned inst, char *err, size_t errlen)
+{
+	struct virtio_pci *vp = tpriv;
+	size_t len = sizeof(struct vp_state) + msix_state_size(&vp->msix);
+	uint8_t *buf = calloc(1, len);
+	struct vp_state *st = (struct vp_state *)(void *)buf;
+	int ret;
+
+	if (!buf || !vp->pd) {
+		free(buf);
+		return errf(err, errlen, -ENOMEM, "%s: out of memory or off the bus", vp->name);
+	}
+	pci_cfg_save(vp->pd, st->cfg);
+	pthread_mutex_lock(&vp->lock);
+	st->config_vector = vp->config_vector;
+	st->isr = vp->isr;
+	memcpy(st->queue_vector, vp->queue_vector, sizeof(st->queue_vector));
+	pthread_mutex_unlock(&vp->lock);
+	st->n_vectors = vp->msix.n;
+	msix_save(&vp->msix, buf + sizeof(*st));
+	ret = snap_w_put(w, SNAP_K_DEVICE, "@virtio-pci", inst, SNAP_VER(1, 0), buf, len);
+	free(buf);
+	return ret ? errf(err, errlen, ret, "state: %s", strerror(-ret)) : 0;
+}
+
+static int vp_load(void *tpriv, const struct snap_r *r, unsigned inst, char *err, size_t errlen)
+{
+	struct virtio_pci *vp = tpriv;
+	const struct snap_sec *s = snap_r_find(r, SNAP_K_DEVICE, "@virtio-pci", inst);
+	struct vp_state st;
+
+	if (!s || SNAP_VER_MAJOR(s->ver) != 1 ||
+	    s->len != sizeof(st) + msix_state_size(&vp->msix))
+		return errf(err, errlen, -EINVAL, "%s: no virtio-pci state of this device's size",
+			    vp->name);
+	memcpy(&st, s->data, sizeof(st));
+	if (st.n_vectors != vp->msix.n || (st.isr & ~(ISR_QUEUE | ISR_CONFIG)) || !vp->pd ||
+	    msix_load(&vp->msix, s->data + sizeof(st), s->len - sizeof(st)))
+		return errf(err, errlen, -EINVAL, "%s: virtio-pci state: bad MSI-X state or ISR",
+			    vp->name);
+	pthread_mutex_lock(&vp->lock);
+	vp->config_vector = st.config_vector;
+	vp->isr = st.isr;
+	memcpy(vp->queue_vector, st.queue_vector, sizeof(st.queue_vector));
+	pthread_mutex_unlock(&vp->lock);
+	pci_cfg_load(vp->pd, st.cfg); /* BAR0 moves with it: so do the kicks */
+	return 0;
+}
+
 static const struct virtio_transport_ops vp_tops = {
 	.interrupt = vp_interrupt,
 	.reset = vp_reset,
 	.destroy = vp_destroy,
+	.save = vp_save,
+	.load = vp_load,
 };
 
 static const struct pci_dev_ops vp_pci_ops = {

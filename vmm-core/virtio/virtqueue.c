@@ -117,6 +117,37 @@ void virtq_free(struct virtq *vq)
 	free(vq);
 }
 
+int virtq_save_pos(const struct virtq *vq, struct virtq_pos *p)
+{
+	unsigned words = (vq->size + 63u) / 64u, held = 0;
+
+	if (vq->why)
+		return -EIO;
+	for (unsigned i = 0; i < words; i++)
+		held += (unsigned)__builtin_popcountll(vq->inflight[i]);
+	/* The last @held slots read from the available ring must name exactly
+	 * the held heads (each once: the bitmap has one bit per head). */
+	for (unsigned j = 1; j <= held; j++) {
+		uint16_t slot = (uint16_t)(vq->last_avail - j) & (uint16_t)(vq->size - 1), head;
+
+		guest_read(&head, &vq->avail->ring[slot], sizeof(head));
+		head = le16toh(head);
+		if (head >= vq->size || !(vq->inflight[head / 64] & (1ull << (head % 64))))
+			return -EBUSY;
+	}
+	p->last_avail = (uint16_t)(vq->last_avail - held);
+	p->used_idx = vq->used_idx;
+	p->signalled = vq->signalled;
+	return 0;
+}
+
+void virtq_set_pos(struct virtq *vq, const struct virtq_pos *p)
+{
+	vq->last_avail = p->last_avail;
+	vq->used_idx = p->used_idx;
+	vq->signalled = p->signalled;
+}
+
 static int broken(struct virtq *vq, const char *why)
 {
 	if (!vq->why)

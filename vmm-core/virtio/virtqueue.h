@@ -59,6 +59,22 @@ void virtq_push_batch(struct virtq *vq, const struct cub_vq_used *u, unsigned n)
  * (VIRTIO_F_EVENT_IDX used_event, else VIRTQ_AVAIL_F_NO_INTERRUPT.) */
 bool virtq_should_notify(struct virtq *vq);
 
+/* Where a queue stands, for snapshots: the next available slot to read,
+ * our used index, and the used index at the last interrupt decision. */
+struct virtq_pos {
+	uint16_t last_avail, used_idx, signalled;
+};
+/*
+ * The position to save: chains popped and not yet pushed are given back
+ * (last_avail moved back over them), so that a queue restored there pops
+ * them again; they must be the last ones popped (a device holding buffers
+ * it has not filled yet). -EBUSY if one of them came before a chain that
+ * was pushed already (requests completed out of order), -EIO if broken.
+ */
+int virtq_save_pos(const struct virtq *vq, struct virtq_pos *p);
+/* A queue just made (virtq_create), nothing popped: put it at @p. */
+void virtq_set_pos(struct virtq *vq, const struct virtq_pos *p);
+
 bool virtq_broken(const struct virtq *vq);
 /* Why the queue broke (a static string), or NULL. */
 const char *virtq_error(const struct virtq *vq);

@@ -708,13 +708,17 @@ static const struct cub_param blk_params[] = {
 	  .def = "false", .doc = "this is the guest's root disk" },
 };
 
+/* Snapshots: no state of its own; the host saves its queues. */
 static const struct cub_device_ops blk_ops = {
 	.create = blk_create,
 	.destroy = blk_destroy,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = cub_state_none_save,
+	.load = cub_state_none_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-blk",
 	.version = "1.0",

@@ -367,13 +367,17 @@ static const struct cub_method net_methods[] = {
 	  .fn = (void (*)(void))net_m_stats },
 };
 
+/* Snapshots: no state of its own; the host saves its queues. */
 static const struct cub_device_ops net_ops = {
 	.create = net_create,
 	.destroy = net_destroy,
+	.state_version = CUB_STATE_VERSION(1, 0),
+	.save = cub_state_none_save,
+	.load = cub_state_none_load,
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(4),
+	CUB_PLUGIN_ABI(5),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-net",
 	.version = "1.0",
