@@ -133,7 +133,14 @@ struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char
 		errf(err, errlen, -EINVAL, "%s: the VM description is not an object", where);
 		return NULL;
 	}
+	struct cnode *root;
+
 	if (errlen)
 		*err = '\0';
-	return from_json(ar, json, NULL, where, 0, err, errlen);
+	root = from_json(ar, json, NULL, where, 0, err, errlen);
+	if (root && root->type != CN_GROUP) { /* {"=": "..."}: a text value */
+		errf(err, errlen, -EINVAL, "%s: the VM description is not a group", where);
+		return NULL;
+	}
+	return root;
 }

@@ -204,7 +204,7 @@ int snap_r_parse(struct snap_r *r, const void *buf, size_t len, const char *arch
 			return errf(err, errlen, -EINVAL, "offset %zu: truncated (no end mark)", off);
 		if (memcmp(h, "SECT", 4) || get32(h + 60) != snap_crc32(h, 60))
 			return errf(err, errlen, -EINVAL, "offset %zu: corrupt section header", off);
-		if (!kind_name(get32(h + 4)) || !memchr(h + 8, 0, SNAP_NAME_MAX))
+		if (!kind_name(get32(h + 4)) || !memchr(h + 8, 0, SNAP_NAME_MAX) || !h[8])
 			return errf(err, errlen, -EINVAL, "offset %zu: bad section kind or name", off);
 		s.kind = (enum snap_kind)get32(h + 4);
 		memcpy(s.name, h + 8, SNAP_NAME_MAX);
@@ -232,6 +232,9 @@ int snap_r_parse(struct snap_r *r, const void *buf, size_t len, const char *arch
 			return errf(err, errlen, -EINVAL,
 				    "offset %zu: %s section '%s' %" PRIu32 ": checksum mismatch", off,
 				    kind_name(s.kind), s.name, s.inst);
+		if (r->n == SNAP_SECTIONS_MAX)
+			return errf(err, errlen, -EINVAL, "offset %zu: more than %u sections", off,
+				    SNAP_SECTIONS_MAX);
 		if (snap_r_find(r, s.kind, s.name, s.inst))
 			return errf(err, errlen, -EINVAL, "offset %zu: %s section '%s' %" PRIu32 " twice",
 				    off, kind_name(s.kind), s.name, s.inst);

@@ -14,6 +14,7 @@
 #define SNAP_FORMAT_MINOR 0 /* bump: sections added that old readers skip */
 #define SNAP_STATE_MAX (64u << 20) /* a state file larger than this is refused */
 #define SNAP_NAME_MAX 32            /* section names, NUL included */
+#define SNAP_SECTIONS_MAX 4096      /* a machine of 64 vCPUs and 32 devices has ~800 */
 
 /* Who a section belongs to. */
 enum snap_kind {
