@@ -326,8 +326,8 @@ static int api_load(void *ctx, const char *dir, bool resume, char *err, size_t e
 	return api_make(ctx, "snapshot load", make_loaded, &l, err, errlen);
 }
 
-static int api_snapshot(void *ctx, const char *dir, struct snap_stats *st, char *err,
-			size_t errlen)
+static int api_snapshot(void *ctx, const char *dir, bool release, struct snap_stats *st,
+			char *err, size_t errlen)
 {
 	struct run_ctx *r = ctx;
 	struct snap_vm sv;
@@ -344,6 +344,11 @@ static int api_snapshot(void *ctx, const char *dir, struct snap_stats *st, char 
 		log_info("snapshot %s: %" PRIu64 " MiB of RAM (%" PRIu64 " MiB not zero), %" PRIu64
 			 " bytes of state, in %" PRIu64 " us",
 			 dir, st->mem_bytes >> 20, st->mem_written >> 20, st->state_bytes, st->us_total);
+	if (!ret && release) {
+		ret = snap_release_memory(&sv, dir, err, errlen);
+		if (!ret)
+			log_info("guest RAM released: it maps %s/memory until the guest writes", dir);
+	}
 	return ret;
 }
 

@@ -30,7 +30,10 @@ struct snap_stats;
  * @set_paused: pause (vCPUs parked, device queues not served, the guest's
  *           clocks held) or resume the running VM; 0 or -errno with err
  * @snapshot: write a Full snapshot of the paused VM into the folder @dir
- *           (snap/snapshot.h); 0 or -errno with err
+ *           (snap/snapshot.h); with @release, then let go of guest RAM: it
+ *           becomes a private mapping of the snapshot's memory (pause to
+ *           disk: the process keeps only what the guest touches after its
+ *           resume). 0 or -errno with err
  * @load:    (before a VM exists; NULL once one came from a config file)
  *           make the VM from the snapshot in @dir, paused unless @resume
  * @rollback: roll the VM back to the snapshot in @dir in place (pausing
@@ -46,7 +49,8 @@ struct api_vm {
 	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
 	void (*stop)(void *ctx, int status);
 	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
-	int (*snapshot)(void *ctx, const char *dir, struct snap_stats *st, char *err, size_t errlen);
+	int (*snapshot)(void *ctx, const char *dir, bool release, struct snap_stats *st, char *err,
+			size_t errlen);
 	int (*load)(void *ctx, const char *dir, bool resume, char *err, size_t errlen);
 	int (*rollback)(void *ctx, const char *dir, struct snap_stats *st, char *err,
 			size_t errlen);

@@ -71,6 +71,7 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 	static const struct api_field f[] = {
 		{ "snapshot_path", JSON_STRING, true }, { "mem_file_path", JSON_STRING, false },
 		{ "snapshot_type", JSON_STRING, false }, { "version", JSON_STRING, false },
+		{ "release_memory", JSON_TRUE, false },
 	};
 	struct api_vm *vm = api_vm(a);
 	const char *type;
@@ -99,7 +100,8 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 	if (!vm->paused)
 		return errf(err, errlen, 400,
 			    "snapshot/create: the VM is running: pause it first (PATCH /vm {\"state\": \"Paused\"})");
-	if (vm->snapshot(vm->ctx, dir, &st, err, errlen))
+	if (vm->snapshot(vm->ctx, dir, json_is_true(json_object_get(in, "release_memory")), &st, err,
+			 errlen))
 		return 400;
 	return 204; /* Firecracker's reply; the log line has the figures */
 }

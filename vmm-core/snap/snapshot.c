@@ -139,33 +139,86 @@ static bool page_zero(const uint8_t *p)
 	return !acc;
 }
 
-/* Guest RAM into @fd, sparse: zero pages stay holes. A memfd's holes
- * (pages the guest never touched) are skipped without reading them. */
+/* Pages of one chunk that write_memory scans at a time. */
+#define CHUNK_PAGES 512u
+
+/* pagemap (Documentation/admin-guide/mm/pagemap.rst): bit 63 present,
+ * 62 swapped, 61 a file page or shared anonymous. */
+#define PM_PRESENT (1ull << 63)
+#define PM_SWAPPED (1ull << 62)
+#define PM_FILE (1ull << 61)
+
+/*
+ * Which pages of the chunk at @off might hold something. In a memfd, all
+ * (its holes are skipped before). In a private mapping of a snapshot's
+ * memory file, the pages where the file has data and those the guest wrote
+ * (copied on write: anonymous in pagemap); any other page would be read
+ * from a hole of the file, which faults it in (on tmpfs: allocates it in
+ * the file every clone shares).
+ */
+static void chunk_wanted(const struct guest_mem *m, int pm, uint64_t off, unsigned n, bool *want)
+{
+	uint64_t e[CHUNK_PAGES], end = off + (uint64_t)n * PAGE, at = off;
+
+	for (unsigned i = 0; i < n; i++)
+		want[i] = true;
+	if (!m->private_file || pm < 0 ||
+	    pread(pm, e, n * sizeof(e[0]), (off_t)((uintptr_t)(m->host + off) / PAGE * 8)) !=
+		    (ssize_t)(n * sizeof(e[0])))
+		return; /* read them all */
+	for (unsigned i = 0; i < n; i++)
+		want[i] = (e[i] & (PM_PRESENT | PM_SWAPPED)) && !(e[i] & PM_FILE);
+	while (at < end) { /* the file's data extents in the chunk */
+		off_t d = lseek(m->fd, (off_t)at, SEEK_DATA), h;
+
+		if (d < 0 || (uint64_t)d >= end)
+			break;
+		h = lseek(m->fd, d, SEEK_HOLE);
+		at = h < 0 || (uint64_t)h > end ? end : (uint64_t)h;
+		for (uint64_t p = (uint64_t)d & ~(uint64_t)(PAGE - 1); p < at; p += PAGE)
+			want[(p - off) / PAGE] = true;
+	}
+}
+
+/* Guest RAM into @fd, sparse: zero pages stay holes, and pages that were
+ * never written are not read at all (see chunk_wanted). */
 static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 {
 	const struct guest_mem *m = &vm->mem;
-	uint64_t off = 0, end, run = 0, run_at = 0;
-	bool holes = !m->private_file && m->fd >= 0;
-	int ret;
+	uint64_t off = 0, run = 0, run_at = 0;
+	int pm = m->private_file ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	bool want[CHUNK_PAGES];
+	int ret = 0;
 
 	*written = 0;
-	if (ftruncate(fd, (off_t)m->size) < 0)
-		return -errno;
-	while (off < m->size) {
-		end = m->size;
-		if (holes) {
-			off_t d = lseek(m->fd, (off_t)off, SEEK_DATA), h;
+	if (ftruncate(fd, (off_t)m->size) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	while (off < m->size && !ret) {
+		unsigned n = CHUNK_PAGES;
+
+		if (run) { /* runs end at chunk boundaries: the next may jump */
+			ret = write_all(fd, m->host + run_at, run, run_at);
+			*written += run;
+			run = 0;
+			if (ret)
+				break;
+		}
+		if (!m->private_file && m->fd >= 0) { /* a memfd: skip its holes */
+			off_t d = lseek(m->fd, (off_t)off, SEEK_DATA);
 
 			if (d < 0)
 				break; /* ENXIO: only holes from here */
-			h = lseek(m->fd, d, SEEK_HOLE);
 			off = (uint64_t)d & ~(uint64_t)(PAGE - 1);
-			end = h < 0 ? m->size : (uint64_t)h;
-			if (end > m->size)
-				end = m->size;
 		}
-		for (; off < end; off += PAGE) {
-			if (!page_zero(m->host + off)) {
+		if ((m->size - off) / PAGE < n)
+			n = (unsigned)((m->size - off) / PAGE);
+		if (!n)
+			break;
+		chunk_wanted(m, pm, off, n, want);
+		for (unsigned i = 0; i < n && !ret; i++, off += PAGE) {
+			if (want[i] && !page_zero(m->host + off)) {
 				if (!run)
 					run_at = off;
 				run += PAGE;
@@ -174,21 +227,19 @@ static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 			}
 			if (run) {
 				ret = write_all(fd, m->host + run_at, run, run_at);
-				if (ret)
-					return ret;
 				*written += run;
 				run = 0;
 			}
 		}
-		if (run) {
-			ret = write_all(fd, m->host + run_at, run, run_at);
-			if (ret)
-				return ret;
-			*written += run;
-			run = 0;
-		}
 	}
-	return 0;
+	if (run && !ret) {
+		ret = write_all(fd, m->host + run_at, run, run_at);
+		*written += run;
+	}
+out:
+	if (pm >= 0)
+		close(pm);
+	return ret;
 }
 
 static char *path_in(const char *dir, const char *name)
@@ -706,4 +757,26 @@ int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *s
 	snap_close(&im);
 	st->us_total = now_us() - t0;
 	return ret;
+}
+
+int snap_release_memory(const struct snap_vm *v, const char *dir, char *err, size_t errlen)
+{
+	char *path = path_in(dir, "memory");
+	struct stat sb;
+	int fd, ret;
+
+	if (!path)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != v->vm->mem.size) {
+		ret = errf(err, errlen, fd < 0 ? -errno : -EINVAL, "%s: %s", path,
+			   fd < 0 ? strerror(errno) : "not this VM's size");
+		if (fd >= 0)
+			close(fd);
+		free(path);
+		return ret;
+	}
+	free(path);
+	ret = mem_remap_file(&v->vm->mem, fd);
+	return ret ? errf(err, errlen, ret, "%s/memory: mapping it: %s", dir, strerror(-ret)) : 0;
 }

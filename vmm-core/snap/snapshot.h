@@ -73,6 +73,11 @@ int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *
 		    size_t errlen);
 void snap_close(struct snap_image *im);
 
+/* Pause to disk, after snap_create(@dir) of the same paused VM: guest RAM
+ * becomes a private mapping of @dir/memory (the same bytes), so the pages
+ * it held are freed. 0 or -errno with err (RAM unchanged). */
+int snap_release_memory(const struct snap_vm *v, const char *dir, char *err, size_t errlen);
+
 /* Roll the paused VM @v back to snapshot @dir in place: its RAM becomes a
  * private mapping of the snapshot's memory (O(1)), its state the
  * snapshot's. The snapshot must be of this VM (same machine and devices).
