@@ -17,6 +17,7 @@
 #include "cubicle-build.h"
 #include "arch.h"
 #include "devices.h"
+#include "log.h"
 #include "plan.h"
 #include "snap/snapshot.h"
 #include "virtio/virtio_dev.h"
@@ -180,6 +181,26 @@ static void chunk_wanted(const struct guest_mem *m, int pm, uint64_t off, unsign
 	}
 }
 
+/* Progress of a long memory write (1 GiB of RAM or more): a line that
+ * redraws itself on a terminal, else a log line at each quarter. */
+#define PROGRESS_MIN (1ull << 30)
+
+static void progress(uint64_t done, uint64_t size, unsigned *last)
+{
+	unsigned pct = (unsigned)(done * 100 / size);
+
+	if (size < PROGRESS_MIN || pct == *last)
+		return;
+	if (isatty(STDERR_FILENO)) {
+		fprintf(stderr, "\rsnapshot: memory %3u%% of %llu MiB%s", pct,
+			(unsigned long long)(size >> 20), pct == 100 ? "\n" : "");
+	} else if (pct / 25 != *last / 25 || *last == ~0u) {
+		log_info("snapshot: memory %u%% of %llu MiB", pct / 25 * 25,
+			 (unsigned long long)(size >> 20));
+	}
+	*last = pct;
+}
+
 /* Guest RAM into @fd, sparse: zero pages stay holes, and pages that were
  * never written are not read at all (see chunk_wanted). */
 static int write_memory(const struct vm *vm, int fd, uint64_t *written)
@@ -188,6 +209,7 @@ static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 	uint64_t off = 0, run = 0, run_at = 0;
 	int pm = m->private_file ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
 	bool want[CHUNK_PAGES];
+	unsigned last = ~0u;
 	int ret = 0;
 
 	*written = 0;
@@ -212,6 +234,7 @@ static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 				break; /* ENXIO: only holes from here */
 			off = (uint64_t)d & ~(uint64_t)(PAGE - 1);
 		}
+		progress(off, m->size, &last);
 		if ((m->size - off) / PAGE < n)
 			n = (unsigned)((m->size - off) / PAGE);
 		if (!n)
@@ -236,6 +259,8 @@ static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 		ret = write_all(fd, m->host + run_at, run, run_at);
 		*written += run;
 	}
+	if (!ret)
+		progress(m->size, m->size, &last);
 out:
 	if (pm >= 0)
 		close(pm);
