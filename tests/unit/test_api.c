@@ -18,6 +18,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
+#include "snap/snapshot.h"
 
 #define SCHEMA CUB_SRC_DIR "/tests/api/fc-schema.json"
 #define PDIR CUB_BUILD_DIR "/tests/unit/plugins/.libs"
@@ -49,9 +50,50 @@ static int fake_set_paused(void *ctx, bool on, char *err, size_t errlen)
 	return 0;
 }
 
+/* The snapshot hooks: what they were asked, last. */
+static char snap_dir[256];
+static bool snap_flag;
+static int snap_calls;
+
+static int fake_snapshot(void *ctx, const char *dir, bool release, struct snap_stats *st,
+			 char *err, size_t errlen)
+{
+	(void)ctx, (void)st, (void)err, (void)errlen;
+	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
+	snap_flag = release;
+	snap_calls++;
+	return 0;
+}
+
+static int fake_load(void *ctx, const char *dir, bool resume, char *err, size_t errlen)
+{
+	struct api_vm *v = ctx;
+
+	(void)err, (void)errlen;
+	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
+	snap_flag = resume;
+	snap_calls++;
+	v->running = true;
+	v->paused = !resume;
+	return 0;
+}
+
+static int fake_rollback(void *ctx, const char *dir, struct snap_stats *st, char *err,
+			 size_t errlen)
+{
+	(void)ctx, (void)err, (void)errlen;
+	memset(st, 0, sizeof(*st));
+	st->mem_bytes = 1 << 20;
+	st->us_total = 2500;
+	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
+	snap_calls++;
+	return 0;
+}
+
 static struct registry reg;
 static struct api_vm vm = { .reg = &reg, .ar = &ar, .start = fake_start, .ctx = &vm,
-			    .set_paused = fake_set_paused };
+			    .set_paused = fake_set_paused, .snapshot = fake_snapshot,
+			    .load = fake_load, .rollback = fake_rollback };
 
 /* ---- a small validator for the schema subset ---- */
 
@@ -594,6 +636,50 @@ static void test_sinks(void)
 	vm.id = NULL;
 }
 
+static void test_snapshots(void)
+{
+	json_t *r;
+
+	setup();
+	/* Before a VM: create and rollback have nothing to work on. */
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/a\"}", 400, "no VM is running");
+	expect_fault("PUT", "/snapshot/rollback", "{\"snapshot_path\":\"/s/a\"}", 400, "no VM is running");
+	expect_fault("PUT", "/snapshot/load", "{}", 400, "missing required field 'snapshot_path'");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/u\"}}", 400, "Uffd memory backend is not built yet");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"e\",\"host_dev_name\":\"t\"}]}", 400, "'network_overrides' are not built yet");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_file_path\":\"/elsewhere/mem\"}", 400, "leave it out or give /s/a/memory");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"track_dirty_pages\":true}", 400, "dirty-page tracking");
+	CU_ASSERT_EQUAL(snap_calls, 0);
+	/* Firecracker's two paths name one folder. */
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a/state\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"/s/a/memory\"},\"resume_vm\":true}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/a");
+	CU_ASSERT_TRUE(snap_flag);
+	CU_ASSERT_TRUE(vm.running && !vm.paused);
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\"}", 400, "the VM already exists");
+	/* Create: only from a paused VM; Diff is not built. */
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\"}", 400, "pause it first");
+	vm.paused = true;
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Diff\"}", 400, "Diff snapshots are not built yet");
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
+	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
+	CU_ASSERT_EQUAL(snap_calls, 1);
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
+	CU_ASSERT_FALSE(snap_flag);
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/c/\",\"release_memory\":true}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/c");
+	CU_ASSERT_TRUE(snap_flag);
+	/* Rollback answers with figures. */
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/rollback", "{\"snapshot_path\":\"/s/b\"}", &r), 200);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "snapshot_path")), "/s/b");
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
+	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
+	json_decref(r);
+	CU_ASSERT_EQUAL(snap_calls, 4);
+	vm.running = vm.paused = false;
+}
+
 static void test_teardown(void)
 {
 	api_close(a);
@@ -614,6 +700,7 @@ int main(void)
 		{ "--config-file: Firecracker's JSON description", test_config_file },
 		{ "GET /metrics: Prometheus text", test_metrics },
 		{ "PUT /logger, PUT /metrics, FlushMetrics", test_sinks },
+		{ "snapshot endpoints: folders, refusals, figures", test_snapshots },
 		{ "teardown", test_teardown },
 		{ NULL, NULL },
 	};
