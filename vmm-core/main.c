@@ -117,6 +117,65 @@ static int load_registry(struct registry *reg, char *const *dirs_cli, unsigned n
 	return ret;
 }
 
+/* -P DIR and -l LEVEL, which run and restore share: 0, or a usage error's
+ * exit status. */
+static int shared_opt(int c, char **dirs, unsigned *n_dirs, int *level)
+{
+	if (c == 'P') {
+		if (*n_dirs == MAX_OPTS)
+			return usage_error("too many --plugin-dir options (%s)", optarg);
+		dirs[(*n_dirs)++] = optarg;
+		return 0;
+	}
+	*level = log_level_parse(optarg);
+	if (*level < 0)
+		return usage_error("--log-level %s: expected err, warn, info or debug", optarg);
+	return 0;
+}
+
+/* How run and restore make their VM (under r->lock). */
+static int make_booted(struct run_ctx *r, const char *arg, char *err, size_t errlen)
+{
+	(void)arg;
+	return run_setup(r, err, errlen);
+}
+
+static int make_restored(struct run_ctx *r, const char *dir, char *err, size_t errlen)
+{
+	return run_restore(r, dir, true, err, errlen);
+}
+
+static int make_restored_paused(struct run_ctx *r, const char *dir, char *err, size_t errlen)
+{
+	return run_restore(r, dir, false, err, errlen);
+}
+
+/*
+ * The end of run and restore: @ret is how the preparation went; then
+ * @make the VM (NULL: the API will), then wait for the end. A failure is
+ * said, and what was made is taken down.
+ */
+static int run_go(struct run_ctx *r, int ret,
+		  int (*make)(struct run_ctx *r, const char *arg, char *err, size_t errlen),
+		  const char *arg, const char *what, char *err, size_t errlen)
+{
+	if (!ret && make) {
+		pthread_mutex_lock(&r->lock);
+		ret = make(r, arg, err, errlen);
+		if (!ret)
+			run_mark_live(r);
+		pthread_mutex_unlock(&r->lock);
+	}
+	if (ret) {
+		log_err("%s", err);
+		if (r->have_vm)
+			vm_request_exit(&r->vm, VM_EXIT_ERROR, "%s failed", what);
+		run_teardown(r);
+		return VM_EXIT_ERROR;
+	}
+	return run_finish(r);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -135,7 +194,7 @@ static int cmd_run(int argc, char **argv)
 	const char *sock = NULL, *id = NULL, *config, *json = NULL;
 	bool no_api = false;
 	unsigned n_sets = 0, n_dirs = 0;
-	int cli_level = -1, c;
+	int cli_level = -1, c, ret;
 	struct run_ctx r = { .host_check = true };
 	char err[1024] = "";
 
@@ -147,15 +206,9 @@ static int cmd_run(int argc, char **argv)
 			sets[n_sets++] = optarg;
 			break;
 		case 'P':
-			if (n_dirs == MAX_OPTS)
-				return usage_error("too many --plugin-dir options (%s)", optarg);
-			dirs[n_dirs++] = optarg;
-			break;
 		case 'l':
-			cli_level = log_level_parse(optarg);
-			if (cli_level < 0)
-				return usage_error("--log-level %s: expected err, warn, info or debug",
-						   optarg);
+			if ((ret = shared_opt(c, dirs, &n_dirs, &cli_level)))
+				return ret;
 			break;
 		case 'H':
 			r.host_check = false;
@@ -209,29 +262,10 @@ static int cmd_run(int argc, char **argv)
 		sock = r.cfg.api_socket;
 	if (config && !id)
 		id = r.cfg.api_id;
-	if (run_prepare(&r, err, sizeof(err)) ||
-	    ((sock || json) && run_api(&r, sock, id, !config, json, err, sizeof(err)))) {
-		log_err("%s", err);
-		run_teardown(&r);
-		return VM_EXIT_ERROR;
-	}
-	if (config) {
-		int ret;
-
-		pthread_mutex_lock(&r.lock);
-		ret = run_setup(&r, err, sizeof(err));
-		if (!ret)
-			run_mark_live(&r);
-		pthread_mutex_unlock(&r.lock);
-		if (ret) {
-			log_err("%s", err);
-			if (r.have_vm)
-				vm_request_exit(&r.vm, VM_EXIT_ERROR, "setup failed");
-			run_teardown(&r);
-			return VM_EXIT_ERROR;
-		}
-	}
-	return run_finish(&r);
+	ret = run_prepare(&r, err, sizeof(err));
+	if (!ret && (sock || json))
+		ret = run_api(&r, sock, id, !config, json, err, sizeof(err));
+	return run_go(&r, ret, config ? make_booted : NULL, NULL, "setup", err, sizeof(err));
 }
 
 static int cmd_restore(int argc, char **argv)
@@ -249,22 +283,18 @@ static int cmd_restore(int argc, char **argv)
 	const char *sock = NULL, *id = NULL;
 	unsigned n_dirs = 0;
 	bool paused = false;
-	int c, ret;
+	int c, ret, level = -1;
 	struct run_ctx r = { .host_check = false };
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "P:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'P':
-			if (n_dirs == MAX_OPTS)
-				return usage_error("too many --plugin-dir options (%s)", optarg);
-			dirs[n_dirs++] = optarg;
-			break;
 		case 'l':
-			if (log_level_parse(optarg) < 0)
-				return usage_error("--log-level %s: expected err, warn, info or debug",
-						   optarg);
-			log_set_level(log_level_parse(optarg));
+			if ((ret = shared_opt(c, dirs, &n_dirs, &level)))
+				return ret;
+			if (level >= 0)
+				log_set_level(level);
 			break;
 		case 'a':
 			sock = optarg;
@@ -290,21 +320,8 @@ static int cmd_restore(int argc, char **argv)
 	ret = run_prepare(&r, err, sizeof(err));
 	if (!ret && sock)
 		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));
-	if (!ret) {
-		pthread_mutex_lock(&r.lock);
-		ret = run_restore(&r, argv[optind], !paused, err, sizeof(err));
-		if (!ret)
-			run_mark_live(&r);
-		pthread_mutex_unlock(&r.lock);
-	}
-	if (ret) {
-		log_err("%s", err);
-		if (r.have_vm)
-			vm_request_exit(&r.vm, VM_EXIT_ERROR, "restore failed");
-		run_teardown(&r);
-		return VM_EXIT_ERROR;
-	}
-	return run_finish(&r);
+	return run_go(&r, ret, paused ? make_restored_paused : make_restored, argv[optind],
+		      "restore", err, sizeof(err));
 }
 
 /* ---- plugins ---- */

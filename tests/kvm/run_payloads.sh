@@ -158,11 +158,12 @@ term_ms=${CUBICLE_TERM_MS:-1000}
 [ "$nested_l1" = 1 ] && term_ms=${CUBICLE_TERM_MS:-6000}
 
 # wait_line PID FILE REGEX: until REGEX is in FILE (2 min at most) or PID ended.
+# (Its counter is its own: sh has no local variables, and callers loop on i.)
 wait_line() {
-	i=0
-	while [ $i -lt 1200 ] && kill -0 $1 2>/dev/null && ! grep -Eq "$3" "$2"; do
+	wl_n=0
+	while [ $wl_n -lt 1200 ] && kill -0 $1 2>/dev/null && ! grep -Eq "$3" "$2"; do
 		sleep 0.1
-		i=$((i + 1))
+		wl_n=$((wl_n + 1))
 	done
 	grep -Eq "$3" "$2" && kill -0 $1 2>/dev/null
 }

@@ -60,12 +60,17 @@ fi
 if [ -n "$rpid" ] && kill -0 $rpid 2>/dev/null; then
 	fd0=$(fds $rpid)
 	rss0=$(kib $rpid VmRSS)
-	i=0 bad=0 t0=$(now_ms)
-	while [ $i -lt 100 ]; do
-		"$cub" ctl "$tmp/r.sock" rollback "$snap" >>"$tmp/rb.out" 2>&1 || bad=$((bad + 1))
-		i=$((i + 1))
-	done
+	# One curl, 100 requests on one connection: the rollbacks, not 100
+	# process starts (slow in the nested L1), are what is timed.
+	urls= i=0
+	while [ $i -lt 100 ]; do urls="$urls http://localhost/snapshot/rollback"; i=$((i + 1)); done
+	t0=$(now_ms)
+	# shellcheck disable=SC2086
+	curl -s --unix-socket "$tmp/r.sock" -X PUT -H 'Content-Type: application/json' \
+		-d "{\"snapshot_path\": \"$snap\"}" -w '\n%{http_code}\n' $urls >"$tmp/rb.codes" 2>&1
 	t1=$(now_ms)
+	bad=$((100 - $(grep -cx 200 "$tmp/rb.codes")))
+	[ $bad = 0 ] || tail -n 6 "$tmp/rb.codes" >>"$tmp/rb.out"
 	fd1=$(fds $rpid)
 	rss1=$(kib $rpid VmRSS)
 	# Paused, rolled back, snapshot again: RAM is the first snapshot's.
@@ -89,7 +94,7 @@ if [ -n "$rpid" ] && kill -0 $rpid 2>/dev/null; then
 	if [ $bad = 0 ] && [ "$s2" = "$s" ] && [ $same = yes ] && [ "$fd1" = "$fd0" ] &&
 	   [ $((rss1 - rss0)) -lt 4096 ] && { [ "$after" = "$s" ] || [ "$after" = $((s + 1)) ]; } &&
 	   ! grep -q 'memory lost' "$tmp/restored.err"; then
-		ok "rollback x100 in one process ($(( (t1 - t0) / 100 )) ms each with cubicle ctl): scratch back to $s, RAM identical to the snapshot's (cmp), counts on from $after; fds $fd0 -> $fd1, RSS $rss0 -> $rss1 KiB; a snapshot of it read no hole of the first ($kb0 -> $kb1 KiB)"
+		ok "rollback x100 in one process ($(( (t1 - t0) / 100 )) ms each, running VM, one HTTP connection): scratch back to $s, RAM identical to the snapshot's (cmp), counts on from $after; fds $fd0 -> $fd1, RSS $rss0 -> $rss1 KiB; a snapshot of it read no hole of the first ($kb0 -> $kb1 KiB)"
 	else
 		echo "# bad=$bad scratch=$s2 (want $s) same_ram=$same fds $fd0->$fd1 rss $rss0->$rss1 after=$after" >>"$tmp/rb.out"
 		notok "rollback: see below" "$tmp/rb.out"
@@ -126,22 +131,27 @@ if [ -n "$s" ]; then
 		pids="$pids $!"
 		i=$((i + 1))
 	done
-	i=0 good=0 shared=0 rss=0 pss=0 lowshare= t0=$(now_ms)
+	c=0 good=0 lowshare= t0=$(now_ms)
 	for p in $pids; do
-		if wait_line $p "$tmp/clone$i.err" "guest: count $((s + 1))\$" &&
-		   ! grep -q 'memory lost' "$tmp/clone$i.err"; then
+		if wait_line $p "$tmp/clone$c.err" "guest: count $((s + 1))\$" &&
+		   ! grep -q 'memory lost' "$tmp/clone$c.err"; then
 			good=$((good + 1))
-			sc=$(map_kb $p "$snap/memory" Shared_Clean)
-			shared=$((shared + sc))
-			rss=$((rss + $(map_kb $p "$snap/memory" Rss)))
-			pss=$((pss + $(map_kb $p "$snap/memory" Pss)))
-			[ "$sc" -ge 64 ] || lowshare="$lowshare $i:${sc}kB"
 		else
-			bad_clone=$i
+			bad_clone=$c
 		fi
-		i=$((i + 1))
+		c=$((c + 1))
 	done
 	t1=$(now_ms)
+	# Every clone has run its guest's pattern check: its pages are mapped.
+	c=0 shared=0 rss=0 pss=0
+	for p in $pids; do
+		sc=$(map_kb $p "$snap/memory" Shared_Clean)
+		shared=$((shared + sc))
+		rss=$((rss + $(map_kb $p "$snap/memory" Rss)))
+		pss=$((pss + $(map_kb $p "$snap/memory" Pss)))
+		[ "$sc" -ge 64 ] || lowshare="$lowshare $c:${sc}kB"
+		c=$((c + 1))
+	done
 	for p in $pids; do kill -TERM $p 2>/dev/null; done
 	for p in $pids; do wait $p 2>/dev/null; done
 	if [ $good = $n ] && [ -z "$lowshare" ]; then
