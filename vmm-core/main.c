@@ -38,7 +38,8 @@ static const char usage_text[] =
 	"  run --config-file F boot Firecracker's JSON VM description F (with\n"
 	"                      --api-sock, also serve the API; --no-api: do not)\n"
 	"  restore DIR         run the VM a snapshot folder holds, from where it was\n"
-	"                      (--api-sock PATH to drive it, --paused to wait there)\n"
+	"                      (--api-sock PATH to drive it, --paused to wait there,\n"
+	"                      --set devices.ID.backend.KEY=VALUE for a clone's own)\n"
 	"  snapshot SOCKET DIR snapshot the paused VM of a running cubicle into DIR\n"
 	"  rollback SOCKET DIR roll a running cubicle's VM back to snapshot DIR in place\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
@@ -276,19 +277,25 @@ static int cmd_restore(int argc, char **argv)
 		{ "api-sock", required_argument, NULL, 'a' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "paused", no_argument, NULL, 'p' },
+		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *dirs[MAX_OPTS];
+	char *dirs[MAX_OPTS], *sets[MAX_OPTS];
 	const char *sock = NULL, *id = NULL;
-	unsigned n_dirs = 0;
+	unsigned n_dirs = 0, n_sets = 0;
 	bool paused = false;
 	int c, ret, level = -1;
 	struct run_ctx r = { .host_check = false };
 	char err[1024] = "";
 
-	while ((c = getopt_long(argc, argv, "P:l:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
+		case 's':
+			if (n_sets == MAX_OPTS)
+				return usage_error("too many --set options (%s)", optarg);
+			sets[n_sets++] = optarg;
+			break;
 		case 'P':
 		case 'l':
 			if ((ret = shared_opt(c, dirs, &n_dirs, &level)))
@@ -317,6 +324,8 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
 	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
 		return VM_EXIT_ERROR;
+	r.sets = sets;
+	r.n_sets = n_sets;
 	ret = run_prepare(&r, err, sizeof(err));
 	if (!ret && sock)
 		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));

@@ -180,7 +180,7 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = snap_open(&im, dir, err, errlen);
 	if (!ret)
-		ret = snap_plan(&im, &r->cfg, &r->reg, err, errlen);
+		ret = snap_plan(&im, &r->cfg, &r->reg, r->sets, r->n_sets, err, errlen);
 	if (ret)
 		goto out;
 	ret = vm_create_restored(&r->vm, &r->cfg, snap_take_mem_fd(&im), err, errlen);
@@ -319,11 +319,19 @@ static int make_loaded(struct run_ctx *r, const void *arg, char *err, size_t err
 	return run_restore(r, l->dir, l->resume, err, errlen);
 }
 
-static int api_load(void *ctx, const char *dir, bool resume, char *err, size_t errlen)
+static int api_load(void *ctx, const char *dir, bool resume, char *const *sets, unsigned n_sets,
+		    char *err, size_t errlen)
 {
+	struct run_ctx *r = ctx;
 	struct load_arg l = { dir, resume };
+	int ret;
 
-	return api_make(ctx, "snapshot load", make_loaded, &l, err, errlen);
+	r->sets = sets;
+	r->n_sets = n_sets;
+	ret = api_make(ctx, "snapshot load", make_loaded, &l, err, errlen);
+	r->sets = NULL;
+	r->n_sets = 0;
+	return ret;
 }
 
 static int api_snapshot(void *ctx, const char *dir, bool release, struct snap_stats *st,

@@ -37,6 +37,9 @@ struct run_ctx {
 	int pre_status;
 	char pre_reason[160];
 	struct timespec pre_at;
+	/* Overrides a restore applies to the snapshot's description. */
+	char *const *sets;
+	unsigned n_sets;
 };
 
 /* Signals to their own thread (before any other thread exists), the event

@@ -51,7 +51,7 @@ static int fake_set_paused(void *ctx, bool on, char *err, size_t errlen)
 }
 
 /* The snapshot hooks: what they were asked, last. */
-static char snap_dir[256];
+static char snap_dir[256], snap_sets[256];
 static bool snap_flag;
 static int snap_calls;
 
@@ -65,12 +65,17 @@ static int fake_snapshot(void *ctx, const char *dir, bool release, struct snap_s
 	return 0;
 }
 
-static int fake_load(void *ctx, const char *dir, bool resume, char *err, size_t errlen)
+static int fake_load(void *ctx, const char *dir, bool resume, char *const *sets,
+		     unsigned n_sets, char *err, size_t errlen)
 {
 	struct api_vm *v = ctx;
 
 	(void)err, (void)errlen;
 	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
+	snap_sets[0] = '\0';
+	for (unsigned i = 0; i < n_sets; i++)
+		snprintf(snap_sets + strlen(snap_sets), sizeof(snap_sets) - strlen(snap_sets), "%s;",
+			 sets[i]);
 	snap_flag = resume;
 	snap_calls++;
 	v->running = true;
@@ -646,16 +651,24 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/rollback", "{\"snapshot_path\":\"/s/a\"}", 400, "no VM is running");
 	expect_fault("PUT", "/snapshot/load", "{}", 400, "missing required field 'snapshot_path'");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/u\"}}", 400, "Uffd memory backend is not built yet");
-	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"e\",\"host_dev_name\":\"t\"}]}", 400, "'network_overrides' are not built yet");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"e\"}]}", 400, "missing required field 'host_dev_name'");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_file_path\":\"/elsewhere/mem\"}", 400, "leave it out or give /s/a/memory");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"track_dirty_pages\":true}", 400, "dirty-page tracking");
 	CU_ASSERT_EQUAL(snap_calls, 0);
 	/* Firecracker's two paths name one folder. */
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a/state\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"/s/a/memory\"},\"resume_vm\":true}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/a");
+	CU_ASSERT_STRING_EQUAL(snap_sets, "");
 	CU_ASSERT_TRUE(snap_flag);
 	CU_ASSERT_TRUE(vm.running && !vm.paused);
+	vm.running = false;
+	/* A clone's own tap: the interface's backend, as --set would say it. */
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\"},{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap8\"}]}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_sets, "devices.eth0.backend.ifname=tap7;devices.eth1.backend.ifname=tap8;");
+	CU_ASSERT_FALSE(snap_flag);
+	CU_ASSERT_TRUE(vm.running && vm.paused); /* no resume_vm: it waits */
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\"}", 400, "the VM already exists");
+	vm.paused = false;
 	/* Create: only from a paused VM; Diff is not built. */
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\"}", 400, "pause it first");
 	vm.paused = true;
@@ -663,7 +676,7 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
-	CU_ASSERT_EQUAL(snap_calls, 1);
+	CU_ASSERT_EQUAL(snap_calls, 2);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
 	CU_ASSERT_FALSE(snap_flag);
@@ -676,7 +689,7 @@ static void test_snapshots(void)
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
 	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
 	json_decref(r);
-	CU_ASSERT_EQUAL(snap_calls, 4);
+	CU_ASSERT_EQUAL(snap_calls, 5);
 	vm.running = vm.paused = false;
 }
 

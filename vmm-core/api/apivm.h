@@ -35,7 +35,8 @@ struct snap_stats;
  *           disk: the process keeps only what the guest touches after its
  *           resume). 0 or -errno with err
  * @load:    (before a VM exists; NULL once one came from a config file)
- *           make the VM from the snapshot in @dir, paused unless @resume
+ *           make the VM from the snapshot in @dir, paused unless @resume,
+ *           with @sets applied to its description (--set syntax)
  * @rollback: roll the VM back to the snapshot in @dir in place (pausing
  *           it meanwhile if it runs); 0 or -errno with err
  * @insts:   the device instances once the VM exists (NULL before)
@@ -51,7 +52,8 @@ struct api_vm {
 	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
 	int (*snapshot)(void *ctx, const char *dir, bool release, struct snap_stats *st, char *err,
 			size_t errlen);
-	int (*load)(void *ctx, const char *dir, bool resume, char *err, size_t errlen);
+	int (*load)(void *ctx, const char *dir, bool resume, char *const *sets, unsigned n_sets,
+		    char *err, size_t errlen);
 	int (*rollback)(void *ctx, const char *dir, struct snap_stats *st, char *err,
 			size_t errlen);
 	void *ctx;

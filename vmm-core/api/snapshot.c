@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -106,6 +107,38 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 	return 204; /* Firecracker's reply; the log line has the figures */
 }
 
+#define MAX_OVERRIDES 64
+
+/* network_overrides [{iface_id, host_dev_name}]: the interface's tap
+ * (Firecracker's network interfaces are tap devices; cubicle's tap
+ * backend calls it ifname) as --set text for the snapshot's description. */
+static int overrides(const json_t *list, char **sets, char *err, size_t errlen)
+{
+	static const struct api_field f[] = {
+		{ "iface_id", JSON_STRING, true },
+		{ "host_dev_name", JSON_STRING, true },
+	};
+	const json_t *o;
+	size_t i;
+	int ret;
+
+	memset(sets, 0, MAX_OVERRIDES * sizeof(*sets));
+	if (json_array_size(list) > MAX_OVERRIDES)
+		return errf(err, errlen, 400, "snapshot/load: more than %d network_overrides",
+			    MAX_OVERRIDES);
+	json_array_foreach(list, i, o) {
+		ret = api_check(o, f, 2, "snapshot/load: network_overrides", err, errlen);
+		if (ret)
+			return ret;
+		if (asprintf(&sets[i], "devices.%s.backend.ifname=%s", str(o, "iface_id"),
+			     str(o, "host_dev_name")) < 0) {
+			sets[i] = NULL;
+			return errf(err, errlen, 500, "out of memory");
+		}
+	}
+	return 0;
+}
+
 static int put_load(struct api *a, const char *id, json_t *in, json_t **out, char *err,
 		    size_t errlen)
 {
@@ -122,7 +155,7 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	struct api_vm *vm = api_vm(a);
 	const json_t *mb = json_object_get(in, "mem_backend");
 	const char *mem = str(in, "mem_file_path"), *bt;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], *sets[MAX_OVERRIDES];
 	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
 
 	(void)id;
@@ -150,8 +183,6 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	    json_is_true(json_object_get(in, "enable_diff_snapshots")))
 		return errf(err, errlen, 400,
 			    "snapshot/load: dirty-page tracking (Diff snapshots) is not built yet");
-	if (json_array_size(json_object_get(in, "network_overrides")))
-		return errf(err, errlen, 400, "snapshot/load: 'network_overrides' are not built yet");
 	if (json_object_get(in, "vsock_override"))
 		return errf(err, errlen, 400, "snapshot/load: cubicle has no vsock device yet");
 	ret = folder("snapshot/load", str(in, "snapshot_path"), mem, dir, sizeof(dir), err,
@@ -163,9 +194,14 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 			    "snapshot/load: the VM already exists; a snapshot loads only into a new cubicle (cubicle --api-sock PATH)");
 	if (!vm->load)
 		return errf(err, errlen, 400, "snapshot/load: loading is not available here");
-	if (vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), err, errlen))
-		return 400;
-	return 204;
+	ret = overrides(json_object_get(in, "network_overrides"), sets, err, errlen);
+	if (!ret && vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), sets,
+		     (unsigned)json_array_size(json_object_get(in, "network_overrides")), err,
+		     errlen))
+		ret = 400;
+	for (unsigned i = 0; i < MAX_OVERRIDES; i++)
+		free(sets[i]);
+	return ret ? ret : 204;
 }
 
 static int put_rollback(struct api *a, const char *id, json_t *in, json_t **out, char *err,

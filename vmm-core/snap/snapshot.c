@@ -16,6 +16,7 @@
 
 #include "cubicle-build.h"
 #include "arch.h"
+#include "config.h"
 #include "devices.h"
 #include "log.h"
 #include "plan.h"
@@ -641,8 +642,8 @@ int snap_take_mem_fd(struct snap_image *im)
 	return fd;
 }
 
-int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg, char *err,
-	      size_t errlen)
+int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
+	      char *const *sets, unsigned n_sets, char *err, size_t errlen)
 {
 	const json_t *cfg = json_object_get(im->manifest, "config");
 	const char *dir = json_string_value(json_object_get(cfg, "dir"));
@@ -656,6 +657,13 @@ int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
 	if (!root) {
 		free(where);
 		return -EINVAL;
+	}
+	for (unsigned i = 0; i < n_sets; i++) {
+		ret = config_apply_set(&p->ar, root, sets[i], err, errlen);
+		if (ret) {
+			free(where);
+			return ret;
+		}
 	}
 	ret = plan_build(p, root, where, dir, reg, err, errlen);
 	if (!ret && (p->vcpus != im->vcpus || p->memory_mib != im->memory_mib))

@@ -62,9 +62,11 @@ struct snap_image {
  * checksums, the memory file's size). 0, or -errno with one line in err
  * naming the file and what is wrong. snap_close in every case. */
 int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen);
-/* The VM description the snapshot recorded, as a plan (p zeroed). */
-int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg, char *err,
-	      size_t errlen);
+/* The VM description the snapshot recorded, as a plan (p zeroed), with
+ * @sets applied first ("devices.ID.backend.path=...", as --set): a clone's
+ * own socket or tap. The machine must stay the snapshot's. */
+int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
+	      char *const *sets, unsigned n_sets, char *err, size_t errlen);
 /* Hand over the memory file's fd (vm_create_restored takes it). */
 int snap_take_mem_fd(struct snap_image *im);
 /* Put the snapshot's device, machine and vCPU state into @v: a VM made by
