@@ -118,18 +118,27 @@ static int load_registry(struct registry *reg, char *const *dirs_cli, unsigned n
 	return ret;
 }
 
-/* -P DIR and -l LEVEL, which run and restore share: 0, or a usage error's
- * exit status. */
-static int shared_opt(int c, char **dirs, unsigned *n_dirs, int *level)
+/* -s, -P and -l, which run and restore share. */
+struct shared_opts {
+	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
+	unsigned n_sets, n_dirs;
+	int level; /* -1: not given */
+};
+
+/* 0, or a usage error's exit status. */
+static int shared_opt(int c, struct shared_opts *o)
 {
-	if (c == 'P') {
-		if (*n_dirs == MAX_OPTS)
-			return usage_error("too many --plugin-dir options (%s)", optarg);
-		dirs[(*n_dirs)++] = optarg;
+	if (c == 's' || c == 'P') {
+		unsigned *n = c == 's' ? &o->n_sets : &o->n_dirs;
+
+		if (*n == MAX_OPTS)
+			return usage_error("too many %s options (%s)",
+					   c == 's' ? "--set" : "--plugin-dir", optarg);
+		(c == 's' ? o->sets : o->dirs)[(*n)++] = optarg;
 		return 0;
 	}
-	*level = log_level_parse(optarg);
-	if (*level < 0)
+	o->level = log_level_parse(optarg);
+	if (o->level < 0)
 		return usage_error("--log-level %s: expected err, warn, info or debug", optarg);
 	return 0;
 }
@@ -191,24 +200,19 @@ static int cmd_run(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
+	struct shared_opts o = { .level = -1 };
 	const char *sock = NULL, *id = NULL, *config, *json = NULL;
 	bool no_api = false;
-	unsigned n_sets = 0, n_dirs = 0;
-	int cli_level = -1, c, ret;
+	int c, ret;
 	struct run_ctx r = { .host_check = true };
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (n_sets == MAX_OPTS)
-				return usage_error("too many --set options (%s)", optarg);
-			sets[n_sets++] = optarg;
-			break;
 		case 'P':
 		case 'l':
-			if ((ret = shared_opt(c, dirs, &n_dirs, &cli_level)))
+			if ((ret = shared_opt(c, &o)))
 				return ret;
 			break;
 		case 'H':
@@ -243,21 +247,21 @@ static int cmd_run(int argc, char **argv)
 	else
 		return usage_error("%s", sock ? "'run' takes at most one CONFIG file"
 					     : "'run' takes exactly one CONFIG file (or --api-sock, or --config-file)");
-	if (!config && n_sets)
+	if (!config && o.n_sets)
 		return usage_error("%s", "--set needs a CONFIG file (a libconfig one)");
-	if (cli_level >= 0)
-		log_set_level(cli_level);
-	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
+	if (o.level >= 0)
+		log_set_level(o.level);
+	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
 		return VM_EXIT_ERROR;
 	/* The whole VM description is checked before any plugin code runs. */
-	if (config && plan_load(&r.cfg, config, sets, n_sets, &r.reg, err, sizeof(err))) {
+	if (config && plan_load(&r.cfg, config, o.sets, o.n_sets, &r.reg, err, sizeof(err))) {
 		log_err("%s", err);
 		plan_free(&r.cfg);
 		registry_free(&r.reg);
 		return VM_EXIT_ERROR;
 	}
 	if (config)
-		log_set_level(cli_level >= 0 ? cli_level : r.cfg.log_level);
+		log_set_level(o.level >= 0 ? o.level : r.cfg.log_level);
 	/* The config's api group, unless the command line says otherwise. */
 	if (config && !sock && !no_api)
 		sock = r.cfg.api_socket;
@@ -281,27 +285,20 @@ static int cmd_restore(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *dirs[MAX_OPTS], *sets[MAX_OPTS];
+	struct shared_opts o = { .level = -1 };
 	const char *sock = NULL, *id = NULL;
-	unsigned n_dirs = 0, n_sets = 0;
 	bool paused = false;
-	int c, ret, level = -1;
+	int c, ret;
 	struct run_ctx r = { .host_check = false };
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (n_sets == MAX_OPTS)
-				return usage_error("too many --set options (%s)", optarg);
-			sets[n_sets++] = optarg;
-			break;
 		case 'P':
 		case 'l':
-			if ((ret = shared_opt(c, dirs, &n_dirs, &level)))
+			if ((ret = shared_opt(c, &o)))
 				return ret;
-			if (level >= 0)
-				log_set_level(level);
 			break;
 		case 'a':
 			sock = optarg;
@@ -322,10 +319,12 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("%s", "'restore' takes exactly one snapshot folder");
 	if (paused && !sock)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
-	if (load_registry(&r.reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
+	if (o.level >= 0)
+		log_set_level(o.level);
+	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
 		return VM_EXIT_ERROR;
-	r.sets = sets;
-	r.n_sets = n_sets;
+	r.sets = o.sets;
+	r.n_sets = o.n_sets;
 	ret = run_prepare(&r, err, sizeof(err));
 	if (!ret && sock)
 		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));
