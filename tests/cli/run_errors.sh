@@ -171,6 +171,18 @@ if $runner "$cub" check-host --dir "$tmp" | grep -q '^zstd-snap  *libzstd '; the
 else
 	echo "not ok - check-host asks the plugins"; fail=$((fail + 1))
 fi
+# Snapshots: the folder is checked before anything else (no KVM needed).
+expect "restore without a folder" 2 "'restore' takes exactly one snapshot folder" -- restore
+expect "restore --paused without an API" 2 "--paused needs --api-sock" -- restore --paused "$tmp"
+expect "restore of a missing folder" 1 "nope: No such file or directory" -- restore "$tmp/nope"
+expect "restore of a folder that is no snapshot" 1 \
+	"manifest.json: No such file or directory \(not a cubicle snapshot" -- restore "$tmp"
+mkdir "$tmp/snap" && printf '{ "format": \n' >"$tmp/snap/manifest.json"
+expect "restore with a manifest that is not JSON" 1 "snap/manifest.json:2: " -- restore "$tmp/snap"
+printf '{ "format": "cubicle-snapshot", "version": "1.0", "arch": "x86_64" }' >"$tmp/snap/manifest.json"
+expect "restore with a manifest of another kind" 1 \
+	"snap/manifest.json: (made on x86_64; this cubicle runs|made on a \(unnamed\) CPU)" -- restore "$tmp/snap"
+expect "snapshot without a folder" 2 "'snapshot' takes a SOCKET and a snapshot folder" -- snapshot "$tmp/api.sock"
 if $runner "$cub" --help | grep -q 'Usage: cubicle' && $runner "$cub" --version | grep -q 'plugin ABI 1'; then
 	echo "ok - --help and --version"; pass=$((pass + 1))
 else
