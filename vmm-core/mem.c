@@ -2,6 +2,7 @@
 /* Guest RAM: a memfd (or a snapshot's memory file) mapped once; every
  * translation is bounds-checked. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -108,12 +109,56 @@ int mem_remap_file(struct guest_mem *m, int fd)
 	return 0;
 }
 
+int mem_dirty_enable(struct guest_mem *m)
+{
+	if (!m->dirty)
+		m->dirty = calloc((m->size / MEM_PAGE + 63) / 64, sizeof(uint64_t));
+	return m->dirty ? 0 : -ENOMEM;
+}
+
+void mem_mark_dirty(const struct guest_mem *m, const void *host, uint64_t len)
+{
+	uintptr_t at = (uintptr_t)host, base = (uintptr_t)m->host;
+	uint64_t first, last;
+
+	if (!m->dirty || !len || at < base || at - base >= m->size || len > m->size - (at - base))
+		return;
+	first = (at - base) / MEM_PAGE;
+	last = (at - base + len - 1) / MEM_PAGE;
+	for (uint64_t p = first; p <= last; p++)
+		__atomic_fetch_or(&m->dirty[p / 64], 1ull << (p % 64), __ATOMIC_RELAXED);
+}
+
+void mem_mark_all_dirty(const struct guest_mem *m)
+{
+	if (m->dirty)
+		mem_mark_dirty(m, m->host, m->size);
+}
+
+void mem_take_dirty(struct guest_mem *m, uint64_t *out)
+{
+	if (!m->dirty)
+		return;
+	for (uint64_t i = 0; i < (m->size / MEM_PAGE + 63) / 64; i++)
+		out[i] |= __atomic_exchange_n(&m->dirty[i], 0, __ATOMIC_RELAXED);
+}
+
+void mem_put_dirty(struct guest_mem *m, const uint64_t *bits)
+{
+	if (!m->dirty)
+		return;
+	for (uint64_t i = 0; i < (m->size / MEM_PAGE + 63) / 64; i++)
+		__atomic_fetch_or(&m->dirty[i], bits[i], __ATOMIC_RELAXED);
+}
+
 void mem_destroy(struct guest_mem *m)
 {
 	if (m->host)
 		munmap(m->host, m->size);
 	if (m->fd >= 0)
 		close(m->fd);
+	free(m->dirty);
+	m->dirty = NULL;
 	m->host = NULL;
 	m->fd = -1;
 }

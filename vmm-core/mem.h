@@ -21,6 +21,8 @@ struct guest_mem {
 	struct mem_bank bank[MEM_MAX_BANKS];
 	unsigned n_banks;
 	bool private_file; /* a private mapping of a file (a snapshot's memory) */
+	uint64_t *dirty;   /* pages the host wrote since the last mem_take_dirty, one bit
+			    * per page of the mapping; NULL: not tracked */
 };
 
 /* Create size bytes of RAM laid out in the given banks (offsets are filled
@@ -35,6 +37,20 @@ int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem
  * 0 or -errno (RAM then unchanged and @fd closed). */
 int mem_remap_file(struct guest_mem *m, int fd);
 void mem_destroy(struct guest_mem *m);
+/*
+ * Dirty tracking of the host's own writes (virtio devices'), beside KVM's
+ * log of the guest's: enable allocates the bitmap (0 or -ENOMEM); mark
+ * sets the bits of the pages [host, host+len) touches (any thread; nothing
+ * when tracking is off or the range is not RAM); take ORs them into @out
+ * (one bit per page of the mapping) and clears them.
+ */
+int mem_dirty_enable(struct guest_mem *m);
+void mem_mark_dirty(const struct guest_mem *m, const void *host, uint64_t len);
+void mem_mark_all_dirty(const struct guest_mem *m);
+void mem_take_dirty(struct guest_mem *m, uint64_t *out);
+/* Give bits taken back (a snapshot that failed): OR @bits into the bitmap. */
+void mem_put_dirty(struct guest_mem *m, const uint64_t *bits);
+#define MEM_PAGE 4096u
 /* Host pointer for [gpa, gpa+len) if it lies wholly inside one bank, else
  * NULL (also on overflow and len == 0). */
 void *mem_map(const struct guest_mem *m, uint64_t gpa, uint64_t len);

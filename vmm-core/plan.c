@@ -29,7 +29,8 @@ static const struct key top_keys[] = {
 };
 static const struct key api_keys[] = { { "socket", CN_STR }, { "id", CN_STR }, { NULL, 0 } };
 static const struct key machine_keys[] = {
-	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL }, { NULL, 0 },
+	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL },
+	{ "track_dirty_pages", CN_BOOL }, { NULL, 0 },
 };
 static const struct key boot_keys[] = {
 	{ "kernel", CN_STR }, { "initrd", CN_STR }, { "cmdline", CN_STR }, { "format", CN_STR },
@@ -217,6 +218,20 @@ static int plan_api(struct plan *p, const struct cnode *g, char *err, size_t len
 	return 0;
 }
 
+/* A boolean key of the machine group (true or false; --set gives text). */
+static int get_flag(const struct cnode *g, const char *key, bool *out, char *err, size_t len)
+{
+	const struct cnode *s = cnode_get(g, key);
+
+	if (!s)
+		return 0;
+	if (s->type == CN_TEXT && strcmp(s->s, "true") && strcmp(s->s, "false"))
+		return errf(err, len, -EINVAL, "%s: 'machine.%s' must be true or false", s->where,
+			    key);
+	*out = s->type == CN_BOOL ? s->b : !strcmp(s->s, "true");
+	return 0;
+}
+
 static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t len)
 {
 	const struct cnode *s;
@@ -240,13 +255,9 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 			return ret;
 		p->memory_mib = (uint64_t)v;
 	}
-	if ((s = cnode_get(g, "host_check"))) {
-		if (s->type == CN_TEXT && strcmp(s->s, "true") && strcmp(s->s, "false"))
-			return errf(err, len, -EINVAL, "%s: 'machine.host_check' must be true or false",
-				    s->where);
-		p->host_check = s->type == CN_BOOL ? s->b : !strcmp(s->s, "true");
-	}
-	return 0;
+	if ((ret = get_flag(g, "host_check", &p->host_check, err, len)))
+		return ret;
+	return get_flag(g, "track_dirty_pages", &p->track_dirty, err, len);
 }
 
 /* ---- devices and backends ---- */

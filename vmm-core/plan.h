@@ -59,6 +59,7 @@ struct plan {
 	uint64_t memory_mib;
 	int log_level;
 	bool host_check;
+	bool track_dirty;     /* machine.track_dirty_pages: log dirty pages (Diff snapshots) */
 	struct boot_cfg boot;
 	struct plan_inst *devs;
 	unsigned n_devs;

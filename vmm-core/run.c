@@ -187,6 +187,8 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	r->have_vm = true;
 	r->vm.ev = r->ev;
 	if (!ret)
+		ret = snap_apply_diffs(&im, &r->vm.mem, err, errlen);
+	if (!ret)
 		ret = devices_create_all(&r->vm, &r->cfg, &r->insts, &r->n_insts, err, errlen);
 	if (!ret)
 		ret = vm_create_vcpus(&r->vm, err, errlen);
@@ -334,8 +336,8 @@ static int api_load(void *ctx, const char *dir, bool resume, char *const *sets, 
 	return ret;
 }
 
-static int api_snapshot(void *ctx, const char *dir, bool release, struct snap_stats *st,
-			char *err, size_t errlen)
+static int api_snapshot(void *ctx, const char *dir, bool diff, bool release,
+			struct snap_stats *st, char *err, size_t errlen)
 {
 	struct run_ctx *r = ctx;
 	struct snap_vm sv;
@@ -346,12 +348,15 @@ static int api_snapshot(void *ctx, const char *dir, bool release, struct snap_st
 	if (!vm_paused(&r->vm))
 		return errf(err, errlen, -EINVAL,
 			    "the VM is running: pause it first (PATCH /vm {\"state\": \"Paused\"})");
+	if (diff && release)
+		return errf(err, errlen, -EINVAL,
+			    "release_memory needs a Full snapshot (a Diff's memory holds only what changed)");
 	sv = run_snap_vm(r);
-	ret = snap_create(&sv, dir, st, err, errlen);
+	ret = snap_create(&sv, dir, diff, st, err, errlen);
 	if (!ret)
-		log_info("snapshot %s: %" PRIu64 " MiB of RAM (%" PRIu64 " MiB not zero), %" PRIu64
-			 " bytes of state, in %" PRIu64 " us",
-			 dir, st->mem_bytes >> 20, st->mem_written >> 20, st->state_bytes, st->us_total);
+		log_info("%s snapshot %s: %" PRIu64 " MiB of RAM (%" PRIu64 " KiB written), %" PRIu64
+			 " bytes of state, in %" PRIu64 " us", diff ? "Diff" : "Full",
+			 dir, st->mem_bytes >> 20, st->mem_written >> 10, st->state_bytes, st->us_total);
 	if (!ret && release) {
 		ret = snap_release_memory(&sv, dir, err, errlen);
 		if (!ret)

@@ -80,6 +80,7 @@ static int map_ram(struct vm *vm, int ram_fd, char *err, size_t errlen)
 		const struct mem_bank *b = &vm->mem.bank[i];
 		struct kvm_userspace_memory_region r = {
 			.slot = i,
+			.flags = vm->cfg->track_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0,
 			.guest_phys_addr = b->gpa,
 			.memory_size = b->size,
 			.userspace_addr = (uintptr_t)(vm->mem.host + b->off),
@@ -137,6 +138,8 @@ static int create(struct vm *vm, const struct plan *cfg, int ram_fd, char *err, 
 	ret = map_ram(vm, ram_fd, err, errlen);
 	if (ret)
 		return ret;
+	if (cfg->track_dirty && mem_dirty_enable(&vm->mem))
+		return errf(err, errlen, -ENOMEM, "dirty-page bitmap: out of memory");
 	return arch_vm_setup(vm, err, errlen);
 }
 
@@ -310,6 +313,8 @@ void vm_destroy(struct vm *vm)
 	vm->n_vcpus = 0;
 	arch_vm_destroy(vm);
 	mem_destroy(&vm->mem);
+	free(vm->snap_last);
+	vm->snap_last = NULL;
 	bus_free(&vm->pio);
 	bus_free(&vm->mmio);
 	if (vm->vm_fd >= 0)
@@ -319,4 +324,40 @@ void vm_destroy(struct vm *vm)
 	vm->vm_fd = vm->kvm_fd = -1;
 	pthread_cond_destroy(&vm->cond);
 	pthread_mutex_destroy(&vm->lock);
+}
+
+int vm_take_dirty(struct vm *vm, uint64_t *bitmap, char *err, size_t errlen)
+{
+	struct guest_mem *m = &vm->mem;
+	uint64_t *slot = NULL;
+	int ret = 0;
+
+	if (!m->dirty)
+		return errf(err, errlen, -EINVAL,
+			    "dirty pages are not tracked: set machine.track_dirty_pages (Firecracker: track_dirty_pages)");
+	for (unsigned i = 0; i < m->n_banks && !ret; i++) {
+		const struct mem_bank *b = &m->bank[i];
+		uint64_t pages = b->size / MEM_PAGE, words = (pages + 63) / 64, base = b->off / MEM_PAGE;
+		struct kvm_dirty_log log = { .slot = i };
+
+		free(slot);
+		slot = calloc(words, sizeof(*slot));
+		if (!slot)
+			return errf(err, errlen, -ENOMEM, "out of memory");
+		log.dirty_bitmap = slot;
+		if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0) {
+			ret = errf(err, errlen, -errno, "KVM_GET_DIRTY_LOG (slot %u): %s", i,
+				   strerror(errno));
+			break;
+		}
+		for (uint64_t w = 0; w < words; w++)
+			for (uint64_t bits = slot[w]; bits; bits &= bits - 1) {
+				uint64_t p = base + w * 64 + (uint64_t)__builtin_ctzll(bits);
+
+				bitmap[p / 64] |= 1ull << (p % 64);
+			}
+	}
+	free(slot);
+	mem_take_dirty(m, bitmap);
+	return ret;
 }

@@ -59,6 +59,8 @@ struct vm {
 	struct timespec exit_at; /* CLOCK_MONOTONIC, when the exit was requested */
 	bool paused;             /* vm_pause: vCPUs park at their next exit */
 	bool restored;           /* RAM and state from a snapshot (vm_create_restored) */
+	char *snap_last;         /* the snapshot RAM last equalled (made, restored, rolled
+				  * back to): a Diff's parent; malloc'd, NULL if none */
 	unsigned n_parked;       /* vCPUs parked now (under lock) */
 
 	void *arch; /* arch-private: boot entry state, layout cursor */
@@ -94,6 +96,11 @@ int vm_wait(struct vm *vm);
 /* Ask every thread to stop; the first request's status and reason win. */
 void vm_request_exit(struct vm *vm, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Dirty tracking (machine.track_dirty_pages): OR into @bitmap (one bit per
+ * 4 KiB page of the RAM mapping) the pages the guest (KVM's log) and the
+ * host (mem_mark_dirty) wrote since the last call, and start both logs
+ * afresh. The VM is paused. 0 or -errno with err. */
+int vm_take_dirty(struct vm *vm, uint64_t *bitmap, char *err, size_t errlen);
 /* Kick and join vCPU threads. */
 void vm_stop_vcpus(struct vm *vm);
 void vm_destroy(struct vm *vm);

@@ -52,15 +52,16 @@ static int fake_set_paused(void *ctx, bool on, char *err, size_t errlen)
 
 /* The snapshot hooks: what they were asked, last. */
 static char snap_dir[256], snap_sets[256];
-static bool snap_flag;
+static bool snap_flag, snap_diff;
 static int snap_calls;
 
-static int fake_snapshot(void *ctx, const char *dir, bool release, struct snap_stats *st,
-			 char *err, size_t errlen)
+static int fake_snapshot(void *ctx, const char *dir, bool diff, bool release,
+			 struct snap_stats *st, char *err, size_t errlen)
 {
 	(void)ctx, (void)st, (void)err, (void)errlen;
 	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
 	snap_flag = release;
+	snap_diff = diff;
 	snap_calls++;
 	return 0;
 }
@@ -653,8 +654,11 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/u\"}}", 400, "Uffd memory backend is not built yet");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"e\"}]}", 400, "missing required field 'host_dev_name'");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_file_path\":\"/elsewhere/mem\"}", 400, "leave it out or give /s/a/memory");
-	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"track_dirty_pages\":true}", 400, "dirty-page tracking");
 	CU_ASSERT_EQUAL(snap_calls, 0);
+	/* Dirty-page tracking from the load on: the machine's own key. */
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"track_dirty_pages\":true}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_sets, "machine.track_dirty_pages=true;");
+	vm.running = false;
 	/* Firecracker's two paths name one folder. */
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a/state\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"/s/a/memory\"},\"resume_vm\":true}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/a");
@@ -672,24 +676,26 @@ static void test_snapshots(void)
 	/* Create: only from a paused VM; Diff is not built. */
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\"}", 400, "pause it first");
 	vm.paused = true;
-	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Diff\"}", 400, "Diff snapshots are not built yet");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
-	CU_ASSERT_EQUAL(snap_calls, 2);
+	CU_ASSERT_EQUAL(snap_calls, 3);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
 	CU_ASSERT_FALSE(snap_flag);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/c/\",\"release_memory\":true}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/c");
 	CU_ASSERT_TRUE(snap_flag);
+	CU_ASSERT_FALSE(snap_diff);
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/d\",\"snapshot_type\":\"Diff\"}", &r), 204);
+	CU_ASSERT_TRUE(snap_diff);
 	/* Rollback answers with figures. */
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/rollback", "{\"snapshot_path\":\"/s/b\"}", &r), 200);
 	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(r, "snapshot_path")), "/s/b");
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
 	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
 	json_decref(r);
-	CU_ASSERT_EQUAL(snap_calls, 5);
+	CU_ASSERT_EQUAL(snap_calls, 7);
 	vm.running = vm.paused = false;
 }
 

@@ -30,10 +30,11 @@ static const char usage_text[] =
 	"                             arguments are typed by the method's signature\n"
 	"  pause, resume              pause the VM (vCPUs and devices stop, its clocks\n"
 	"                             hold) or resume it (PATCH /vm)\n"
-	"  snapshot DIR [--release]   write a Full snapshot of the paused VM into the\n"
-	"                             folder DIR (PUT /snapshot/create); --release: then\n"
-	"                             free guest RAM, mapped from DIR until it is written\n"
-	"                             (pause to disk)\n"
+	"  snapshot DIR [--diff|--release]  write a snapshot of the paused VM into the\n"
+	"                             folder DIR (PUT /snapshot/create): Full, or --diff\n"
+	"                             only what changed since the last one (needs\n"
+	"                             machine.track_dirty_pages); --release: then free\n"
+	"                             guest RAM, mapped from DIR until written (pause to disk)\n"
 	"  rollback DIR               roll the VM back to snapshot DIR in place, pausing\n"
 	"                             it meanwhile (PUT /snapshot/rollback)\n"
 	"  load DIR [--resume]        make the VM of a cubicle started with --api-sock\n"
@@ -331,7 +332,7 @@ static void text_rollback(json_t *r)
 
 /* PUT /snapshot/{create,load,rollback} with the folder (an absolute path:
  * cubicle may run elsewhere), timed. */
-static int snap_verb(const char *sock, const char *verb, const char *dir, bool flag)
+static int snap_verb(const char *sock, const char *verb, const char *dir, const char *flag)
 {
 	char *abs = realpath(dir, NULL), *parent, *slash, *body;
 	json_t *r, *req;
@@ -358,7 +359,9 @@ static int snap_verb(const char *sock, const char *verb, const char *dir, bool f
 	if (!abs)
 		return fprintf(stderr, "cubicle ctl: %s: %s\n", dir, strerror(errno)), 1;
 	req = json_pack("{s:s}", "snapshot_path", abs);
-	if (req && flag)
+	if (req && flag && !strcmp(flag, "--diff"))
+		json_object_set_new(req, "snapshot_type", json_string("Diff"));
+	else if (req && flag)
 		json_object_set_new(req, !strcmp(verb, "load") ? "resume_vm" : "release_memory",
 				    json_true());
 	body = req ? json_dumps(req, 0) : NULL;
@@ -432,12 +435,13 @@ int main(int argc, char **argv)
 		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Paused\"}", NULL);
 	else if (!strcmp(verb, "resume") && !argc)
 		ret = simple(sock, "PATCH", "/vm", "{\"state\":\"Resumed\"}", NULL);
-	else if (!strcmp(verb, "snapshot") && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--release"))))
-		ret = snap_verb(sock, verb, argv[0], argc == 2);
+	else if (!strcmp(verb, "snapshot") &&
+		 (argc == 1 || (argc == 2 && (!strcmp(argv[1], "--release") || !strcmp(argv[1], "--diff")))))
+		ret = snap_verb(sock, verb, argv[0], argc == 2 ? argv[1] : NULL);
 	else if (!strcmp(verb, "rollback") && argc == 1)
-		ret = snap_verb(sock, verb, argv[0], false);
+		ret = snap_verb(sock, verb, argv[0], NULL);
 	else if (!strcmp(verb, "load") && (argc == 1 || (argc == 2 && !strcmp(argv[1], "--resume"))))
-		ret = snap_verb(sock, verb, argv[0], argc == 2);
+		ret = snap_verb(sock, verb, argv[0], argc == 2 ? argv[1] : NULL);
 	else if (!strcmp(verb, "config") && !argc)
 		ret = simple(sock, "GET", "/vm/config", NULL, NULL);
 	else if (!strcmp(verb, "call"))

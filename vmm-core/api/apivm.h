@@ -29,8 +29,8 @@ struct snap_stats;
  * @stop:    end the VM with @status (cubicle ctl stop)
  * @set_paused: pause (vCPUs parked, device queues not served, the guest's
  *           clocks held) or resume the running VM; 0 or -errno with err
- * @snapshot: write a Full snapshot of the paused VM into the folder @dir
- *           (snap/snapshot.h); with @release, then let go of guest RAM: it
+ * @snapshot: write a Full (or, @diff, a Diff) snapshot of the paused VM
+ *           into the folder @dir (snap/snapshot.h); with @release, then let go of guest RAM: it
  *           becomes a private mapping of the snapshot's memory (pause to
  *           disk: the process keeps only what the guest touches after its
  *           resume). 0 or -errno with err
@@ -50,8 +50,8 @@ struct api_vm {
 	int (*start)(void *ctx, const struct cnode *root, char *err, size_t errlen);
 	void (*stop)(void *ctx, int status);
 	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
-	int (*snapshot)(void *ctx, const char *dir, bool release, struct snap_stats *st, char *err,
-			size_t errlen);
+	int (*snapshot)(void *ctx, const char *dir, bool diff, bool release, struct snap_stats *st,
+			char *err, size_t errlen);
 	int (*load)(void *ctx, const char *dir, bool resume, char *const *sets, unsigned n_sets,
 		    char *err, size_t errlen);
 	int (*rollback)(void *ctx, const char *dir, struct snap_stats *st, char *err,

@@ -5,7 +5,7 @@
  * Firecracker's JSON objects; InstanceStart turns those into the same value
  * tree a config file gives (cnode.h), which the plan stage checks before any
  * plugin runs. The mapping onto cubicle's default plugins:
- *   machine-config      machine = { vcpus; memory_mib; }
+ *   machine-config      machine = { vcpus; memory_mib; track_dirty_pages; }
  *   boot-source         boot = { kernel; initrd; cmdline; } (default cmdline
  *                       FC_DEFAULT_ARGS; a root drive adds root=/dev/vda ro|rw
  *                       unless the arguments name a root= already)
@@ -146,9 +146,6 @@ static int machine_ok(const json_t *m, char *err, size_t errlen)
 				(long long)mib);
 	if (truthy(m, "smt"))
 		return errf(err, errlen, 400, "machine-config: 'smt' true is not supported by cubicle");
-	if (truthy(m, "track_dirty_pages"))
-		return errf(err, errlen, 400,
-				"machine-config: 'track_dirty_pages' is not supported by cubicle yet");
 	if (hp && strcmp(hp, "None"))
 		return errf(err, errlen, 400,
 				"machine-config: 'huge_pages' \"%s\" is not supported by cubicle yet; only \"None\"",
@@ -494,6 +491,8 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 	m = add(&t, root, CN_GROUP, "machine");
 	add_int(&t, m, "vcpus", json_integer_value(json_object_get(s->machine, "vcpu_count")));
 	add_int(&t, m, "memory_mib", json_integer_value(json_object_get(s->machine, "mem_size_mib")));
+	if (truthy(s->machine, "track_dirty_pages"))
+		add_bool(&t, m, "track_dirty_pages", true);
 
 	t.where = "PUT /boot-source";
 	json_array_foreach(s->drives, i, d)

@@ -89,9 +89,6 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 		return errf(err, errlen, 400,
 			    "snapshot/create: 'snapshot_type' is \"%s\"; expected \"Full\" or \"Diff\"",
 			    type);
-	if (type && !strcmp(type, "Diff"))
-		return errf(err, errlen, 400,
-			    "snapshot/create: Diff snapshots are not built yet (no dirty-page tracking); take a Full one");
 	ret = folder("snapshot/create", str(in, "snapshot_path"), str(in, "mem_file_path"), dir,
 		     sizeof(dir), err, errlen);
 	if (ret)
@@ -101,8 +98,8 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 	if (!vm->paused)
 		return errf(err, errlen, 400,
 			    "snapshot/create: the VM is running: pause it first (PATCH /vm {\"state\": \"Paused\"})");
-	if (vm->snapshot(vm->ctx, dir, json_is_true(json_object_get(in, "release_memory")), &st, err,
-			 errlen))
+	if (vm->snapshot(vm->ctx, dir, type && !strcmp(type, "Diff"),
+			 json_is_true(json_object_get(in, "release_memory")), &st, err, errlen))
 		return 400;
 	return 204; /* Firecracker's reply; the log line has the figures */
 }
@@ -155,7 +152,8 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	struct api_vm *vm = api_vm(a);
 	const json_t *mb = json_object_get(in, "mem_backend");
 	const char *mem = str(in, "mem_file_path"), *bt;
-	char dir[PATH_MAX], *sets[MAX_OVERRIDES];
+	char dir[PATH_MAX], *sets[MAX_OVERRIDES + 1];
+	unsigned n_sets;
 	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
 
 	(void)id;
@@ -179,10 +177,6 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 				    bt);
 		mem = str(mb, "backend_path");
 	}
-	if (json_is_true(json_object_get(in, "track_dirty_pages")) ||
-	    json_is_true(json_object_get(in, "enable_diff_snapshots")))
-		return errf(err, errlen, 400,
-			    "snapshot/load: dirty-page tracking (Diff snapshots) is not built yet");
 	if (json_object_get(in, "vsock_override"))
 		return errf(err, errlen, 400, "snapshot/load: cubicle has no vsock device yet");
 	ret = folder("snapshot/load", str(in, "snapshot_path"), mem, dir, sizeof(dir), err,
@@ -195,11 +189,17 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	if (!vm->load)
 		return errf(err, errlen, 400, "snapshot/load: loading is not available here");
 	ret = overrides(json_object_get(in, "network_overrides"), sets, err, errlen);
+	n_sets = (unsigned)json_array_size(json_object_get(in, "network_overrides"));
+	sets[MAX_OVERRIDES] = NULL;
+	/* Dirty-page tracking from here on (Diff snapshots of the loaded VM). */
+	if (!ret && (json_is_true(json_object_get(in, "track_dirty_pages")) ||
+		     json_is_true(json_object_get(in, "enable_diff_snapshots"))) &&
+	    !(sets[n_sets++] = strdup("machine.track_dirty_pages=true")))
+		ret = errf(err, errlen, 500, "out of memory");
 	if (!ret && vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), sets,
-		     (unsigned)json_array_size(json_object_get(in, "network_overrides")), err,
-		     errlen))
+			     n_sets, err, errlen))
 		ret = 400;
-	for (unsigned i = 0; i < MAX_OVERRIDES; i++)
+	for (unsigned i = 0; i <= MAX_OVERRIDES; i++)
 		free(sets[i]);
 	return ret ? ret : 204;
 }

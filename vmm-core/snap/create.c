@@ -248,6 +248,38 @@ out:
 	return ret;
 }
 
+static bool bit(const uint64_t *b, uint64_t i)
+{
+	return b[i / 64] & (1ull << (i % 64));
+}
+
+/* A Diff's memory: the pages in @dirty, zero or not (a page the guest
+ * cleared must overwrite its parent's), at their offsets; the rest holes. */
+static int write_diff(const struct vm *vm, int fd, const uint64_t *dirty, uint64_t *written)
+{
+	const struct guest_mem *m = &vm->mem;
+	uint64_t pages = m->size / PAGE, max = (64u << 20) / PAGE;
+	int ret = 0;
+
+	*written = 0;
+	if (ftruncate(fd, (off_t)m->size) < 0)
+		return -errno;
+	for (uint64_t p = 0; p < pages && !ret;) {
+		uint64_t n = 0;
+
+		while (p + n < pages && n < max && bit(dirty, p + n))
+			n++;
+		if (!n) {
+			p++;
+			continue;
+		}
+		ret = write_all(fd, m->host + p * PAGE, n * PAGE, p * PAGE);
+		*written += n * PAGE;
+		p += n;
+	}
+	return ret;
+}
+
 /* Remove a snapshot folder: its own files, then the folder (which fails,
  * leaving it, if anything else is in it). */
 static int remove_snapshot(const char *dir)
@@ -297,8 +329,8 @@ static int write_file(const char *dir, const char *name, const void *p, size_t n
 	return ret;
 }
 
-static json_t *manifest_new(const struct snap_vm *v, uint64_t mem_written, size_t state_len,
-			    uint32_t state_crc)
+static json_t *manifest_new(const struct snap_vm *v, const char *parent, uint64_t mem_written,
+			    size_t state_len, uint32_t state_crc)
 {
 	const struct plan *p = v->plan;
 	json_t *m, *devs = json_array(), *tree = snap_tree_to_json(p->root);
@@ -326,9 +358,10 @@ static json_t *manifest_new(const struct snap_vm *v, uint64_t mem_written, size_
 		json_decref(tree);
 		return NULL;
 	}
-	m = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, "
+	m = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:i, s:I, "
 		      "s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}, s:{s:s, s:s?, s:o}, s:o}",
-		      "format", "cubicle-snapshot", "version", "1.0", "type", "Full", "arch",
+		      "format", "cubicle-snapshot", "version", "1.0", "type",
+		      parent ? "Diff" : "Full", "parent", parent, "arch",
 		      arch_name, "cpu", cpu, "cubicle", PACKAGE_VERSION, "created", when, "vcpus",
 		      (int)v->vm->n_vcpus, "memory_mib", (json_int_t)p->memory_mib, "memory",
 		      "file", "memory", "bytes", (json_int_t)v->vm->mem.size, "written",
@@ -338,22 +371,62 @@ static json_t *manifest_new(const struct snap_vm *v, uint64_t mem_written, size_
 	return m;
 }
 
-int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
-		size_t errlen)
+/* The absolute path @dir will have (its parent folder must exist). */
+static char *abs_path(const char *dir)
 {
+	char *copy = strdup(dir), *slash = copy ? strrchr(copy, '/') : NULL, *real, *out = NULL;
+	const char *name = slash ? slash + 1 : dir;
+
+	if (!copy)
+		return NULL;
+	if (slash)
+		*slash = '\0';
+	real = realpath(slash ? (*copy ? copy : "/") : ".", NULL);
+	if (real && asprintf(&out, "%s/%s", strcmp(real, "/") ? real : "", name) < 0)
+		out = NULL;
+	free(real);
+	free(copy);
+	return out;
+}
+
+int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap_stats *st,
+		char *err, size_t errlen)
+{
+	struct guest_mem *m = &v->vm->mem;
+	uint64_t words = (m->size / PAGE + 63) / 64, *dirty = NULL;
 	struct snap_w w;
 	struct stat sb;
-	char *tmp = NULL, *mpath = NULL, *js = NULL;
+	char *tmp = NULL, *mpath = NULL, *js = NULL, *abs = NULL;
 	json_t *man = NULL;
 	uint64_t t0 = snap_now_us(), t1;
-	bool made = false;
+	bool made = false, taken = false;
 	int fd = -1, ret;
 
 	memset(st, 0, sizeof(*st));
+	memset(&w, 0, sizeof(w));
 	if (!vm_paused(v->vm))
 		return errf(err, errlen, -EINVAL, "the VM is running; pause it first");
 	if (!*dir)
 		return errf(err, errlen, -EINVAL, "no snapshot folder given");
+	abs = abs_path(dir);
+	if (!abs)
+		return errf(err, errlen, -errno ? -errno : -ENOMEM, "%s: its folder: %s", dir,
+			    strerror(errno ? errno : ENOMEM));
+	if (diff && !m->dirty) {
+		free(abs);
+		return errf(err, errlen, -EINVAL,
+			    "Diff snapshots need dirty-page tracking: machine.track_dirty_pages = true (Firecracker: track_dirty_pages)");
+	}
+	if (diff && !v->vm->snap_last) {
+		free(abs);
+		return errf(err, errlen, -EINVAL,
+			    "a Diff snapshot needs a parent: take a Full one first (or restore or roll back to one)");
+	}
+	if (diff && !strcmp(abs, v->vm->snap_last)) {
+		free(abs);
+		return errf(err, errlen, -EINVAL,
+			    "%s is the parent of this Diff snapshot: give it another folder", dir);
+	}
 	if (stat(dir, &sb) == 0) {
 		char *mf = snap_path_in(dir, "manifest.json");
 		bool ok = mf && S_ISDIR(sb.st_mode) && access(mf, F_OK) == 0;
@@ -364,8 +437,22 @@ int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st,
 				    "%s exists and is not a cubicle snapshot: not replacing it", dir);
 	}
 	ret = check_savable(v, err, errlen);
-	if (ret)
+	if (ret) {
+		free(abs);
 		return ret;
+	}
+	/* What changed since the last snapshot (and, for a Full one, the logs
+	 * start afresh); put back if this one fails. */
+	if (m->dirty) {
+		dirty = calloc(words, sizeof(*dirty));
+		if (!dirty || (ret = vm_take_dirty(v->vm, dirty, err, errlen))) {
+			ret = dirty ? ret : errf(err, errlen, -ENOMEM, "out of memory");
+			free(dirty);
+			free(abs);
+			return ret;
+		}
+		taken = true;
+	}
 	ret = snap_w_begin(&w, arch_name);
 	if (!ret)
 		ret = save_devices(v, &w, err, errlen);
@@ -397,7 +484,9 @@ int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st,
 	}
 	made = true;
 	fd = open(mpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 || (ret = write_memory(v->vm, fd, &st->mem_written)) ||
+	if (fd < 0 ||
+	    (ret = diff ? write_diff(v->vm, fd, dirty, &st->mem_written)
+			: write_memory(v->vm, fd, &st->mem_written)) ||
 	    (fsync(fd) < 0 && (ret = -errno))) {
 		ret = errf(err, errlen, ret ? ret : -errno, "%s: %s", mpath,
 			   strerror(ret ? -ret : errno));
@@ -409,7 +498,8 @@ int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st,
 		errf(err, errlen, ret, "%s/state: %s", tmp, strerror(-ret));
 		goto out;
 	}
-	man = manifest_new(v, st->mem_written, w.len, snap_crc32(w.p, w.len));
+	man = manifest_new(v, diff ? v->vm->snap_last : NULL, st->mem_written, w.len,
+			   snap_crc32(w.p, w.len));
 	js = man ? json_dumps(man, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	if (!js) {
 		ret = errf(err, errlen, -ENOMEM, "manifest: out of memory");
@@ -438,7 +528,20 @@ int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st,
 			fsync_path(slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".");
 		free(parent);
 	}
+	/* The next Diff's parent is this one; what held device buffers will
+	 * still write goes into the next Diff. */
+	free(v->vm->snap_last);
+	v->vm->snap_last = abs;
+	abs = NULL;
+	taken = false;
+	for (unsigned i = 0; i < v->n_insts; i++)
+		if (v->insts[i]->virtio)
+			virtio_dev_mark_held(v->insts[i]->virtio);
 out:
+	if (taken)
+		mem_put_dirty(m, dirty);
+	free(dirty);
+	free(abs);
 	if (fd >= 0)
 		close(fd);
 	if (made)

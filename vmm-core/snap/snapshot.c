@@ -101,7 +101,86 @@ static json_int_t jint(const json_t *o, const char *a, const char *b)
 	return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
+#define DIFF_DEPTH_MAX 64
+
+static int open_at(struct snap_image *im, const char *dir, unsigned depth, char *err,
+		   size_t errlen);
+
+/* A Diff: its parent chain down to a Full snapshot. RAM is the Full's
+ * memory, then each Diff's pages over it, oldest first. */
+static int open_parents(struct snap_image *im, unsigned depth, char *err, size_t errlen)
+{
+	const char *type = json_string_value(json_object_get(im->manifest, "type"));
+	const char *parent = json_string_value(json_object_get(im->manifest, "parent"));
+	struct snap_image p;
+	int *fds, ret;
+
+	if (!type || !strcmp(type, "Full"))
+		return 0;
+	if (strcmp(type, "Diff") || !parent || parent[0] != '/')
+		return errf(err, errlen, -EINVAL,
+			    "%s/manifest.json: 'type' is neither Full nor a Diff with an absolute 'parent'",
+			    im->dir);
+	if (depth >= DIFF_DEPTH_MAX)
+		return errf(err, errlen, -ELOOP, "%s: more than %d Diff snapshots over one Full",
+			    im->dir, DIFF_DEPTH_MAX);
+	ret = open_at(&p, parent, depth + 1, err, errlen);
+	if (!ret && (p.mem_bytes != im->mem_bytes || p.vcpus != im->vcpus))
+		ret = errf(err, errlen, -EINVAL, "%s: its parent %s is of another machine", im->dir,
+			   parent);
+	fds = ret ? NULL : realloc(p.diffs, (p.n_diffs + 1) * sizeof(*fds));
+	if (!ret && !fds)
+		ret = errf(err, errlen, -ENOMEM, "out of memory");
+	if (ret) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", err);
+		errf(err, errlen, ret, "%s is a Diff: %s", im->dir, why);
+		snap_close(&p);
+		return ret;
+	}
+	fds[p.n_diffs] = im->mem_fd; /* this Diff's pages go last */
+	im->diffs = fds;
+	im->n_diffs = p.n_diffs + 1;
+	im->mem_fd = snap_take_mem_fd(&p);
+	p.diffs = NULL;
+	p.n_diffs = 0;
+	snap_close(&p);
+	return 0;
+}
+
+int snap_apply_diffs(const struct snap_image *im, struct guest_mem *m, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < im->n_diffs; i++) {
+		off_t off = 0, d, h;
+
+		while ((d = lseek(im->diffs[i], off, SEEK_DATA)) >= 0 && (uint64_t)d < m->size) {
+			h = lseek(im->diffs[i], d, SEEK_HOLE);
+			if (h < 0 || (uint64_t)h > m->size)
+				h = (off_t)m->size;
+			for (off = d; off < h;) {
+				ssize_t n = pread(im->diffs[i], m->host + off, (size_t)(h - off), off);
+
+				if (n < 0 && errno == EINTR)
+					continue;
+				if (n <= 0)
+					return errf(err, errlen, n < 0 ? -errno : -EIO,
+						    "%s: reading a Diff's memory: %s", im->dir,
+						    n < 0 ? strerror(errno) : "short file");
+				off += n;
+			}
+		}
+	}
+	return 0;
+}
+
 int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen)
+{
+	return open_at(im, dir, 0, err, errlen);
+}
+
+static int open_at(struct snap_image *im, const char *dir, unsigned depth, char *err,
+		   size_t errlen)
 {
 	json_error_t je;
 	json_t *m;
@@ -205,7 +284,7 @@ int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen)
 			   "%s: %lld bytes; the manifest says %" PRIu64 " (truncated or replaced)", path,
 			   (long long)sb.st_size, im->mem_bytes);
 	free(path);
-	return ret;
+	return ret ? ret : open_parents(im, depth, err, errlen);
 }
 
 int snap_take_mem_fd(struct snap_image *im)
@@ -293,6 +372,20 @@ int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *
 		snprintf(why, sizeof(why), "%s", err);
 		return errf(err, errlen, ret, "%s/state: %s", im->dir, why);
 	}
+	/* RAM is the snapshot's now: a Diff made next is over it, and the
+	 * dirty logs start afresh. */
+	free(v->vm->snap_last);
+	v->vm->snap_last = realpath(im->dir, NULL);
+	if (v->vm->mem.dirty) {
+		uint64_t *scratch = calloc((v->vm->mem.size / PAGE + 63) / 64, sizeof(uint64_t));
+
+		if (!scratch || vm_take_dirty(v->vm, scratch, err, errlen)) {
+			free(scratch);
+			return errf(err, errlen, -ENOMEM, "%s: starting the dirty logs afresh failed",
+				    im->dir);
+		}
+		free(scratch);
+	}
 	/* Queues start once the vCPUs and the irqchip are back: a device that
 	 * finds work at once interrupts a LAPIC that is already restored. */
 	for (unsigned i = 0; i < v->n_insts; i++)
@@ -305,6 +398,9 @@ void snap_close(struct snap_image *im)
 {
 	if (im->mem_fd >= 0)
 		close(im->mem_fd);
+	for (unsigned i = 0; i < im->n_diffs; i++)
+		close(im->diffs[i]);
+	free(im->diffs);
 	snap_r_free(&im->r);
 	free(im->state_buf);
 	json_decref(im->manifest);
@@ -355,6 +451,8 @@ int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *s
 		if (ret)
 			errf(err, errlen, ret, "%s/memory: mapping it: %s", dir, strerror(-ret));
 	}
+	if (!ret)
+		ret = snap_apply_diffs(&im, &v->vm->mem, err, errlen);
 	if (!ret)
 		ret = snap_load_state(v, &im, err, errlen);
 	st->mem_bytes = im.mem_bytes;

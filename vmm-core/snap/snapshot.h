@@ -36,14 +36,17 @@ struct snap_stats {
 };
 
 /*
- * Write a Full snapshot of the paused VM @v into the folder @dir: made as
+ * Write a snapshot of the paused VM @v into the folder @dir, Full, or with
+ * @diff only the pages written since the last snapshot it made, restored
+ * or rolled back to (its parent, which the manifest names; needs
+ * machine.track_dirty_pages). Made as
  * DIR.tmp (every file and the folder fsync'd), then renamed to DIR; an
  * existing DIR is swapped out whole and removed. 0, or -errno with one line
  * in err (nothing at DIR changed then). Every device must be able to save
  * its state: the first that cannot is named.
  */
-int snap_create(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
-		size_t errlen);
+int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap_stats *st,
+		char *err, size_t errlen);
 
 /* An opened snapshot: its manifest and state read and checked, its memory
  * file open. */
@@ -56,6 +59,8 @@ struct snap_image {
 	unsigned vcpus;
 	uint64_t memory_mib;
 	void *manifest;      /* json_t * */
+	int *diffs;          /* a Diff's chain: the memory files to lay over mem_fd's, oldest first */
+	unsigned n_diffs;
 };
 
 /* Open @dir: read and check manifest.json and state (format, arch, CPU,
@@ -67,8 +72,13 @@ int snap_open(struct snap_image *im, const char *dir, char *err, size_t errlen);
  * own socket or tap. The machine must stay the snapshot's. */
 int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
 	      char *const *sets, unsigned n_sets, char *err, size_t errlen);
-/* Hand over the memory file's fd (vm_create_restored takes it). */
+/* Hand over the memory file's fd (vm_create_restored takes it): a Full
+ * snapshot's, or a Diff's Full ancestor's. */
 int snap_take_mem_fd(struct snap_image *im);
+/* A Diff: copy each Diff's pages of the chain into @m, oldest first (its
+ * cost is the pages that changed, not RAM). 0 or -errno with err. */
+struct guest_mem;
+int snap_apply_diffs(const struct snap_image *im, struct guest_mem *m, char *err, size_t errlen);
 /* Put the snapshot's device, machine and vCPU state into @v: a VM made by
  * vm_create_restored from it, or (rollback) the same VM paused. */
 int snap_load_state(const struct snap_vm *v, const struct snap_image *im, char *err,

@@ -366,6 +366,15 @@ int virtio_dev_load(struct virtio_dev *d, const struct snap_r *r, unsigned inst,
 	return ret;
 }
 
+void virtio_dev_mark_held(struct virtio_dev *d)
+{
+	pthread_mutex_lock(&d->lock);
+	for (unsigned q = 0; q < d->ops->n_queues; q++)
+		if (d->vqs[q])
+			virtq_mark_held(d->vqs[q]);
+	pthread_mutex_unlock(&d->lock);
+}
+
 void virtio_dev_resume_loaded(struct virtio_dev *d)
 {
 	pthread_mutex_lock(&d->lock);

@@ -163,6 +163,9 @@ int virtio_dev_save(struct virtio_dev *d, struct snap_w *w, unsigned inst, char 
 int virtio_dev_load(struct virtio_dev *d, const struct snap_r *r, unsigned inst, char *err,
 		    size_t errlen);
 void virtio_dev_resume_loaded(struct virtio_dev *d);
+/* After a snapshot took the dirty bits: mark what the device's held
+ * chains may still write (virtq_mark_held). */
+void virtio_dev_mark_held(struct virtio_dev *d);
 
 /* The plugin-facing services (struct cub_virtio_host), at devices_host.virtio. */
 extern const struct cub_virtio_host virtio_host;

@@ -117,6 +117,12 @@ void virtq_free(struct virtq *vq)
 	free(vq);
 }
 
+/* Dirty tracking: the used ring (with avail_event) is ours to write. */
+static void mark_used(const struct virtq *vq)
+{
+	mem_mark_dirty(vq->mem, vq->used, 4 + 8u * vq->size + (vq->event_idx ? 2 : 0));
+}
+
 int virtq_save_pos(const struct virtq *vq, struct virtq_pos *p)
 {
 	unsigned words = (vq->size + 63u) / 64u, held = 0;
@@ -296,6 +302,11 @@ int virtq_pop(struct virtq *vq, struct cub_vq_chain *c)
 		return ret;
 	c->out = c->iov;
 	c->in = c->iov + c->n_out;
+	if (vq->mem->dirty) { /* the device will write these, and the used ring */
+		for (unsigned i = 0; i < c->n_in; i++)
+			mem_mark_dirty(vq->mem, c->in[i].iov_base, c->in[i].iov_len);
+		mark_used(vq);
+	}
 	vq->inflight[head / 64] |= 1ull << (head % 64);
 	vq->last_avail++;
 	if (vq->avail_event)
@@ -320,6 +331,7 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t written)
 	vq->used_idx++;
 	/* Release: the element is visible before the index that publishes it. */
 	__atomic_store_n(&vq->used->idx, htole16(vq->used_idx), __ATOMIC_RELEASE);
+	mark_used(vq);
 }
 
 void virtq_push_batch(struct virtq *vq, const struct cub_vq_used *u, unsigned n)
@@ -352,6 +364,34 @@ void virtq_push_batch(struct virtq *vq, const struct cub_vq_used *u, unsigned n)
 	vq->used_idx = idx;
 	/* Release: every element is visible before the index that publishes them. */
 	__atomic_store_n(&vq->used->idx, htole16(vq->used_idx), __ATOMIC_RELEASE);
+	mark_used(vq);
+}
+
+void virtq_mark_held(struct virtq *vq)
+{
+	const char *why = vq->why;
+	struct cub_vq_chain *c;
+
+	if (!vq->mem->dirty || why)
+		return;
+	c = malloc(sizeof(*c));
+	if (!c) {
+		mem_mark_all_dirty(vq->mem); /* too much, never too little */
+		return;
+	}
+	for (uint16_t h = 0; h < vq->size; h++) {
+		if (!(vq->inflight[h / 64] & (1ull << (h % 64))))
+			continue;
+		c->n_out = c->n_in = 0;
+		c->out_len = c->in_len = 0;
+		if (!walk_chain(vq, h, c))
+			for (unsigned i = 0; i < c->n_in; i++)
+				mem_mark_dirty(vq->mem, c->iov[c->n_out + i].iov_base,
+					       c->iov[c->n_out + i].iov_len);
+		vq->why = why; /* a guest that changed a held chain: not our business here */
+	}
+	mark_used(vq);
+	free(c);
 }
 
 bool virtq_should_notify(struct virtq *vq)

@@ -74,6 +74,10 @@ struct virtq_pos {
 int virtq_save_pos(const struct virtq *vq, struct virtq_pos *p);
 /* A queue just made (virtq_create), nothing popped: put it at @p. */
 void virtq_set_pos(struct virtq *vq, const struct virtq_pos *p);
+/* Dirty tracking: mark what the device may still write for the chains it
+ * holds (their writable buffers, the used ring); after a snapshot took
+ * the dirty bits, so that the next one has them. */
+void virtq_mark_held(struct virtq *vq);
 
 bool virtq_broken(const struct virtq *vq);
 /* Why the queue broke (a static string), or NULL. */
