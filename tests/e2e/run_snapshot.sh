@@ -1,13 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# Snapshot, kill, restore and roll back a Linux guest (issue 12). The guest
+# Snapshot (Full, then Diff), kill, restore and roll back a Linux guest
+# (issue 12). The guest
 # counts in a shell loop and, every tick, reads its read-only virtio-blk
 # disk past the page cache (md5), reads its virtio-rng and pings a
 # neighbour that never answers (ARP frames) through virtio-net (socket backend; the far end is a Unix
-# datagram socket this test reads). Paused at tick N and snapshotted, the
-# process is killed with SIGKILL; `cubicle restore` must go on from tick N
-# (not from 1), with the disk's md5 right, entropy read and frames sent;
-# then a rollback in place must bring the ticks back to N again.
+# datagram socket this test reads). With dirty-page tracking on, a Full
+# snapshot at tick F, three more ticks, a Diff at tick N; the process is
+# killed with SIGKILL; `cubicle restore` of the Diff (the Full one with the
+# Diff's pages over it: what the guest and the devices wrote) must go on
+# from tick N, with the disk's md5 right, entropy read and frames sent; a
+# rollback in place to the Full brings back tick F, one to the Diff tick N.
 # Exit status: 0 pass, 1 fail, 77 skip (see lib.sh).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -54,7 +57,7 @@ set -u
 w=$1 k=$2 cub=$3
 t=$(mktemp -d) # sockets and the snapshot: a 9p share cannot hold sockets
 cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 128; };
+machine = { vcpus = 1; memory_mib = 128; track_dirty_pages = true; };
 boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz"; cmdline = "console=ttyS0 reboot=k panic=-1 quiet"; };
 devices = (
   { type = "serial8250"; id = "com1"; console = "file"; path = "$w/serial.log"; },
@@ -84,9 +87,16 @@ pid=$!
 {
 	wait_ticks "$w/console.log" 3 $pid && echo "booted=yes"
 	"$cub" ctl "$t/api.sock" pause && echo "pause=ok"
+	echo "full_tick=$(last_tick "$w/console.log")"
+	"$cub" snapshot "$t/api.sock" "$t/full" && echo "full=ok"
+	"$cub" ctl "$t/api.sock" resume
+	# Three more ticks: the guest reads its disk (virtio-blk fills its page
+	# cache), entropy, sends frames: the host's writes a Diff must hold.
+	wait_ticks "$w/console.log" $(($(ticks "$w/console.log") + 3)) $pid
+	"$cub" ctl "$t/api.sock" pause
 	echo "snap_tick=$(last_tick "$w/console.log")"
-	"$cub" snapshot "$t/api.sock" "$t/snap" && echo "snapshot=ok"
-	ls -ls "$t/snap" | sed 's/^/# /'
+	"$cub" ctl "$t/api.sock" snapshot "$t/snap" --diff && echo "snapshot=ok"
+	ls -ls "$t/full" "$t/snap" | sed 's/^/# /'
 	kill -9 $pid
 	wait $pid 2>/dev/null
 	echo "frames_before=$(wc -l <"$w/frames.log")"
@@ -94,6 +104,9 @@ pid=$!
 	rpid=$!
 	wait_ticks "$w/restored.log" 4 $rpid && echo "restored=yes"
 	echo "frames_after=$(wc -l <"$w/frames.log")"
+	"$cub" ctl "$t/r.sock" rollback "$t/full" && echo "rollback_full=ok"
+	n0=$(ticks "$w/restored.log")
+	wait_ticks "$w/restored.log" $((n0 + 2)) $rpid
 	cp "$w/restored.log" "$w/restored-before-rollback.log"
 	"$cub" ctl "$t/r.sock" rollback "$t/snap" && echo "rollback=ok"
 	n0=$(ticks "$w/restored.log")
@@ -111,7 +124,7 @@ sed 's/^/# /' "$w/snap.log"
 v() { sed -n "s/^$1=//p" "$w/snap.log" | head -n 1; }
 # The tick lines of FILE from line K on: "N md5 rng tx".
 tick_lines() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) md5=\([0-9a-f]*\) rng=\([0-9]*\) tx=\([0-9]*\).*/\1 \2 \3 \4/p'; }
-s=$(v snap_tick)
+s=$(v snap_tick) f=$(v full_tick)
 first=$(tick_lines "$w/restored.log" | head -n 1 | cut -d' ' -f1)
 # The first tick after the rollback: the line after those printed before it.
 nb=$(tick_lines "$w/restored-before-rollback.log" | wc -l)
@@ -121,11 +134,13 @@ disk_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk -v m="$want_
 rng_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk '$3 != 16 { bad = 1 } END { exit !bad }'; }
 net_ok() { [ -n "$(v frames_after)" ] && [ "$(v frames_after)" -gt "$(v frames_before)" ]; }
 rolled_back() { case " $after_rb" in *" $s "* | *" $((s + 1)) "*) return 0 ;; esac; return 1; }
-e2e_check "booted, paused at tick ${s:-?}, snapshot made" grep -q '^snapshot=ok' "$w/snap.log"
-e2e_check "restored after SIGKILL: ticks go on from ${first:-?} (snapshot at ${s:-?})" goes_on
+back_to_full() { tick_lines "$w/restored-before-rollback.log" | awk -v f="$f" '$1 == f || $1 == f + 1 { ok = 1 } END { exit !ok }'; }
+e2e_check "Full snapshot at tick ${f:-?}, then a Diff at tick ${s:-?}" grep -q '^snapshot=ok' "$w/snap.log"
+e2e_check "restored from the Diff after SIGKILL: ticks go on from ${first:-?} (snapshot at ${s:-?})" goes_on
+e2e_check "rollback in place to the Full snapshot: its ticks again (${f:-?})" back_to_full
 e2e_check "virtio-blk after restore: every md5 is the disk's ($want_md5)" disk_ok
 e2e_check "virtio-rng after restore: 16 bytes each tick" rng_ok
 e2e_check "virtio-net after restore: frames reach the far end ($(v frames_before) then $(v frames_after))" net_ok
-e2e_check "rollback in place: ticks back to ${s:-?} (then: ${after_rb:-none})" rolled_back
+e2e_check "rollback in place to the Diff: ticks back to ${s:-?} (then: ${after_rb:-none})" rolled_back
 e2e_check "SIGTERM ends the restored VM (143)" grep -q '^rc=143' "$w/snap.log"
 e2e_finish "$w/console.log" "$w/serial.log" "$w/stderr.log" "$w/restored.log" "$w/rstderr.log" "$w/snap.log"
