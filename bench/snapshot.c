@@ -11,7 +11,15 @@
  *   clone     N of those at once, until the last one's line, over N;
  *   rollback  PUT /snapshot/rollback on a running restored VM, against the
  *             same VM's PATCH /vm Paused + Resumed (the two state changes a
- *             rollback makes, and their requests).
+ *             rollback makes, and their requests);
+ *   Diff      a second source VM, tracking dirty pages, with a Full snapshot:
+ *             rolled back to it, told (testdev scratch) to dirty N MiB, then
+ *             paused; PUT /snapshot/create of a Diff against write()+fsync()
+ *             of as many bytes as its memory file holds, for N of 4 and 32
+ *             MiB (the cost follows the dirty pages, not the RAM); and
+ *             `cubicle restore` of that Diff to its first line, against
+ *             snap_floor on the Full's memory file plus, here, that file
+ *             mapped private and the Diff's pages pread into it.
  * The API is spoken directly (HTTP/1.1 on the Unix socket, one connection
  * kept open). Medians; a slow figure is never a failure, a request that
  * fails or a process that never shows its line is.
@@ -30,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -42,6 +51,8 @@
 #define MAX_SIZES 8
 #define MAX_KIDS (2 * MAX_CLONES + 8)
 #define TOUCHED_MIB 96 /* snap_guest.S: 2 MiB to 98 MiB */
+#define N_DIRTY 2
+static const unsigned dirty_mib[N_DIRTY] = { 4, 32 }; /* at most TOUCHED_MIB */
 #define READY "guest: ready"
 #define BOOTED "guest boot done"
 
@@ -53,6 +64,9 @@ struct figs {
 	double rollback_srv;	/* the "ms" in a rollback's reply */
 	double rollback_paused; /* a rollback of the VM paused */
 	double request;		/* a bare request, GET / */
+	/* Diffs, one per dirty_mib[]: memory files' allocated bytes; medians */
+	uint64_t diff_written[N_DIRTY];
+	double diff[N_DIRTY], diff_fl[N_DIRTY], drestore[N_DIRTY], drestore_fl[N_DIRTY];
 };
 
 /* Output of a started process: the last bytes it wrote to its pipe. */
@@ -454,42 +468,83 @@ static void path(char *buf, const char *name)
 	snprintf(buf, PATH_MAX, "%s/%s", work, name);
 }
 
-/* 1. The source VM, paused once it wrote its RAM; RUNS snapshots of it. */
-static void bench_create(struct figs *f, unsigned runs, const char *snap)
+/* The allocated bytes (st_blocks) of the snapshot @dir's memory file. */
+static uint64_t allocated(const char *dir)
 {
-	uint8_t *buf = NULL;
-	uint64_t buf_len = 0;
-	char cfg[PATH_MAX], sock[PATH_MAX], log[PATH_MAX], dir[PATH_MAX], body[PATH_MAX + 64];
-	char mem[PATH_MAX + 16], fl[PATH_MAX];
-	double cs[MAX_RUNS], fs[MAX_RUNS];
-	struct conn c;
+	char mem[PATH_MAX + 16];
 	struct stat sb;
+
+	snprintf(mem, sizeof(mem), "%s/memory", dir);
+	if (stat(mem, &sb) < 0) {
+		perror(mem);
+		fail();
+	}
+	return (uint64_t)sb.st_blocks * 512;
+}
+
+/* The create floor's buffer *@buf (*@len bytes) made at least @n bytes. */
+static void grow(uint8_t **buf, uint64_t *len, uint64_t n)
+{
+	if (n <= *len)
+		return;
+	free(*buf);
+	*buf = malloc(n);
+	if (!*buf) {
+		fprintf(stderr, "snapshot: out of memory\n");
+		fail();
+	}
+	memset(*buf, 0x5a, n); /* resident, like guest RAM */
+	*len = n;
+}
+
+/*
+ * A source VM of @mib MiB, NAME.cfg, its socket NAME.sock and its log
+ * NAME.log in the work folder (with @track, it logs dirty pages): started,
+ * waited for until its guest wrote its RAM, connected to on @c and paused.
+ */
+static pid_t start_source(struct conn *c, const char *name, unsigned mib, bool track)
+{
+	char cfg[PATH_MAX], sock[PATH_MAX], log[PATH_MAX], n[64];
+	char *argv[] = { (char *)cub, "run", "--api-sock", sock, cfg, NULL };
 	pid_t pid;
 	FILE *o;
 
-	path(cfg, "vm.cfg");
-	path(sock, "src.sock");
-	path(log, "src.log");
-	path(fl, "floor.mem");
+	snprintf(n, sizeof(n), "%s.cfg", name);
+	path(cfg, n);
+	snprintf(n, sizeof(n), "%s.sock", name);
+	path(sock, n);
+	snprintf(n, sizeof(n), "%s.log", name);
+	path(log, n);
 	o = fopen(cfg, "w");
 	if (!o) {
 		perror(cfg);
 		fail();
 	}
-	fprintf(o, "log_level = \"info\";\nmachine = { vcpus = 1; memory_mib = %u; };\n"
+	fprintf(o, "log_level = \"info\";\nmachine = { vcpus = 1; memory_mib = %u;%s };\n"
 		   "boot = { kernel = \"%s\"; format = \"flat\"; mode = \"long\"; load_addr = 0x10000; };\n"
 		   "devices = (\n  { type = \"testdev\"; id = \"mmio\"; bus = \"mmio\"; },\n"
 		   "  { type = \"boot-timer\"; id = \"boot\"; }\n);\n",
-		f->mib, payload);
+		mib, track ? " track_dirty_pages = true;" : "", payload);
 	fclose(o);
-	{
-		char *argv[] = { (char *)cub, "run", "--api-sock", sock, cfg, NULL };
-
-		pid = spawn(argv, log, NULL);
-	}
+	pid = spawn(argv, log, NULL);
 	wait_log(pid, log, READY, 0);
-	api_connect(&c, sock, pid);
-	must(&c, "PATCH", "/vm", "{\"state\":\"Paused\"}", 204, NULL, 0);
+	api_connect(c, sock, pid);
+	must(c, "PATCH", "/vm", "{\"state\":\"Paused\"}", 204, NULL, 0);
+	return pid;
+}
+
+/* 1. The source VM, paused once it wrote its RAM; RUNS snapshots of it. */
+static void bench_create(struct figs *f, unsigned runs, const char *snap)
+{
+	uint8_t *buf = NULL;
+	uint64_t buf_len = 0;
+	char dir[PATH_MAX], body[PATH_MAX + 64], fl[PATH_MAX];
+	double cs[MAX_RUNS], fs[MAX_RUNS];
+	struct conn c;
+	pid_t pid;
+
+	path(fl, "floor.mem");
+	pid = start_source(&c, "src", f->mib, false);
 	for (unsigned i = 0; i < runs; i++) {
 		/* A new folder each time (the last one is kept): replacing a
 		 * snapshot would time the old one's removal too. */
@@ -499,22 +554,8 @@ static void bench_create(struct figs *f, unsigned runs, const char *snap)
 			snprintf(dir, sizeof(dir), "%s/c%u", work, i);
 		snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", dir);
 		cs[i] = must(&c, "PUT", "/snapshot/create", body, 204, NULL, 0);
-		snprintf(mem, sizeof(mem), "%s/memory", dir);
-		if (stat(mem, &sb) < 0) {
-			perror(mem);
-			fail();
-		}
-		f->written = (uint64_t)sb.st_blocks * 512;
-		if (f->written > buf_len) {
-			free(buf);
-			buf = malloc(f->written);
-			if (!buf) {
-				fprintf(stderr, "snapshot: out of memory\n");
-				fail();
-			}
-			memset(buf, 0x5a, f->written); /* resident, like guest RAM */
-			buf_len = f->written;
-		}
+		f->written = allocated(dir);
+		grow(&buf, &buf_len, f->written);
 		fs[i] = write_floor(fl, buf, f->written);
 		if (i != runs - 1)
 			nftw(dir, rm_one, 4, FTW_DEPTH | FTW_PHYS);
@@ -595,6 +636,143 @@ static void bench_rollback(struct figs *f, unsigned rollbacks, const char *snap)
 	f->rollback_paused = median(qs, rollbacks);
 }
 
+/* The testdev's scratch register, read through its "get_scratch" method. */
+static unsigned long get_scratch(struct conn *c)
+{
+	char reply[1024];
+	const char *r;
+
+	must(c, "PUT", "/devices/mmio/methods/get_scratch", "{\"args\":[]}", 200, reply,
+	     sizeof(reply));
+	r = strstr(reply, "\"reply\"");
+	r = r ? strchr(r + 7, '"') : NULL;
+	if (!r) {
+		fprintf(stderr, "snapshot: get_scratch: no reply in %s\n", reply);
+		fail();
+	}
+	return strtoul(r + 1, NULL, 10);
+}
+
+/*
+ * 5. Diffs: a VM tracking dirty pages, its Full snapshot @full; then for
+ * each dirty_mib[], RUNS times: rolled back to @full (paused), the guest
+ * asked to dirty that many MiB and waited for, paused, a Diff made. The
+ * last Diff of each amount is kept as @full-N (N: the MiB) for the restores.
+ */
+static void bench_diff(struct figs *f, unsigned runs, const char *full)
+{
+	uint8_t *buf = NULL;
+	uint64_t buf_len = 0;
+	char dir[PATH_MAX], body[PATH_MAX + 96], fl[PATH_MAX], rb[PATH_MAX + 64];
+	double cs[MAX_RUNS], fs[MAX_RUNS];
+	struct conn c;
+	pid_t pid;
+
+	path(fl, "floor.mem");
+	pid = start_source(&c, "dsrc", f->mib, true);
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", full);
+	must(&c, "PUT", "/snapshot/create", body, 204, NULL, 0);
+	snprintf(rb, sizeof(rb), "{\"snapshot_path\":\"%s\"}", full);
+	for (unsigned d = 0; d < N_DIRTY; d++) {
+		for (unsigned i = 0; i < runs; i++) {
+			double deadline = now_ms() + timeout_s * 1e3;
+
+			/* The Diff's parent is the Full one each time. */
+			must(&c, "PUT", "/snapshot/rollback", rb, 200, NULL, 0);
+			snprintf(body, sizeof(body), "{\"args\":[%u]}", dirty_mib[d]);
+			must(&c, "PUT", "/devices/mmio/methods/scratch", body, 200, NULL, 0);
+			must(&c, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 204, NULL, 0);
+			while (get_scratch(&c)) {
+				if (now_ms() > deadline) {
+					fprintf(stderr, "snapshot: the guest did not dirty %u MiB within %d s\n",
+						dirty_mib[d], timeout_s);
+					fail();
+				}
+				usleep(1000);
+			}
+			must(&c, "PATCH", "/vm", "{\"state\":\"Paused\"}", 204, NULL, 0);
+			if (i == runs - 1)
+				snprintf(dir, sizeof(dir), "%s-%u", full, dirty_mib[d]);
+			else
+				snprintf(dir, sizeof(dir), "%s/d%u-%u", work, dirty_mib[d], i);
+			snprintf(body, sizeof(body),
+				 "{\"snapshot_path\":\"%s\",\"snapshot_type\":\"Diff\"}", dir);
+			cs[i] = must(&c, "PUT", "/snapshot/create", body, 204, NULL, 0);
+			f->diff_written[d] = allocated(dir);
+			grow(&buf, &buf_len, f->diff_written[d]);
+			fs[i] = write_floor(fl, buf, f->diff_written[d]);
+			if (i != runs - 1)
+				nftw(dir, rm_one, 4, FTW_DEPTH | FTW_PHYS);
+		}
+		f->diff[d] = median(cs, runs);
+		f->diff_fl[d] = median(fs, runs);
+	}
+	free(buf);
+	close(c.fd);
+	reap(pid, SIGKILL);
+}
+
+/* Part of the floor of a restore from a Diff: the Full's memory file
+ * @full mapped private and the Diff's (@diff's) pages pread into it. */
+static double copy_floor(const char *full, const char *diff)
+{
+	int ff = open(full, O_RDONLY | O_CLOEXEC), df = open(diff, O_RDONLY | O_CLOEXEC);
+	double t0 = now_ms(), ms;
+	struct stat sb;
+	uint8_t *m = MAP_FAILED;
+	off_t off = 0, d, h;
+
+	if (ff >= 0 && df >= 0 && !fstat(ff, &sb))
+		m = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_NORESERVE, ff, 0);
+	if (m == MAP_FAILED) {
+		fprintf(stderr, "snapshot: %s: %s\n", full, strerror(errno));
+		fail();
+	}
+	while ((d = lseek(df, off, SEEK_DATA)) >= 0 && d < sb.st_size) {
+		h = lseek(df, d, SEEK_HOLE);
+		if (h < 0 || h > sb.st_size)
+			h = sb.st_size;
+		for (off = d; off < h;) {
+			ssize_t n = pread(df, m + off, (size_t)(h - off), off);
+
+			if (n <= 0) {
+				fprintf(stderr, "snapshot: %s: %s\n", diff,
+					n ? strerror(errno) : "shorter than its holes said");
+				fail();
+			}
+			off += n;
+		}
+	}
+	ms = now_ms() - t0;
+	munmap(m, (size_t)sb.st_size);
+	close(ff);
+	close(df);
+	return ms;
+}
+
+/* 6. One restore at a time of each Diff kept by bench_diff(). */
+static void bench_diff_restore(struct figs *f, unsigned runs, const char *full)
+{
+	char dir[PATH_MAX], mem[PATH_MAX + 16], dmem[PATH_MAX + 16];
+	char *cargv[] = { (char *)cub, "restore", dir, NULL };
+	char *fargv[] = { (char *)sfloor, mem, NULL };
+	double cs[MAX_RUNS], fs[MAX_RUNS], ks[MAX_RUNS];
+
+	snprintf(mem, sizeof(mem), "%s/memory", full);
+	for (unsigned d = 0; d < N_DIRTY; d++) {
+		snprintf(dir, sizeof(dir), "%s-%u", full, dirty_mib[d]);
+		snprintf(dmem, sizeof(dmem), "%s/memory", dir);
+		for (unsigned i = 0; i < runs; i++) {
+			fs[i] = start_all(fargv, 1, "!", false);
+			ks[i] = copy_floor(mem, dmem);
+			cs[i] = start_all(cargv, 1, BOOTED, false);
+		}
+		f->drestore[d] = median(cs, runs);
+		f->drestore_fl[d] = median(fs, runs) + median(ks, runs);
+	}
+}
+
 static void row(const char *what, const struct figs *f, double c, double fl)
 {
 	printf("  %-34s %5u MiB %11.2f %11.2f %8.2fx\n", what, f->mib, c, fl, fl > 0 ? c / fl : 0);
@@ -617,17 +795,43 @@ static void report(const struct figs *figs, unsigned n, unsigned runs, unsigned 
 		row(what, &figs[s], figs[s].clone, figs[s].clone_fl);
 		row("rollback (running VM)", &figs[s], figs[s].rollback, figs[s].rollback_fl);
 	}
-	printf("  Diff: not built (no dirty-page tracking)\n");
 	for (unsigned s = 0; s < n; s++)
 		printf("  %u MiB: memory file %.1f MiB allocated; rollback: its reply's \"ms\" %.2f,\n"
 		       "    on a paused VM %.2f ms; a bare request (GET /) %.2f ms\n", figs[s].mib,
 		       figs[s].written / 1048576.0, figs[s].rollback_srv, figs[s].rollback_paused,
 		       figs[s].request);
+	printf("Diff snapshots (a VM tracking dirty pages, rolled back to its Full snapshot, its\n"
+	       "guest dirties N MiB, paused; medians: %u creates and restores of each):\n", runs);
+	printf("  %-34s %9s %11s %11s %9s\n", "figure", "guest", "cubicle ms", "floor ms", "ratio");
+	for (unsigned d = 0; d < N_DIRTY; d++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "create Diff, %u MiB dirty", dirty_mib[d]);
+		for (unsigned s = 0; s < n; s++)
+			row(what, &figs[s], figs[s].diff[d], figs[s].diff_fl[d]);
+	}
+	for (unsigned d = 0; d < N_DIRTY; d++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "restore from Diff, %u MiB dirty", dirty_mib[d]);
+		for (unsigned s = 0; s < n; s++)
+			row(what, &figs[s], figs[s].drestore[d], figs[s].drestore_fl[d]);
+	}
+	for (unsigned s = 0; s < n; s++) {
+		printf("  %u MiB: Diff memory files allocated:", figs[s].mib);
+		for (unsigned d = 0; d < N_DIRTY; d++)
+			printf("%s %.1f MiB (%u dirty)", d ? "," : "",
+			       figs[s].diff_written[d] / 1048576.0, dirty_mib[d]);
+		printf("\n");
+	}
 	printf("floors: create = write()+fsync() of the memory file's allocated bytes into a new\n"
 	       "file beside it; restore = snap_floor (memory file mapped private, VM, irqchip,\n"
 	       "vCPU, KVM_RUN to the first exit); clone = %u of those at once, per floor (each\n"
 	       "clone and floor stopped once it showed its line); rollback = PATCH /vm Paused +\n"
-	       "Resumed on the same connection (the pause and resume a rollback makes itself).\n",
+	       "Resumed on the same connection (the pause and resume a rollback makes itself);\n"
+	       "create Diff = the same as create's, for the Diff's memory file; restore from\n"
+	       "Diff = snap_floor on the Full's memory file, plus (medians added) that file\n"
+	       "mapped private and the Diff's pages pread into it, in bench/snapshot.\n",
 	       clones);
 }
 
@@ -714,6 +918,11 @@ int main(int argc, char **argv)
 		bench_restore(&figs[s], runs, clones, clone_runs, snap);
 		fprintf(stderr, "snapshot: %u MiB guest: rollback x%u...\n", figs[s].mib, rollbacks);
 		bench_rollback(&figs[s], rollbacks, snap);
+		path(snap, "dsnap");
+		fprintf(stderr, "snapshot: %u MiB guest: Diff create x%u, restore x%u (%u and %u MiB dirty)...\n",
+			figs[s].mib, runs, runs, dirty_mib[0], dirty_mib[1]);
+		bench_diff(&figs[s], runs, snap);
+		bench_diff_restore(&figs[s], runs, snap);
 		nftw(work, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 		*work = '\0';
 	}
