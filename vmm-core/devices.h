@@ -112,6 +112,12 @@ struct storage_counters {
 void storage_counters(const struct backend *b, struct storage_counters *out);
 /* The name of the first writable storage backend @in holds, or NULL. */
 const char *storage_writable(const struct cub_inst *in);
+/* The open storage backends of @in one by one: the one after @prev (NULL:
+ * the first), with its group key ("backend") and its instance (whose err
+ * holds the reason a failed op gave h->fail()); NULL after the last. */
+struct cub_storage;
+struct cub_storage *storage_next(const struct cub_inst *in, const struct cub_storage *prev,
+				 const char **key, struct cub_inst **bin);
 
 
 /* net.c: the h->net services. */

@@ -173,6 +173,7 @@ static struct snap_vm run_snap_vm(struct run_ctx *r)
 int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size_t errlen)
 {
 	struct snap_image im;
+	struct snap_disks_made disks = { 0 };
 	struct snap_vm sv;
 	struct timespec t0;
 	int ret;
@@ -181,6 +182,8 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	ret = snap_open(&im, dir, err, errlen);
 	if (!ret)
 		ret = snap_plan(&im, &r->cfg, &r->reg, r->sets, r->n_sets, err, errlen);
+	if (!ret)
+		ret = snap_disks_restore(&im, &r->cfg, &disks, err, errlen);
 	if (ret)
 		goto out;
 	ret = vm_create_restored(&r->vm, &r->cfg, snap_take_mem_fd(&im), err, errlen);
@@ -212,6 +215,9 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 			 r->cfg.vcpus, r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
 			 r->n_insts == 1 ? "" : "s", us_since(&t0), resume ? "" : "; paused");
 out:
+	if (ret) /* the disks this restore made are of no use to anyone */
+		snap_disks_undo(&disks);
+	snap_disks_free(&disks);
 	snap_close(&im);
 	return ret;
 }

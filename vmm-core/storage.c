@@ -280,3 +280,22 @@ const char *storage_writable(const struct cub_inst *in)
 	}
 	return NULL;
 }
+
+struct cub_storage *storage_next(const struct cub_inst *in, const struct cub_storage *prev,
+				 const char **key, struct cub_inst **bin)
+{
+	struct backend *b = in->storages;
+
+	if (prev) {
+		while (b && &((struct storage_inst *)(void *)b)->s != prev)
+			b = b->next;
+		b = b ? b->next : NULL;
+	}
+	while (b && !b->opened)
+		b = b->next;
+	if (!b)
+		return NULL;
+	*key = b->key;
+	*bin = &b->bin;
+	return &((struct storage_inst *)(void *)b)->s;
+}

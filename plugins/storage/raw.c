@@ -16,6 +16,7 @@
 
 #include <cubicle/storage.h>
 
+#include "fileclone.h"
 #include "iov.h"
 
 /*
@@ -32,6 +33,14 @@
  * the cached pages, a direct read first writes dirty ones back). The block
  * size reported to the guest is the direct-I/O granularity, so a well
  * behaved guest never needs the fallback.
+ *
+ * snapshot and rollback (VM snapshots: the VM is paused and the disk
+ * quiet) work on image files, not block devices: snapshot makes DEST a
+ * FICLONE of the image where the file system can (XFS, btrfs), else a
+ * sparse copy; rollback makes such a clone of SRC beside the image, renames
+ * it over the image and dup3()s it onto the descriptors in use, so a
+ * request running on another thread finishes against one file or the other,
+ * never a closed descriptor.
  */
 
 #define SECTOR 512u
@@ -48,6 +57,7 @@ struct raw_cfg {
 struct raw {
 	struct cub_inst *in;
 	const struct cub_host *h;
+	const struct raw_cfg *cfg;
 	int fd;  /* buffered; always open */
 	int dfd; /* O_DIRECT, or -1 */
 	bool ro, blk;
@@ -231,6 +241,124 @@ static void raw_info(void *priv, struct cub_storage_info *out)
 	};
 }
 
+/* ---- snapshot and rollback ---- */
+
+static const struct fc_opts clone_opts = { .fallback = FC_FALLBACK_COPY };
+
+static void log_clone(struct raw *r, const char *what, const char *src, const char *dst,
+		      const struct fc_result *res)
+{
+	if (res->copied)
+		r->h->log(r->in, CUB_LOG_INFO,
+			  "%s: copied %s to %s (no reflink: %s; %llu of %llu bytes are data, %.1f ms)",
+			  what, src, dst, res->why, (unsigned long long)res->data_bytes,
+			  (unsigned long long)res->size, res->clone_us / 1000.0);
+	else
+		r->h->log(r->in, CUB_LOG_DEBUG, "%s: %s is a reflink clone of %s (%llu us)", what,
+			  dst, src, (unsigned long long)res->clone_us);
+}
+
+static int raw_snapshot(void *priv, const char *dest)
+{
+	struct raw *r = priv;
+	struct fc_result res;
+	char tmp[PATH_MAX], why[768];
+	int tfd, err;
+
+	if (r->blk)
+		return r->h->fail(r->in, -ENOTSUP,
+				  "%s is a block device: only image files can be snapshotted",
+				  r->cfg->path);
+	if (!r->ro && fdatasync(r->fd) < 0)
+		return r->h->fail(r->in, -errno, "snapshot: cannot flush %s: %s", r->cfg->path,
+				  strerror(errno));
+	err = fc_clone_tmp(r->fd, r->cfg->path, dest, &clone_opts, tmp, sizeof(tmp), &tfd, &res,
+			   why, sizeof(why));
+	if (err)
+		return r->h->fail(r->in, err, "snapshot: %s", why);
+	close(tfd);
+	err = fc_commit(tmp, dest, true, why, sizeof(why));
+	if (err) {
+		unlink(tmp);
+		return r->h->fail(r->in, err, "snapshot: %s", why);
+	}
+	log_clone(r, "snapshot", r->cfg->path, dest, &res);
+	return 0;
+}
+
+/* Put a new open of the image at the number fd holds. */
+static int reopen_at(struct raw *r, int fd, int flags)
+{
+	int nfd = open(r->cfg->path, flags | O_CLOEXEC);
+	int err = 0;
+
+	if (nfd < 0)
+		return -errno;
+	if (dup3(nfd, fd, O_CLOEXEC) < 0)
+		err = -errno;
+	close(nfd);
+	return err;
+}
+
+static int raw_rollback(void *priv, const char *src)
+{
+	struct raw *r = priv;
+	const char *path = r->cfg->path;
+	struct flock lk = { .l_whence = SEEK_SET, .l_type = F_WRLCK };
+	struct fc_result res;
+	struct stat st;
+	char tmp[PATH_MAX], why[768];
+	int sfd, tfd, err;
+
+	if (r->blk || r->ro)
+		return r->h->fail(r->in, r->blk ? -ENOTSUP : -EROFS,
+				  "rollback: %s is %s", path,
+				  r->blk ? "a block device (only image files roll back)" : "read-only");
+	if (!src || !*src)
+		return r->h->fail(r->in, -EINVAL, "rollback needs a source image");
+	sfd = open(src, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (sfd < 0)
+		return r->h->fail(r->in, -errno, "rollback: cannot open %s: %s", src,
+				  strerror(errno));
+	if (fstat(sfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != r->size) {
+		close(sfd);
+		return r->h->fail(r->in, -EINVAL,
+				  "rollback: %s is not a regular file of %llu bytes, the disk's size",
+				  src, (unsigned long long)r->size);
+	}
+	err = fc_clone_tmp(sfd, src, path, &clone_opts, tmp, sizeof(tmp), &tfd, &res, why,
+			   sizeof(why));
+	close(sfd);
+	if (err)
+		return r->h->fail(r->in, err, "rollback: %s", why);
+	if (fcntl(tfd, F_OFD_SETLK, &lk) < 0 && (errno == EAGAIN || errno == EACCES)) {
+		err = r->h->fail(r->in, -EBUSY, "rollback: %s is locked by another process", tmp);
+		goto fail;
+	}
+	err = fc_commit(tmp, path, false, why, sizeof(why));
+	if (err) {
+		r->h->fail(r->in, err, "rollback: %s", why);
+		goto fail;
+	}
+	/* The image's name is the new file now: move the descriptors over. The
+	 * old file's lock goes with its last descriptor. */
+	if (dup3(tfd, r->fd, O_CLOEXEC) < 0) {
+		err = r->h->fail(r->in, -errno, "rollback: %s", strerror(errno));
+		close(tfd);
+		return err;
+	}
+	close(tfd);
+	if (r->dfd >= 0 && (err = reopen_at(r, r->dfd, O_RDWR | O_DIRECT)))
+		return r->h->fail(r->in, err, "rollback: reopening %s with O_DIRECT: %s", path,
+				  strerror(-err));
+	log_clone(r, "rollback", src, path, &res);
+	return 0;
+fail:
+	close(tfd);
+	unlink(tmp);
+	return err;
+}
+
 /* ---- open ---- */
 
 static void raw_free(struct raw *r)
@@ -337,6 +465,7 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 		return h->fail(in, -ENOMEM, "out of memory");
 	r->in = in;
 	r->h = h;
+	r->cfg = cfg;
 	r->dfd = -1;
 	r->ro = ro || cfg->read_only;
 	r->block_size = SECTOR;
@@ -419,13 +548,15 @@ static const struct cub_storage_ops raw_ops = {
 	.flush = raw_flush,
 	.discard = raw_discard,
 	.write_zeroes = raw_write_zeroes,
+	.snapshot = raw_snapshot,
+	.rollback = raw_rollback,
 };
 
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
 	.name = "raw",
-	.version = "1.0",
+	.version = "1.1",
 	.license = "Apache-2.0",
 	.summary = "raw disk image file or host block device (sparse, discard, O_DIRECT)",
 	.cfg_size = sizeof(struct raw_cfg),

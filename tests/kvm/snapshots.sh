@@ -9,7 +9,14 @@
 #      goes on from the count, the snapshot's pages are shared between them;
 #   4. a truncated, a corrupt, a foreign and a future snapshot, and overrides
 #      that change the machine or name no device: one clear line each; an
-#      override of a device setting reaches the clone.
+#      override of a device setting reaches the clone;
+#   5. Diff snapshots;
+#   6. a writable disk (the diskcount payload writes its count to sector 1
+#      with the tag it reads from sector 0): the snapshot holds a copy of it
+#      at that instant; 100 rollbacks bring the disk back to it byte for
+#      byte; $CUBICLE_CLONES clones each get a copy of their own (a tag
+#      written into one is read by that clone alone, its writes stay in its
+#      file); a restore never overwrites an existing disk.
 
 # The counts testdev logged in FILE, in order.
 counts() { sed -n 's/.*guest: count \([0-9][0-9]*\)$/\1/p' "$1"; }
@@ -280,4 +287,157 @@ if [ -n "$s" ]; then
 	fi
 	kill -TERM $p 2>/dev/null
 	wait $p 2>/dev/null
+fi
+
+# 6. Writable disks.
+# Sector 1 of FILE as "TAG COUNT NOTCOUNT" (signed 64-bit: ~COUNT is -COUNT-1).
+sector1() { od -An -td8 -j512 -N24 "$1" 2>/dev/null | awk '{ print $1, $2, $3 }'; }
+if [ -n "$s" ]; then
+	extra_dev=',
+  { type = "virtio-blk"; id = "disk"; transport = "mmio";
+    backend = { type = "raw"; path = "'"$tmp"'/dc.img"; size = "1M"; }; }'
+	mkcfg dc diskcount long 1
+	extra_dev=
+	"$cub" run "$tmp/dc.cfg" --api-sock "$tmp/dc.sock" >/dev/null 2>"$tmp/dc.err" </dev/null &
+	pid=$!
+	sk= ds="$tmp/snap-disk"
+	if wait_line $pid "$tmp/dc.err" 'guest: count 3$' && grep -q 'guest: tag 0$' "$tmp/dc.err" &&
+	   "$cub" ctl "$tmp/dc.sock" pause >"$tmp/dsnap.out" 2>&1 && sk=$(scratch "$tmp/dc.sock") &&
+	   "$cub" snapshot "$tmp/dc.sock" "$ds" >>"$tmp/dsnap.out" 2>&1; then
+		m0=$(md5sum <"$ds/disk-disk")
+		set -- $(sector1 "$ds/disk-disk")
+		# The copy holds what the guest wrote last: this count or the one before.
+		if [ "${1:-x}" = 0 ] && { [ "${2:-x}" = "$sk" ] || [ "${2:-x}" = $((sk - 1)) ]; } &&
+		   cmp -s "$ds/disk-disk" "$tmp/dc.img"; then
+			ok "snapshot of a VM with a writable disk: its copy disk-disk is the disk at count $sk (sector 1: tag $1, count $2)"
+		else
+			notok "disk snapshot: sector 1 of the copy is '$*', wanted tag 0 and count $sk or $((sk - 1))" "$tmp/dsnap.out"
+			sk=
+		fi
+	else
+		notok "disk snapshot: the diskcount guest, pause or snapshot failed" "$tmp/dsnap.out"
+		cat "$tmp/dc.err" >>"$tmp/dsnap.out"
+		sk=
+	fi
+	# Rollback x100 in the running VM: the disk is the copy again each time.
+	if [ -n "$sk" ]; then
+		"$cub" ctl "$tmp/dc.sock" resume >"$tmp/drb.out" 2>&1
+		wait_line $pid "$tmp/dc.err" "guest: count $((sk + 3))\$"
+		moved=no
+		cmp -s "$ds/disk-disk" "$tmp/dc.img" || moved=yes
+		fd0=$(fds $pid)
+		rss0=$(kib $pid VmRSS)
+		urls= i=0
+		while [ $i -lt 100 ]; do urls="$urls http://localhost/snapshot/rollback"; i=$((i + 1)); done
+		t0=$(now_ms)
+		# shellcheck disable=SC2086
+		curl -s --unix-socket "$tmp/dc.sock" -X PUT -H 'Content-Type: application/json' \
+			-d "{\"snapshot_path\": \"$ds\"}" -w '\n%{http_code}\n' $urls >"$tmp/drb.codes" 2>&1
+		t1=$(now_ms)
+		bad=$((100 - $(grep -cx 200 "$tmp/drb.codes")))
+		[ $bad = 0 ] || tail -n 6 "$tmp/drb.codes" >>"$tmp/drb.out"
+		fd1=$(fds $pid)
+		rss1=$(kib $pid VmRSS)
+		"$cub" ctl "$tmp/dc.sock" pause >>"$tmp/drb.out" 2>&1
+		"$cub" ctl "$tmp/dc.sock" rollback "$ds" >>"$tmp/drb.out" 2>&1 || bad=$((bad + 1))
+		back=no
+		cmp -s "$ds/disk-disk" "$tmp/dc.img" && back=yes
+		s2=$(scratch "$tmp/dc.sock")
+		"$cub" ctl "$tmp/dc.sock" resume >>"$tmp/drb.out" 2>&1
+		wait_line $pid "$tmp/dc.err" "guest: count $((sk + 3))\$"
+		set -- $(sector1 "$tmp/dc.img")
+		rss_ok=yes
+		[ $((rss1 - rss0)) -lt 4096 ] || grep -qa '__asan_init' "$cub" 2>/dev/null || rss_ok=no
+		if [ $bad = 0 ] && [ $moved = yes ] && [ $back = yes ] && [ "$s2" = "$sk" ] &&
+		   [ "$fd1" = "$fd0" ] && [ $rss_ok = yes ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ] &&
+		   [ "${2:-0}" -ge "$sk" ] && ! grep -q 'memory lost' "$tmp/dc.err"; then
+			ok "disk rollback x100 in one process ($(( (t1 - t0) / 100 )) ms each): the disk had moved on, after the rollbacks it is the snapshot's copy byte for byte (cmp), scratch back to $sk; the guest writes on (sector 1 count $2); fds $fd0 -> $fd1, RSS $rss0 -> $rss1 KiB; the copy unchanged (md5)"
+		else
+			echo "# bad=$bad moved=$moved back=$back scratch=$s2 (want $sk) fds $fd0->$fd1 rss $rss0->$rss1 sector1='$*'" >>"$tmp/drb.out"
+			notok "disk rollback" "$tmp/drb.out"
+		fi
+	fi
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	# A restore never overwrites a disk: dc.img exists, so without a path
+	# of its own the restore is refused and dc.img is left as it was.
+	if [ -n "$sk" ]; then
+		before=$(md5sum <"$tmp/dc.img")
+		timeout -k 5 30 "$cub" restore "$ds" >/dev/null 2>"$tmp/dexists.err" </dev/null
+		got=$?
+		if [ $got = 1 ] && grep -q "dc.img exists: a restore gives device disk its own copy.*--set devices.disk.backend.path=FILE" "$tmp/dexists.err" &&
+		   [ "$(md5sum <"$tmp/dc.img")" = "$before" ]; then
+			ok "restore onto an existing disk file: refused, the file untouched ($(head -c 200 "$tmp/dexists.err"))"
+		else
+			notok "restore onto an existing disk: status $got" "$tmp/dexists.err"
+		fi
+	fi
+	# Clones, each with its own disk: restored paused, a tag written into
+	# clone i's file (sector 0), resumed: clone i reads tag i + 1 and writes
+	# it with its count into its own file alone.
+	if [ -n "$sk" ]; then
+		n=${CUBICLE_CLONES:-50}
+		pids= i=0
+		while [ $i -lt $n ]; do
+			nice -n 19 "$cub" restore "$ds" --paused --api-sock "$tmp/dcl$i.sock" \
+				--set "devices.disk.backend.path=$tmp/dclone$i.img" >/dev/null \
+				2>"$tmp/dclone$i.err" </dev/null &
+			pids="$pids $!"
+			i=$((i + 1))
+		done
+		c=0 good=0 bad_clone=
+		for p in $pids; do
+			# restored once its API says Paused (it listens before
+			# the restore is done)
+			w=0
+			while [ $w -lt 600 ] && kill -0 $p 2>/dev/null &&
+			      ! "$cub" ctl "$tmp/dcl$c.sock" info 2>/dev/null | grep -q ': Paused ('; do
+				sleep 0.1
+				w=$((w + 1))
+			done
+			t=$((c + 1))
+			[ -f "$tmp/dclone$c.img" ] &&
+				printf "\\$(printf %03o $((t % 256)))\\$(printf %03o $((t / 256)))" |
+				dd of="$tmp/dclone$c.img" bs=1 conv=notrunc 2>/dev/null
+			"$cub" ctl "$tmp/dcl$c.sock" resume >>"$tmp/dclone$c.err" 2>&1
+			c=$((c + 1))
+		done
+		c=0
+		for p in $pids; do
+			t=$((c + 1))
+			if wait_line $p "$tmp/dclone$c.err" "guest: tag $t\$" &&
+			   wait_line $p "$tmp/dclone$c.err" "guest: count $((sk + 2))\$" &&
+			   ! grep -q 'memory lost' "$tmp/dclone$c.err"; then
+				good=$((good + 1))
+			else
+				bad_clone=$c
+			fi
+			c=$((c + 1))
+		done
+		for p in $pids; do kill -TERM $p 2>/dev/null; done
+		for p in $pids; do wait $p 2>/dev/null; done
+		# Each file: its own tag and a count past the snapshot's.
+		c=0 own=0 sums=
+		while [ $c -lt $n ]; do
+			set -- $(sector1 "$tmp/dclone$c.img")
+			if [ "${1:-x}" = $((c + 1)) ] && [ "${2:-0}" -ge "$sk" ] &&
+			   [ "${3:-x}" = $((-${2:-0} - 1)) ]; then
+				own=$((own + 1))
+			else
+				echo "# clone $c: sector 1 is '$*'" >>"$tmp/dclones.out"
+			fi
+			sums="$sums$(md5sum <"$tmp/dclone$c.img" | cut -c1-32)
+"
+			c=$((c + 1))
+		done
+		distinct=$(printf '%s' "$sums" | sort -u | grep -c .)
+		if [ $good = $n ] && [ $own = $n ] && [ "$distinct" = $n ] &&
+		   [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
+			ok "$n clones with a disk each: clone i read the tag written into its own file and wrote it with its count there ($n distinct md5s); the snapshot's copy unchanged (md5)"
+		else
+			echo "# $good of $n clones read their tag; $own of $n files hold their own; $distinct distinct" >>"$tmp/dclones.out"
+			[ -n "$bad_clone" ] && tail -n 15 "$tmp/dclone$bad_clone.err" >>"$tmp/dclones.out"
+			notok "clones with disks" "$tmp/dclones.out"
+		fi
+	fi
 fi

@@ -670,6 +670,12 @@ static void test_snapshots(void)
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\"},{\"iface_id\":\"eth1\",\"host_dev_name\":\"tap8\"}]}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_sets, "devices.eth0.backend.ifname=tap7;devices.eth1.backend.ifname=tap8;");
 	CU_ASSERT_FALSE(snap_flag);
+	vm.running = false;
+	/* A clone's own disk (cubicle's drive_overrides), with its own tap. */
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"drive_overrides\":[{\"drive_id\":\"a.b\",\"path_on_host\":\"/d\"}]}", 400, "'drive_id' \"a.b\" is not a device id");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"drive_overrides\":[{\"drive_id\":\"rootfs\"}]}", 400, "missing required field 'path_on_host'");
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"drive_overrides\":[{\"drive_id\":\"rootfs\",\"path_on_host\":\"/clones/7.img\"}],\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\"}]}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_sets, "devices.eth0.backend.ifname=tap7;devices.rootfs.backend.path=/clones/7.img;");
 	CU_ASSERT_TRUE(vm.running && vm.paused); /* no resume_vm: it waits */
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\"}", 400, "the VM already exists");
 	vm.paused = false;
@@ -679,7 +685,7 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
-	CU_ASSERT_EQUAL(snap_calls, 3);
+	CU_ASSERT_EQUAL(snap_calls, 4);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
 	CU_ASSERT_FALSE(snap_flag);
@@ -695,7 +701,7 @@ static void test_snapshots(void)
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
 	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
 	json_decref(r);
-	CU_ASSERT_EQUAL(snap_calls, 7);
+	CU_ASSERT_EQUAL(snap_calls, 8);
 	vm.running = vm.paused = false;
 }
 

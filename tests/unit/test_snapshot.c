@@ -13,6 +13,7 @@
 #include "arch.h"
 #include "cnode.h"
 #include "cunit_main.h"
+#include "plan.h"
 #include "snap/snapshot.h"
 
 #define ERRLEN 512
@@ -632,10 +633,64 @@ static void test_open_damaged(void)
 	snap_close(&im);
 }
 
+/* A disk entry in @dir's manifest; snap_disks_restore into a VM with no
+ * devices must fail with @what (the entry is checked before the config). */
+static void disk_refused(const char *dir, json_t *entry, const char *what)
+{
+	struct snap_disks_made made;
+	struct snap_image im;
+	struct plan p;
+	char err[ERRLEN] = "";
+
+	memset(&p, 0, sizeof(p));
+	CU_ASSERT_EQUAL_FATAL(set_manifest(dir, "disks", json_pack("[o]", entry)), 0);
+	CU_ASSERT_EQUAL_FATAL(snap_open(&im, dir, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(snap_disks_count(&im), 1);
+	CU_ASSERT_NOT_EQUAL(snap_disks_restore(&im, &p, &made, err, sizeof(err)), 0);
+	HAS(err, what);
+	CU_ASSERT_EQUAL(made.n, 0);
+	snap_disks_free(&made);
+	snap_close(&im);
+}
+
+static void test_disks_refused(void)
+{
+	char dir[4096];
+
+	CU_ASSERT_EQUAL_FATAL(make_snapshot("disks", dir, sizeof(dir), arch_name), 0);
+	CU_ASSERT_EQUAL(write_bytes(dir, "disk-d0", "", 0), 0);
+	CU_ASSERT_EQUAL(truncate(in_dir(dir, "disk-d0"), 8192), 0);
+	/* a name outside the folder, or not a disk's */
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "disk-../../etc/passwd", "bytes", 8192),
+		     "'file' (disk-...)");
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "memory", "bytes", 8192),
+		     "'file' (disk-...)");
+	disk_refused(dir, json_pack("{s:s, s:s, s:i}", "device", "d0", "file", "disk-d0",
+				    "bytes", 8192),
+		     "disks[0]");
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "disk-d0", "bytes", 1000),
+		     "disks[0]");
+	/* the copy must be there, of its size */
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "disk-d0", "bytes", 4096),
+		     "8192 bytes; the manifest says 4096 (truncated or replaced)");
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "disk-gone", "bytes", 8192),
+		     "disk-gone: No such file");
+	/* and its device in the config */
+	disk_refused(dir, json_pack("{s:s, s:s, s:s, s:i}", "device", "d0", "key", "backend",
+				    "file", "disk-d0", "bytes", 8192),
+		     "device d0, group backend) is not in the VM's config");
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "state: sections round trip", test_state_round_trip },
+		{ "disks: bad entries refused before anything is made", test_disks_refused },
 		{ "state: every truncation refused", test_state_truncated },
 		{ "state: every flipped byte refused", test_state_flipped },
 		{ "state: trailing bytes, arch, format, duplicates", test_state_refused },

@@ -389,6 +389,110 @@ static void test_direct_bounce_chunks(void)
 
 /* ---- the host side: storage.c ---- */
 
+/* The bytes of @path at @off. */
+static uint8_t file_byte(const char *path, off_t off)
+{
+	uint8_t b = 0;
+	int fd = open(path, O_RDONLY);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(pread(fd, &b, 1, off), 1);
+	close(fd);
+	return b;
+}
+
+/* Snapshot copies the disk as it is; rollback brings it back, through both
+ * descriptors (buffered and O_DIRECT); the copy never changes. */
+static void snap_rollback(bool direct)
+{
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	char p[256], copy[256], small[256];
+	void *priv, *cfg;
+	int err;
+
+	path_in_dir(p, sizeof(p), direct ? "srd.img" : "sr.img");
+	path_in_dir(copy, sizeof(copy), direct ? "srd.copy" : "sr.copy");
+	path_in_dir(small, sizeof(small), "sr.small");
+	unlink(copy);
+	make_file(p, 64 << 10);
+	make_file(small, 32 << 10);
+	err = raw_open_kv(p, false, (const char *[]){ "direct", direct ? "true" : "false", NULL },
+			  &priv, &cfg);
+	if (direct && err == -EINVAL && strstr(fh.fail_msg, "direct")) {
+		fprintf(stderr, "\n  (no O_DIRECT here: %s) ", fh.fail_msg);
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(err, 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ops()->snapshot);
+	memset(buf, 'A', sizeof(buf));
+	CU_ASSERT_EQUAL(rw(priv, true, 4096, buf, 4096), 4096);
+	CU_ASSERT_EQUAL(ops()->snapshot(priv, copy), 0);
+	CU_ASSERT_EQUAL(file_byte(copy, 4096), 'A');
+	CU_ASSERT_EQUAL(file_byte(copy, 8191), 'A');
+	/* never over an existing file */
+	CU_ASSERT_EQUAL(ops()->snapshot(priv, copy), -EEXIST);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "snapshot: "));
+	memset(buf, 'B', sizeof(buf));
+	CU_ASSERT_EQUAL(rw(priv, true, 4096, buf, 4096), 4096);
+	CU_ASSERT_EQUAL(file_byte(copy, 4096), 'A');
+	/* a copy of another size is refused, the disk unchanged */
+	CU_ASSERT_EQUAL(ops()->rollback(priv, small), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "the disk's size"));
+	CU_ASSERT_EQUAL(ops()->rollback(priv, "/nonexistent/copy"), -ENOENT);
+	CU_ASSERT_EQUAL(rw(priv, false, 4096, buf, 4096), 4096);
+	CU_ASSERT(all_byte(buf, 4096, 'B'));
+	/* back to the copy, again and again: the same bytes, the copy as it was */
+	for (int i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(ops()->rollback(priv, copy), 0);
+		memset(buf, 0, sizeof(buf));
+		CU_ASSERT_EQUAL(rw(priv, false, 4096, buf, 4096), 4096);
+		CU_ASSERT(all_byte(buf, 4096, 'A'));
+		CU_ASSERT_EQUAL(file_byte(p, 4096), 'A'); /* the image file itself */
+		memset(buf, 'C' + i, sizeof(buf));
+		CU_ASSERT_EQUAL(rw(priv, true, 4096, buf, 4096), 4096);
+		CU_ASSERT_EQUAL(file_byte(p, 4096), 'C' + i); /* writes reach the new file */
+		CU_ASSERT_EQUAL(file_byte(copy, 4096), 'A');
+	}
+	CU_ASSERT_EQUAL(ops()->flush(priv), 0);
+	raw_close(priv, cfg);
+	/* closed, the new image opens again (its lock went with the close) */
+	CU_ASSERT_EQUAL(raw_open_kv(p, false, NULL, &priv, &cfg), 0);
+	raw_close(priv, cfg);
+	/* read-only: rollback refused */
+	CU_ASSERT_EQUAL(raw_open_kv(p, true, NULL, &priv, &cfg), 0);
+	CU_ASSERT_EQUAL(ops()->rollback(priv, copy), -EROFS);
+	raw_close(priv, cfg);
+}
+
+static void test_snapshot_rollback(void)
+{
+	snap_rollback(false);
+}
+
+static void test_snapshot_rollback_direct(void)
+{
+	snap_rollback(true);
+}
+
+/* After a rollback the image holds the lock: another writer is refused. */
+static void test_rollback_keeps_lock(void)
+{
+	char p[256], copy[256];
+	void *priv, *cfg, *priv2, *cfg2;
+
+	path_in_dir(p, sizeof(p), "lk.img");
+	path_in_dir(copy, sizeof(copy), "lk.copy");
+	make_file(p, 8192);
+	unlink(copy);
+	CU_ASSERT_EQUAL_FATAL(raw_open_kv(p, false, NULL, &priv, &cfg), 0);
+	CU_ASSERT_EQUAL(ops()->snapshot(priv, copy), 0);
+	CU_ASSERT_EQUAL(ops()->rollback(priv, copy), 0);
+	CU_ASSERT_EQUAL(raw_open_kv(p, false, NULL, &priv2, &cfg2), -EBUSY);
+	raw_close(priv, cfg);
+	CU_ASSERT_EQUAL(raw_open_kv(p, false, NULL, &priv2, &cfg2), 0);
+	raw_close(priv2, cfg2);
+}
+
 static struct registry reg;
 static struct plan plan;
 static char err[1024];
@@ -576,6 +680,9 @@ int main(void)
 		{ "one writer per image", test_lock },
 		{ "O_DIRECT with bounce and fallback", test_direct },
 		{ "O_DIRECT bounce in 1 MiB chunks", test_direct_bounce_chunks },
+		{ "snapshot copies, rollback brings back", test_snapshot_rollback },
+		{ "the same with O_DIRECT", test_snapshot_rollback_direct },
+		{ "a rolled back image keeps its lock", test_rollback_keeps_lock },
 		{ "host opens a backend from config", test_host_open },
 		{ "host reports config errors with file:line", test_host_errors },
 		{ "a backend the device never opened", test_host_unused_backend },

@@ -106,32 +106,52 @@ static int put_create(struct api *a, const char *id, json_t *in, json_t **out, c
 
 #define MAX_OVERRIDES 64
 
-/* network_overrides [{iface_id, host_dev_name}]: the interface's tap
- * (Firecracker's network interfaces are tap devices; cubicle's tap
- * backend calls it ifname) as --set text for the snapshot's description. */
-static int overrides(const json_t *list, char **sets, char *err, size_t errlen)
+/* Overrides of the snapshot's description, as --set text:
+ * network_overrides [{iface_id, host_dev_name}]: the interface's tap
+ * (Firecracker's network interfaces are tap devices; cubicle's tap backend
+ * calls it ifname); drive_overrides [{drive_id, path_on_host}] (cubicle's):
+ * the file a restored writable disk's copy of the snapshot's goes to. */
+struct override_kind {
+	const char *list, *id, *value, *set; /* set: "devices.%s.backend.ifname=%s" */
+};
+
+static const struct override_kind net_ov = { "network_overrides", "iface_id", "host_dev_name",
+					     "devices.%s.backend.ifname=%s" };
+static const struct override_kind drive_ov = { "drive_overrides", "drive_id", "path_on_host",
+					       "devices.%s.backend.path=%s" };
+
+/* Append @k's overrides from @in to sets (*n of them so far). */
+static int overrides(const json_t *in, const struct override_kind *k, char **sets, unsigned *n,
+		     char *err, size_t errlen)
 {
-	static const struct api_field f[] = {
-		{ "iface_id", JSON_STRING, true },
-		{ "host_dev_name", JSON_STRING, true },
+	const struct api_field f[] = {
+		{ k->id, JSON_STRING, true },
+		{ k->value, JSON_STRING, true },
 	};
-	const json_t *o;
+	const json_t *list = json_object_get(in, k->list), *o;
+	char what[64];
 	size_t i;
 	int ret;
 
-	memset(sets, 0, MAX_OVERRIDES * sizeof(*sets));
 	if (json_array_size(list) > MAX_OVERRIDES)
-		return errf(err, errlen, 400, "snapshot/load: more than %d network_overrides",
-			    MAX_OVERRIDES);
+		return errf(err, errlen, 400, "snapshot/load: more than %d %s", MAX_OVERRIDES,
+			    k->list);
+	snprintf(what, sizeof(what), "snapshot/load: %s", k->list);
 	json_array_foreach(list, i, o) {
-		ret = api_check(o, f, 2, "snapshot/load: network_overrides", err, errlen);
+		ret = api_check(o, f, 2, what, err, errlen);
 		if (ret)
 			return ret;
-		if (asprintf(&sets[i], "devices.%s.backend.ifname=%s", str(o, "iface_id"),
-			     str(o, "host_dev_name")) < 0) {
-			sets[i] = NULL;
+		if (strchr(str(o, k->id), '.') || strchr(str(o, k->id), '='))
+			return errf(err, errlen, 400, "%s[%zu]: '%s' \"%s\" is not a device id",
+				    what, i, k->id, str(o, k->id));
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		if (asprintf(&sets[*n], k->set, str(o, k->id), str(o, k->value)) < 0) {
+#pragma GCC diagnostic pop
+			sets[*n] = NULL;
 			return errf(err, errlen, 500, "out of memory");
 		}
+		++*n;
 	}
 	return 0;
 }
@@ -144,6 +164,7 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 		{ "mem_backend", JSON_OBJECT, false },	    { "enable_diff_snapshots", JSON_TRUE, false },
 		{ "track_dirty_pages", JSON_TRUE, false },  { "resume_vm", JSON_TRUE, false },
 		{ "network_overrides", JSON_ARRAY, false }, { "vsock_override", JSON_OBJECT, false },
+		{ "drive_overrides", JSON_ARRAY, false },
 	};
 	static const struct api_field fb[] = {
 		{ "backend_type", JSON_STRING, true },
@@ -152,8 +173,8 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	struct api_vm *vm = api_vm(a);
 	const json_t *mb = json_object_get(in, "mem_backend");
 	const char *mem = str(in, "mem_file_path"), *bt;
-	char dir[PATH_MAX], *sets[MAX_OVERRIDES + 1];
-	unsigned n_sets;
+	char dir[PATH_MAX], *sets[2 * MAX_OVERRIDES + 1] = { 0 };
+	unsigned n_sets = 0;
 	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
 
 	(void)id;
@@ -188,9 +209,9 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 			    "snapshot/load: the VM already exists; a snapshot loads only into a new cubicle (cubicle --api-sock PATH)");
 	if (!vm->load)
 		return errf(err, errlen, 400, "snapshot/load: loading is not available here");
-	ret = overrides(json_object_get(in, "network_overrides"), sets, err, errlen);
-	n_sets = (unsigned)json_array_size(json_object_get(in, "network_overrides"));
-	sets[MAX_OVERRIDES] = NULL;
+	ret = overrides(in, &net_ov, sets, &n_sets, err, errlen);
+	if (!ret)
+		ret = overrides(in, &drive_ov, sets, &n_sets, err, errlen);
 	/* Dirty-page tracking from here on (Diff snapshots of the loaded VM). */
 	if (!ret && (json_is_true(json_object_get(in, "track_dirty_pages")) ||
 		     json_is_true(json_object_get(in, "enable_diff_snapshots"))) &&
@@ -199,7 +220,7 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	if (!ret && vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), sets,
 			     n_sets, err, errlen))
 		ret = 400;
-	for (unsigned i = 0; i <= MAX_OVERRIDES; i++)
+	for (unsigned i = 0; i < n_sets; i++)
 		free(sets[i]);
 	return ret ? ret : 204;
 }

@@ -35,19 +35,13 @@ static int check_savable(const struct snap_vm *v, char *err, size_t errlen)
 		const struct cub_inst *in = v->insts[i];
 		const struct cub_plugin *d = in->plugin->d;
 
-		const char *w = storage_writable(in);
-
-		if (w)
-			return errf(err, errlen, -ENOTSUP,
-				    "%s: %s: its disk %s is writable: snapshots of writable disks (the disk's own snapshot, a copy per clone) are not built yet; make it read_only",
-				    in->pi->where, in->name, w);
 		if (!snap_state_ops(in))
 			return errf(err, errlen, -ENOTSUP,
 				    "%s: %s: its plugin (%s %s, ABI %u.%u) cannot save its state",
 				    in->pi->where, in->name, d->name, d->version, d->abi_major,
 				    d->abi_minor);
 	}
-	return 0;
+	return snap_disks_check(v, err, errlen);
 }
 
 static int save_devices(const struct snap_vm *v, struct snap_w *w, char *err, size_t errlen)
@@ -284,6 +278,22 @@ static int write_diff(const struct vm *vm, int fd, const uint64_t *dirty, uint64
  * leaving it, if anything else is in it). */
 static int remove_snapshot(const char *dir)
 {
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	/* The disks' copies (disks.c): "disk-..." */
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "disk-", 5))
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno != ENOENT) {
+			int ret = -errno;
+
+			closedir(d);
+			return ret;
+		}
+	}
+	if (d)
+		closedir(d);
 	for (unsigned i = 0; i < sizeof(snap_files) / sizeof(snap_files[0]); i++) {
 		char *p = snap_path_in(dir, snap_files[i]);
 
@@ -330,7 +340,7 @@ static int write_file(const char *dir, const char *name, const void *p, size_t n
 }
 
 static json_t *manifest_new(const struct snap_vm *v, const char *parent, uint64_t mem_written,
-			    size_t state_len, uint32_t state_crc)
+			    size_t state_len, uint32_t state_crc, json_t *disks)
 {
 	const struct plan *p = v->plan;
 	json_t *m, *devs = json_array(), *tree = snap_tree_to_json(p->root);
@@ -356,10 +366,11 @@ static json_t *manifest_new(const struct snap_vm *v, const char *parent, uint64_
 	if (!devs || !tree) {
 		json_decref(devs);
 		json_decref(tree);
+		json_decref(disks);
 		return NULL;
 	}
 	m = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:i, s:I, "
-		      "s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}, s:{s:s, s:s?, s:o}, s:o}",
+		      "s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}, s:{s:s, s:s?, s:o}, s:o, s:o}",
 		      "format", "cubicle-snapshot", "version", "1.0", "type",
 		      parent ? "Diff" : "Full", "parent", parent, "arch",
 		      arch_name, "cpu", cpu, "cubicle", PACKAGE_VERSION, "created", when, "vcpus",
@@ -367,7 +378,7 @@ static json_t *manifest_new(const struct snap_vm *v, const char *parent, uint64_
 		      "file", "memory", "bytes", (json_int_t)v->vm->mem.size, "written",
 		      (json_int_t)mem_written, "state", "file", "state", "bytes",
 		      (json_int_t)state_len, "crc32", (json_int_t)state_crc, "config", "source",
-		      p->path, "dir", p->dir, "tree", tree, "devices", devs);
+		      p->path, "dir", p->dir, "tree", tree, "devices", devs, "disks", disks);
 	return m;
 }
 
@@ -398,6 +409,7 @@ int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap
 	struct stat sb;
 	char *tmp = NULL, *mpath = NULL, *js = NULL, *abs = NULL;
 	json_t *man = NULL;
+	void *disks = NULL;
 	uint64_t t0 = snap_now_us(), t1;
 	bool made = false, taken = false;
 	int fd = -1, ret;
@@ -498,8 +510,11 @@ int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap
 		errf(err, errlen, ret, "%s/state: %s", tmp, strerror(-ret));
 		goto out;
 	}
+	ret = snap_disks_save(v, tmp, &disks, err, errlen);
+	if (ret)
+		goto out;
 	man = manifest_new(v, diff ? v->vm->snap_last : NULL, st->mem_written, w.len,
-			   snap_crc32(w.p, w.len));
+			   snap_crc32(w.p, w.len), disks);
 	js = man ? json_dumps(man, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	if (!js) {
 		ret = errf(err, errlen, -ENOMEM, "manifest: out of memory");

@@ -300,30 +300,26 @@ int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
 {
 	const json_t *cfg = json_object_get(im->manifest, "config");
 	const char *dir = json_string_value(json_object_get(cfg, "dir"));
-	char *where = snap_path_in(im->dir, "manifest.json");
+	/* In the plan's arena: the plan and its messages keep pointing at it. */
+	char *where = arena_printf(&p->ar, "%s/manifest.json", im->dir);
 	struct cnode *root;
 	int ret;
 
 	if (!where)
 		return errf(err, errlen, -ENOMEM, "out of memory");
 	root = snap_tree_from_json(&p->ar, json_object_get(cfg, "tree"), where, err, errlen);
-	if (!root) {
-		free(where);
+	if (!root)
 		return -EINVAL;
-	}
 	for (unsigned i = 0; i < n_sets; i++) {
 		ret = config_apply_set(&p->ar, root, sets[i], err, errlen);
-		if (ret) {
-			free(where);
+		if (ret)
 			return ret;
-		}
 	}
 	ret = plan_build(p, root, where, dir, reg, err, errlen);
 	if (!ret && (p->vcpus != im->vcpus || p->memory_mib != im->memory_mib))
 		ret = errf(err, errlen, -EINVAL,
 			   "%s: the config says %u vCPUs and %" PRIu64 " MiB; the snapshot has %u and %" PRIu64,
 			   where, p->vcpus, p->memory_mib, im->vcpus, im->memory_mib);
-	free(where);
 	return ret;
 }
 
@@ -446,6 +442,9 @@ int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *s
 	ret = snap_open(&im, dir, err, errlen);
 	if (!ret)
 		ret = same_machine(v, &im, err, errlen);
+	/* Disks first: their checks come before anything changes. */
+	if (!ret)
+		ret = snap_disks_rollback(v, &im, err, errlen);
 	if (!ret) {
 		ret = mem_remap_file(&v->vm->mem, snap_take_mem_fd(&im));
 		if (ret)

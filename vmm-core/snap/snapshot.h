@@ -98,6 +98,38 @@ int snap_release_memory(const struct snap_vm *v, const char *dir, char *err, siz
 int snap_rollback(const struct snap_vm *v, const char *dir, struct snap_stats *st, char *err,
 		  size_t errlen);
 
+/*
+ * disks.c: writable disks. A snapshot holds a copy of each writable disk
+ * ("disk-ID"), made by its storage backend's snapshot op (a reflink where
+ * the file system can, else a copy); read-only disks are the config's own
+ * files, as they are.
+ *
+ * snap_disks_check: every writable disk's backend has a snapshot op (else
+ *   -ENOTSUP naming it). snap_disks_save: make the copies in @dir; *@out
+ *   the manifest's "disks" (json_t *).
+ * snap_disks_restore: each disk's copy cloned to the file its backend's
+ *   `path` names in @p (after --set): a restore's own disk. That file must
+ *   not exist (-EEXIST, saying how to name another): nothing is
+ *   overwritten. @made lists the files made; snap_disks_undo removes them
+ *   (a restore that failed later), snap_disks_free forgets them.
+ * snap_disks_rollback: each disk's backend rollback op with the copy (the
+ *   same writable disks checked first, before any changes).
+ */
+struct snap_disks_made {
+	const char **paths;
+	size_t n;
+};
+int snap_disks_check(const struct snap_vm *v, char *err, size_t errlen);
+int snap_disks_save(const struct snap_vm *v, const char *dir, void **out, char *err,
+		    size_t errlen);
+size_t snap_disks_count(const struct snap_image *im);
+int snap_disks_restore(const struct snap_image *im, const struct plan *p,
+		       struct snap_disks_made *made, char *err, size_t errlen);
+void snap_disks_undo(struct snap_disks_made *made);
+void snap_disks_free(struct snap_disks_made *made);
+int snap_disks_rollback(const struct snap_vm *v, const struct snap_image *im, char *err,
+			size_t errlen);
+
 /* manifest.c: the VM description tree as JSON and back (tagged: a text
  * value given on the command line is {"=": "..."}). */
 struct cnode;

@@ -384,6 +384,13 @@ void virtio_dev_resume_loaded(struct virtio_dev *d)
 				(unsigned long long)d->drv_features);
 		else
 			start_locked(d, d->restore_pos);
+		/* Requests the snapshot's driver made available but the device
+		 * had not completed (given back at save: rewound) were kicked
+		 * before it: kick again, or a driver waiting on them waits
+		 * forever. A queue with nothing new finds nothing. */
+		for (unsigned q = 0; d->started && q < d->ops->n_queues; q++)
+			if (d->vqs[q] && !is_broken(d))
+				d->ops->notify(d->priv, q);
 	}
 	pthread_mutex_unlock(&d->lock);
 }

@@ -156,7 +156,9 @@ void virtio_dev_broken(struct virtio_dev *d, const char *why);
  * and its transport's, as sections for device @inst. load: put them back,
  * stopping the device first if it runs (rollback); then, once the plugin
  * loaded its own state, resume_loaded starts the queues where they were
- * (ops->set_features, ops->start). 0 or -errno with err.
+ * (ops->set_features, ops->start) and kicks each (requests the snapshot's
+ * driver had made available but the device had not completed). 0 or
+ * -errno with err.
  */
 int virtio_dev_save(struct virtio_dev *d, struct snap_w *w, unsigned inst, char *err,
 		    size_t errlen);

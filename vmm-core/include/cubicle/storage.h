@@ -105,15 +105,23 @@ struct cub_storage_req {
  *                can_write_zeroes is set. NULL: the host writes zero
  *                buffers in bounded chunks through writev.
  * @submit: reserved: never called. Leave it NULL.
- * @snapshot: (optional, ABI 1.2; reserved: this host does not call it yet,
- *          the VM snapshot and rollback commands will, with the device
- *          quiesced) make @dest a point-in-time copy of the disk (flush
- *          first; reflink: an O(1) FICLONE). 0 or -errno; NULL: -EOPNOTSUPP.
- *          A plugin may reach the same code from its own control methods.
- * @rollback: (optional, ABI 1.2; reserved like snapshot) make the disk's
- *          content that of @src (a snapshot made earlier) without closing
- *          the device: later reads see @src's bytes. 0 or -errno; NULL:
- *          -EOPNOTSUPP.
+ * @snapshot: (optional, ABI 1.2) make @dest, a new file, a point-in-time
+ *          copy of the disk (flush first; reflink: an O(1) FICLONE). VM
+ *          snapshots call it for each writable disk, main thread, the VM
+ *          paused, into the snapshot folder ("disk-ID"); without it a VM
+ *          with the disk writable cannot be snapshotted. 0, or -errno after
+ *          h->fail() (the reason, which the host reports). A plugin may
+ *          reach the same code from its own control methods.
+ *          A backend with a snapshot op keeps its disk in the file its
+ *          `path` parameter (CUB_P_PATH) names: a restore clones the
+ *          snapshot's copy to that path (which must not exist) before it
+ *          opens the backend.
+ * @rollback: (optional, ABI 1.2) make the disk's content that of @src (a
+ *          copy snapshot made) without closing the device: later reads see
+ *          @src's bytes, and @src itself never changes (clone it). Called
+ *          by rollback in place, main thread, the VM paused; requests
+ *          still running on another thread may finish against either
+ *          content. 0, or -errno after h->fail().
  *
  * snapshot and rollback are read only from plugins whose abi_minor is 2 or
  * more; for older ones the device sees NULL.
