@@ -23,6 +23,7 @@
 #include "log.h"
 #include "plan.h"
 #include "run.h"
+#include "snap/snapshot.h"
 
 #define MAX_OPTS 64
 
@@ -39,9 +40,12 @@ static const char usage_text[] =
 	"                      --api-sock, also serve the API; --no-api: do not)\n"
 	"  restore DIR         run the VM a snapshot folder holds, from where it was\n"
 	"                      (--api-sock PATH to drive it, --paused to wait there,\n"
-	"                      --set devices.ID.backend.KEY=VALUE for a clone's own)\n"
+	"                      --set devices.ID.backend.KEY=VALUE for a clone's own,\n"
+	"                      --mem-backend uffd: RAM filled by a userfaultfd handler)\n"
 	"  snapshot SOCKET DIR snapshot the paused VM of a running cubicle into DIR\n"
 	"  rollback SOCKET DIR roll a running cubicle's VM back to snapshot DIR in place\n"
+	"  compress DIR        compress a snapshot's memory into memory.zst (zstd's\n"
+	"                      seekable format; --threads N, --level N)\n"
 	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
@@ -281,6 +285,7 @@ static int cmd_restore(int argc, char **argv)
 		{ "api-sock", required_argument, NULL, 'a' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "paused", no_argument, NULL, 'p' },
+		{ "mem-backend", required_argument, NULL, 'm' },
 		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -308,6 +313,12 @@ static int cmd_restore(int argc, char **argv)
 			break;
 		case 'p':
 			paused = true;
+			break;
+		case 'm':
+			if (strcmp(optarg, "file") && strcmp(optarg, "uffd"))
+				return usage_error("restore: --mem-backend %s: expected file or uffd",
+						   optarg);
+			r.mem_uffd = !strcmp(optarg, "uffd");
 			break;
 		case 'h':
 			return usage(stdout, 0);
@@ -471,6 +482,50 @@ static int cmd_check_host(int argc, char **argv)
 	return status;
 }
 
+/* `cubicle compress DIR`: memory into memory.zst (snap/zst.c). */
+static int cmd_compress(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "threads", required_argument, NULL, 't' },
+		{ "level", required_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct snap_zst_opts o = { 0 };
+	struct snap_zst_stats st;
+	char err[1024], *end;
+	long v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "t:L:h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return usage(stdout, 0);
+		if (c != 't' && c != 'L')
+			return bad_option("compress", argv);
+		errno = 0;
+		v = strtol(optarg, &end, 10);
+		if (errno || *end || !*optarg || (c == 't' && (v < 1 || v > 64)) ||
+		    (c == 'L' && (v < 1 || v > 19)))
+			return usage_error("compress: --%s %s: expected %s", c == 't' ? "threads" : "level",
+					   optarg, c == 't' ? "1 .. 64" : "1 .. 19");
+		if (c == 't')
+			o.threads = (unsigned)v;
+		else
+			o.level = (int)v;
+	}
+	if (optind + 1 != argc)
+		return usage_error("%s", "'compress' takes exactly one snapshot folder");
+	log_set_level(CUB_LOG_WARN);
+	if (snap_compress(argv[optind], &o, &st, err, sizeof(err))) {
+		log_err("%s", err);
+		return VM_EXIT_ERROR;
+	}
+	printf("%s: memory %" PRIu64 " MiB -> memory.zst %.1f MiB (%u frames, %u thread%s) in %.1f s\n",
+	       argv[optind], st.in_bytes >> 20, st.out_bytes / 1048576.0, st.frames, st.threads,
+	       st.threads == 1 ? "" : "s", st.us / 1e6);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -511,6 +566,8 @@ int main(int argc, char **argv)
 
 		return helper_exec("tools/ctl", "cubicle-ctl", 4, args);
 	}
+	if (!strcmp(cmd, "compress"))
+		return cmd_compress(argc - 1, argv + 1);
 	if (!strcmp(cmd, "plugins"))
 		return cmd_plugins(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check-host"))

@@ -186,7 +186,7 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 		ret = snap_disks_restore(&im, &r->cfg, &disks, err, errlen);
 	if (ret)
 		goto out;
-	ret = vm_create_restored(&r->vm, &r->cfg, snap_take_mem_fd(&im), err, errlen);
+	ret = vm_create_restored(&r->vm, &r->cfg, snap_take_mem_fd(&im), r->mem_uffd, err, errlen);
 	r->have_vm = true;
 	r->vm.ev = r->ev;
 	if (!ret)
@@ -327,8 +327,8 @@ static int make_loaded(struct run_ctx *r, const void *arg, char *err, size_t err
 	return run_restore(r, l->dir, l->resume, err, errlen);
 }
 
-static int api_load(void *ctx, const char *dir, bool resume, char *const *sets, unsigned n_sets,
-		    char *err, size_t errlen)
+static int api_load(void *ctx, const char *dir, bool resume, bool uffd, char *const *sets,
+		    unsigned n_sets, char *err, size_t errlen)
 {
 	struct run_ctx *r = ctx;
 	struct load_arg l = { dir, resume };
@@ -336,6 +336,7 @@ static int api_load(void *ctx, const char *dir, bool resume, char *const *sets, 
 
 	r->sets = sets;
 	r->n_sets = n_sets;
+	r->mem_uffd = uffd;
 	ret = api_make(ctx, "snapshot load", make_loaded, &l, err, errlen);
 	r->sets = NULL;
 	r->n_sets = 0;

@@ -40,6 +40,7 @@ struct run_ctx {
 	/* Overrides a restore applies to the snapshot's description. */
 	char *const *sets;
 	unsigned n_sets;
+	bool mem_uffd; /* a restore's RAM through the Uffd backend (uffd.h) */
 };
 
 /* Signals to their own thread (before any other thread exists), the event

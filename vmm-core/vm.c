@@ -16,6 +16,7 @@
 #include "cnode.h"
 #include "plan.h"
 #include "log.h"
+#include "uffd.h"
 #include "vm.h"
 
 static int open_kvm(char *err, size_t errlen)
@@ -96,7 +97,8 @@ static int map_ram(struct vm *vm, int ram_fd, char *err, size_t errlen)
 	return 0;
 }
 
-static int create(struct vm *vm, const struct plan *cfg, int ram_fd, char *err, size_t errlen)
+static int create(struct vm *vm, const struct plan *cfg, int ram_fd, bool uffd, char *err,
+		  size_t errlen)
 {
 	int ret;
 
@@ -136,6 +138,8 @@ static int create(struct vm *vm, const struct plan *cfg, int ram_fd, char *err, 
 	/* RAM before the irqchip: KVM_SET_USER_MEMORY_REGION is several times
 	 * slower once the irqchip's private memslots exist (measured on PVM). */
 	ret = map_ram(vm, ram_fd, err, errlen);
+	if (!ret && uffd)
+		ret = uffd_start(vm, err, errlen);
 	if (ret)
 		return ret;
 	if (cfg->track_dirty && mem_dirty_enable(&vm->mem))
@@ -145,13 +149,13 @@ static int create(struct vm *vm, const struct plan *cfg, int ram_fd, char *err, 
 
 int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen)
 {
-	return create(vm, cfg, -1, err, errlen);
+	return create(vm, cfg, -1, false, err, errlen);
 }
 
-int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, char *err,
+int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, bool uffd, char *err,
 		       size_t errlen)
 {
-	return create(vm, cfg, ram_fd, err, errlen);
+	return create(vm, cfg, ram_fd, uffd, err, errlen);
 }
 
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen)
@@ -312,6 +316,7 @@ void vm_destroy(struct vm *vm)
 	vm->vcpus = NULL;
 	vm->n_vcpus = 0;
 	arch_vm_destroy(vm);
+	uffd_stop(vm);
 	mem_destroy(&vm->mem);
 	free(vm->snap_last);
 	vm->snap_last = NULL;

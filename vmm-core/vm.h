@@ -62,6 +62,7 @@ struct vm {
 	char *snap_last;         /* the snapshot RAM last equalled (made, restored, rolled
 				  * back to): a Diff's parent; malloc'd, NULL if none */
 	unsigned n_parked;       /* vCPUs parked now (under lock) */
+	struct uffd *uffd;       /* the Uffd memory backend's handler (uffd.h), or NULL */
 
 	void *arch; /* arch-private: boot entry state, layout cursor */
 };
@@ -72,8 +73,10 @@ int vm_create(struct vm *vm, const struct plan *cfg, char *err, size_t errlen);
  * file, cfg->memory_mib long): pages fault in from the file as the guest
  * touches them, guest writes stay in this process. The VM starts paused
  * (vm->paused) and restored: its state is loaded before vm_resume. Takes
- * @ram_fd (closed by vm_destroy, or here on failure). */
-int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, char *err,
+ * @ram_fd (closed by vm_destroy, or here on failure). With @uffd, RAM is
+ * anonymous instead, filled from @ram_fd page by page on first touch (the
+ * Uffd memory backend, uffd.h). */
+int vm_create_restored(struct vm *vm, const struct plan *cfg, int ram_fd, bool uffd, char *err,
 		       size_t errlen);
 /*
  * Pause: every started vCPU leaves KVM_RUN and parks, then the arch saves

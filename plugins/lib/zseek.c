@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The zstd seekable format on top of libzstd's plain API: the writer, the validating seek-table reader, single-frame reads, XXH64, and the zstd-snap map header. */
 #include <errno.h>
+#include <pthread.h>
 #include <limits.h>
 #include <linux/fs.h>
 #include <stdarg.h>
@@ -352,15 +353,80 @@ static int table_write(int out, const uint32_t *ent, uint32_t n, bool sums, char
 	return err ? say(why, wl, err, "cannot write the seek table: %s", strerror(-err)) : 0;
 }
 
+#define ZSEEK_MAX_THREADS 64
+
+/* One frame of a batch: its input, output and compressor. */
+struct zjob {
+	ZSTD_CCtx *cc;
+	uint8_t *src, *dst;
+	size_t len, bound, c; /* c: compressed bytes, or a zstd error code */
+	uint32_t sum;         /* the seek table's checksum of src */
+	pthread_t t;
+	bool started;
+};
+
+static void *zjob_run(void *arg)
+{
+	struct zjob *j = arg;
+
+	j->c = ZSTD_compress2(j->cc, j->dst, j->bound, j->src, j->len);
+	j->sum = (uint32_t)zseek_xxh64(j->src, j->len);
+	return NULL;
+}
+
+static int zjobs_new(struct zjob *j, unsigned n, uint32_t fsz, int level, char *why, size_t wl)
+{
+	for (unsigned i = 0; i < n; i++) {
+		j[i].bound = ZSTD_compressBound(fsz);
+		j[i].src = malloc(fsz);
+		j[i].dst = malloc(j[i].bound);
+		j[i].cc = ZSTD_createCCtx();
+		if (!j[i].src || !j[i].dst || !j[i].cc)
+			return say(why, wl, -ENOMEM, "out of memory");
+		/* Every frame carries its size and its own checksum (the same
+		 * low 32 bits of XXH64 as the seek table's), so `zstd -d` and
+		 * `zstd -t` verify it. */
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(j[i].cc, ZSTD_c_compressionLevel, level)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(j[i].cc, ZSTD_c_checksumFlag, 1)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(j[i].cc, ZSTD_c_contentSizeFlag, 1)))
+			return say(why, wl, -EINVAL, "libzstd refused the compression parameters");
+	}
+	return 0;
+}
+
+static void zjobs_free(struct zjob *j, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		ZSTD_freeCCtx(j[i].cc);
+		free(j[i].src);
+		free(j[i].dst);
+	}
+}
+
+/* Compress jobs 0..n-1: on threads when there are several. */
+static void zjobs_run(struct zjob *j, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		j[i].started = !pthread_create(&j[i].t, NULL, zjob_run, &j[i]);
+	for (unsigned i = 0; i < n; i++)
+		if (!i || !j[i].started)
+			zjob_run(&j[i]);
+	for (unsigned i = 1; i < n; i++)
+		if (j[i].started) {
+			pthread_join(j[i].t, NULL);
+			j[i].started = false;
+		}
+}
+
 int zseek_write(int in, int out, const struct zseek_wopts *o, struct zseek_wstats *st,
 		char *why, size_t wl)
 {
 	uint32_t fsz = o->frame_size ? o->frame_size : ZSEEK_DEFAULT_FRAME_SIZE;
+	unsigned nt = o->threads > 1 ? o->threads : 1;
 	uint64_t total = input_size(in), off = 0;
-	size_t bound = ZSTD_compressBound(fsz);
 	uint32_t *ent = NULL, n = 0, cap = 0;
-	uint8_t *src = NULL, *dst = NULL;
-	ZSTD_CCtx *cc = NULL;
+	struct zjob *jobs;
+	bool end = false;
 	int err = 0;
 
 	memset(st, 0, sizeof(*st));
@@ -369,79 +435,80 @@ int zseek_write(int in, int out, const struct zseek_wopts *o, struct zseek_wstat
 	if (o->level < ZSTD_minCLevel() || o->level > ZSTD_maxCLevel())
 		return say(why, wl, -EINVAL, "level %d: expected %d .. %d", o->level, ZSTD_minCLevel(),
 			   ZSTD_maxCLevel());
-	src = malloc(fsz);
-	dst = malloc(bound);
-	cc = ZSTD_createCCtx();
-	if (!src || !dst || !cc) {
-		err = say(why, wl, -ENOMEM, "out of memory");
-		goto out;
-	}
-	/* Every frame carries its size and its own checksum (the same low 32
-	 * bits of XXH64 as the seek table's), so `zstd -d` and `zstd -t` verify it. */
-	if (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, o->level)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1))) {
-		err = say(why, wl, -EINVAL, "libzstd refused the compression parameters");
-		goto out;
-	}
-	for (;;) {
-		int64_t got = fullio_pread_upto(in, src, fsz, off);
-		size_t c;
+	if (nt > ZSEEK_MAX_THREADS)
+		nt = ZSEEK_MAX_THREADS;
+	jobs = calloc(nt, sizeof(*jobs));
+	if (!jobs)
+		return say(why, wl, -ENOMEM, "out of memory");
+	err = zjobs_new(jobs, nt, fsz, o->level, why, wl);
+	while (!err && !end) {
+		unsigned b = 0;
 
-		if (got < 0) {
-			err = say(why, wl, (int)got, "read error at offset %llu: %s",
-				  (unsigned long long)off, strerror((int)-got));
-			goto out;
-		}
-		if (!got)
-			break;
-		if (n == ZSEEK_MAX_FRAMES) {
-			err = say(why, wl, -EFBIG, "more than %u frames: use a larger frame size",
-				  ZSEEK_MAX_FRAMES);
-			goto out;
-		}
-		c = ZSTD_compress2(cc, dst, bound, src, (size_t)got);
-		if (ZSTD_isError(c)) {
-			err = say(why, wl, -EIO, "compressing frame %u: %s", n, ZSTD_getErrorName(c));
-			goto out;
-		}
-		err = fullio_write(out, dst, c);
-		if (err) {
-			say(why, wl, err, "write error: %s", strerror(-err));
-			goto out;
-		}
-		if (n == cap) {
-			uint32_t *e = realloc(ent, (size_t)(cap ? 2 * cap : 1024) * 3 * sizeof(*e));
+		/* A batch: up to nt frames read, compressed at once, written in order. */
+		while (b < nt && !end) {
+			int64_t got = fullio_pread_upto(in, jobs[b].src, fsz, off);
 
-			if (!e) {
-				err = say(why, wl, -ENOMEM, "out of memory");
-				goto out;
+			if (got < 0) {
+				err = say(why, wl, (int)got, "read error at offset %llu: %s",
+					  (unsigned long long)off, strerror((int)-got));
+				break;
 			}
-			ent = e;
-			cap = cap ? 2 * cap : 1024;
+			if (!got)
+				break;
+			jobs[b++].len = (size_t)got;
+			off += (uint64_t)got;
+			end = (size_t)got < fsz;
 		}
-		ent[3 * n] = (uint32_t)c;
-		ent[3 * n + 1] = (uint32_t)got;
-		ent[3 * n + 2] = (uint32_t)zseek_xxh64(src, (size_t)got);
-		n++;
-		off += (uint64_t)got;
-		st->out_bytes += c;
-		if (o->progress)
-			o->progress(o->arg, off, total > off ? total : off);
-		if ((size_t)got < fsz)
+		if (err || !b)
 			break;
+		zjobs_run(jobs, b);
+		for (unsigned i = 0; i < b && !err; i++) {
+			struct zjob *j = &jobs[i];
+
+			if (n == ZSEEK_MAX_FRAMES) {
+				err = say(why, wl, -EFBIG, "more than %u frames: use a larger frame size",
+					  ZSEEK_MAX_FRAMES);
+				break;
+			}
+			if (ZSTD_isError(j->c)) {
+				err = say(why, wl, -EIO, "compressing frame %u: %s", n,
+					  ZSTD_getErrorName(j->c));
+				break;
+			}
+			err = fullio_write(out, j->dst, j->c);
+			if (err) {
+				say(why, wl, err, "write error: %s", strerror(-err));
+				break;
+			}
+			if (n == cap) {
+				uint32_t *e = realloc(ent, (size_t)(cap ? 2 * cap : 1024) * 3 * sizeof(*e));
+
+				if (!e) {
+					err = say(why, wl, -ENOMEM, "out of memory");
+					break;
+				}
+				ent = e;
+				cap = cap ? 2 * cap : 1024;
+			}
+			ent[3 * n] = (uint32_t)j->c;
+			ent[3 * n + 1] = (uint32_t)j->len;
+			ent[3 * n + 2] = j->sum;
+			n++;
+			st->out_bytes += j->c;
+		}
+		if (!err && o->progress)
+			o->progress(o->arg, off, total > off ? total : off);
 	}
-	err = table_write(out, ent, n, !o->no_checksums, why, wl);
+	if (!err)
+		err = table_write(out, ent, n, !o->no_checksums, why, wl);
 	if (!err) {
 		st->in_bytes = off;
 		st->n_frames = n;
 		st->out_bytes += 8 + (uint64_t)n * (o->no_checksums ? 8 : 12) + ZSEEK_FOOTER;
 	}
-out:
-	ZSTD_freeCCtx(cc);
+	zjobs_free(jobs, nt);
+	free(jobs);
 	free(ent);
-	free(dst);
-	free(src);
 	return err;
 }
 

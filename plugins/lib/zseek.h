@@ -91,6 +91,7 @@ struct zseek_wopts {
 	bool no_checksums;      /* omit the seek-table checksums */
 	zseek_progress_fn *progress; /* (optional) called after each frame */
 	void *arg;
+	unsigned threads;       /* frames compressed at once (0, 1: on the caller's thread) */
 };
 
 struct zseek_wstats {
@@ -101,8 +102,10 @@ struct zseek_wstats {
 /*
  * zseek_write - compress all of @in (a regular file or block device, read
  * from offset 0 to its end) into @out as a seekable file. @out is written
- * sequentially from its current position and not synced. 0 or -errno, with
- * the reason in @why.
+ * sequentially from its current position and not synced. With o->threads
+ * > 1, that many frames are read, compressed by as many threads and written
+ * in order, batch after batch (the file is the same as with one). 0 or
+ * -errno, with the reason in @why.
  */
 int zseek_write(int in, int out, const struct zseek_wopts *o, struct zseek_wstats *st,
 		char *why, size_t whylen);

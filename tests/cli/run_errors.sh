@@ -182,6 +182,11 @@ expect "restore with a manifest that is not JSON" 1 "snap/manifest.json:2: " -- 
 printf '{ "format": "cubicle-snapshot", "version": "1.0", "arch": "x86_64" }' >"$tmp/snap/manifest.json"
 expect "restore with a manifest of another kind" 1 \
 	"snap/manifest.json: (made on x86_64; this cubicle runs|made on a \(unnamed\) CPU)" -- restore "$tmp/snap"
+expect "restore with an unknown memory backend" 2 "restore: --mem-backend bogus: expected file or uffd" -- restore --mem-backend bogus "$tmp"
+expect "compress without a folder" 2 "'compress' takes exactly one snapshot folder" -- compress
+expect "compress with a bad thread count" 2 "compress: --threads 0: expected 1 .. 64" -- compress --threads 0 "$tmp/snap"
+expect "compress of a folder that is no snapshot" 1 "manifest.json:.*(No such file|unable to open)" -- compress "$tmp"
+expect "compress of a snapshot without memory" 1 "snap/manifest.json: 'memory' is missing or wrong" -- compress "$tmp/snap"
 expect "snapshot without a folder" 2 "'snapshot' takes a SOCKET and a snapshot folder" -- snapshot "$tmp/api.sock"
 if $runner "$cub" --help | grep -q 'Usage: cubicle' && $runner "$cub" --version | grep -q 'plugin ABI 1'; then
 	echo "ok - --help and --version"; pass=$((pass + 1))

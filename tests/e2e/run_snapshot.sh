@@ -3,7 +3,9 @@
 # Snapshot (Full, then Diff), kill, restore and roll back a Linux guest
 # (issue 12). The guest
 # counts in a shell loop and, every tick, reads its read-only virtio-blk
-# disk past the page cache (md5), reads its virtio-rng and pings a
+# disk past the page cache (md5), reads the tick it wrote last from its
+# writable virtio-blk disk and writes this one (fsync'd), reads its
+# virtio-rng and pings a
 # neighbour that never answers (ARP frames) through virtio-net (socket backend; the far end is a Unix
 # datagram socket this test reads). With dirty-page tracking on, a Full
 # snapshot at tick F, three more ticks, a Diff at tick N; the process is
@@ -11,6 +13,8 @@
 # Diff's pages over it: what the guest and the devices wrote) must go on
 # from tick N, with the disk's md5 right, entropy read and frames sent; a
 # rollback in place to the Full brings back tick F, one to the Diff tick N.
+# The writable disk goes with them (the snapshot's copy of it, cloned for
+# the restore, rolled back in place): every tick reads the tick before it.
 # Exit status: 0 pass, 1 fail, 77 skip (see lib.sh).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -27,7 +31,7 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 while read -r m; do insmod "/lib/modules/$m" 2>/dev/null; done </etc/modules.order
 exec </dev/null >/dev/hvc0 2>&1
 i=0
-while { [ ! -b /dev/vda ] || [ ! -e /sys/class/net/eth0 ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+while { [ ! -b /dev/vda ] || [ ! -b /dev/vdb ] || [ ! -e /sys/class/net/eth0 ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 ip link set lo up
 ip addr add 10.0.2.15/24 dev eth0
 ip link set eth0 up
@@ -36,9 +40,11 @@ while :; do
 	n=$((n + 1))
 	echo 3 >/proc/sys/vm/drop_caches
 	md5=$(dd if=/dev/vda bs=64k count=4 2>/dev/null | md5sum | cut -d' ' -f1)
+	prev=$(dd if=/dev/vdb bs=512 count=1 2>/dev/null | tr -dc 0-9)
+	echo $n | dd of=/dev/vdb bs=512 count=1 conv=sync,fsync 2>/dev/null
 	rng=$(dd if=/dev/hwrng bs=16 count=1 2>/dev/null | wc -c)
 	ping -c 1 -W 1 10.0.2.2 >/dev/null 2>&1 & # an ARP request at least
-	echo "CUBICLE-GUEST tick=$n md5=$md5 rng=$rng tx=$(cat /sys/class/net/eth0/statistics/tx_packets)"
+	echo "CUBICLE-GUEST tick=$n md5=$md5 rng=$rng tx=$(cat /sys/class/net/eth0/statistics/tx_packets) prev=$prev"
 	sleep 0.3
 done
 INIT
@@ -63,6 +69,7 @@ devices = (
   { type = "serial8250"; id = "com1"; console = "file"; path = "$w/serial.log"; },
   { type = "virtio-blk"; id = "disk"; read_only = true;
     backend = { type = "raw"; path = "$w/ro.img"; read_only = true; }; },
+  { type = "virtio-blk"; id = "data"; backend = { type = "raw"; path = "$t/data.img"; size = "1M"; }; },
   { type = "virtio-rng"; id = "rng" },
   { type = "virtio-console"; id = "hvc"; console = "stdio"; input = false; },
   { type = "virtio-net"; id = "net"; backend = { type = "socket"; path = "$t/vm.sock"; peer = "$t/peer.sock"; }; }
@@ -100,7 +107,9 @@ pid=$!
 	kill -9 $pid
 	wait $pid 2>/dev/null
 	echo "frames_before=$(wc -l <"$w/frames.log")"
-	"$cub" restore "$t/snap" --api-sock "$t/r.sock" </dev/null >"$w/restored.log" 2>"$w/rstderr.log" &
+	# The killed VM's disk is still there: the restore's copy is a new file.
+	"$cub" restore "$t/snap" --api-sock "$t/r.sock" --set "devices.data.backend.path=$t/data2.img" \
+		</dev/null >"$w/restored.log" 2>"$w/rstderr.log" &
 	rpid=$!
 	wait_ticks "$w/restored.log" 4 $rpid && echo "restored=yes"
 	echo "frames_after=$(wc -l <"$w/frames.log")"
@@ -122,8 +131,8 @@ e2e_run bash "$w/snap.sh" "$w" "$e2e_guest/vmlinuz" "$(cd "$(dirname "$CUBICLE")
 echo "# snap.sh exit status $?"
 sed 's/^/# /' "$w/snap.log"
 v() { sed -n "s/^$1=//p" "$w/snap.log" | head -n 1; }
-# The tick lines of FILE from line K on: "N md5 rng tx".
-tick_lines() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) md5=\([0-9a-f]*\) rng=\([0-9]*\) tx=\([0-9]*\).*/\1 \2 \3 \4/p'; }
+# The tick lines of FILE: "N md5 rng tx prev".
+tick_lines() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) md5=\([0-9a-f]*\) rng=\([0-9]*\) tx=\([0-9]*\) prev=\([0-9]*\).*/\1 \2 \3 \4 \5/p'; }
 s=$(v snap_tick) f=$(v full_tick)
 first=$(tick_lines "$w/restored.log" | head -n 1 | cut -d' ' -f1)
 # The first tick after the rollback: the line after those printed before it.
@@ -131,6 +140,9 @@ nb=$(tick_lines "$w/restored-before-rollback.log" | wc -l)
 after_rb=$(tick_lines "$w/restored.log" | sed -n "$((nb + 1)),\$p" | head -n 2 | cut -d' ' -f1 | tr '\n' ' ')
 goes_on() { [ -n "$s" ] && [ -n "$first" ] && { [ "$first" = "$s" ] || [ "$first" = $((s + 1)) ]; }; }
 disk_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk -v m="$want_md5" '$2 != m { bad = 1 } END { exit !bad }'; }
+# Each tick read the one before it from the writable disk: restored and
+# rolled back, the disk and the guest's memory are of one instant.
+data_ok() { [ -n "$first" ] && tick_lines "$w/restored.log" | awk '$5 != $1 - 1 { bad = 1; print "# tick " $1 " read " $5 } END { exit bad }'; }
 rng_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk '$3 != 16 { bad = 1 } END { exit !bad }'; }
 net_ok() { [ -n "$(v frames_after)" ] && [ "$(v frames_after)" -gt "$(v frames_before)" ]; }
 rolled_back() { case " $after_rb" in *" $s "* | *" $((s + 1)) "*) return 0 ;; esac; return 1; }
@@ -139,6 +151,7 @@ e2e_check "Full snapshot at tick ${f:-?}, then a Diff at tick ${s:-?}" grep -q '
 e2e_check "restored from the Diff after SIGKILL: ticks go on from ${first:-?} (snapshot at ${s:-?})" goes_on
 e2e_check "rollback in place to the Full snapshot: its ticks again (${f:-?})" back_to_full
 e2e_check "virtio-blk after restore: every md5 is the disk's ($want_md5)" disk_ok
+e2e_check "writable virtio-blk through restore and both rollbacks: every tick read the tick before it" data_ok
 e2e_check "virtio-rng after restore: 16 bytes each tick" rng_ok
 e2e_check "virtio-net after restore: frames reach the far end ($(v frames_before) then $(v frames_after))" net_ok
 e2e_check "rollback in place to the Diff: ticks back to ${s:-?} (then: ${after_rb:-none})" rolled_back

@@ -66,11 +66,14 @@ static int fake_snapshot(void *ctx, const char *dir, bool diff, bool release,
 	return 0;
 }
 
-static int fake_load(void *ctx, const char *dir, bool resume, char *const *sets,
+static bool snap_uffd;
+
+static int fake_load(void *ctx, const char *dir, bool resume, bool uffd, char *const *sets,
 		     unsigned n_sets, char *err, size_t errlen)
 {
 	struct api_vm *v = ctx;
 
+	snap_uffd = uffd;
 	(void)err, (void)errlen;
 	snprintf(snap_dir, sizeof(snap_dir), "%s", dir);
 	snap_sets[0] = '\0';
@@ -651,13 +654,19 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/a\"}", 400, "no VM is running");
 	expect_fault("PUT", "/snapshot/rollback", "{\"snapshot_path\":\"/s/a\"}", 400, "no VM is running");
 	expect_fault("PUT", "/snapshot/load", "{}", 400, "missing required field 'snapshot_path'");
-	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/u\"}}", 400, "Uffd memory backend is not built yet");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/u\"}}", 400, "leave it out or give /s/a/memory");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"network_overrides\":[{\"iface_id\":\"e\"}]}", 400, "missing required field 'host_dev_name'");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_file_path\":\"/elsewhere/mem\"}", 400, "leave it out or give /s/a/memory");
 	CU_ASSERT_EQUAL(snap_calls, 0);
 	/* Dirty-page tracking from the load on: the machine's own key. */
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"track_dirty_pages\":true}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_sets, "machine.track_dirty_pages=true;");
+	vm.running = false;
+	CU_ASSERT_FALSE(snap_uffd);
+	vm.running = false;
+	/* The Uffd backend: cubicle's own handler reads the snapshot's memory. */
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"/s/a/memory\"}}", &r), 204);
+	CU_ASSERT_TRUE(snap_uffd);
 	vm.running = false;
 	/* Firecracker's two paths name one folder. */
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a/state\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"/s/a/memory\"},\"resume_vm\":true}", &r), 204);
@@ -685,7 +694,7 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
-	CU_ASSERT_EQUAL(snap_calls, 4);
+	CU_ASSERT_EQUAL(snap_calls, 5);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
 	CU_ASSERT_FALSE(snap_flag);
@@ -701,7 +710,7 @@ static void test_snapshots(void)
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
 	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
 	json_decref(r);
-	CU_ASSERT_EQUAL(snap_calls, 8);
+	CU_ASSERT_EQUAL(snap_calls, 9);
 	vm.running = vm.paused = false;
 }
 

@@ -52,8 +52,8 @@ struct api_vm {
 	int (*set_paused)(void *ctx, bool paused, char *err, size_t errlen);
 	int (*snapshot)(void *ctx, const char *dir, bool diff, bool release, struct snap_stats *st,
 			char *err, size_t errlen);
-	int (*load)(void *ctx, const char *dir, bool resume, char *const *sets, unsigned n_sets,
-		    char *err, size_t errlen);
+	int (*load)(void *ctx, const char *dir, bool resume, bool uffd, char *const *sets,
+		    unsigned n_sets, char *err, size_t errlen);
 	int (*rollback)(void *ctx, const char *dir, struct snap_stats *st, char *err,
 			size_t errlen);
 	void *ctx;

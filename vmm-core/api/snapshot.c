@@ -175,6 +175,7 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	const char *mem = str(in, "mem_file_path"), *bt;
 	char dir[PATH_MAX], *sets[2 * MAX_OVERRIDES + 1] = { 0 };
 	unsigned n_sets = 0;
+	bool uffd = false;
 	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
 
 	(void)id;
@@ -189,10 +190,12 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 		if (ret)
 			return ret;
 		bt = str(mb, "backend_type");
-		if (!strcmp(bt, "Uffd"))
-			return errf(err, errlen, 400,
-				    "snapshot/load: the Uffd memory backend is not built yet; use File (a private mapping: lazy, and shared between clones)");
-		if (strcmp(bt, "File"))
+		/* Uffd: cubicle's own handler thread fills RAM from the
+		 * snapshot's memory file (Firecracker hands the fd to another
+		 * process at backend_path; here it names the memory file, as
+		 * for File). */
+		uffd = !strcmp(bt, "Uffd");
+		if (!uffd && strcmp(bt, "File"))
 			return errf(err, errlen, 400,
 				    "snapshot/load: mem_backend: 'backend_type' is \"%s\"; expected \"File\" or \"Uffd\"",
 				    bt);
@@ -217,8 +220,8 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 		     json_is_true(json_object_get(in, "enable_diff_snapshots"))) &&
 	    !(sets[n_sets++] = strdup("machine.track_dirty_pages=true")))
 		ret = errf(err, errlen, 500, "out of memory");
-	if (!ret && vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), sets,
-			     n_sets, err, errlen))
+	if (!ret && vm->load(vm->ctx, dir, json_is_true(json_object_get(in, "resume_vm")), uffd,
+			     sets, n_sets, err, errlen))
 		ret = 400;
 	for (unsigned i = 0; i < n_sets; i++)
 		free(sets[i]);

@@ -27,7 +27,8 @@
 
 #define DEV_STATE_MAX (16u << 20)
 
-static const char *const snap_files[] = { "memory", "state", "manifest.json" };
+static const char *const snap_files[] = { "memory", "state", "manifest.json", "memory.zst",
+					   "memory.zst.tmp", "manifest.json.tmp" };
 
 static int check_savable(const struct snap_vm *v, char *err, size_t errlen)
 {

@@ -184,7 +184,7 @@ static int open_at(struct snap_image *im, const char *dir, unsigned depth, char 
 {
 	json_error_t je;
 	json_t *m;
-	const char *fmt, *ver, *arch, *cpu;
+	const char *fmt, *ver, *arch, *cpu, *mfile;
 	char here[96], *path = NULL;
 	size_t len = 0;
 	struct stat sb;
@@ -272,9 +272,20 @@ static int open_at(struct snap_image *im, const char *dir, unsigned depth, char 
 	free(path);
 	if (ret)
 		return ret;
-	path = snap_path_in(dir, "memory");
+	mfile = json_string_value(json_object_get(json_object_get(m, "memory"), "file"));
+	if (mfile && strcmp(mfile, "memory") && strcmp(mfile, "memory.zst"))
+		return errf(err, errlen, -EINVAL,
+			    "%s/manifest.json: 'memory.file' is \"%s\"; expected \"memory\" or \"memory.zst\"",
+			    dir, mfile);
+	path = snap_path_in(dir, mfile ? mfile : "memory");
 	if (!path)
 		return errf(err, errlen, -ENOMEM, "out of memory");
+	if (mfile && !strcmp(mfile, "memory.zst")) {
+		/* Decompressed here, into a memfd mapped like a memory file. */
+		ret = snap_zst_memfd(path, im->mem_bytes, 0, &im->mem_fd, err, errlen);
+		free(path);
+		return ret ? ret : open_parents(im, depth, err, errlen);
+	}
 	im->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (im->mem_fd < 0)
 		ret = errf(err, errlen, -errno, "%s: %s", path, strerror(errno));

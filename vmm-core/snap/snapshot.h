@@ -130,6 +130,33 @@ void snap_disks_free(struct snap_disks_made *made);
 int snap_disks_rollback(const struct snap_vm *v, const struct snap_image *im, char *err,
 			size_t errlen);
 
+/*
+ * zst.c: memory.zst, the memory file compressed (zstd's seekable format,
+ * 1 MiB frames: `zstd -d memory.zst` gives the raw file back).
+ * snap_compress: DIR's memory into memory.zst by @o->threads threads (0:
+ *   one per CPU, at most 16) at zstd level @o->level (0: 3); the manifest
+ *   then names it and memory is removed. Full snapshots only. A progress
+ *   line on a terminal for 256 MiB or more.
+ * snap_zst_memfd: decompress @path (which must hold @bytes) by @threads
+ *   threads into a new memfd, *@fd (all-zero frames are not written: the
+ *   memfd stays sparse). snap_open does this for a snapshot whose manifest
+ *   names memory.zst, so a restore or rollback maps it like a memory file.
+ */
+struct snap_zst_opts {
+	unsigned threads;
+	int level;
+};
+struct snap_zst_stats {
+	uint64_t in_bytes, out_bytes, us;
+	uint32_t frames;
+	unsigned threads;
+};
+unsigned snap_zst_threads(void);
+int snap_compress(const char *dir, const struct snap_zst_opts *o, struct snap_zst_stats *st,
+		  char *err, size_t errlen);
+int snap_zst_memfd(const char *path, uint64_t bytes, unsigned threads, int *fd, char *err,
+		   size_t errlen);
+
 /* manifest.c: the VM description tree as JSON and back (tagged: a text
  * value given on the command line is {"=": "..."}). */
 struct cnode;
