@@ -373,8 +373,35 @@ static int so_filter(const struct dirent *e)
 	return l > 3 && !strcmp(e->d_name + l - 3, ".so");
 }
 
+/* Is FILE ("virtio_blk.so") the file a plugin of one of @names would have
+ * ("virtio-blk": '-' and '_' alike)? */
+static bool file_wanted(const char *file, char *const *names)
+{
+	size_t l = strlen(file) - 3; /* without ".so" */
+
+	for (char *const *n = names; *n; n++) {
+		size_t i;
+
+		if (strlen(*n) != l)
+			continue;
+		for (i = 0; i < l; i++)
+			if (file[i] != (*n)[i] && !((file[i] == '_' || file[i] == '-') &&
+						     ((*n)[i] == '_' || (*n)[i] == '-')))
+				break;
+		if (i == l)
+			return true;
+	}
+	return false;
+}
+
 int registry_scan(struct registry *r, char *const *dirs,
 		  void (*warn)(const char *msg, void *arg), void *arg)
+{
+	return registry_scan_names(r, dirs, NULL, warn, arg);
+}
+
+int registry_scan_names(struct registry *r, char *const *dirs, char *const *names,
+			void (*warn)(const char *msg, void *arg), void *arg)
 {
 	for (char *const *dir = dirs; *dir; dir++) {
 		struct dirent **ents;
@@ -388,6 +415,10 @@ int registry_scan(struct registry *r, char *const *dirs,
 			struct plugin *p, **np;
 
 			snprintf(path, sizeof(path), "%s/%s", *dir, ents[i]->d_name);
+			if (names && !file_wanted(ents[i]->d_name, names)) {
+				free(ents[i]);
+				continue;
+			}
 			free(ents[i]);
 			if (loader_open(path, &p, err, sizeof(err)) < 0) {
 				if (warn)
@@ -426,6 +457,14 @@ void registry_free(struct registry *r)
 	free(r->p);
 	r->p = NULL;
 	r->n = 0;
+}
+
+bool registry_has(const struct registry *r, const char *name)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (!strcmp(r->p[i]->d->name, name))
+			return true;
+	return false;
 }
 
 const struct plugin *registry_find(const struct registry *r, enum cub_kind kind, const char *name)

@@ -47,6 +47,14 @@ bool loader_uninstalled(void);
  * reported through the warn callback and skipped. 0 or -ENOMEM. */
 int registry_scan(struct registry *r, char *const *dirs,
 		  void (*warn)(const char *msg, void *arg), void *arg);
+/* The same, loading only the files named like one of @names (NULL-ended
+ * plugin names; "virtio-blk" is virtio_blk.so or virtio-blk.so): a plugin
+ * in a file named otherwise is not found (check with registry_has, and scan
+ * them all then). @names NULL: every file. */
+int registry_scan_names(struct registry *r, char *const *dirs, char *const *names,
+			void (*warn)(const char *msg, void *arg), void *arg);
+/* Whether a plugin of that name (any kind) is loaded. */
+bool registry_has(const struct registry *r, const char *name);
 void registry_free(struct registry *r);
 const struct plugin *registry_find(const struct registry *r, enum cub_kind kind, const char *name);
 

@@ -277,6 +277,54 @@ static int cmd_run(int argc, char **argv)
 	return run_go(&r, ret, config ? make_booted : NULL, NULL, "setup", err, sizeof(err));
 }
 
+/* A restore loads only the plugins its snapshot names (and any type a
+ * --set gives): the scan of every plugin file is most of what a restore
+ * costs before the VM exists. Everything, when the manifest cannot be read
+ * (the restore then says why) or a name was in a file named otherwise. */
+static int load_restore_registry(struct registry *reg, const struct shared_opts *o,
+				 const char *dir)
+{
+	char **names = snap_plugin_names(dir), **dirs;
+	unsigned n = 0;
+	int warn_lvl = CUB_LOG_WARN, ret;
+
+	for (char **p = names; p && *p; p++)
+		n++;
+	for (unsigned i = 0; names && i < o->n_sets; i++) {
+		const char *eq = strchr(o->sets[i], '=');
+		char **grown;
+
+		if (!eq || eq - o->sets[i] < 4 || strncmp(eq - 4, "type", 4))
+			continue;
+		grown = realloc(names, (n + 2) * sizeof(*names));
+		if (!grown || !(grown[n] = strdup(eq + 1))) {
+			snap_names_free(grown ? grown : names);
+			names = NULL;
+			break;
+		}
+		names = grown;
+		names[++n] = NULL;
+	}
+	if (!names)
+		return load_registry(reg, o->dirs, o->n_dirs, CUB_LOG_WARN);
+	dirs = loader_dirs(o->dirs, o->n_dirs);
+	if (!dirs) {
+		snap_names_free(names);
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	ret = registry_scan_names(reg, dirs, names, scan_warn, &warn_lvl);
+	for (char **p = names; !ret && *p; p++)
+		if (!registry_has(reg, *p)) {
+			registry_free(reg);
+			ret = registry_scan(reg, dirs, scan_warn, &warn_lvl);
+			break;
+		}
+	loader_dirs_free(dirs);
+	snap_names_free(names);
+	return ret;
+}
+
 static int cmd_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -332,7 +380,7 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
 	if (o.level >= 0)
 		log_set_level(o.level);
-	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
+	if (load_restore_registry(&r.reg, &o, argv[optind]) < 0)
 		return VM_EXIT_ERROR;
 	r.sets = o.sets;
 	r.n_sets = o.n_sets;

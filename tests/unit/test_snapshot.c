@@ -755,12 +755,40 @@ static void test_zst(void)
 	CU_ASSERT_EQUAL(access(in_dir(dir, "memory"), F_OK), 0);
 }
 
+/* The plugins a restore loads: every "type" of the recorded description. */
+static void test_plugin_names(void)
+{
+	char dir[4096], **names;
+	json_t *cfg;
+	unsigned n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(make_snapshot("names", dir, sizeof(dir), arch_name), 0);
+	CU_ASSERT_PTR_NULL(snap_plugin_names(dir)); /* no config recorded */
+	cfg = json_pack("{s:{s:{s:i}, s:[{s:s, s:s}, {s:s, s:{s:{s:s}, s:s}}, {s:s, s:{s:s}}]}}",
+			"tree", "machine", "vcpus", 1, "devices", "type", "serial8250", "id", "com1",
+			"type", "virtio-blk", "backend", "type", "=", "raw", "path", "/d",
+			"type", "virtio-blk", "backend", "type", "reflink");
+	CU_ASSERT_EQUAL_FATAL(set_manifest(dir, "config", cfg), 0);
+	names = snap_plugin_names(dir);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(names);
+	for (char **p = names; *p; p++)
+		n++;
+	CU_ASSERT_EQUAL(n, 4); /* virtio-blk once */
+	CU_ASSERT_STRING_EQUAL(names[0], "serial8250");
+	CU_ASSERT_STRING_EQUAL(names[1], "virtio-blk");
+	CU_ASSERT_STRING_EQUAL(names[2], "raw");
+	CU_ASSERT_STRING_EQUAL(names[3], "reflink");
+	snap_names_free(names);
+	CU_ASSERT_PTR_NULL(snap_plugin_names("/nonexistent/snap"));
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "state: sections round trip", test_state_round_trip },
 		{ "disks: bad entries refused before anything is made", test_disks_refused },
 		{ "memory.zst: compressed, opened, read by zstd, damage refused", test_zst },
+		{ "the plugins a restore loads", test_plugin_names },
 		{ "state: every truncation refused", test_state_truncated },
 		{ "state: every flipped byte refused", test_state_flipped },
 		{ "state: trailing bytes, arch, format, duplicates", test_state_refused },

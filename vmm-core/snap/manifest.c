@@ -5,6 +5,8 @@
  * {"=": "TEXT"} (no config key can be "="). */
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cnode.h"
@@ -143,4 +145,76 @@ struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char
 		return NULL;
 	}
 	return root;
+}
+
+/* Every "type" of a group in @j (devices and their backends), once each. */
+static int collect_types(const json_t *j, char ***out, unsigned *n, unsigned depth)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	if (depth > TREE_DEPTH_MAX)
+		return 0;
+	if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+			if (collect_types(v, out, n, depth + 1))
+				return -ENOMEM;
+		return 0;
+	}
+	if (!json_is_object(j) || json_object_get(j, "="))
+		return 0;
+	json_object_foreach((json_t *)j, key, v) {
+		const char *t = !strcmp(key, "type") ? json_string_value(v) : NULL;
+		char **grown;
+		unsigned k;
+
+		if (!t && !strcmp(key, "type"))
+			t = json_string_value(json_object_get(v, "="));
+		if (!t) {
+			if (collect_types(v, out, n, depth + 1))
+				return -ENOMEM;
+			continue;
+		}
+		for (k = 0; k < *n && strcmp((*out)[k], t); k++)
+			;
+		if (k < *n)
+			continue;
+		grown = realloc(*out, (*n + 2) * sizeof(**out));
+		if (!grown)
+			return -ENOMEM;
+		*out = grown;
+		if (!(grown[*n] = strdup(t)))
+			return -ENOMEM;
+		grown[++*n] = NULL;
+	}
+	return 0;
+}
+
+char **snap_plugin_names(const char *dir)
+{
+	char *path, **names = NULL;
+	json_t *m;
+	const json_t *tree;
+	unsigned n = 0;
+
+	if (asprintf(&path, "%s/manifest.json", dir) < 0)
+		return NULL;
+	m = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+	tree = json_object_get(json_object_get(m, "config"), "tree");
+	free(path);
+	if (tree && !collect_types(tree, &names, &n, 0) && n) {
+		json_decref(m);
+		return names;
+	}
+	json_decref(m);
+	snap_names_free(names);
+	return NULL;
+}
+
+void snap_names_free(char **names)
+{
+	for (char **n = names; n && *n; n++)
+		free(*n);
+	free(names);
 }

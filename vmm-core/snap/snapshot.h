@@ -164,5 +164,10 @@ struct arena;
 void *snap_tree_to_json(const struct cnode *n);
 struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char *where,
 				  char *err, size_t errlen);
+/* The plugins the VM description in DIR/manifest.json names (every "type"),
+ * NULL-ended and malloc'd (snap_names_free), or NULL when it cannot be read
+ * (snap_open then says why): a restore loads only those. */
+char **snap_plugin_names(const char *dir);
+void snap_names_free(char **names);
 
 #endif
