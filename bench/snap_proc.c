@@ -118,6 +118,20 @@ pid_t spawn(char *const argv[], const char *log, int *fd)
 	return pid;
 }
 
+double run_to_end(char *const argv[], const char *log)
+{
+	double t0 = now_ms();
+	pid_t pid = spawn(argv, log, NULL);
+	int st = 0;
+
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	for (unsigned i = 0; i < MAX_KIDS; i++)
+		if (kids[i] == pid)
+			kids[i] = 0;
+	return WIFEXITED(st) && !WEXITSTATUS(st) ? now_ms() - t0 : -1;
+}
+
 /* Take what @p wrote; 1 once @marker has been seen, -1 when it ended. */
 static int feed(struct proc *p, const char *marker)
 {

@@ -35,6 +35,9 @@ void reap(pid_t pid, int sig);
 void __attribute__((noreturn)) fail(void);
 /* Start @argv, its output to the file @log or else to a pipe read at *@fd. */
 pid_t spawn(char *const argv[], const char *log, int *fd);
+/* Run @argv to its end (output to the file @log); ms taken, or -1 when it
+ * did not exit 0. */
+double run_to_end(char *const argv[], const char *log);
 /* Start @n copies of @argv; ms until all showed @marker (@stop: SIGSTOP each). */
 double start_all(char *const argv[], unsigned n, const char *marker, bool stop);
 /* The number of lines of the file @path holding @marker. */

@@ -61,6 +61,12 @@ struct figs {
 	/* Diffs, one per dirty_mib[]: memory files' allocated bytes; medians */
 	uint64_t diff_written[N_DIRTY];
 	double diff[N_DIRTY], diff_fl[N_DIRTY], drestore[N_DIRTY], drestore_fl[N_DIRTY];
+	/* restore through the Uffd backend (its floor: restore's) */
+	double restore_uffd;
+	/* memory.zst: cubicle compress, and a restore from it; floors with
+	 * the stock zstd (0 when it is not installed) */
+	double compress, compress_fl, zrestore, zrestore_fl;
+	uint64_t zst_bytes;
 };
 
 static const char *sfloor, *payload;
@@ -155,16 +161,19 @@ static void bench_restore(struct figs *f, unsigned runs, unsigned clones, unsign
 {
 	char mem[PATH_MAX + 16];
 	char *cargv[] = { (char *)cub, "restore", (char *)snap, NULL };
+	char *uargv[] = { (char *)cub, "restore", "--mem-backend", "uffd", (char *)snap, NULL };
 	char *fargv[] = { (char *)sfloor, mem, NULL };
-	double cs[MAX_RUNS], fs[MAX_RUNS];
+	double cs[MAX_RUNS], fs[MAX_RUNS], us[MAX_RUNS];
 
 	snprintf(mem, sizeof(mem), "%s/memory", snap);
 	for (unsigned i = 0; i < runs; i++) {
 		fs[i] = start_all(fargv, 1, "!", false);
 		cs[i] = start_all(cargv, 1, BOOTED, false);
+		us[i] = start_all(uargv, 1, BOOTED, false);
 	}
 	f->restore = median(cs, runs);
 	f->restore_fl = median(fs, runs);
+	f->restore_uffd = median(us, runs);
 	/* Each stopped once it has shown its line, as each floor then
 	 * idles in pause(): the figure is bringing clones up, not 50 busy
 	 * guests sharing the CPUs with the ones still starting. */
@@ -355,6 +364,44 @@ static void bench_diff_restore(struct figs *f, unsigned runs, const char *full)
 	}
 }
 
+/* 7. memory.zst: `cubicle compress` of the snapshot (last: it replaces
+ * its memory file), against the stock zstd at the same level and threads
+ * writing nowhere; then restores from it, against restore's floor plus
+ * `zstd -d` of it writing nowhere. */
+static void bench_zst(struct figs *f, unsigned runs, const char *snap)
+{
+	char cmd[PATH_MAX * 2 + 128], log[PATH_MAX + 16], zst[PATH_MAX + 16];
+	char *zargv[] = { "/bin/sh", "-c", cmd, NULL };
+	char *pargv[] = { (char *)cub, "compress", (char *)snap, NULL };
+	char *cargv[] = { (char *)cub, "restore", (char *)snap, NULL };
+	double cs[MAX_RUNS], dfl = 0;
+	struct stat sb;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	snprintf(log, sizeof(log), "%s/zst.log", work);
+	snprintf(cmd, sizeof(cmd), "command -v zstd >/dev/null && zstd -q -3 -T%ld -c '%s/memory' >/dev/null",
+		 cpus < 1 ? 1 : cpus > 16 ? 16 : cpus, snap);
+	f->compress_fl = run_to_end(zargv, log);
+	f->compress = run_to_end(pargv, log);
+	if (f->compress < 0) {
+		fprintf(stderr, "snapshot: cubicle compress failed (%s)\n", log);
+		fail();
+	}
+	snprintf(zst, sizeof(zst), "%s/memory.zst", snap);
+	f->zst_bytes = stat(zst, &sb) ? 0 : (uint64_t)sb.st_size;
+	snprintf(cmd, sizeof(cmd), "command -v zstd >/dev/null && zstd -q -d -c '%s' >/dev/null", zst);
+	for (unsigned i = 0; i < runs; i++) {
+		double d = run_to_end(zargv, log);
+
+		cs[i] = start_all(cargv, 1, BOOTED, false);
+		dfl = i ? (d < dfl ? d : dfl) : d;
+	}
+	f->zrestore = median(cs, runs);
+	f->zrestore_fl = dfl < 0 || f->compress_fl < 0 ? 0 : f->restore_fl + dfl;
+	if (f->compress_fl < 0)
+		f->compress_fl = 0;
+}
+
 static void row(const char *what, const struct figs *f, double c, double fl)
 {
 	printf("  %-34s %5u MiB %11.2f %11.2f %8.2fx\n", what, f->mib, c, fl, fl > 0 ? c / fl : 0);
@@ -376,7 +423,13 @@ static void report(const struct figs *figs, unsigned n, unsigned runs, unsigned 
 		snprintf(what, sizeof(what), "clone, %u at once, per clone", clones);
 		row(what, &figs[s], figs[s].clone, figs[s].clone_fl);
 		row("rollback (running VM)", &figs[s], figs[s].rollback, figs[s].rollback_fl);
+		row("restore, Uffd memory backend", &figs[s], figs[s].restore_uffd,
+		    figs[s].restore_fl);
+		row("compress memory (memory.zst)", &figs[s], figs[s].compress, figs[s].compress_fl);
+		row("restore from memory.zst", &figs[s], figs[s].zrestore, figs[s].zrestore_fl);
 	}
+	for (unsigned s = 0; s < n; s++)
+		printf("  %u MiB: memory.zst %.1f MiB\n", figs[s].mib, figs[s].zst_bytes / 1048576.0);
 	for (unsigned s = 0; s < n; s++)
 		printf("  %u MiB: memory file %.1f MiB allocated; rollback: its reply's \"ms\" %.2f,\n"
 		       "    on a paused VM %.2f ms; a bare request (GET /) %.2f ms\n", figs[s].mib,
@@ -413,7 +466,10 @@ static void report(const struct figs *figs, unsigned n, unsigned runs, unsigned 
 	       "Resumed on the same connection (the pause and resume a rollback makes itself);\n"
 	       "create Diff = the same as create's, for the Diff's memory file; restore from\n"
 	       "Diff = snap_floor on the Full's memory file, plus (medians added) that file\n"
-	       "mapped private and the Diff's pages pread into it, in bench/snapshot.\n",
+	       "mapped private and the Diff's pages pread into it, in bench/snapshot;\n"
+	       "restore with Uffd = restore's floor; compress = the stock zstd, same level\n"
+	       "and threads, output discarded; restore from memory.zst = restore's floor plus\n"
+	       "`zstd -d` of it, output discarded (0: no zstd installed).\n",
 	       clones);
 }
 
@@ -505,6 +561,9 @@ int main(int argc, char **argv)
 			figs[s].mib, runs, runs, dirty_mib[0], dirty_mib[1]);
 		bench_diff(&figs[s], runs, snap);
 		bench_diff_restore(&figs[s], runs, snap);
+		fprintf(stderr, "snapshot: %u MiB guest: compress, restore from memory.zst x%u...\n",
+			figs[s].mib, runs);
+		bench_zst(&figs[s], runs, snap);
 		nftw(work, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 		*work = '\0';
 	}
