@@ -14,12 +14,15 @@
 #define MADT_LAPIC_LEN 8
 #define MADT_IOAPIC_LEN 12
 #define MADT_NMI_LEN   6
+#define MADT_ISO_LEN   10
 
 /* FADT offsets and flags (ACPI 6.x, 5.2.9; Linux: include/acpi/actbl.h). */
 #define FADT_DSDT         40
 #define FADT_SCI_INT      46
 #define FADT_PM1A_EVT     56
 #define FADT_PM1A_CNT     64
+#define FADT_GPE0_BLK     80
+#define FADT_GPE0_BLK_LEN 92
 #define FADT_PM1_EVT_LEN  88
 #define FADT_PM1_CNT_LEN  89
 #define FADT_BOOT_ARCH    109
@@ -99,6 +102,8 @@ static void build_fadt(uint8_t *t, uint64_t dsdt)
 	put32(t + FADT_PM1A_CNT, X86_PM1A_CNT_PORT);
 	t[FADT_PM1_EVT_LEN] = 4;
 	t[FADT_PM1_CNT_LEN] = 2;
+	put32(t + FADT_GPE0_BLK, X86_GPE0_PORT);
+	t[FADT_GPE0_BLK_LEN] = 4; /* 16 GPEs: 2 bytes of status, 2 of enable */
 	put16(t + FADT_BOOT_ARCH, BOOT_ARCH_8042 | BOOT_ARCH_NO_VGA);
 	put32(t + FADT_FLAGS, FLAG_RESET_REG | FLAG_PWR_BUTTON | FLAG_SLP_BUTTON);
 	t[FADT_RESET_REG] = GAS_SYSTEM_IO;
@@ -133,6 +138,16 @@ static size_t build_madt(uint8_t *t, unsigned n_cpus)
 	put32(p + 4, (uint32_t)X86_IOAPIC_ADDR);
 	put32(p + 8, 0);
 	p += MADT_IOAPIC_LEN;
+	/* The SCI: level-triggered, active high (KVM's IOAPIC takes a line's
+	 * level as asserted whatever the polarity; ACPI's default for the
+	 * SCI would be active low). */
+	p[0] = 2;
+	p[1] = MADT_ISO_LEN;
+	p[2] = 0; /* ISA */
+	p[3] = X86_ACPI_SCI_IRQ;
+	put32(p + 4, X86_ACPI_SCI_IRQ);
+	put16(p + 8, 0x000d);
+	p += MADT_ISO_LEN;
 	p[0] = 4;
 	p[1] = MADT_NMI_LEN;
 	p[2] = 0xff; /* all processors */
@@ -150,15 +165,16 @@ static size_t build_madt(uint8_t *t, unsigned n_cpus)
 #define XSDT_OFF 48
 #define FADT_OFF 112
 #define MADT_OFF 400
-#define MADT_LEN(n) (ACPI_HDR_LEN + 8 + (n) * MADT_LAPIC_LEN + MADT_IOAPIC_LEN + MADT_NMI_LEN)
+#define MADT_LEN(n) (ACPI_HDR_LEN + 8 + (n) * MADT_LAPIC_LEN + MADT_IOAPIC_LEN + MADT_ISO_LEN + \
+		     MADT_NMI_LEN)
 #define DSDT_OFF(n) ((MADT_OFF + MADT_LEN(n) + 15) & ~(size_t)15)
 _Static_assert(XSDT_OFF >= RSDP_LEN && FADT_OFF >= XSDT_OFF + ACPI_HDR_LEN + 16 &&
 	       MADT_OFF >= FADT_OFF + FADT_LEN, "ACPI table layout");
 _Static_assert(X86_ACPI_SIZE(0, 0) >= DSDT_OFF(0) + ACPI_HDR_LEN &&
 	       X86_ACPI_SIZE(PLAN_MAX_VCPUS, 0) >= DSDT_OFF(PLAN_MAX_VCPUS) + ACPI_HDR_LEN,
 	       "X86_ACPI_SIZE must cover the layout");
-_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(PLAN_MAX_VCPUS, 4096) <= X86_ACPI_LIMIT,
-	       "ACPI tables for PLAN_MAX_VCPUS and 4 KiB of AML must fit below X86_ACPI_LIMIT");
+_Static_assert(X86_ACPI_RSDP + X86_ACPI_SIZE(PLAN_MAX_VCPUS, 4096) <= X86_VMGENID_GPA,
+	       "ACPI tables for PLAN_MAX_VCPUS and 4 KiB of AML must end below the VM generation ID");
 
 size_t x86_acpi_tables_size(unsigned n_cpus, size_t aml_len)
 {

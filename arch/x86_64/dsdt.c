@@ -3,6 +3,7 @@
  * grammar: ScopeOp, DeviceOp, NameOp, BufferOp, PkgLength) and 6.4 (the
  * resource descriptors inside _CRS). */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dsdt.h"
@@ -18,6 +19,11 @@
 #define AML_EXT_PREFIX  0x5b
 #define AML_DEVICE      0x82 /* after AML_EXT_PREFIX */
 #define AML_ROOT_CHAR   0x5c /* '\' */
+#define AML_STRING      0x0d
+#define AML_PACKAGE     0x12
+#define AML_METHOD      0x14
+#define AML_DUAL_NAME   0x2e
+#define AML_NOTIFY      0x86
 
 /* Resource descriptors. */
 #define RES_IO             0x47 /* small, type 8, 7 bytes */
@@ -175,6 +181,78 @@ int x86_dsdt_pci(uint8_t *buf, size_t cap, uint64_t mmio_base, uint64_t mmio_siz
 	pkglen(&out, dev_len);
 	put(&out, "PCI0", 4);
 	put(&out, tmp_dev, d.len);
+	if (out.len > cap)
+		return -ENOSPC;
+	return (int)out.len;
+}
+
+/* Name (@seg, "@str") */
+static void name_string(struct aml *a, const char *seg, const char *str)
+{
+	b8(a, AML_NAME);
+	put(a, seg, 4);
+	b8(a, AML_STRING);
+	put(a, str, strlen(str) + 1);
+}
+
+int x86_dsdt_vmgenid(uint8_t *buf, size_t cap, uint64_t id_gpa, unsigned gpe)
+{
+	uint8_t tmp_dev[128], tmp_m[32];
+	struct aml d = { tmp_dev, 0, sizeof(tmp_dev) };
+	struct aml m = { tmp_m, 0, sizeof(tmp_m) };
+	struct aml out = { buf, 0, cap };
+	char ename[5];
+	size_t dev_len, pkg_body = 1 + 2 * 5, m_len;
+
+	if (!id_gpa || id_gpa % 8 || gpe > 0xff)
+		return -EINVAL;
+	/* Device (VGEN) body: the IDs Linux's vmgenid driver and Windows look
+	 * for, and ADDR: Package { low 32 bits, high 32 bits } of the ID. */
+	name_string(&d, "_HID", "VMGENCTR");
+	name_string(&d, "_CID", "VM_Gen_Counter");
+	name_string(&d, "_DDN", "VM_Gen_Counter");
+	b8(&d, AML_NAME);
+	put(&d, "ADDR", 4);
+	b8(&d, AML_PACKAGE);
+	pkglen(&d, pkg_body);
+	b8(&d, 2);
+	b8(&d, AML_DWORD_PREFIX);
+	b32(&d, (uint32_t)id_gpa);
+	b8(&d, AML_DWORD_PREFIX);
+	b32(&d, (uint32_t)(id_gpa >> 32));
+	/* Method (_Exx, 0) { Notify (\_SB.VGEN, 0x80) } */
+	snprintf(ename, sizeof(ename), "_E%02X", gpe);
+	put(&m, ename, 4);
+	b8(&m, 0); /* no arguments, not serialized */
+	b8(&m, AML_NOTIFY);
+	b8(&m, AML_ROOT_CHAR);
+	b8(&m, AML_DUAL_NAME);
+	put(&m, "_SB_VGEN", 8);
+	b8(&m, AML_BYTE_PREFIX);
+	b8(&m, 0x80);
+	if (d.len > d.cap || m.len > m.cap)
+		return -ENOSPC; /* cannot happen: fixed sizes */
+
+	/* Scope (\_SB) { Device (VGEN) { ... } } */
+	dev_len = 4 + d.len;
+	b8(&out, AML_SCOPE);
+	pkglen(&out, 5 + 2 + pkglen_bytes(dev_len) + dev_len);
+	b8(&out, AML_ROOT_CHAR);
+	put(&out, "_SB_", 4);
+	b8(&out, AML_EXT_PREFIX);
+	b8(&out, AML_DEVICE);
+	pkglen(&out, dev_len);
+	put(&out, "VGEN", 4);
+	put(&out, tmp_dev, d.len);
+	/* Scope (\_GPE) { Method (_Exx) { ... } } */
+	m_len = m.len;
+	b8(&out, AML_SCOPE);
+	pkglen(&out, 5 + 1 + pkglen_bytes(m_len) + m_len);
+	b8(&out, AML_ROOT_CHAR);
+	put(&out, "_GPE", 4);
+	b8(&out, AML_METHOD);
+	pkglen(&out, m_len);
+	put(&out, tmp_m, m.len);
 	if (out.len > cap)
 		return -ENOSPC;
 	return (int)out.len;

@@ -24,4 +24,20 @@
  */
 int x86_dsdt_pci(uint8_t *buf, size_t cap, uint64_t mmio_base, uint64_t mmio_size);
 
+/* Bytes x86_dsdt_vmgenid() writes. */
+#define X86_DSDT_VMGENID_LEN 118
+
+/*
+ * The VM generation ID device, as AML to append to a DSDT:
+ *   Scope (\_SB) { Device (VGEN) { _HID "VMGENCTR", _CID and _DDN
+ *     "VM_Gen_Counter", ADDR Package { low, high 32 bits of @id_gpa } } }
+ *   Scope (\_GPE) { Method (_Exx) { Notify (\_SB.VGEN, 0x80) } }
+ * where xx is GPE number @gpe in hex: a restore writes a new 16-byte ID at
+ * @id_gpa and raises that GPE, and the guest's driver (Linux: vmgenid)
+ * re-reads the ID and reseeds its RNG. Returns the bytes written
+ * (X86_DSDT_VMGENID_LEN), -ENOSPC if @cap is too small, -EINVAL for a
+ * zero or unaligned address or a GPE above 255.
+ */
+int x86_dsdt_vmgenid(uint8_t *buf, size_t cap, uint64_t id_gpa, unsigned gpe);
+
 #endif

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "arch.h"
 #include "boot.h"
@@ -176,6 +178,19 @@ static void *table_area(struct vm *vm, uint64_t gpa, size_t size)
 	return p;
 }
 
+void x86_vmgenid_new(void *id)
+{
+	uint8_t *b = id;
+
+	/* 128 random bits; should getrandom fail, the clock still differs. */
+	if (getrandom(b, 16, 0) != 16) {
+		struct timespec t;
+
+		clock_gettime(CLOCK_REALTIME, &t);
+		memcpy(b, &t, sizeof(t) < 16 ? sizeof(t) : 16);
+	}
+}
+
 /*
  * Both an MP table (kernels without ACPI) and ACPI tables (kernels built
  * without CONFIG_X86_MPPARSE, such as Debian's cloud kernel); a kernel
@@ -187,9 +202,9 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	unsigned n = vm->cfg && vm->cfg->vcpus ? vm->cfg->vcpus : vm->n_vcpus;
 	uint32_t sig = 0x600, feat = 0x201; /* family 6; FPU and APIC */
 	struct kvm_cpuid_entry2 *e;
-	uint8_t aml[X86_DSDT_PCI_LEN];
+	uint8_t aml[X86_DSDT_PCI_LEN + X86_DSDT_VMGENID_LEN];
 	size_t aml_len = 0;
-	void *mp, *acpi;
+	void *mp, *acpi, *genid;
 	int ret;
 
 	if (!xv)
@@ -211,6 +226,19 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 			return ret;
 		}
 		aml_len = (size_t)ret;
+	}
+	/* The VM generation ID (a restore gives clones new ones). */
+	genid = table_area(vm, X86_VMGENID_GPA, 16);
+	if (genid) {
+		ret = x86_dsdt_vmgenid(aml + aml_len, sizeof(aml) - aml_len, X86_VMGENID_GPA,
+				       X86_GPE_VMGENID);
+		if (ret < 0) {
+			snprintf(err, errlen, "DSDT VM generation ID: %s", strerror(-ret));
+			return ret;
+		}
+		aml_len += (size_t)ret;
+		x86_vmgenid_new(genid);
+		xv->vmgenid_gpa = X86_VMGENID_GPA;
 	}
 	mp = table_area(vm, X86_EBDA_START, x86_mptable_size(n));
 	acpi = table_area(vm, X86_ACPI_RSDP, x86_acpi_tables_size(n, aml_len));

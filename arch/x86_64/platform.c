@@ -10,6 +10,7 @@
 
 #include "bus.h"
 #include "mem.h"
+#include "vm.h"
 #include "x86.h"
 
 /* i8042 status bits and the commands Linux sends (drivers/input/serio/i8042.h). */
@@ -271,6 +272,60 @@ static void pm_io(void *priv, uint64_t off, void *data, uint32_t len, bool is_wr
 	pthread_mutex_unlock(&pm->lock);
 }
 
+/*
+ * ACPI GPE0 (0x620): status (2 bytes, write 1 to clear), then enable (2
+ * bytes). The SCI (IRQ 9, level, active high per the MADT) is asserted
+ * while an enabled GPE is pending. Call with pm->lock held.
+ */
+static void gpe_update(struct x86_vm *xv)
+{
+	irq_line(xv->vm, X86_ACPI_SCI_IRQ, (xv->pm.gpe_sts & xv->pm.gpe_en) != 0);
+}
+
+static void gpe_io(void *priv, uint64_t off, void *data, uint32_t len, bool is_write)
+{
+	struct x86_vm *xv = priv;
+	struct x86_pm *pm = &xv->pm;
+	uint8_t regs[4];
+
+	pthread_mutex_lock(&pm->lock);
+	memcpy(regs, &pm->gpe_sts, 2);
+	memcpy(regs + 2, &pm->gpe_en, 2);
+	if (off + len > sizeof(regs)) {
+		if (!is_write)
+			memset(data, 0xff, len);
+	} else if (!is_write) {
+		memcpy(data, regs + off, len);
+	} else {
+		uint8_t w[4] = { 0 };
+
+		memcpy(w + off, data, len);
+		for (uint32_t i = off; i < off + len && i < 2; i++)
+			regs[i] &= (uint8_t)~w[i]; /* status: write 1 to clear */
+		for (uint32_t i = off > 2 ? off : 2; i < off + len; i++)
+			regs[i] = w[i];
+		memcpy(&pm->gpe_sts, regs, 2);
+		memcpy(&pm->gpe_en, regs + 2, 2);
+		gpe_update(xv);
+	}
+	pthread_mutex_unlock(&pm->lock);
+}
+
+void x86_gpe_raise(struct x86_vm *xv, unsigned gpe)
+{
+	pthread_mutex_lock(&xv->pm.lock);
+	xv->pm.gpe_sts |= (uint16_t)(1u << gpe);
+	gpe_update(xv);
+	pthread_mutex_unlock(&xv->pm.lock);
+}
+
+void x86_gpe_sync(struct x86_vm *xv)
+{
+	pthread_mutex_lock(&xv->pm.lock);
+	gpe_update(xv);
+	pthread_mutex_unlock(&xv->pm.lock);
+}
+
 int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen)
 {
 	struct bus *pio = &xv->vm->pio;
@@ -289,6 +344,7 @@ int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen)
 	ret = ret ?: bus_add(pio, 0x70, 2, cmos_io, xv, "cmos");
 	ret = ret ?: bus_add(pio, 0x80, 1, post_io, xv, "post");
 	ret = ret ?: bus_add(pio, X86_PM1A_EVT_PORT, 6, pm_io, xv, "acpi-pm1");
+	ret = ret ?: bus_add(pio, X86_GPE0_PORT, 4, gpe_io, xv, "acpi-gpe0");
 	if (ret)
 		snprintf(err, errlen, "x86 platform ports: bus_add: %s", strerror(-ret));
 	return ret;

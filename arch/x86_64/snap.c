@@ -164,7 +164,7 @@ struct platform_state {
 	uint8_t ctr, outport, out, out_full, out_aux, pending, last_cmd, cmos_index;
 	uint8_t cmos[128];
 	uint16_t pm_enable, pm_control;
-	uint32_t pad;
+	uint16_t gpe_sts, gpe_en; /* 0 in snapshots made before GPE0 existed */
 };
 
 static void platform_save(struct x86_vm *xv, struct platform_state *p)
@@ -181,6 +181,7 @@ static void platform_save(struct x86_vm *xv, struct platform_state *p)
 	pthread_mutex_unlock(&xv->cmos.lock);
 	pthread_mutex_lock(&xv->pm.lock);
 	p->pm_enable = xv->pm.enable, p->pm_control = xv->pm.control;
+	p->gpe_sts = xv->pm.gpe_sts, p->gpe_en = xv->pm.gpe_en;
 	pthread_mutex_unlock(&xv->pm.lock);
 }
 
@@ -200,6 +201,7 @@ static int platform_load(struct x86_vm *xv, const struct platform_state *p, char
 	pthread_mutex_unlock(&xv->cmos.lock);
 	pthread_mutex_lock(&xv->pm.lock);
 	xv->pm.enable = p->pm_enable, xv->pm.control = p->pm_control;
+	xv->pm.gpe_sts = p->gpe_sts, xv->pm.gpe_en = p->gpe_en;
 	pthread_mutex_unlock(&xv->pm.lock);
 	return 0;
 }
@@ -236,6 +238,9 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 	snap_w_put(w, SNAP_K_MACHINE, "pit2", 0, V1, &pit, sizeof(pit));
 	snap_w_put(w, SNAP_K_MACHINE, "platform", 0, V1, &ps, sizeof(ps));
 	snap_w_put(w, SNAP_K_MACHINE, "clock", 0, V1, &xv->pause_clock, sizeof(xv->pause_clock));
+	if (xv->vmgenid_gpa)
+		snap_w_put(w, SNAP_K_MACHINE, "vmgenid", 0, V1, &xv->vmgenid_gpa,
+			   sizeof(xv->vmgenid_gpa));
 	if (w->err)
 		return errf(err, errlen, w->err, "state: %s", strerror(-w->err));
 	m = msr_list(vm);
@@ -335,6 +340,39 @@ static int load_vcpu(struct vcpu *v, const struct snap_r *r, uint64_t *tsc, char
 	return 0;
 }
 
+/*
+ * Restored or rolled back, the guest runs a second time from one instant:
+ * a clone among many. Its VM generation ID (when its tables have one) gets
+ * new random bytes and the GPE that makes the guest's driver re-read them
+ * and reseed its RNG is raised; the SCI follows the loaded GPE registers.
+ */
+static int new_generation(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)
+{
+	struct x86_vm *xv = x86_of(vm);
+	const struct snap_sec *s = snap_r_find(r, SNAP_K_MACHINE, "vmgenid", 0);
+	uint64_t gpa = 0;
+	void *id;
+
+	if (s) {
+		if (s->len != sizeof(gpa))
+			return errf(err, errlen, -EINVAL, "vmgenid: %zu bytes, expected %zu", s->len,
+				    sizeof(gpa));
+		memcpy(&gpa, s->data, sizeof(gpa));
+		id = gpa % 8 ? NULL : mem_map(&vm->mem, gpa, 16);
+		if (!id)
+			return errf(err, errlen, -EINVAL, "vmgenid: address %#llx is not in guest RAM",
+				    (unsigned long long)gpa);
+		x86_vmgenid_new(id);
+		mem_mark_dirty(&vm->mem, id, 16);
+	}
+	xv->vmgenid_gpa = gpa;
+	if (gpa)
+		x86_gpe_raise(xv, X86_GPE_VMGENID);
+	else
+		x86_gpe_sync(xv);
+	return 0;
+}
+
 int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
@@ -385,5 +423,5 @@ int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errl
 		if (ret)
 			return ret;
 	}
-	return 0;
+	return new_generation(vm, r, err, errlen);
 }

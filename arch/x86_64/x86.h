@@ -34,6 +34,10 @@
 #define X86_ACPI_SCI_IRQ    9
 #define X86_PM1A_EVT_PORT   0x600 /* PM1 status, enable: 2 bytes each */
 #define X86_PM1A_CNT_PORT   0x604 /* PM1 control: 2 bytes */
+#define X86_GPE0_PORT       0x620 /* GPE0 status, enable: 2 bytes each */
+#define X86_GPE_VMGENID     0     /* the GPE a new VM generation raises */
+/* The VM generation ID's 16 bytes: the last of the ACPI table area. */
+#define X86_VMGENID_GPA     (X86_ACPI_LIMIT - 16)
 #define X86_HIMEM_START     0x100000ULL
 #define X86_KERNEL_LOAD     0x100000ULL /* bzImage protected-mode part */
 
@@ -77,10 +81,12 @@ struct x86_cmos {
 	uint8_t ram[128];
 };
 
-/* ACPI PM1a event and control registers: just enough for ACPICA. */
+/* ACPI PM1a event and control registers: just enough for ACPICA; and the
+ * GPE0 block (status, enable), whose SCI is (gpe_sts & gpe_en) != 0. */
 struct x86_pm {
 	pthread_mutex_t lock;
 	uint16_t enable, control;
+	uint16_t gpe_sts, gpe_en;
 };
 
 struct x86_vm {
@@ -94,6 +100,7 @@ struct x86_vm {
 	struct x86_i8042 i8042;
 	struct x86_cmos cmos;
 	struct x86_pm pm;
+	uint64_t vmgenid_gpa;      /* the VM generation ID's address; 0: none */
 	bool locks_ready;
 	/* vm_pause: the guest's clocks as they were (vm.c arch_vm_pause). */
 	struct kvm_clock_data pause_clock;
@@ -118,6 +125,12 @@ struct kvm_cpuid_entry2 *x86_cpuid_find(struct kvm_cpuid2 *c, uint32_t fn, uint3
 
 /* platform.c: i8042, POST port, CMOS on the PIO bus. */
 int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen);
+/* 16 new random bytes at @id: a VM generation ID. */
+void x86_vmgenid_new(void *id);
+/* Set GPE @gpe's status bit (the SCI follows when the guest enabled it). */
+void x86_gpe_raise(struct x86_vm *xv, unsigned gpe);
+/* Drive the SCI from the GPE registers (after a snapshot's were loaded). */
+void x86_gpe_sync(struct x86_vm *xv);
 void x86_platform_destroy(struct x86_vm *xv);
 
 #endif

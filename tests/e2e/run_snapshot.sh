@@ -32,6 +32,7 @@ while read -r m; do insmod "/lib/modules/$m" 2>/dev/null; done </etc/modules.ord
 exec </dev/null >/dev/hvc0 2>&1
 i=0
 while { [ ! -b /dev/vda ] || [ ! -b /dev/vdb ] || [ ! -e /sys/class/net/eth0 ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+echo "CUBICLE-GUEST vgen=$(ls /sys/bus/acpi/devices 2>/dev/null | grep -c '^VMGENCTR')"
 ip link set lo up
 ip addr add 10.0.2.15/24 dev eth0
 ip link set eth0 up
@@ -44,7 +45,8 @@ while :; do
 	echo $n | dd of=/dev/vdb bs=512 count=1 conv=sync,fsync 2>/dev/null
 	rng=$(dd if=/dev/hwrng bs=16 count=1 2>/dev/null | wc -c)
 	ping -c 1 -W 1 10.0.2.2 >/dev/null 2>&1 & # an ARP request at least
-	echo "CUBICLE-GUEST tick=$n md5=$md5 rng=$rng tx=$(cat /sys/class/net/eth0/statistics/tx_packets) prev=$prev"
+	gpe=$(awk '{ print $1; exit }' /sys/firmware/acpi/interrupts/gpe00 2>/dev/null)
+	echo "CUBICLE-GUEST tick=$n md5=$md5 rng=$rng tx=$(cat /sys/class/net/eth0/statistics/tx_packets) prev=$prev gpe=${gpe:-none}"
 	sleep 0.3
 done
 INIT
@@ -131,8 +133,9 @@ e2e_run bash "$w/snap.sh" "$w" "$e2e_guest/vmlinuz" "$(cd "$(dirname "$CUBICLE")
 echo "# snap.sh exit status $?"
 sed 's/^/# /' "$w/snap.log"
 v() { sed -n "s/^$1=//p" "$w/snap.log" | head -n 1; }
-# The tick lines of FILE: "N md5 rng tx prev".
-tick_lines() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) md5=\([0-9a-f]*\) rng=\([0-9]*\) tx=\([0-9]*\) prev=\([0-9]*\).*/\1 \2 \3 \4 \5/p'; }
+# The tick lines of FILE: "N md5 rng tx prev gpe" (prev is empty at tick 1:
+# take gpe as the last field).
+tick_lines() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) md5=\([0-9a-f]*\) rng=\([0-9]*\) tx=\([0-9]*\) prev=\([0-9]*\) gpe=\([0-9a-z]*\).*/\1 \2 \3 \4 \5 \6/p'; }
 s=$(v snap_tick) f=$(v full_tick)
 first=$(tick_lines "$w/restored.log" | head -n 1 | cut -d' ' -f1)
 # The first tick after the rollback: the line after those printed before it.
@@ -143,6 +146,15 @@ disk_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk -v m="$want_
 # Each tick read the one before it from the writable disk: restored and
 # rolled back, the disk and the guest's memory are of one instant.
 data_ok() { [ -n "$first" ] && tick_lines "$w/restored.log" | awk '$5 != $1 - 1 { bad = 1; print "# tick " $1 " read " $5 } END { exit bad }'; }
+# The VM generation ID: the guest found the device at boot, never saw its
+# GPE before the snapshot, and the restore and each rollback raised it (the
+# guest's count of GPE 0, in its memory, rolls back with it: 1 after each).
+vgen_ok() {
+	grep -q 'CUBICLE-GUEST vgen=1' "$w/console.log" &&
+	! tick_lines "$w/console.log" | awk '$NF != 0 { bad = 1 } END { exit !bad }' &&
+	[ "$(tick_lines "$w/restored-before-rollback.log" | tail -n 1 | awk '{ print $NF }')" = 1 ] &&
+	[ "$(tick_lines "$w/restored.log" | tail -n 1 | awk '{ print $NF }')" = 1 ]
+}
 rng_ok() { [ -n "$first" ] && ! tick_lines "$w/restored.log" | awk '$3 != 16 { bad = 1 } END { exit !bad }'; }
 net_ok() { [ -n "$(v frames_after)" ] && [ "$(v frames_after)" -gt "$(v frames_before)" ]; }
 rolled_back() { case " $after_rb" in *" $s "* | *" $((s + 1)) "*) return 0 ;; esac; return 1; }
@@ -152,6 +164,7 @@ e2e_check "restored from the Diff after SIGKILL: ticks go on from ${first:-?} (s
 e2e_check "rollback in place to the Full snapshot: its ticks again (${f:-?})" back_to_full
 e2e_check "virtio-blk after restore: every md5 is the disk's ($want_md5)" disk_ok
 e2e_check "writable virtio-blk through restore and both rollbacks: every tick read the tick before it" data_ok
+e2e_check "VM generation ID: the guest has the device; a new generation (GPE 0) at the restore and each rollback (its count by tick: $(tick_lines "$w/restored.log" | awk '{ print $NF }' | tr '\n' ' '))" vgen_ok
 e2e_check "virtio-rng after restore: 16 bytes each tick" rng_ok
 e2e_check "virtio-net after restore: frames reach the far end ($(v frames_before) then $(v frames_after))" net_ok
 e2e_check "rollback in place to the Diff: ticks back to ${s:-?} (then: ${after_rb:-none})" rolled_back

@@ -101,6 +101,10 @@ static void check_fadt(const uint8_t *bios, const uint8_t *f)
 		CU_ASSERT_NOT_EQUAL(get32(f + 64), 0);
 		CU_ASSERT_TRUE(f[88] >= 4);
 		CU_ASSERT_TRUE(f[89] >= 2);
+		/* GPE0 at 0x620: 2 bytes of status, 2 of enable (the VM
+		 * generation ID's GPE 0) */
+		CU_ASSERT_EQUAL(get32(f + 80), 0x620);
+		CU_ASSERT_EQUAL(f[92], 4);
 	}
 	if (flags & FADT_RESET_REG) {
 		/* System I/O 0x64 <- 0xfe: the i8042 reset platform.c acts on. */
@@ -133,7 +137,7 @@ static int mptable_ioapic_id(unsigned n)
 static void check_madt(const uint8_t *m, unsigned n)
 {
 	const uint8_t *e = m + 44, *end = m + get32(m + 4);
-	unsigned cpus = 0, ioapics = 0, nmis = 0;
+	unsigned cpus = 0, ioapics = 0, nmis = 0, sci = 0;
 
 	CU_ASSERT_EQUAL(get32(m + 36), 0xfee00000);
 	CU_ASSERT_EQUAL(get32(m + 40) & 1, 1); /* PCAT_COMPAT: KVM's 8259s */
@@ -158,6 +162,12 @@ static void check_madt(const uint8_t *m, unsigned n)
 		case 2:
 			CU_ASSERT_EQUAL(e[1], 10);
 			CU_ASSERT_TRUE(e[3] != 0 || get32(e + 4) == 0);
+			/* the SCI: ISA 9 on GSI 9, level, active high */
+			if (e[3] == 9) {
+				CU_ASSERT_EQUAL(get32(e + 4), 9);
+				CU_ASSERT_EQUAL(e[8] | e[9] << 8, 0x000d);
+				sci++;
+			}
 			break;
 		case 4:
 			CU_ASSERT_EQUAL(e[1], 6);
@@ -173,6 +183,7 @@ static void check_madt(const uint8_t *m, unsigned n)
 	CU_ASSERT_PTR_EQUAL(e, end);
 	CU_ASSERT_EQUAL(cpus, n);
 	CU_ASSERT_EQUAL(ioapics, 1);
+	CU_ASSERT_EQUAL(sci, 1);
 	CU_ASSERT_EQUAL(nmis, 1);
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of the DSDT's PCI root bridge AML (arch/x86_64/dsdt.c). */
+/* Unit tests of the DSDT's AML (arch/x86_64/dsdt.c): the PCI root bridge
+ * and the VM generation ID device. */
 #include <errno.h>
 #include <string.h>
 
@@ -67,11 +68,56 @@ static void test_window(void)
 	CU_ASSERT_EQUAL(x86_dsdt_pci(NULL, 0, 0xe0000000, 0x1000), -ENOSPC);
 }
 
+/*
+ * Scope (\_SB) { Device (VGEN) { Name (_HID, "VMGENCTR"), Name (_CID,
+ * "VM_Gen_Counter"), Name (_DDN, "VM_Gen_Counter"), Name (ADDR, Package
+ * (0x02) { 0x000EFFF0, 0x00000000 }) } } Scope (\_GPE) { Method (_E00, 0,
+ * NotSerialized) { Notify (\_SB.VGEN, 0x80) } }: `iasl -d` (ACPICA
+ * 20200925) disassembled x86_dsdt_vmgenid's bytes, in a DSDT, to exactly
+ * that.
+ */
+static const uint8_t golden_vmgenid[] = {
+	0x10, 0x4a, 0x05, 0x5c, 0x5f, 0x53, 0x42, 0x5f, 0x5b, 0x82, 0x41, 0x05,
+	0x56, 0x47, 0x45, 0x4e, 0x08, 0x5f, 0x48, 0x49, 0x44, 0x0d, 0x56, 0x4d,
+	0x47, 0x45, 0x4e, 0x43, 0x54, 0x52, 0x00, 0x08, 0x5f, 0x43, 0x49, 0x44,
+	0x0d, 0x56, 0x4d, 0x5f, 0x47, 0x65, 0x6e, 0x5f, 0x43, 0x6f, 0x75, 0x6e,
+	0x74, 0x65, 0x72, 0x00, 0x08, 0x5f, 0x44, 0x44, 0x4e, 0x0d, 0x56, 0x4d,
+	0x5f, 0x47, 0x65, 0x6e, 0x5f, 0x43, 0x6f, 0x75, 0x6e, 0x74, 0x65, 0x72,
+	0x00, 0x08, 0x41, 0x44, 0x44, 0x52, 0x12, 0x0c, 0x02, 0x0c, 0xf0, 0xff,
+	0x0e, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x00, 0x10, 0x1a, 0x5c, 0x5f, 0x47,
+	0x50, 0x45, 0x14, 0x13, 0x5f, 0x45, 0x30, 0x30, 0x00, 0x86, 0x5c, 0x2e,
+	0x5f, 0x53, 0x42, 0x5f, 0x56, 0x47, 0x45, 0x4e, 0x0a, 0x80,
+};
+
+static void test_vmgenid(void)
+{
+	uint8_t buf[256];
+	int n;
+
+	memset(buf, 0xee, sizeof(buf));
+	n = x86_dsdt_vmgenid(buf, sizeof(buf), 0xefff0, 0);
+	CU_ASSERT_EQUAL_FATAL(n, (int)sizeof(golden_vmgenid));
+	CU_ASSERT_EQUAL(n, X86_DSDT_VMGENID_LEN);
+	CU_ASSERT_EQUAL(memcmp(buf, golden_vmgenid, sizeof(golden_vmgenid)), 0);
+	CU_ASSERT_EQUAL(buf[n], 0xee);
+	/* another address and GPE: the same length, the fields changed */
+	CU_ASSERT_EQUAL(x86_dsdt_vmgenid(buf, sizeof(buf), 0x123456789a0ULL, 0x1f), n);
+	CU_ASSERT_EQUAL(memcmp(buf + 82, "\xa0\x89\x67\x45", 4), 0);
+	CU_ASSERT_EQUAL(memcmp(buf + 87, "\x23\x01\x00\x00", 4), 0);
+	CU_ASSERT_EQUAL(memcmp(buf + 100, "_E1F", 4), 0);
+	/* refused */
+	CU_ASSERT_EQUAL(x86_dsdt_vmgenid(buf, sizeof(buf), 0, 0), -EINVAL);
+	CU_ASSERT_EQUAL(x86_dsdt_vmgenid(buf, sizeof(buf), 0xefff4, 0), -EINVAL);
+	CU_ASSERT_EQUAL(x86_dsdt_vmgenid(buf, sizeof(buf), 0xefff0, 256), -EINVAL);
+	CU_ASSERT_EQUAL(x86_dsdt_vmgenid(buf, 100, 0xefff0, 0), -ENOSPC);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "PCI0 AML matches the iasl-checked bytes", test_golden },
 		{ "window bounds and refusals", test_window },
+		{ "VGEN AML matches the iasl-checked bytes", test_vmgenid },
 		{ NULL, NULL },
 	};
 
