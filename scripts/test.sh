@@ -61,6 +61,7 @@ CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build-arm64" -j2 check ||
 step "ARM64: nested end-to-end boot"
 "$src/scripts/fetch-guest.sh" --arch aarch64
 make -C "$src/build-arm64" check-e2e-arm64 ||
-	{ cat "$src"/build-arm64/tests/e2e/run_arm64_boot.log; exit 1; }
+	{ cat "$src"/build-arm64/tests/e2e/run_arm64_boot.log \
+		"$src"/build-arm64/tests/e2e/run_arm64_snapshot.log; exit 1; }
 
 step "all tests passed"

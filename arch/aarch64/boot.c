@@ -200,6 +200,11 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	void *buf;
 	int ret;
 
+	/* Restored: the device tree is in the snapshot's RAM; the vGIC needs
+	 * its init before its state can be loaded. */
+	if (av && vm->restored)
+		return vm->n_vcpus && vm->n_vcpus <= av->n_mpidr ? a64_gic_init(av, err, errlen)
+								 : -EINVAL;
 	if (!av || !av->entry.valid)
 		return bootfile_fail(-EINVAL, err, errlen, "boot",
 				     "arch_describe before arch_boot_load");

@@ -86,7 +86,8 @@ int arch_vcpu_setup(struct vcpu *v, char *err, size_t errlen)
 		snprintf(err, errlen, "vCPU %u: reading MPIDR_EL1: %s", v->id, strerror(-ret));
 		return ret;
 	}
-	return v->id == 0 ? setup_entry(v, err, errlen) : 0;
+	/* Restored: every register comes from the snapshot (arch_snap_load). */
+	return v->id == 0 && !v->vm->restored ? setup_entry(v, err, errlen) : 0;
 }
 
 void arch_vcpu_destroy(struct vcpu *v)

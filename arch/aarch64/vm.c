@@ -221,23 +221,6 @@ int arch_vm_resume(struct vm *vm, char *err, size_t errlen)
 	return 0;
 }
 
-/* Snapshots are x86-only so far: the vGIC's registers, the timers and
- * every one-reg are not saved yet. */
-int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
-{
-	(void)vm;
-	(void)w;
-	return errf(err, errlen, -ENOTSUP,
-		    "snapshots are not built for aarch64 yet (vGIC, timers and one-regs are not saved)");
-}
-
-int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)
-{
-	(void)vm;
-	(void)r;
-	return errf(err, errlen, -ENOTSUP, "snapshots are not built for aarch64 yet");
-}
-
 void arch_cpu_id(char *buf, size_t len)
 {
 	unsigned long midr = 0;

@@ -8,6 +8,8 @@
 #   cubicle.disk_bytes=N     hash the first N bytes of /dev/vda (default: all)
 #   cubicle.sha=HEX          also print disk_ok=yes|no against this sha256
 #   cubicle.test=panic       panic on purpose (sysrq c)
+#   cubicle.test=tick        count forever instead ("CUBICLE-GUEST tick=N",
+#                            every half second): the snapshot test's guest
 #   cubicle.shell            open a shell on the console instead of rebooting
 # Console lines: "CUBICLE-GUEST key=value", ending with "CUBICLE-GUEST ready".
 /bin/busybox --install -s /bin 2>/dev/null
@@ -83,6 +85,13 @@ fi
 # Let the UART send the buffered markers before a panic or reset cuts them.
 sleep 1
 case " $cmdline " in
+*" cubicle.test=tick "*)
+	n=0
+	while :; do
+		n=$((n + 1))
+		echo "CUBICLE-GUEST tick=$n"
+		sleep 0.5
+	done ;;
 *" cubicle.test=panic "*)
 	sleep 1
 	echo 1 >/proc/sys/kernel/sysrq

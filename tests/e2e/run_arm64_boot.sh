@@ -4,6 +4,10 @@
 #
 # With --panic the guest panics on purpose after its checks and cubicle must
 # exit with status 3 (a PSCI SYSTEM_RESET2 warm reset: reboot=panic_warm).
+# With --snapshot the guest counts instead, and a script in L1 snapshots the
+# VM (its vCPUs' registers, the GICv3, the writable disk), kills it with
+# SIGKILL, restores it in a new process (the count goes on) and rolls it
+# back in place (the count goes back).
 # Exit status: 0 pass, 1 fail, 77 skip (see lib.sh; CUBICLE_E2E_REQUIRE=1
 # turns a skip into a failure). Environment, beside lib.sh's:
 #   CUBICLE_ARM64          the arm64 binary (default: the first AArch64 one of
@@ -23,10 +27,12 @@
 # Fetch the kernels with scripts/fetch-guest.sh --arch aarch64.
 
 E2E_NAME=run_arm64_boot
+[ "${1:-}" = --snapshot ] && E2E_NAME=run_arm64_snapshot
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 e2e_guest=$e2e_cache/guest/aarch64
-panic=0
+panic=0 snapshot=0
 [ "${1:-}" = --panic ] && panic=1
+[ "${1:-}" = --snapshot ] && snapshot=1
 
 if [ "${CUBICLE_E2E_SKIP:-0}" = 1 ]; then
 	echo "SKIP: $e2e_name: CUBICLE_E2E_SKIP=1"
@@ -116,6 +122,7 @@ cmdline="console=ttyS0 reboot=panic_warm panic=-1 quiet"
 [ "${CUBICLE_E2E_VERBOSE:-0}" = 1 ] && cmdline="console=ttyS0 earlycon reboot=panic_warm panic=-1"
 cmdline="$cmdline cubicle.disk_bytes=$disk_bytes cubicle.sha=$sha${bt:+ cubicle.boot_timer=$bt}"
 [ $panic = 1 ] && cmdline="$cmdline cubicle.test=panic"
+[ $snapshot = 1 ] && cmdline="$cmdline cubicle.test=tick"
 mem_mib=256
 cat >"$w/vm.cfg" <<EOF
 # Written by $e2e_name: every path is absolute, so it means the same in L1.
@@ -133,6 +140,69 @@ devices = (
     backend = { type = "raw"; path = "$w/disk.img"; }; }
 );
 EOF
+
+# ---- snapshot, kill, restore, roll back (--snapshot) -------------------------
+if [ $snapshot = 1 ]; then
+	[ $mode = nested ] || e2e_skip "--snapshot runs in the nested harness only"
+	ctl=$bindir/tools/ctl/cubicle-ctl
+	[ -f "$ctl" ] && is_a64 "$ctl" || e2e_skip "no arm64 cubicle-ctl in $bindir/tools/ctl"
+	# Run by L1's busybox sh; the arm64 programs through the loader.
+	cat >"$w/snap.sh" <<SCRIPT
+#!/bin/sh
+L="\$CUBICLE_ARM64_LOADER --library-path \$CUBICLE_ARM64_LIBRARY_PATH"
+t=\$(mktemp -d) # sockets and the snapshot: not on the 9p share
+w=$w
+ticks() { grep -c 'CUBICLE-GUEST tick=' "\$1"; }
+last() { tr -d '\\r' <"\$1" | sed -n 's/.*CUBICLE-GUEST tick=\\([0-9]*\\).*/\\1/p' | tail -n 1; }
+wait_ticks() { # FILE N PID
+	n=0
+	while [ \$n -lt 1200 ] && [ "\$(ticks "\$1")" -lt "\$2" ] && kill -0 "\$3" 2>/dev/null; do
+		sleep 0.2; n=\$((n + 1))
+	done
+	[ "\$(ticks "\$1")" -ge "\$2" ]
+}
+\$L $bin run ${plugin_args[*]} --api-sock \$t/a.sock \$w/vm.cfg >\$w/console.log 2>\$w/stderr.log &
+pid=\$!
+wait_ticks \$w/console.log 3 \$pid && echo booted=yes
+\$L $ctl \$t/a.sock pause && echo pause=ok
+echo snap_tick=\$(last \$w/console.log)
+\$L $ctl \$t/a.sock snapshot \$t/snap && echo snapshot=ok
+ls -ls \$t/snap | sed 's/^/# /'
+kill -9 \$pid
+wait \$pid 2>/dev/null
+\$L $bin restore ${plugin_args[*]} --api-sock \$t/r.sock --set devices.vda.backend.path=\$t/disk2.img \$t/snap >\$w/restored.log 2>\$w/rstderr.log &
+rpid=\$!
+wait_ticks \$w/restored.log 3 \$rpid && echo restored=yes
+\$L $ctl \$t/r.sock rollback \$t/snap && echo rollback=ok
+n0=\$(ticks \$w/restored.log)
+wait_ticks \$w/restored.log \$((n0 + 2)) \$rpid && echo rolled=yes
+kill -TERM \$rpid
+wait \$rpid
+echo rc=\$?
+SCRIPT
+	start=$(date +%s.%N)
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch aarch64 --timeout $((timeout + 300)) \
+		--cmd-timeout $((timeout + 120)) --rw "$w" -- "$w/snap.sh" >"$w/snap.log" 2>"$w/snap.err"
+	echo "# snap.sh exit status $? after $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+	sed 's/^/# /' "$w/snap.log"
+	v() { sed -n "s/^$1=//p" "$w/snap.log" | head -n 1; }
+	tks() { tr -d '\r' <"$1" 2>/dev/null | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\).*/\1/p'; }
+	s=$(v snap_tick)
+	first=$(tks "$w/restored.log" | head -n 1)
+	# After the rollback: the first tick printed after the ones before it.
+	after=$(tks "$w/restored.log" | awk -v s="$s" 'NR > 1 && $1 <= p { print; exit } { p = $1 }')
+	# The UART may have been mid-line at the snapshot ("CUBICLE-GUEST ti" in
+	# the first VM's log, "ck=6" in the restored one's): the first whole
+	# tick is then one more.
+	near() { [ -n "$s" ] && [ -n "$1" ] && [ "$1" -ge "$s" ] && [ "$1" -le $((s + 2)) ]; }
+	goes_on() { near "$first"; }
+	back() { near "$after"; }
+	e2e_check "snapshot of the arm64 VM at tick ${s:-?} (vCPU registers, GICv3, disk)" grep -q '^snapshot=ok' "$w/snap.log"
+	e2e_check "restored after SIGKILL: ticks go on from ${first:-none} (snapshot at ${s:-?})" goes_on
+	e2e_check "rollback in place: ticks back to ${after:-none}" back
+	e2e_check "SIGTERM ends the restored VM (143)" grep -q '^rc=143' "$w/snap.log"
+	e2e_finish "$w/console.log" "$w/stderr.log" "$w/restored.log" "$w/rstderr.log" "$w/snap.err"
+fi
 
 # ---- boot --------------------------------------------------------------------
 console=$w/console.log
