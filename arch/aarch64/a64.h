@@ -32,6 +32,7 @@ struct a64_vm {
 	uint64_t fdt_gpa;          /* the 2 MiB FDT slot */
 	uint64_t initrd_gpa, initrd_size;
 	uint64_t *mpidr;           /* per vCPU, read back after KVM_ARM_VCPU_INIT */
+	uint64_t vmgenid_gpa;      /* the VM generation ID's 16 bytes; 0: none */
 	unsigned n_mpidr;
 };
 
@@ -39,6 +40,9 @@ static inline struct a64_vm *a64_of(struct vm *vm)
 {
 	return vm->arch;
 }
+
+/* boot.c: 16 new random bytes at @id, a VM generation ID. */
+void a64_vmgenid_new(void *id);
 
 /* gic.c */
 /* Create the vGIC for @n_vcpus: GICv3 when KVM offers it, else GICv2 (at

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "a64.h"
 #include "arch.h"
@@ -190,6 +191,9 @@ static void describe(struct vm *vm, struct a64_fdt_desc *d, uint8_t *seed, size_
 	}
 	if (getrandom(&kaslr, sizeof(kaslr), GRND_NONBLOCK) == (ssize_t)sizeof(kaslr))
 		d->kaslr_seed = kaslr;
+	/* The VM generation ID: the last page of the device tree's slot. */
+	d->vmgenid_gpa = av->fdt_gpa + A64_FDT_MAX - A64_VMGENID_PAGE;
+	d->vmgenid_spi = A64_SPI_VMGENID;
 }
 
 int arch_describe(struct vm *vm, char *err, size_t errlen)
@@ -220,15 +224,28 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 		return bootfile_fail(-EFAULT, err, errlen, "device tree",
 				     "slot 0x%llx is not in guest RAM", (unsigned long long)av->fdt_gpa);
 	describe(vm, &d, seed, sizeof(seed));
-	ret = a64_fdt_build(buf, A64_FDT_MAX, &d);
+	ret = a64_fdt_build(buf, A64_FDT_MAX - A64_VMGENID_PAGE, &d);
 	if (ret == -ENOSPC)
 		return bootfile_fail(ret, err, errlen, "device tree",
-				     "does not fit in its 2 MiB slot");
+				     "does not fit in its 2 MiB slot (its last page: the VM generation ID)");
 	if (ret < 0)
 		return bootfile_fail(ret, err, errlen, "device tree",
 				     "cannot describe this machine (%s)", strerror(-ret));
+	a64_vmgenid_new((uint8_t *)buf + A64_FDT_MAX - A64_VMGENID_PAGE);
+	av->vmgenid_gpa = d.vmgenid_gpa;
 	log_debug("device tree: %d bytes at 0x%llx, GICv%u, %u vCPUs, %u devices", ret,
 		  (unsigned long long)av->fdt_gpa, av->gic_version, vm->n_vcpus,
 		  av->layout.n_dev);
 	return 0;
+}
+
+void a64_vmgenid_new(void *id)
+{
+	/* 128 random bits; should getrandom fail, the clock still differs. */
+	if (getrandom(id, 16, GRND_NONBLOCK) != 16) {
+		struct timespec t;
+
+		clock_gettime(CLOCK_REALTIME, &t);
+		memcpy(id, &t, sizeof(t) < 16 ? sizeof(t) : 16);
+	}
 }

@@ -15,6 +15,7 @@
  * on an 8-byte boundary; it is mapped cacheably in 2 MiB blocks, so we give
  * it a 2 MiB-aligned slot of its own at the top of RAM. */
 #define A64_FDT_MAX         0x200000ULL
+#define A64_VMGENID_PAGE    0x1000ULL /* the slot's last page: the VM generation ID */
 /* The initrd must lie in the 1 GiB-aligned, 32 GiB window that holds the
  * kernel. */
 #define A64_INITRD_WINDOW   (32ULL << 30)

@@ -15,6 +15,7 @@
 /* The third cell of a GIC interrupt specifier. */
 #define GIC_SPI            0
 #define GIC_PPI            1
+#define IRQ_TYPE_EDGE_RISING 1
 #define IRQ_TYPE_LEVEL_HIGH 4
 #define IRQ_TYPE_LEVEL_LOW  8
 #define GICV2_PPI_CPU_SHIFT 8
@@ -239,9 +240,23 @@ static int device(void *fdt, const struct a64_dev *dv)
 	return fdt_end_node(fdt);
 }
 
+static int vmgenid(void *fdt, const struct a64_fdt_desc *d)
+{
+	char name[48];
+
+	node_name(name, sizeof(name), "vmgenid", d->vmgenid_gpa);
+	TRY(fdt_begin_node(fdt, name));
+	TRY(fdt_property_string(fdt, "compatible", "microsoft,vmgenid"));
+	TRY(prop_reg(fdt, "reg", d->vmgenid_gpa, 16));
+	TRY(prop_irq(fdt, GIC_SPI, d->vmgenid_spi, IRQ_TYPE_EDGE_RISING));
+	return fdt_end_node(fdt);
+}
+
 static bool desc_ok(const struct a64_fdt_desc *d)
 {
 	if (!d->n_banks || !d->banks || !d->n_cpus || (d->n_devs && !d->devs))
+		return false;
+	if (d->vmgenid_gpa && (d->vmgenid_gpa % 8 || d->vmgenid_spi >= A64_NR_SPIS))
 		return false;
 	if (d->gic_version == 3)
 		return d->gic_redist_size != 0;
@@ -251,6 +266,8 @@ static bool desc_ok(const struct a64_fdt_desc *d)
 static int build(void *fdt, size_t cap, const struct a64_fdt_desc *d)
 {
 	TRY(fdt_create(fdt, (int)cap));
+	if (d->vmgenid_gpa)
+		TRY(fdt_add_reservemap_entry(fdt, d->vmgenid_gpa & ~0xfffull, 0x1000));
 	TRY(fdt_finish_reservemap(fdt));
 	TRY(fdt_begin_node(fdt, ""));
 	TRY(fdt_property_string(fdt, "compatible", "linux,dummy-virt"));
@@ -267,6 +284,8 @@ static int build(void *fdt, size_t cap, const struct a64_fdt_desc *d)
 	TRY(timer(fdt, d));
 	for (unsigned i = 0; i < d->n_devs; i++)
 		TRY(device(fdt, &d->devs[i]));
+	if (d->vmgenid_gpa)
+		TRY(vmgenid(fdt, d));
 	TRY(fdt_end_node(fdt));
 	return fdt_finish(fdt);
 }

@@ -30,6 +30,9 @@ struct a64_fdt_desc {
 	const uint8_t *rng_seed;        /* /chosen/rng-seed, may be NULL */
 	size_t rng_seed_len;
 	uint64_t kaslr_seed;            /* /chosen/kaslr-seed, 0: none */
+	uint64_t vmgenid_gpa;           /* the VM generation ID's 16 bytes (in a
+					 * page the blob reserves), 0: none */
+	unsigned vmgenid_spi;           /* its notification, an edge SPI */
 };
 
 /*
@@ -39,8 +42,10 @@ struct a64_fdt_desc {
  * per vCPU (reg = MPIDR affinity, enable-method "psci"), /psci (hvc),
  * the GIC (arm,gic-v3 or arm,cortex-a15-gic, phandle 1), /timer
  * (arm,armv8-timer) and one node per placed UART (ns16550a), virtio-mmio
- * (virtio,mmio), boot-timer and testdev. A64_DEV_OTHER regions get no
- * node. Returns the blob's size, -ENOSPC (@cap too small) or -EINVAL
+ * (virtio,mmio), boot-timer and testdev, and with vmgenid_gpa a
+ * /memreserve/ of its page and vmgenid@ (microsoft,vmgenid: Linux 6.10's
+ * vmgenid driver reads it, and re-reads it on the SPI's edge).
+ * A64_DEV_OTHER regions get no node. Returns the blob's size, -ENOSPC (@cap too small) or -EINVAL
  * (bad description).
  */
 int a64_fdt_build(void *buf, size_t cap, const struct a64_fdt_desc *d);

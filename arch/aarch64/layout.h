@@ -56,6 +56,7 @@
 #define A64_NR_IRQS           256
 #define A64_NR_SPIS           (A64_NR_IRQS - 32)
 #define A64_SPI_GENERIC_FIRST 16
+#define A64_SPI_VMGENID       15 /* the VM generation ID's notification (edge) */
 
 /* The arch timer's PPIs (INTID - 16): secure, non-secure physical, virtual,
  * hypervisor; Linux's arm,armv8-timer binding lists them in this order. */

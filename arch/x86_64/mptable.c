@@ -183,7 +183,7 @@ void x86_vmgenid_new(void *id)
 	uint8_t *b = id;
 
 	/* 128 random bits; should getrandom fail, the clock still differs. */
-	if (getrandom(b, 16, 0) != 16) {
+	if (getrandom(b, 16, GRND_NONBLOCK) != 16) {
 		struct timespec t;
 
 		clock_gettime(CLOCK_REALTIME, &t);

@@ -152,7 +152,8 @@ if [ $snapshot = 1 ]; then
 L="\$CUBICLE_ARM64_LOADER --library-path \$CUBICLE_ARM64_LIBRARY_PATH"
 t=\$(mktemp -d) # sockets and the snapshot: not on the 9p share
 w=$w
-ticks() { grep -c 'CUBICLE-GUEST tick=' "\$1"; }
+# (0 until the file exists: the background job's shell creates it)
+ticks() { c=\$(grep -c 'CUBICLE-GUEST tick=' "\$1" 2>/dev/null); echo "\${c:-0}"; }
 last() { tr -d '\\r' <"\$1" | sed -n 's/.*CUBICLE-GUEST tick=\\([0-9]*\\).*/\\1/p' | tail -n 1; }
 wait_ticks() { # FILE N PID
 	n=0

@@ -79,7 +79,8 @@ devices = (
 CFG
 # The far end of the guest's network counts the frames that arrive.
 netpeer=$(dirname "$cub")/tests/kvm/netpeer
-ticks() { grep -c 'CUBICLE-GUEST tick=' "$1"; }
+# (0 until the file exists: a background job's redirection creates it)
+ticks() { local c; c=$(grep -c 'CUBICLE-GUEST tick=' "$1" 2>/dev/null); echo "${c:-0}"; }
 last_tick() { tr -d '\r' <"$1" | sed -n 's/.*CUBICLE-GUEST tick=\([0-9]*\) .*/\1/p' | tail -n 1; }
 wait_ticks() { # FILE N PID: until FILE has N tick lines (4 min at most)
 	local n=0

@@ -513,6 +513,46 @@ static void test_layout(void)
 	CU_ASSERT(!a64_gicv3_fits(0));
 }
 
+/* The VM generation ID: its node and the reservation of its page. */
+static void test_fdt_vmgenid(void)
+{
+	struct a64_layout l;
+	struct a64_fdt_desc d;
+	void *fdt = calloc(1, FDT_CAP);
+	const char *s;
+	const void *p;
+	uint64_t addr = 0, size = 0;
+	int len;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(fdt);
+	sample_layout(&l);
+	sample_desc(&d, &l, 3);
+	CU_ASSERT_EQUAL(a64_fdt_build(fdt, FDT_CAP, &d) > 0, 1);
+	CU_ASSERT(fdt_path_offset(fdt, "/vmgenid@4f7ff000") < 0); /* none asked for */
+	CU_ASSERT_EQUAL(fdt_num_mem_rsv(fdt), 0);
+	d.vmgenid_gpa = 0x4f7ff000;
+	d.vmgenid_spi = A64_SPI_VMGENID;
+	CU_ASSERT_EQUAL_FATAL(a64_fdt_build(fdt, FDT_CAP, &d) > 0, 1);
+	s = prop(fdt, "/vmgenid@4f7ff000", "compatible", &len);
+	CU_ASSERT(s && !strcmp(s, "microsoft,vmgenid"));
+	p = prop(fdt, "/vmgenid@4f7ff000", "reg", &len);
+	CU_ASSERT(p && len == 16 && cell64(p, 0) == 0x4f7ff000 && cell64(p, 1) == 16);
+	p = prop(fdt, "/vmgenid@4f7ff000", "interrupts", &len);
+	/* <GIC_SPI 15 IRQ_TYPE_EDGE_RISING> */
+	CU_ASSERT(p && len == 12 && cell(p, 0) == 0 && cell(p, 1) == A64_SPI_VMGENID &&
+		  cell(p, 2) == 1);
+	CU_ASSERT_EQUAL_FATAL(fdt_num_mem_rsv(fdt), 1);
+	CU_ASSERT_EQUAL(fdt_get_mem_rsv(fdt, 0, &addr, &size), 0);
+	CU_ASSERT(addr == 0x4f7ff000 && size == 0x1000);
+	/* refused: unaligned, or an SPI past the GIC's */
+	d.vmgenid_gpa = 0x4f7ff004;
+	CU_ASSERT_EQUAL(a64_fdt_build(fdt, FDT_CAP, &d), -EINVAL);
+	d.vmgenid_gpa = 0x4f7ff000;
+	d.vmgenid_spi = A64_NR_SPIS;
+	CU_ASSERT_EQUAL(a64_fdt_build(fdt, FDT_CAP, &d), -EINVAL);
+	free(fdt);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -520,6 +560,7 @@ int main(void)
 		{ "fdt: GICv2 machine", test_fdt_gicv2 },
 		{ "fdt: MPIDRs, optional nodes, space", test_fdt_mpidr_and_space },
 		{ "fdt: dtc decodes it", test_fdt_dtc },
+		{ "fdt: the VM generation ID", test_fdt_vmgenid },
 		{ "Image header", test_image_header },
 		{ "boot plan: kernel, initrd, FDT", test_boot_plan },
 		{ "layout: RAM, placement, SPIs", test_layout },
