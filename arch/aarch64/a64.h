@@ -41,9 +41,6 @@ static inline struct a64_vm *a64_of(struct vm *vm)
 	return vm->arch;
 }
 
-/* boot.c: 16 new random bytes at @id, a VM generation ID. */
-void a64_vmgenid_new(void *id);
-
 /* gic.c */
 /* Create the vGIC for @n_vcpus: GICv3 when KVM offers it, else GICv2 (at
  * most 8 vCPUs); set its addresses and number of interrupts. 0 or -errno

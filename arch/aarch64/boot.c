@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 
 #include "a64.h"
 #include "arch.h"
@@ -13,6 +12,7 @@
 #include "bootfile.h"
 #include "fdt_build.h"
 #include "log.h"
+#include "snap/genid.h"
 
 static int load_image(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 		      size_t errlen)
@@ -231,21 +231,10 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 	if (ret < 0)
 		return bootfile_fail(ret, err, errlen, "device tree",
 				     "cannot describe this machine (%s)", strerror(-ret));
-	a64_vmgenid_new((uint8_t *)buf + A64_FDT_MAX - A64_VMGENID_PAGE);
+	genid_new((uint8_t *)buf + A64_FDT_MAX - A64_VMGENID_PAGE);
 	av->vmgenid_gpa = d.vmgenid_gpa;
 	log_debug("device tree: %d bytes at 0x%llx, GICv%u, %u vCPUs, %u devices", ret,
 		  (unsigned long long)av->fdt_gpa, av->gic_version, vm->n_vcpus,
 		  av->layout.n_dev);
 	return 0;
-}
-
-void a64_vmgenid_new(void *id)
-{
-	/* 128 random bits; should getrandom fail, the clock still differs. */
-	if (getrandom(id, 16, GRND_NONBLOCK) != 16) {
-		struct timespec t;
-
-		clock_gettime(CLOCK_REALTIME, &t);
-		memcpy(id, &t, sizeof(t) < 16 ? sizeof(t) : 16);
-	}
 }

@@ -13,6 +13,7 @@
 #include "a64.h"
 #include "arch.h"
 #include "cnode.h"
+#include "snap/genid.h"
 #include "snap/state.h"
 
 #define V1 SNAP_VER(1, 0)
@@ -325,9 +326,7 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 	if (!ret && (ret = snap_w_put(w, SNAP_K_MACHINE, "gicv3", 0, V1, l.a,
 				      l.n * sizeof(*l.a))))
 		errf(err, errlen, ret, "state: %s", strerror(-ret));
-	if (!ret && av->vmgenid_gpa &&
-	    (ret = snap_w_put(w, SNAP_K_MACHINE, "vmgenid", 0, V1, &av->vmgenid_gpa,
-			      sizeof(av->vmgenid_gpa))))
+	if (!ret && (ret = genid_save(w, av->vmgenid_gpa)))
 		errf(err, errlen, ret, "state: %s", strerror(-ret));
 	free(l.a);
 	return ret;
@@ -338,26 +337,13 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 static int new_generation(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)
 {
 	struct a64_vm *av = a64_of(vm);
-	const struct snap_sec *s = snap_r_find(r, SNAP_K_MACHINE, "vmgenid", 0);
-	uint64_t gpa = 0;
-	void *id;
+	int ret = genid_renew(&vm->mem, r, &av->vmgenid_gpa, err, errlen);
 
-	if (s) {
-		if (s->len != sizeof(gpa))
-			return errf(err, errlen, -EINVAL, "vmgenid: %zu bytes, expected %zu", s->len,
-				    sizeof(gpa));
-		memcpy(&gpa, s->data, sizeof(gpa));
-		id = gpa % 8 ? NULL : mem_map(&vm->mem, gpa, 16);
-		if (!id)
-			return errf(err, errlen, -EINVAL, "vmgenid: address %#llx is not in guest RAM",
-				    (unsigned long long)gpa);
-		a64_vmgenid_new(id);
-		mem_mark_dirty(&vm->mem, id, 16);
+	if (!ret && av->vmgenid_gpa) {
 		irq_line(vm, A64_SPI_VMGENID, true);
 		irq_line(vm, A64_SPI_VMGENID, false);
 	}
-	av->vmgenid_gpa = gpa;
-	return 0;
+	return ret;
 }
 
 int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)

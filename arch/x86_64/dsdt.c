@@ -97,6 +97,22 @@ static void name_zero(struct aml *a, const char *seg)
 	b8(a, AML_ZERO);
 }
 
+/* Scope (\_SB) { Device (@name) { @body } } */
+static void sb_device(struct aml *out, const char *name, const uint8_t *body, size_t len)
+{
+	size_t dev_len = 4 + len; /* after the Device's PkgLength: its name and body */
+
+	b8(out, AML_SCOPE);
+	pkglen(out, 5 + 2 + pkglen_bytes(dev_len) + dev_len);
+	b8(out, AML_ROOT_CHAR);
+	put(out, "_SB_", 4);
+	b8(out, AML_EXT_PREFIX);
+	b8(out, AML_DEVICE);
+	pkglen(out, dev_len);
+	put(out, name, 4);
+	put(out, body, len);
+}
+
 static void word_addr(struct aml *a, unsigned type, unsigned tflags, unsigned min, unsigned max)
 {
 	b8(a, RES_WORD_ADDR);
@@ -146,7 +162,6 @@ int x86_dsdt_pci(uint8_t *buf, size_t cap, uint64_t mmio_base, uint64_t mmio_siz
 	struct aml c = { tmp_crs, 0, sizeof(tmp_crs) };
 	struct aml d = { tmp_dev, 0, sizeof(tmp_dev) };
 	struct aml out = { buf, 0, cap };
-	size_t dev_len;
 
 	if (!mmio_size || mmio_base + mmio_size > 0x100000000ULL || mmio_base + mmio_size < mmio_base)
 		return -EINVAL;
@@ -170,17 +185,7 @@ int x86_dsdt_pci(uint8_t *buf, size_t cap, uint64_t mmio_base, uint64_t mmio_siz
 	if (c.len > 0xff || c.len > c.cap || d.len > d.cap)
 		return -ENOSPC; /* cannot happen: fixed sizes */
 
-	/* Scope (\_SB) { Device (PCI0) { ... } } */
-	dev_len = 4 + d.len; /* after the Device's PkgLength: its name and body */
-	b8(&out, AML_SCOPE);
-	pkglen(&out, 5 + 2 + pkglen_bytes(dev_len) + dev_len);
-	b8(&out, AML_ROOT_CHAR);
-	put(&out, "_SB_", 4);
-	b8(&out, AML_EXT_PREFIX);
-	b8(&out, AML_DEVICE);
-	pkglen(&out, dev_len);
-	put(&out, "PCI0", 4);
-	put(&out, tmp_dev, d.len);
+	sb_device(&out, "PCI0", tmp_dev, d.len);
 	if (out.len > cap)
 		return -ENOSPC;
 	return (int)out.len;
@@ -202,7 +207,7 @@ int x86_dsdt_vmgenid(uint8_t *buf, size_t cap, uint64_t id_gpa, unsigned gpe)
 	struct aml m = { tmp_m, 0, sizeof(tmp_m) };
 	struct aml out = { buf, 0, cap };
 	char ename[5];
-	size_t dev_len, pkg_body = 1 + 2 * 5, m_len;
+	size_t pkg_body = 1 + 2 * 5, m_len;
 
 	if (!id_gpa || id_gpa % 8 || gpe > 0xff)
 		return -EINVAL;
@@ -233,17 +238,7 @@ int x86_dsdt_vmgenid(uint8_t *buf, size_t cap, uint64_t id_gpa, unsigned gpe)
 	if (d.len > d.cap || m.len > m.cap)
 		return -ENOSPC; /* cannot happen: fixed sizes */
 
-	/* Scope (\_SB) { Device (VGEN) { ... } } */
-	dev_len = 4 + d.len;
-	b8(&out, AML_SCOPE);
-	pkglen(&out, 5 + 2 + pkglen_bytes(dev_len) + dev_len);
-	b8(&out, AML_ROOT_CHAR);
-	put(&out, "_SB_", 4);
-	b8(&out, AML_EXT_PREFIX);
-	b8(&out, AML_DEVICE);
-	pkglen(&out, dev_len);
-	put(&out, "VGEN", 4);
-	put(&out, tmp_dev, d.len);
+	sb_device(&out, "VGEN", tmp_dev, d.len);
 	/* Scope (\_GPE) { Method (_Exx) { ... } } */
 	m_len = m.len;
 	b8(&out, AML_SCOPE);

@@ -5,12 +5,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "arch.h"
 #include "boot.h"
 #include "dsdt.h"
+#include "snap/genid.h"
 #include "x86.h"
 
 /* Layouts from the MP spec 1.4, chapter 4 (Linux: asm/mpspec_def.h). */
@@ -178,19 +177,6 @@ static void *table_area(struct vm *vm, uint64_t gpa, size_t size)
 	return p;
 }
 
-void x86_vmgenid_new(void *id)
-{
-	uint8_t *b = id;
-
-	/* 128 random bits; should getrandom fail, the clock still differs. */
-	if (getrandom(b, 16, GRND_NONBLOCK) != 16) {
-		struct timespec t;
-
-		clock_gettime(CLOCK_REALTIME, &t);
-		memcpy(b, &t, sizeof(t) < 16 ? sizeof(t) : 16);
-	}
-}
-
 /*
  * Both an MP table (kernels without ACPI) and ACPI tables (kernels built
  * without CONFIG_X86_MPPARSE, such as Debian's cloud kernel); a kernel
@@ -237,7 +223,7 @@ int arch_describe(struct vm *vm, char *err, size_t errlen)
 			return ret;
 		}
 		aml_len += (size_t)ret;
-		x86_vmgenid_new(genid);
+		genid_new(genid);
 		xv->vmgenid_gpa = X86_VMGENID_GPA;
 	}
 	mp = table_area(vm, X86_EBDA_START, x86_mptable_size(n));

@@ -12,6 +12,7 @@
 
 #include "arch.h"
 #include "cnode.h"
+#include "snap/genid.h"
 #include "snap/state.h"
 #include "x86.h"
 
@@ -238,9 +239,7 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 	snap_w_put(w, SNAP_K_MACHINE, "pit2", 0, V1, &pit, sizeof(pit));
 	snap_w_put(w, SNAP_K_MACHINE, "platform", 0, V1, &ps, sizeof(ps));
 	snap_w_put(w, SNAP_K_MACHINE, "clock", 0, V1, &xv->pause_clock, sizeof(xv->pause_clock));
-	if (xv->vmgenid_gpa)
-		snap_w_put(w, SNAP_K_MACHINE, "vmgenid", 0, V1, &xv->vmgenid_gpa,
-			   sizeof(xv->vmgenid_gpa));
+	genid_save(w, xv->vmgenid_gpa);
 	if (w->err)
 		return errf(err, errlen, w->err, "state: %s", strerror(-w->err));
 	m = msr_list(vm);
@@ -349,24 +348,11 @@ static int load_vcpu(struct vcpu *v, const struct snap_r *r, uint64_t *tsc, char
 static int new_generation(struct vm *vm, const struct snap_r *r, char *err, size_t errlen)
 {
 	struct x86_vm *xv = x86_of(vm);
-	const struct snap_sec *s = snap_r_find(r, SNAP_K_MACHINE, "vmgenid", 0);
-	uint64_t gpa = 0;
-	void *id;
+	int ret = genid_renew(&vm->mem, r, &xv->vmgenid_gpa, err, errlen);
 
-	if (s) {
-		if (s->len != sizeof(gpa))
-			return errf(err, errlen, -EINVAL, "vmgenid: %zu bytes, expected %zu", s->len,
-				    sizeof(gpa));
-		memcpy(&gpa, s->data, sizeof(gpa));
-		id = gpa % 8 ? NULL : mem_map(&vm->mem, gpa, 16);
-		if (!id)
-			return errf(err, errlen, -EINVAL, "vmgenid: address %#llx is not in guest RAM",
-				    (unsigned long long)gpa);
-		x86_vmgenid_new(id);
-		mem_mark_dirty(&vm->mem, id, 16);
-	}
-	xv->vmgenid_gpa = gpa;
-	if (gpa)
+	if (ret)
+		return ret;
+	if (xv->vmgenid_gpa)
 		x86_gpe_raise(xv, X86_GPE_VMGENID);
 	else
 		x86_gpe_sync(xv);

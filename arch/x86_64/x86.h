@@ -125,8 +125,6 @@ struct kvm_cpuid_entry2 *x86_cpuid_find(struct kvm_cpuid2 *c, uint32_t fn, uint3
 
 /* platform.c: i8042, POST port, CMOS on the PIO bus. */
 int x86_platform_setup(struct x86_vm *xv, char *err, size_t errlen);
-/* 16 new random bytes at @id: a VM generation ID. */
-void x86_vmgenid_new(void *id);
 /* Set GPE @gpe's status bit (the SCI follows when the guest enabled it). */
 void x86_gpe_raise(struct x86_vm *xv, unsigned gpe);
 /* Drive the SCI from the GPE registers (after a snapshot's were loaded). */

@@ -309,7 +309,7 @@ static int remove_snapshot(const char *dir)
 	return rmdir(dir) < 0 && errno != ENOENT ? -errno : 0;
 }
 
-static int fsync_path(const char *path)
+int snap_fsync_path(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECTORY), ret = 0;
 
@@ -523,7 +523,7 @@ int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap
 	}
 	ret = write_file(tmp, "manifest.json", js, strlen(js));
 	if (!ret)
-		ret = fsync_path(tmp);
+		ret = snap_fsync_path(tmp);
 	if (ret) {
 		errf(err, errlen, ret, "%s/manifest.json: %s", tmp, strerror(-ret));
 		goto out;
@@ -541,7 +541,7 @@ int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap
 		char *parent = strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
 
 		if (parent)
-			fsync_path(slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".");
+			snap_fsync_path(slash ? (slash == parent ? "/" : (*slash = '\0', parent)) : ".");
 		free(parent);
 	}
 	/* The next Diff's parent is this one; what held device buffers will

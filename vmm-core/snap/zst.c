@@ -52,18 +52,6 @@ static void zprog(void *arg, uint64_t done, uint64_t total)
 	p->last = pct;
 }
 
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
 /* manifest.json replaced by @m: written beside, fsync'd, renamed. */
 static int manifest_replace(const char *dir, json_t *m, char *err, size_t errlen)
 {
@@ -175,7 +163,7 @@ int snap_compress(const char *dir, const struct snap_zst_opts *o, struct snap_zs
 	}
 	if (unlink(raw) < 0)
 		log_warn("%s: cannot remove it: %s", raw, strerror(errno));
-	fsync_dir(dir);
+	snap_fsync_path(dir);
 	st->in_bytes = zs.in_bytes;
 	st->out_bytes = zs.out_bytes;
 	st->frames = zs.n_frames;
