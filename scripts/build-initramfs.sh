@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Builds a busybox initramfs (gzip'd newc cpio) carrying chosen kernel modules and either the example guest /init or a given one.
 #
-# Usage: scripts/build-initramfs.sh [--init FILE] [--modules "NAME..."] [--busybox FILE] [MODULES_DIR [OUTPUT]]
+# Usage: scripts/build-initramfs.sh [--init FILE] [--modules "NAME..."] [--busybox FILE] [--agent FILE] [MODULES_DIR [OUTPUT]]
 #
 #   MODULES_DIR  a kernel's lib/modules/<release> tree
 #                (default: $CUBICLE_CACHE/guest/x86_64/modules, as fetch-guest.sh leaves it)
@@ -14,6 +14,10 @@
 #                one); when it cannot run here, its applet links are taken from
 #                the host's busybox (same Debian package), and /init should run
 #                `/bin/busybox --install -s /bin` to fill any gap
+#   --agent F    carry F (a static cubicle-agent) as /bin/cubicle-agent; the
+#                example /init starts it when the guest has a vsock device, and
+#                with `cubicle.agent` on the kernel command line stays up
+#                serving it instead of rebooting
 #
 # Modules go to /lib/modules/*.ko and their load order to /etc/modules.order.
 # Built-in modules are skipped; missing ones are warned about and skipped.
@@ -25,7 +29,8 @@ moddir=$cache/guest/x86_64/modules
 out=$cache/guest/x86_64/initramfs.cpio.gz
 init=
 busybox=
-mods="virtio virtio_ring virtio_pci virtio_blk virtio_net virtio_console virtio_rng"
+agent=
+mods="virtio virtio_ring virtio_pci virtio_blk virtio_net virtio_console virtio_rng vmw_vsock_virtio_transport"
 
 say() { printf 'build-initramfs: %s\n' "$*" >&2; }
 die() { printf 'build-initramfs: error: %s\n' "$*" >&2; exit 1; }
@@ -36,7 +41,8 @@ while [ $# -gt 0 ]; do
 	--init) init=${2:?--init needs a file}; shift ;;
 	--modules) mods=${2?--modules needs a list}; shift ;;
 	--busybox) busybox=${2:?--busybox needs a file}; shift ;;
-	-h|--help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--agent) agent=${2:?--agent needs a file}; shift ;;
+	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) die "unknown option '$1' (try --help)" ;;
 	*) pos+=("$1") ;;
 	esac
@@ -60,6 +66,11 @@ for tool in cpio gzip modinfo; do
 done
 [ -d "$moddir/kernel" ] || die "$moddir is not a kernel modules tree (run scripts/fetch-guest.sh)"
 [ -z "$init" ] || [ -f "$init" ] || die "init file '$init' not found"
+if [ -n "$agent" ]; then
+	[ -f "$agent" ] || die "agent '$agent' not found (build it: make agent/cubicle-agent)"
+	file -L "$agent" 2>/dev/null | grep -q 'dynamically linked' &&
+		die "$agent is dynamically linked; the guest has no libc: configure without --enable-sanitizers"
+fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/cubicle-initramfs.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -68,6 +79,14 @@ mkdir -p "$stage"/{bin,sbin,dev,proc,sys,run,tmp,etc,root,lib/modules,mnt}
 # busybox and a link per applet
 cp "$busybox" "$stage/bin/busybox"
 chmod 755 "$stage/bin/busybox"
+if [ -n "$agent" ]; then
+	cp "$agent" "$stage/bin/cubicle-agent"
+	chmod 755 "$stage/bin/cubicle-agent"
+	# E2B's SDK runs every command as `/bin/bash -l -c CMD`; busybox has no
+	# bash applet, and its ash takes those flags.
+	[ -e "$stage/bin/bash" ] || printf '#!/bin/sh\n# bash stand-in for E2B clients: busybox ash takes -l -c.\nexec /bin/sh "$@"\n' >"$stage/bin/bash"
+	chmod 755 "$stage/bin/bash"
+fi
 applets=$("$busybox" --list 2>/dev/null) ||
 	applets=$("$host_busybox" --list 2>/dev/null) || applets=sh
 for applet in $applets; do
@@ -159,6 +178,24 @@ echo "CUBICLE-GUEST cmdline=$cmdline"
 echo "CUBICLE-GUEST ready"
 # Tell cubicle's boot-timer device that userspace is up.
 devmem 0xd0000000 8 123 2>/dev/null || echo "CUBICLE-GUEST devmem-failed"
+
+# The agent (scripts/build-initramfs.sh --agent) serves `cubicle exec`, `cubicle
+# cp` and E2B's SDK over vsock port 49983 when the VM has a vsock device. With
+# cubicle.agent on the command line the guest stays up for it (and powers off
+# when it exits); without, the example goes on to reboot as before.
+if [ -x /bin/cubicle-agent ] && [ -e /dev/vsock ]; then
+	mkdir -p /home/user /tmp
+	/bin/cubicle-agent &
+	agent=$!
+	echo "CUBICLE-GUEST agent pid=$agent"
+	case " $cmdline " in
+	*" cubicle.agent "*)
+		wait $agent
+		echo "CUBICLE-GUEST agent exited ($?)"
+		sync
+		reboot -f ;;
+	esac
+fi
 
 # The markers sit in the tty's buffer until the UART has sent them (slow under
 # emulation); a panic's printk or a reset would cut or interleave them.

@@ -1,0 +1,195 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# `cubicle exec`, `cubicle cp` and E2B's own JavaScript SDK against
+# cubicle-agent in a stock-kernel guest, over the user-space virtio-vsock
+# device (issue 13). One VM, booted once (directly, or nested in L1):
+#   1. exec of sh -c 'echo $((6*7)); echo err >&2; exit 3': 42 on stdout,
+#      err on stderr, exit status 3;
+#   2. 100 MiB of the guest's /dev/urandom through exec's stdout: the sha256
+#      the host reads is the one the guest computed on the same bytes;
+#   3. a file of CUBICLE_EXEC_BIG_MIB MiB (default 1024) copied in with
+#      `cubicle cp`, hashed by the guest, and copied back out: one sha256;
+#   4. `cubicle exec VM -- sleep 7200` given SIGINT (what Ctrl-C sends) ends
+#      with status 130 and the guest's sleep is gone;
+#   5. npm `e2b` (pinned in tests/e2b/package.json, `npm ci`) with sandboxUrl
+#      a local TCP port forwarded to the VM's vsock port 49983
+#      (tests/e2b/forward.mjs): commands.run, files.write/read/list and
+#      commands.kill (tests/e2b/sdk-test.mjs).
+# The agent checks an access token given on the kernel command line; a
+# wrong token is refused. Exit status: 0 pass, 1 fail, 77 skip (see lib.sh).
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# The guest holds the big file in RAM (its initramfs root), cubicle's L1
+# holds both ends of it: size L1 and the guest for it.
+big=${CUBICLE_EXEC_BIG_MIB:-1024}
+case $big in ''|*[!0-9]*) echo "not ok - CUBICLE_EXEC_BIG_MIB must be a number of MiB"; exit 99 ;; esac
+: "${CUBICLE_E2E_TIMEOUT:=$((600 + big / 2))}"
+export CUBICLE_E2E_TIMEOUT
+e2e_init
+w=$e2e_work
+agent=$e2e_builddir/agent/cubicle-agent
+[ -x "$agent" ] || e2e_skip "$agent is not built"
+file -L "$agent" | grep -q 'statically linked' ||
+	e2e_skip "$agent is not statically linked (a sanitizer build?): the guest has no libc for it"
+e2b=$e2e_top/tests/e2b
+command -v node >/dev/null && command -v npm >/dev/null ||
+	e2e_skip "node and npm are needed for the E2B SDK part (apt-get install nodejs npm)"
+# The SDK, exactly as pinned by the lock file.
+if [ ! -f "$e2b/node_modules/.package-lock.json" ] ||
+   [ "$e2b/package-lock.json" -nt "$e2b/node_modules/.package-lock.json" ]; then
+	(cd "$e2b" && npm ci --no-audit --no-fund --loglevel=error) >"$w/npm.log" 2>&1 ||
+		{ cat "$w/npm.log"; e2e_skip "npm ci in $e2b failed (no registry?)"; }
+fi
+
+"$e2e_top/scripts/build-initramfs.sh" --agent "$agent" \
+	--modules "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport" \
+	"$e2e_guest/modules" "$w/initramfs.cpio.gz" \
+	2>"$w/initramfs.log" || { cat "$w/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+
+cat >"$w/exec.sh" <<'SCRIPT'
+#!/bin/bash
+# Where KVM is (directly or in L1): $1 work folder, $2 kernel, $3 cubicle,
+# $4 source tree, $5 big file MiB.
+set -u
+w=$1 k=$2 cub=$3 top=$4 big=$5
+t=$(mktemp -d) # sockets and big files: a 9p share cannot hold sockets
+tok=cub-$RANDOM$RANDOM
+fail=0
+ok() { echo "ok - $*"; }
+bad() { echo "not ok - $*"; fail=1; }
+now() { date +%s.%N; }
+# calc EXPR: a decimal, one place
+calc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
+cat >"$w/vm.cfg" <<CFG
+machine = { vcpus = 1; memory_mib = $((big + 384)); };
+boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
+  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent cubicle.agent_token=$tok"; };
+devices = (
+  { type = "serial8250"; id = "com1"; console = "file"; path = "$w/serial.log"; },
+  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/v.sock"; }
+);
+CFG
+t0=$(now)
+"$cub" run "$w/vm.cfg" >"$w/cubicle.log" 2>&1 &
+vmm=$!
+export CUBICLE_AGENT_TOKEN=$tok
+v=$t/v.sock
+# Ready when the agent answers (it also says so on the console).
+i=0
+until "$cub" exec "$v" -- true 2>"$w/ready.err"; do
+	i=$((i + 1))
+	if [ $i -ge 600 ] || ! kill -0 $vmm 2>/dev/null; then
+		bad "the agent never answered"; cat "$w/ready.err"
+		kill -9 $vmm 2>/dev/null; exit 1
+	fi
+	sleep 0.5
+done
+echo "# agent answered $(calc "$(now) - $t0") s after cubicle started"
+
+# 1. output, error, status
+"$cub" exec "$v" -- sh -c 'echo $((6*7)); echo err >&2; exit 3' >"$w/1.out" 2>"$w/1.err"
+rc=$?
+[ "$(cat "$w/1.out")" = 42 ] && [ "$(cat "$w/1.err")" = err ] && [ $rc = 3 ] &&
+	ok "exec: stdout 42, stderr err, status 3" ||
+	bad "exec: stdout '$(head -c 200 "$w/1.out")', stderr '$(head -c 200 "$w/1.err")', status $rc (want 42, err, 3)"
+CUBICLE_AGENT_TOKEN=wrong "$cub" exec "$v" -- true 2>"$w/tok.err"
+rc=$?
+[ $rc != 0 ] && grep -qi token "$w/tok.err" && ok "a wrong access token is refused (status $rc)" ||
+	bad "a wrong access token: status $rc, '$(head -c 300 "$w/tok.err")'"
+
+# 2. 100 MiB of stdout; the guest hashes what it sends through a fifo
+t1=$(now)
+"$cub" exec "$v" -- sh -c 'rm -f /tmp/f; mkfifo /tmp/f; sha256sum </tmp/f >/tmp/sum & head -c 104857600 /dev/urandom | tee /tmp/f; wait' |
+	sha256sum >"$t/2.sum"
+t2=$(now)
+got=$(cut -d' ' -f1 "$t/2.sum")
+want=$("$cub" exec "$v" -- cat /tmp/sum | cut -d' ' -f1)
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "100 MiB through stdout: sha256 $got ($(calc "100 / ($t2 - $t1)") MiB/s)" ||
+	bad "100 MiB through stdout: host sha256 '$got', guest '$want'"
+
+# 3. a big file in and out
+head -c $((big << 20)) /dev/urandom >"$t/big.in"
+want=$(sha256sum <"$t/big.in" | cut -d' ' -f1)
+t1=$(now)
+"$cub" cp "$t/big.in" "$v:/root/big" 2>"$w/cp-in.err" || { bad "cp in failed"; cat "$w/cp-in.err"; }
+t2=$(now)
+rm -f "$t/big.in" # L1 holds one copy at a time
+gsum=$("$cub" exec "$v" -- sha256sum /root/big | cut -d' ' -f1)
+t3=$(now)
+"$cub" cp "$v:/root/big" "$t/big.out" 2>"$w/cp-out.err" || { bad "cp out failed"; cat "$w/cp-out.err"; }
+t4=$(now)
+got=$(sha256sum <"$t/big.out" | cut -d' ' -f1)
+rm -f "$t/big.out"
+[ "$gsum" = "$want" ] && ok "$big MiB copied in: guest sha256 matches ($(calc "$big / ($t2 - $t1)") MiB/s)" ||
+	bad "$big MiB copied in: guest sha256 '$gsum', host '$want'"
+[ "$got" = "$want" ] && ok "$big MiB copied back out: sha256 matches ($(calc "$big / ($t4 - $t3)") MiB/s)" ||
+	bad "$big MiB copied out: sha256 '$got', want '$want'"
+"$cub" exec "$v" -- rm -f /root/big
+
+# 4. Ctrl-C
+"$cub" exec "$v" -- sleep 7200 &
+e=$!
+i=0
+until [ "$("$cub" exec "$v" -- sh -c 'ps -o args | grep -c "^sleep 7200"')" = 1 ] || [ $i -ge 40 ]; do
+	sleep 0.5; i=$((i + 1))
+done
+t1=$(now)
+kill -INT $e
+i=0
+while kill -0 $e 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+if kill -0 $e 2>/dev/null; then
+	bad "Ctrl-C: cubicle exec still running 20 s after SIGINT"
+	kill -9 $e
+else
+	wait $e
+	rc=$?
+	left=$("$cub" exec "$v" -- sh -c 'ps -o args | grep -c "^sleep 7200"')
+	[ $rc = 130 ] && [ "$left" = 0 ] &&
+		ok "Ctrl-C: exec ended with 130 after $(calc "$(now) - $t1") s, the guest's sleep is gone" ||
+		bad "Ctrl-C: status $rc (want 130), sleeps left in the guest: $left"
+fi
+
+# 5. E2B's SDK through a TCP port forwarded to vsock port 49983
+node "$top/tests/e2b/forward.mjs" --uds "$v" --port 0 --port-file "$t/port" >"$w/forward.log" 2>&1 &
+fwd=$!
+i=0
+while [ ! -s "$t/port" ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
+if [ -s "$t/port" ]; then
+	if node "$top/tests/e2b/sdk-test.mjs" --sandbox-url "http://127.0.0.1:$(cat "$t/port")" \
+		--token "$tok" >"$w/sdk.log" 2>&1; then
+		ok "E2B SDK: $(grep -c '^ok' "$w/sdk.log") checks passed"
+	else
+		bad "E2B SDK"
+	fi
+	sed 's/^/# sdk: /' "$w/sdk.log"
+else
+	bad "the forwarder never listened"; cat "$w/forward.log"
+fi
+kill $fwd 2>/dev/null
+
+"$cub" exec "$v" -- sh -c 'sync; reboot -f' >/dev/null 2>&1
+i=0
+while kill -0 $vmm 2>/dev/null && [ $i -lt 150 ]; do sleep 0.2; i=$((i + 1)); done
+kill -9 $vmm 2>/dev/null
+wait $vmm
+echo "# cubicle exited with status $?"
+rm -rf "$t"
+exit $fail
+SCRIPT
+
+if [ $e2e_mode = nested ]; then
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch x86_64 --mem $((big * 2 + 2048)) \
+		--timeout $((e2e_timeout + 180)) --cmd-timeout "$e2e_timeout" --rw "$w" -- \
+		bash "$w/exec.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" "$e2e_top" "$big" | tee "$w/out.log"
+else
+	timeout -k 5 "$e2e_timeout" bash "$w/exec.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" "$e2e_top" "$big" |
+		tee "$w/out.log"
+fi
+rc=${PIPESTATUS[0]}
+if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log"; then
+	e2e_dump "$w/serial.log" "$w/cubicle.log"
+	exit 1
+fi
+grep -q '^ok - E2B SDK' "$w/out.log" || { echo "not ok - the SDK part did not run"; exit 1; }
+exit 0
