@@ -183,7 +183,8 @@ devmem 0xd0000000 8 123 2>/dev/null || echo "CUBICLE-GUEST devmem-failed"
 # cp` and E2B's SDK over vsock port 49983 when the VM has a vsock device. With
 # cubicle.agent on the command line the guest stays up for it (and powers off
 # when it exits); without, the example goes on to reboot as before.
-if [ -x /bin/cubicle-agent ] && [ -e /dev/vsock ]; then
+vsockdev=$(ls -d /sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio* 2>/dev/null)
+if [ -x /bin/cubicle-agent ] && [ -n "$vsockdev" ]; then
 	mkdir -p /home/user /tmp
 	/bin/cubicle-agent &
 	agent=$!
