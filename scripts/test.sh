@@ -38,11 +38,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 	CUBICLE_CLONES=10 make -C "$src/build-asan" -j2 check TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh' ||
 	failed "$src/build-asan"
 
-step "fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-40} s"
-make -C "$src/build" fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-40}"
+step "fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-40} s, two at a time"
+make -C "$src/build" -j2 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-40}"
 
 step "make distcheck (e2e skipped inside it: already run above)"
-CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" distcheck >/dev/null
+CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck >/dev/null
 
 step "ARM64: multiarch dependencies, cross build in build-arm64"
 "$src/scripts/deps-arm64.sh"
