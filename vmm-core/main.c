@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The cubicle command line: run, restore, plugins, check-host, disk, ctl.
+/* The cubicle command line: run, restore, plugins, check-host, disk, ctl, exec, cp.
  * Only this file decides to exit the process. */
 #include <errno.h>
 #include <getopt.h>
@@ -50,6 +50,10 @@ static const char usage_text[] =
 	"  check-host          print what this host's KVM can do\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
 	"  ctl SOCKET VERB     drive a running cubicle's API (`cubicle ctl --help`)\n"
+	"  exec VM -- CMD ...  run a command in the guest through cubicle-agent\n"
+	"                      (-i stdin, -t pty; `cubicle exec --help`)\n"
+	"  cp SRC DST          copy a file into or out of the guest, one side VM:PATH\n"
+	"                      (`cubicle cp --help`)\n"
 	"  help [COMMAND]      show help\n"
 	"\n"
 	"Run options:\n"
@@ -624,5 +628,9 @@ int main(int argc, char **argv)
 		return helper_exec("tools/disk", "cubicle-disk", argc - 1, argv + 1);
 	if (!strcmp(cmd, "ctl"))
 		return helper_exec("tools/ctl", "cubicle-ctl", argc - 1, argv + 1);
+	if (!strcmp(cmd, "exec"))
+		return helper_exec("tools/exec", "cubicle-exec", argc - 1, argv + 1);
+	if (!strcmp(cmd, "cp"))
+		return helper_exec("tools/exec", "cubicle-cp", argc - 1, argv + 1);
 	return usage_error("unknown command '%s'", cmd);
 }

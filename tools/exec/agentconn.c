@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Reaching a VM's cubicle-agent: the vsock socket (or the API socket that names it), curl over it. */
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentconn.h"
+#include "codec.h"
+
+#define REPLY_MAX (1u << 20) /* unary replies and error bodies kept */
+
+static long now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int unix_connect(struct agent *a, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(a->why, sizeof(a->why), "%s: the path is too long for a socket", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read the handshake's reply line a byte at a time (what follows it is the
+ * agent's). 1: "OK ...", 0: closed or refused (reason in a->why), -1: error. */
+static int read_reply(struct agent *a, int fd, long deadline)
+{
+	char line[64];
+	size_t n = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = deadline - now_ms();
+		ssize_t r;
+
+		if (left <= 0) {
+			snprintf(a->why, sizeof(a->why), "%s: no answer to CONNECT %u in time", a->uds,
+				 a->port);
+			return -1;
+		}
+		if (poll(&p, 1, (int)left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (!p.revents)
+			continue;
+		r = recv(fd, line + n, 1, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			snprintf(a->why, sizeof(a->why),
+				 "%s: nothing listens on guest port %u (is cubicle-agent running in the guest?)",
+				 a->uds, a->port);
+			return 0;
+		}
+		if (line[n] == '\n')
+			break;
+		if (++n == sizeof(line) - 1) {
+			snprintf(a->why, sizeof(a->why), "%s: the answer to CONNECT is too long", a->uds);
+			return -1;
+		}
+	}
+	line[n] = '\0';
+	if (!strncmp(line, "OK ", 3))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (!isprint((unsigned char)line[i]))
+			line[i] = '?';
+	snprintf(a->why, sizeof(a->why), "%s: CONNECT %u was answered \"%.64s\"", a->uds, a->port, line);
+	return -1;
+}
+
+/* A connection to the agent through the vsock device's handshake. While the
+ * guest has no listener yet (the device closes at once), try again until the
+ * timeout: the agent may still be starting. */
+static int vsock_connect(struct agent *a)
+{
+	long deadline = now_ms() + a->timeout_ms;
+	char req[32];
+	int len = snprintf(req, sizeof(req), "CONNECT %u\n", a->port);
+
+	for (;;) {
+		int fd = unix_connect(a, a->uds), r;
+		struct timespec pause = { 0, 100 * 1000 * 1000 };
+
+		if (fd < 0)
+			return -1;
+		if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len) {
+			snprintf(a->why, sizeof(a->why), "%s: %s", a->uds, strerror(errno));
+			r = -1;
+		} else {
+			r = read_reply(a, fd, deadline);
+		}
+		if (r == 1)
+			return fd;
+		close(fd);
+		if (r < 0 || now_ms() + 100 >= deadline)
+			return -1;
+		nanosleep(&pause, NULL);
+	}
+}
+
+static curl_socket_t open_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	(void)purpose;
+	(void)addr;
+	int fd = vsock_connect(arg);
+
+	return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+static int sockopt_cb(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	(void)arg;
+	(void)fd;
+	(void)purpose;
+	return CURL_SOCKOPT_ALREADY_CONNECTED;
+}
+
+static int close_cb(void *arg, curl_socket_t fd)
+{
+	(void)arg;
+	return close(fd);
+}
+
+struct body {
+	char *p;
+	size_t n;
+};
+
+static size_t keep_body(char *d, size_t sz, size_t n, void *arg)
+{
+	struct body *b = arg;
+	size_t len = sz * n;
+	char *p;
+
+	if (b->n + len > REPLY_MAX)
+		return 0;
+	p = realloc(b->p, b->n + len + 1);
+	if (!p)
+		return 0;
+	memcpy(p + b->n, d, len);
+	b->p = p;
+	b->n += len;
+	p[b->n] = '\0';
+	return len;
+}
+
+static void no_proxy(CURL *c)
+{
+	/* The environment's http_proxy must not take these requests elsewhere. */
+	curl_easy_setopt(c, CURLOPT_PROXY, "");
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+}
+
+int agent_resolve(struct agent *a)
+{
+	CURL *c = curl_easy_init();
+	struct body b = { 0 };
+	long status = 0;
+	CURLcode rc;
+	int fd;
+
+	if (!c)
+		return fprintf(stderr, "%s: libcurl failed to start\n", a->prog), -1;
+	/* Is anything there? (A clear message for a wrong path.) */
+	fd = unix_connect(a, a->vm);
+	if (fd < 0) {
+		curl_easy_cleanup(c);
+		return fprintf(stderr, "%s: %s\n", a->prog, a->why), -1;
+	}
+	close(fd);
+	no_proxy(c);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, a->vm);
+	curl_easy_setopt(c, CURLOPT_URL, "http://localhost/vm/config");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, a->timeout_ms < 3000 ? a->timeout_ms : 3000L);
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	if (rc != CURLE_OK) {
+		/* Not HTTP: the vsock device closed a connection that did not begin
+		 * with CONNECT. This is the vsock socket itself. */
+		free(b.p);
+		a->uds = strdup(a->vm);
+		return a->uds ? 0 : -1;
+	}
+	if (status == 200) {
+		json_t *cfg = b.p ? json_loadb(b.p, b.n, 0, NULL) : NULL;
+		const char *p = json_string_value(
+			json_object_get(json_object_get(cfg, "vsock"), "uds_path"));
+
+		a->uds = p ? strdup(p) : NULL;
+		json_decref(cfg);
+		free(b.p);
+		if (!a->uds) {
+			fprintf(stderr,
+				"%s: %s is a cubicle API socket, but its VM has no vsock device "
+				"(PUT /vsock before boot, or a virtio-vsock device in the config)\n",
+				a->prog, a->vm);
+			return -1;
+		}
+		return 0;
+	}
+	fprintf(stderr, "%s: %s answered GET /vm/config with HTTP %ld: not a VM's API or vsock socket\n",
+		a->prog, a->vm, status);
+	free(b.p);
+	return -1;
+}
+
+CURL *agent_curl(struct agent *a, const char *path, const char *const *hdr,
+		 struct curl_slist **list)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL, *t;
+	char url[64 + 4096], line[300];
+
+	*list = NULL;
+	if (!c || strlen(path) > 4096)
+		goto fail;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", a->port, path);
+	no_proxy(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_IPRESOLVE, (long)CURL_IPRESOLVE_V4);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cb);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, a);
+	curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
+	curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_cb);
+	/* The handshake can wait for a starting agent: curl must not give up first. */
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, a->timeout_ms + 5000);
+	a->why[0] = '\0';
+	/* No "Expect: 100-continue": bodies go at once. */
+	t = curl_slist_append(h, "Expect:");
+	if (!t)
+		goto fail;
+	h = t;
+	if (a->token) {
+		if (strlen(a->token) > 200)
+			goto fail;
+		snprintf(line, sizeof(line), "X-Access-Token: %s", a->token);
+		if (!(t = curl_slist_append(h, line)))
+			goto fail;
+		h = t;
+	}
+	if (a->user) {
+		char cred[160], enc[220];
+		size_t n = (size_t)snprintf(cred, sizeof(cred), "%s:", a->user);
+
+		if (n >= sizeof(cred))
+			goto fail;
+		b64_encode(cred, n, enc);
+		snprintf(line, sizeof(line), "Authorization: Basic %s", enc);
+		if (!(t = curl_slist_append(h, line)))
+			goto fail;
+		h = t;
+	}
+	for (; hdr && *hdr; hdr++) {
+		if (!(t = curl_slist_append(h, *hdr)))
+			goto fail;
+		h = t;
+	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	*list = h;
+	return c;
+fail:
+	curl_slist_free_all(h);
+	if (c)
+		curl_easy_cleanup(c);
+	return NULL;
+}
+
+const char *agent_curl_error(struct agent *a, CURLcode rc)
+{
+	if (rc == CURLE_COULDNT_CONNECT && a->why[0])
+		return a->why;
+	if (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR)
+		return "the agent closed the connection";
+	return curl_easy_strerror(rc);
+}
+
+char *agent_error_text(const char *body, size_t n)
+{
+	json_t *j = body && n ? json_loadb(body, n, 0, NULL) : NULL;
+	const char *msg = json_string_value(json_object_get(j, "message"));
+	json_t *code = json_object_get(j, "code");
+	char *out = NULL;
+
+	if (msg) {
+		char num[32] = "";
+
+		if (json_is_integer(code))
+			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(code));
+		if (asprintf(&out, "%s%s%.300s", json_is_string(code) ? json_string_value(code) : num,
+			     json_is_string(code) || *num ? ": " : "", msg) < 0)
+			out = NULL;
+	} else if (body && n) {
+		size_t len = n < 300 ? n : 300;
+
+		out = malloc(len + 1);
+		if (out) {
+			for (size_t i = 0; i < len; i++)
+				out[i] = isprint((unsigned char)body[i]) ? body[i] : ' ';
+			while (len && out[len - 1] == ' ')
+				len--;
+			out[len] = '\0';
+		}
+	}
+	json_decref(j);
+	return out;
+}
+
+int agent_unary(struct agent *a, const char *method, json_t *req, json_t **out, long timeout_ms)
+{
+	static const char *const hdr[] = { "Content-Type: application/json",
+					   "Connect-Protocol-Version: 1", NULL };
+	struct curl_slist *list;
+	struct body b = { 0 };
+	char path[128], *body = json_dumps(req, JSON_COMPACT);
+	CURL *c;
+	CURLcode rc;
+	long status = 0;
+	int ret = -1;
+
+	if (out)
+		*out = NULL;
+	snprintf(path, sizeof(path), "/%s", method);
+	c = body ? agent_curl(a, path, hdr, &list) : NULL;
+	if (!c) {
+		free(body);
+		return fprintf(stderr, "%s: out of memory\n", a->prog), -1;
+	}
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	if (rc != CURLE_OK) {
+		snprintf(a->err, sizeof(a->err), "%s: %s: %s", a->prog, method, agent_curl_error(a, rc));
+	} else if (status != 200) {
+		char *e = agent_error_text(b.p, b.n);
+
+		snprintf(a->err, sizeof(a->err), "%s: %s: HTTP %ld%s%s%s%s", a->prog, method, status,
+			 e ? " (" : "", e ? e : "", e ? ")" : "",
+			 status == 401 ? "; the agent wants its token: --token T or CUBICLE_AGENT_TOKEN" : "");
+		free(e);
+	} else {
+		if (out && b.n)
+			*out = json_loadb(b.p, b.n, 0, NULL);
+		ret = 0;
+	}
+	if (ret && !a->quiet)
+		fprintf(stderr, "%s\n", a->err);
+	free(b.p);
+	free(body);
+	curl_slist_free_all(list);
+	curl_easy_cleanup(c);
+	return ret;
+}
+
+char *agent_urlencode(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = strlen(s);
+	char *out = malloc(3 * n + 1), *o = out;
+
+	if (!out)
+		return NULL;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (isalnum(c) || strchr("-._~/", c)) {
+			*o++ = (char)c;
+		} else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}

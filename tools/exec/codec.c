@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agent protocol's byte codecs: base64 (protobuf JSON's bytes) and Connect's stream envelopes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+
+static const char b64_alphabet[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t b64_encoded_len(size_t n)
+{
+	return (n + 2) / 3 * 4;
+}
+
+void b64_encode(const void *in, size_t n, char *out)
+{
+	const uint8_t *p = in;
+	size_t i = 0;
+
+	for (; i + 3 <= n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+
+		*out++ = b64_alphabet[v >> 18];
+		*out++ = b64_alphabet[(v >> 12) & 63];
+		*out++ = b64_alphabet[(v >> 6) & 63];
+		*out++ = b64_alphabet[v & 63];
+	}
+	if (n - i == 1) {
+		*out++ = b64_alphabet[p[i] >> 2];
+		*out++ = b64_alphabet[(p[i] & 3) << 4];
+		*out++ = '=';
+		*out++ = '=';
+	} else if (n - i == 2) {
+		uint32_t v = (uint32_t)p[i] << 8 | p[i + 1];
+
+		*out++ = b64_alphabet[v >> 10];
+		*out++ = b64_alphabet[(v >> 4) & 63];
+		*out++ = b64_alphabet[(v & 15) << 2];
+		*out++ = '=';
+	}
+	*out = '\0';
+}
+
+/* The 6-bit value of c in either alphabet, or -1. */
+static int b64_val(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+long b64_decode(const char *in, size_t n, void *out, size_t cap)
+{
+	uint8_t *o = out;
+	size_t len = n, got = 0;
+	uint32_t acc = 0;
+	unsigned bits = 0;
+
+	/* Up to two '=' end the text, and only where they make a group of 4. */
+	if (len && in[len - 1] == '=') {
+		len--;
+		if (len && in[len - 1] == '=')
+			len--;
+		if (n % 4)
+			return -1;
+	}
+	if (len % 4 == 1)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64_val(in[i]);
+
+		if (v < 0)
+			return -1;
+		acc = (acc << 6 | (uint32_t)v) & 0xffffff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (got >= cap)
+				return -1;
+			o[got++] = (uint8_t)(acc >> bits);
+		}
+	}
+	/* The bits left over must be zero (canonical text). */
+	if (bits && (acc & ((1u << bits) - 1)))
+		return -1;
+	return (long)got;
+}
+
+void env_header(uint8_t flags, uint32_t len, uint8_t hdr[ENV_HDR_LEN])
+{
+	hdr[0] = flags;
+	hdr[1] = (uint8_t)(len >> 24);
+	hdr[2] = (uint8_t)(len >> 16);
+	hdr[3] = (uint8_t)(len >> 8);
+	hdr[4] = (uint8_t)len;
+}
+
+void env_init(struct env_reader *r, uint32_t max)
+{
+	memset(r, 0, sizeof(*r));
+	r->max = max;
+}
+
+void env_free(struct env_reader *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+}
+
+bool env_idle(const struct env_reader *r)
+{
+	return r->hdr_got == 0;
+}
+
+int env_feed(struct env_reader *r, const void *data, size_t n, env_msg_fn *fn, void *arg)
+{
+	const uint8_t *p = data;
+
+	/* A zero-length message is whole as soon as its header is. */
+	while (n || (r->hdr_got == ENV_HDR_LEN && r->got == r->len)) {
+		size_t take;
+		int ret;
+
+		if (r->hdr_got < ENV_HDR_LEN) {
+			take = ENV_HDR_LEN - r->hdr_got;
+			take = take < n ? take : n;
+			memcpy(r->hdr + r->hdr_got, p, take);
+			r->hdr_got += (unsigned)take;
+			p += take;
+			n -= take;
+			if (r->hdr_got < ENV_HDR_LEN)
+				break;
+			r->flags = r->hdr[0];
+			r->len = (uint32_t)r->hdr[1] << 24 | (uint32_t)r->hdr[2] << 16 |
+				 (uint32_t)r->hdr[3] << 8 | r->hdr[4];
+			r->got = 0;
+			if (r->len > r->max)
+				return -EMSGSIZE;
+			free(r->buf);
+			r->buf = malloc(r->len ? r->len : 1);
+			if (!r->buf)
+				return -ENOMEM;
+		}
+		take = r->len - r->got;
+		take = take < n ? take : n;
+		memcpy(r->buf + r->got, p, take);
+		r->got += (uint32_t)take;
+		p += take;
+		n -= take;
+		if (r->got < r->len)
+			break;
+		r->hdr_got = 0;
+		ret = fn(arg, r->flags, r->buf, r->len);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
