@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cubicle-agent: directory creation and ownership for the user a request acts as. */
+#ifndef CUBICLE_AGENT_FSUTIL_H
+#define CUBICLE_AGENT_FSUTIL_H
+
+#include <stdbool.h>
+
+struct user;
+
+/* Creates PATH's missing parent directories (and PATH itself with LAST), owned by U. 0 or -errno. */
+int fsu_mkdirs(const char *path, const struct user *u, bool last);
+/* Gives FD (or PATH when FD < 0) to U when we are root and U is someone else. */
+void fsu_own(int fd, const char *path, const struct user *u);
+
+#endif

@@ -1,0 +1,998 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * process.Process: processes started for clients, their output streamed to
+ * every subscriber (the Start stream and any Connect streams) as it comes,
+ * their stdin fed by SendInput in order, signals, pty resizing, and the end
+ * event once the child is reaped and its output is drained.
+ *
+ * Backpressure: a process's output is read only while every subscriber's
+ * connection has room (http_can_write); a SendInput is answered only when its
+ * bytes are in the pipe, so a process that does not read its stdin holds its
+ * clients, not our memory.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pty.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "b64.h"
+#include "http.h"
+
+#define READ_CHUNK (32u << 10)
+#define DRAIN_GRACE_MS 1000 /* after the exit, output still held open by others */
+#define KEEPALIVE_DEFAULT_S 50
+
+extern char **environ;
+
+struct proc;
+
+struct sub {
+	struct sub *next;
+	struct proc *p;
+	struct conn *c;
+	uint64_t ka_ms, next_ka, deadline;
+};
+
+struct input {
+	struct input *next;
+	struct proc *p;
+	struct conn *c; /* NULL once its client left */
+	char *data;
+	size_t len, off;
+};
+
+struct proc {
+	struct proc *next;
+	pid_t pid;
+	char *tag;
+	json_t *config;
+	bool pty;
+	struct watch wout, werr, win;
+	bool out_open, err_open, in_watched, out_paused;
+	int in_fd;
+	struct input *inq;
+	bool close_stdin_pending;
+	bool reaped;
+	int status;
+	uint64_t reap_ms, last_out_ms;
+	struct sub *subs;
+};
+
+static struct proc *procs;
+static struct watch sigw;
+
+static void sub_closed(struct conn *c);
+static void sub_writable(struct conn *c);
+static const struct conn_ops sub_ops = { .writable = sub_writable, .closed = sub_closed };
+static void input_closed(struct conn *c);
+static const struct conn_ops input_ops = { .closed = input_closed };
+
+static json_t *event(const char *kind, json_t *body)
+{
+	return json_pack("{s:{s:o}}", "event", kind, body);
+}
+
+static void sub_free(struct sub *s)
+{
+	struct sub **pp;
+
+	for (pp = &s->p->subs; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	free(s);
+}
+
+/* Ends a subscriber's stream (CODE NULL: cleanly) and lets it go. */
+static void sub_end(struct sub *s, json_t *last, const char *code, const char *msg)
+{
+	struct conn *c = s->c;
+
+	http_set_ops(c, NULL, NULL);
+	sub_free(s);
+	if (last)
+		rpc_stream_msg(c, last);
+	rpc_stream_end(c, code, msg);
+}
+
+static void sub_closed(struct conn *c)
+{
+	struct sub *s = http_ctx(c);
+
+	if (s)
+		sub_free(s);
+}
+
+static void out_watch_update(struct proc *p)
+{
+	uint32_t ev = p->out_paused ? 0 : EPOLLIN;
+
+	if (p->out_open && p->wout.events != ev)
+		loop_mod(&p->wout, ev);
+	if (p->err_open && p->werr.events != ev)
+		loop_mod(&p->werr, ev);
+}
+
+static void proc_check_room(struct proc *p)
+{
+	bool room = true;
+
+	for (struct sub *s = p->subs; s; s = s->next)
+		if (!http_can_write(s->c))
+			room = false;
+	if (room != !p->out_paused) {
+		p->out_paused = !room;
+		out_watch_update(p);
+	}
+}
+
+static void sub_writable(struct conn *c)
+{
+	struct sub *s = http_ctx(c);
+
+	if (s)
+		proc_check_room(s->p);
+}
+
+static void broadcast(struct proc *p, json_t *msg, uint64_t now)
+{
+	struct sub *s, *next;
+
+	for (s = p->subs; s; s = next) {
+		next = s->next;
+		s->next_ka = now + s->ka_ms;
+		rpc_stream_msg(s->c, json_incref(msg));
+	}
+	json_decref(msg);
+}
+
+static const char *status_text(int st, char *buf, size_t len)
+{
+	if (WIFEXITED(st)) {
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
+	} else if (WIFSIGNALED(st)) {
+		const char *name = strsignal(WTERMSIG(st));
+		char lower[64];
+		snprintf(lower, sizeof(lower), "%s", name ? name : "unknown signal");
+		if (lower[0] >= 'A' && lower[0] <= 'Z')
+			lower[0] = (char)(lower[0] - 'A' + 'a');
+		snprintf(buf, len, "signal: %s%s", lower, WCOREDUMP(st) ? " (core dumped)" : "");
+	} else {
+		snprintf(buf, len, "unknown status %d", st);
+	}
+	return buf;
+}
+
+static void proc_free(void *arg)
+{
+	struct proc *p = arg;
+
+	json_decref(p->config);
+	free(p->tag);
+	free(p);
+}
+
+static void input_finish(struct input *in, const char *code, const char *msg)
+{
+	struct proc *p = in->p;
+
+	p->inq = in->next;
+	if (in->c) {
+		struct conn *c = in->c;
+		http_set_ops(c, NULL, NULL);
+		if (code)
+			rpc_error(c, code, "%s", msg);
+		else
+			rpc_reply(c, NULL);
+	}
+	free(in->data);
+	free(in);
+}
+
+static void stdin_close(struct proc *p)
+{
+	if (p->in_fd < 0)
+		return;
+	if (p->in_watched)
+		loop_del(&p->win);
+	p->in_watched = false;
+	close(p->in_fd);
+	p->in_fd = -1;
+	while (p->inq)
+		input_finish(p->inq, "failed_precondition", "stdin is closed");
+}
+
+static void out_close(struct proc *p, bool err)
+{
+	struct watch *w = err ? &p->werr : &p->wout;
+	bool *open = err ? &p->err_open : &p->out_open;
+
+	if (!*open)
+		return;
+	loop_del(w);
+	close(w->fd);
+	w->fd = -1;
+	*open = false;
+}
+
+/* The child is reaped and its output drained: the end event, then away. */
+static void proc_finish(struct proc *p)
+{
+	char st[96];
+	json_t *end;
+	int code = WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
+
+	out_close(p, false);
+	out_close(p, true);
+	stdin_close(p);
+	end = event("end", json_pack("{s:i,s:b,s:s}", "exitCode", code, "exited",
+			WIFEXITED(p->status), "status", status_text(p->status, st, sizeof(st))));
+	while (p->subs)
+		sub_end(p->subs, json_incref(end), NULL, NULL);
+	json_decref(end);
+	for (struct proc **pp = &procs; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	loop_defer(proc_free, p);
+}
+
+static void maybe_finish(struct proc *p)
+{
+	if (p->reaped && !p->out_open && !p->err_open)
+		proc_finish(p);
+}
+
+static void out_read(struct proc *p, bool err)
+{
+	struct watch *w = err ? &p->werr : &p->wout;
+	char buf[READ_CHUNK];
+	char *enc;
+	ssize_t n;
+
+	n = read(w->fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) { /* EOF, or EIO from a pty master whose slave closed */
+		out_close(p, err);
+		maybe_finish(p);
+		return;
+	}
+	p->last_out_ms = now_ms();
+	enc = malloc(B64_ENC_LEN((size_t)n) + 1);
+	if (!enc)
+		return;
+	b64_encode(buf, (size_t)n, enc);
+	broadcast(p, event("data", json_pack("{s:s}", p->pty ? "pty" : err ? "stderr" : "stdout", enc)),
+			p->last_out_ms);
+	free(enc);
+	proc_check_room(p);
+}
+
+static void out_cb_out(struct watch *w, uint32_t ev)
+{
+	out_read((struct proc *)((char *)w - offsetof(struct proc, wout)), false);
+}
+
+static void out_cb_err(struct watch *w, uint32_t ev)
+{
+	out_read((struct proc *)((char *)w - offsetof(struct proc, werr)), true);
+}
+
+static void input_pump(struct proc *p);
+
+static void in_cb(struct watch *w, uint32_t ev)
+{
+	struct proc *p = (struct proc *)((char *)w - offsetof(struct proc, win));
+
+	input_pump(p);
+}
+
+static void input_pump(struct proc *p)
+{
+	while (p->inq && p->in_fd >= 0) {
+		struct input *in = p->inq;
+		ssize_t n = write(p->in_fd, in->data + in->off, in->len - in->off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			if (!p->in_watched && !loop_add(&p->win, p->in_fd, EPOLLOUT, in_cb))
+				p->in_watched = true;
+			return;
+		}
+		if (n < 0) {
+			char msg[128];
+			snprintf(msg, sizeof(msg), "writing the input: %s", strerror(errno));
+			input_finish(in, "failed_precondition", msg);
+			continue;
+		}
+		in->off += (size_t)n;
+		if (in->off == in->len)
+			input_finish(in, NULL, NULL);
+	}
+	if (p->in_watched) {
+		loop_del(&p->win);
+		p->in_watched = false;
+	}
+	if (!p->inq && p->close_stdin_pending && !p->pty)
+		stdin_close(p);
+}
+
+static void input_closed(struct conn *c)
+{
+	struct input *in = http_ctx(c);
+
+	if (in)
+		in->c = NULL;
+}
+
+static void sigchld_cb(struct watch *w, uint32_t ev)
+{
+	struct signalfd_siginfo si;
+	int st;
+	pid_t pid;
+
+	while (read(w->fd, &si, sizeof(si)) == sizeof(si))
+		;
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		for (struct proc *p = procs; p; p = p->next)
+			if (p->pid == pid && !p->reaped) {
+				p->reaped = true;
+				p->status = st;
+				p->reap_ms = now_ms();
+				maybe_finish(p);
+				break;
+			}
+	}
+}
+
+int proc_init(void)
+{
+	sigset_t set;
+	int fd;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &set, NULL))
+		return -errno;
+	fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return loop_add(&sigw, fd, EPOLLIN, sigchld_cb);
+}
+
+static struct proc *find(const json_t *req, char *why, size_t len)
+{
+	json_t *sel = json_object_get(req, "process");
+	json_t *pid = json_object_get(sel, "pid"), *tag = json_object_get(sel, "tag");
+	uint64_t want;
+
+	if (!json_is_object(sel) || (!pid && !json_is_string(tag))) {
+		snprintf(why, len, "no process selector (pid or tag)");
+		return NULL;
+	}
+	if (pid) {
+		if (json_get_u64(pid, &want) || want > INT32_MAX) {
+			snprintf(why, len, "bad pid");
+			return NULL;
+		}
+		for (struct proc *p = procs; p; p = p->next)
+			if ((uint64_t)p->pid == want)
+				return p;
+		snprintf(why, len, "process with pid %llu not found", (unsigned long long)want);
+		return NULL;
+	}
+	for (struct proc *p = procs; p; p = p->next)
+		if (p->tag && !strcmp(p->tag, json_string_value(tag)))
+			return p;
+	snprintf(why, len, "process with tag %s not found", json_string_value(tag));
+	return NULL;
+}
+
+/* A string without NULs inside. */
+static const char *cstr(const json_t *v)
+{
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
+static void header_num(struct conn *c, const char *name, uint64_t *out)
+{
+	const char *v = http_header(c, name);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v || strlen(v) > 12 || *v == '-' || *v == '+')
+		return;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (!errno && !*end)
+		*out = x;
+}
+
+static void subscribe(struct conn *c, struct proc *p)
+{
+	struct sub *s = calloc(1, sizeof(*s));
+	uint64_t ka = KEEPALIVE_DEFAULT_S, timeout = 0, now = now_ms();
+
+	if (!s) {
+		rpc_error(c, "resource_exhausted", "out of memory");
+		return;
+	}
+	header_num(c, "Keepalive-Ping-Interval", &ka);
+	header_num(c, "Connect-Timeout-Ms", &timeout);
+	if (ka < 1)
+		ka = 1;
+	if (ka > 3600)
+		ka = 3600;
+	s->p = p;
+	s->c = c;
+	s->ka_ms = ka * 1000;
+	s->next_ka = now + s->ka_ms;
+	s->deadline = timeout ? now + timeout : 0;
+	s->next = p->subs;
+	p->subs = s;
+	http_set_ops(c, &sub_ops, s);
+	rpc_stream_begin(c);
+	rpc_stream_msg(c, event("start", json_pack("{s:i}", "pid", (int)p->pid)));
+}
+
+/* The groups USER is a member of besides its primary one (from /etc/group). */
+static int user_groups(const struct user *u, gid_t *list, int max)
+{
+	FILE *f = fopen("/etc/group", "re");
+	struct group *g;
+	int n = 0;
+
+	list[n++] = u->gid;
+	if (!f)
+		return n;
+	while ((g = fgetgrent(f)) && n < max) {
+		if (g->gr_gid == u->gid)
+			continue;
+		for (char **m = g->gr_mem; m && *m; m++)
+			if (!strcmp(*m, u->name)) {
+				list[n++] = g->gr_gid;
+				break;
+			}
+	}
+	fclose(f);
+	return n;
+}
+
+/* Environment: ours, then the user's HOME/USER/LOGNAME, a PATH, TERM for a pty, then ENVS. */
+static char **build_env(const struct user *u, json_t *envs, bool pty)
+{
+	size_t n = 0, cap;
+	char **env;
+	const char *k;
+	json_t *v;
+
+	for (char **e = environ; *e; e++)
+		n++;
+	cap = n + 8 + (json_is_object(envs) ? json_object_size(envs) : 0);
+	env = calloc(cap, sizeof(*env));
+	if (!env)
+		return NULL;
+	n = 0;
+#define SETENV(key, val)                                                              \
+	do {                                                                          \
+		size_t kl = strlen(key);                                              \
+		char *s = malloc(kl + strlen(val) + 2);                               \
+		if (!s)                                                               \
+			break;                                                        \
+		sprintf(s, "%s=%s", key, val);                                        \
+		for (size_t i_ = 0; i_ < n; i_++)                                     \
+			if (!strncmp(env[i_], key, kl) && env[i_][kl] == '=') {       \
+				free(env[i_]);                                        \
+				env[i_] = env[--n];                                   \
+				break;                                                \
+			}                                                             \
+		if (n + 1 < cap)                                                      \
+			env[n++] = s;                                                 \
+		else                                                                  \
+			free(s);                                                      \
+	} while (0)
+	for (char **e = environ; *e; e++)
+		if ((env[n] = strdup(*e)))
+			n++;
+	SETENV("HOME", u->home);
+	SETENV("USER", u->name);
+	SETENV("LOGNAME", u->name);
+	if (!getenv("PATH"))
+		SETENV("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	if (pty)
+		SETENV("TERM", "xterm-256color");
+	if (json_is_object(envs))
+		json_object_foreach(envs, k, v) {
+			const char *val = cstr(v);
+			if (val && *k && !strchr(k, '='))
+				SETENV(k, val);
+		}
+#undef SETENV
+	env[n] = NULL;
+	return env;
+}
+
+static void free_strv(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
+}
+
+struct spawn {
+	char **argv, **envp;
+	const char *cwd;
+	const struct user *u;
+	bool pty, use_stdin, switch_user;
+	struct winsize ws;
+	gid_t groups[64];
+	int ngroups;
+};
+
+/* In the child: never returns. */
+static void child(const struct spawn *sp, int in_r, int out_w, int err_w, int slave, int master, int errfd)
+{
+	sigset_t all;
+	int e, nullfd;
+
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	if (sp->pty) {
+		close(master);
+		if (ioctl(slave, TIOCSCTTY, 0) < 0)
+			goto fail;
+		if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0)
+			goto fail;
+		if (slave > 2)
+			close(slave);
+	} else {
+		if (in_r < 0) {
+			nullfd = open("/dev/null", O_RDONLY);
+			in_r = nullfd;
+		}
+		if (in_r < 0 || dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+			goto fail;
+	}
+	if (sp->switch_user) {
+		if (setgroups((size_t)sp->ngroups, sp->groups) || setgid(sp->u->gid) || setuid(sp->u->uid))
+			goto fail;
+	}
+	if (chdir(sp->cwd))
+		goto fail;
+	environ = sp->envp;
+	execvp(sp->argv[0], sp->argv);
+fail:
+	e = errno;
+	if (write(errfd, &e, sizeof(e)) < 0)
+		_exit(126);
+	_exit(127);
+}
+
+static int spawn(struct spawn *sp, struct proc *p, char *why, size_t whylen)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, ep[2] = { -1, -1 };
+	int master = -1, slave = -1, e = 0, rc = -EIO;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe2(ep, O_CLOEXEC))
+		goto sys;
+	if (sp->pty) {
+		if (openpty(&master, &slave, NULL, NULL, &sp->ws))
+			goto sys;
+		fcntl(master, F_SETFD, FD_CLOEXEC);
+		fcntl(slave, F_SETFD, FD_CLOEXEC);
+	} else {
+		if ((sp->use_stdin && pipe2(in, O_CLOEXEC)) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+			goto sys;
+	}
+	pid = fork();
+	if (pid < 0)
+		goto sys;
+	if (pid == 0)
+		child(sp, in[0], out[1], err[1], slave, master, ep[1]);
+	close(ep[1]);
+	ep[1] = -1;
+	do
+		n = read(ep[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	if (n == sizeof(e)) {
+		waitpid(pid, NULL, 0);
+		snprintf(why, whylen, "starting %s: %s", sp->argv[0], strerror(e));
+		rc = -e;
+		goto out;
+	}
+	p->pid = pid;
+	p->pty = sp->pty;
+	if (sp->pty) {
+		close(slave);
+		slave = -1;
+		p->in_fd = dup(master);
+		if (p->in_fd >= 0)
+			fcntl(p->in_fd, F_SETFD, FD_CLOEXEC);
+		set_nonblock(master);
+		if (p->in_fd >= 0)
+			set_nonblock(p->in_fd);
+		loop_add(&p->wout, master, EPOLLIN, out_cb_out);
+		master = -1;
+		p->out_open = true;
+	} else {
+		close(out[1]);
+		close(err[1]);
+		out[1] = err[1] = -1;
+		if (in[0] >= 0) {
+			close(in[0]);
+			in[0] = -1;
+			p->in_fd = in[1];
+			set_nonblock(in[1]);
+			in[1] = -1;
+		}
+		set_nonblock(out[0]);
+		set_nonblock(err[0]);
+		loop_add(&p->wout, out[0], EPOLLIN, out_cb_out);
+		loop_add(&p->werr, err[0], EPOLLIN, out_cb_err);
+		out[0] = err[0] = -1;
+		p->out_open = p->err_open = true;
+	}
+	rc = 0;
+	goto out;
+sys:
+	rc = -errno;
+	snprintf(why, whylen, "starting %s: %s", sp->argv[0], strerror(errno));
+out:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+		if (err[i] >= 0)
+			close(err[i]);
+		if (ep[i] >= 0)
+			close(ep[i]);
+	}
+	if (master >= 0)
+		close(master);
+	if (slave >= 0)
+		close(slave);
+	return rc;
+}
+
+void proc_start(struct conn *c, json_t *req, const struct user *u)
+{
+	json_t *pr = json_object_get(req, "process");
+	json_t *args = json_object_get(pr, "args"), *pty = json_object_get(req, "pty");
+	json_t *stdin_v = json_object_get(req, "stdin"), *tag = json_object_get(req, "tag");
+	const char *cmd = cstr(json_object_get(pr, "cmd"));
+	const char *cwd_in = cstr(json_object_get(pr, "cwd"));
+	struct spawn sp = { .u = u };
+	char cwd[4096], why[512];
+	struct proc *p = NULL;
+	size_t i, nargs;
+	json_t *a;
+	int rc;
+
+	if (!json_is_object(pr) || !cmd || !*cmd) {
+		rpc_error(c, "invalid_argument", "process.cmd is required");
+		return;
+	}
+	if (args && !json_is_array(args)) {
+		rpc_error(c, "invalid_argument", "process.args must be a list of strings");
+		return;
+	}
+	if ((tag && !json_is_null(tag) && !cstr(tag)) || (stdin_v && !json_is_boolean(stdin_v) && !json_is_null(stdin_v))) {
+		rpc_error(c, "invalid_argument", "bad tag or stdin");
+		return;
+	}
+	nargs = json_array_size(args);
+	if (nargs > 65536) {
+		rpc_error(c, "invalid_argument", "too many arguments");
+		return;
+	}
+	if (user_path(u, cwd_in && *cwd_in ? cwd_in : "", cwd, sizeof(cwd))) {
+		rpc_error(c, "invalid_argument", "cwd too long");
+		return;
+	}
+	sp.cwd = cwd;
+	sp.pty = json_is_object(pty);
+	if (sp.pty) {
+		json_t *size = json_object_get(pty, "size");
+		uint64_t cols = 80, rows = 24;
+		json_get_u64(json_object_get(size, "cols"), &cols);
+		json_get_u64(json_object_get(size, "rows"), &rows);
+		sp.ws.ws_col = cols > 0 && cols < 65536 ? (unsigned short)cols : 80;
+		sp.ws.ws_row = rows > 0 && rows < 65536 ? (unsigned short)rows : 24;
+	}
+	/* proto: stdin is optional and defaults to true (older SDKs). */
+	sp.use_stdin = !json_is_false(stdin_v);
+	sp.switch_user = geteuid() == 0 && (u->uid != 0 || u->gid != 0);
+	if (sp.switch_user)
+		sp.ngroups = user_groups(u, sp.groups, 64);
+	sp.argv = calloc(nargs + 2, sizeof(char *));
+	if (!sp.argv)
+		goto nomem;
+	if (!(sp.argv[0] = strdup(cmd)))
+		goto nomem;
+	json_array_foreach(args, i, a) {
+		const char *s = cstr(a);
+		if (!s) {
+			rpc_error(c, "invalid_argument", "process.args must be a list of strings");
+			goto out;
+		}
+		if (!(sp.argv[i + 1] = strdup(s)))
+			goto nomem;
+	}
+	sp.envp = build_env(u, json_object_get(pr, "envs"), sp.pty);
+	if (!sp.envp)
+		goto nomem;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto nomem;
+	p->in_fd = -1;
+	p->wout.fd = p->werr.fd = -1;
+	p->config = json_deep_copy(pr);
+	if (cstr(tag))
+		p->tag = strdup(cstr(tag));
+	rc = spawn(&sp, p, why, sizeof(why));
+	if (rc) {
+		rpc_error(c, rc == -ENOENT ? "not_found" : rc == -EACCES ? "permission_denied" : "internal", "%s", why);
+		proc_free(p);
+		p = NULL;
+		goto out;
+	}
+	p->next = procs;
+	procs = p;
+	subscribe(c, p);
+	goto out;
+nomem:
+	rpc_error(c, "resource_exhausted", "out of memory");
+	if (p)
+		proc_free(p);
+out:
+	free_strv(sp.argv);
+	free_strv(sp.envp);
+}
+
+void proc_connect(struct conn *c, json_t *req)
+{
+	char why[160];
+	struct proc *p = find(req, why, sizeof(why));
+
+	if (!p) {
+		rpc_error(c, "not_found", "%s", why);
+		return;
+	}
+	subscribe(c, p);
+}
+
+void proc_list(struct conn *c, json_t *req)
+{
+	json_t *list = json_array();
+
+	for (struct proc *p = procs; p; p = p->next) {
+		json_t *e = json_pack("{s:o,s:i}", "config",
+				p->config ? json_incref(p->config) : json_object(), "pid", (int)p->pid);
+		if (e && p->tag)
+			json_object_set_new(e, "tag", json_string(p->tag));
+		json_array_append_new(list, e);
+	}
+	rpc_reply(c, json_pack("{s:o}", "processes", list));
+}
+
+void proc_send_input(struct conn *c, json_t *req)
+{
+	char why[160];
+	struct proc *p = find(req, why, sizeof(why));
+	json_t *input = json_object_get(req, "input");
+	json_t *data = json_object_get(input, "stdin");
+	struct input *in;
+	long n;
+
+	if (!p) {
+		rpc_error(c, "not_found", "%s", why);
+		return;
+	}
+	if (!data)
+		data = json_object_get(input, "pty");
+	if (!json_is_string(data)) {
+		rpc_error(c, "invalid_argument", "input.stdin or input.pty (base64) is required");
+		return;
+	}
+	if (p->in_fd < 0) {
+		rpc_error(c, "failed_precondition", "the process has no open stdin");
+		return;
+	}
+	in = calloc(1, sizeof(*in));
+	if (in)
+		in->data = malloc(B64_DEC_MAX(json_string_length(data)) + 1);
+	if (!in || !in->data) {
+		if (in)
+			free(in);
+		rpc_error(c, "resource_exhausted", "out of memory");
+		return;
+	}
+	n = b64_decode(json_string_value(data), json_string_length(data), in->data);
+	if (n < 0) {
+		free(in->data);
+		free(in);
+		rpc_error(c, "invalid_argument", "input is not base64");
+		return;
+	}
+	if (n == 0) {
+		free(in->data);
+		free(in);
+		rpc_reply(c, NULL);
+		return;
+	}
+	in->len = (size_t)n;
+	in->p = p;
+	in->c = c;
+	http_set_ops(c, &input_ops, in);
+	/* append in order */
+	{
+		struct input **pp = &p->inq;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = in;
+	}
+	input_pump(p);
+}
+
+int proc_parse_signal(const json_t *v, int *sig)
+{
+	const char *s;
+	uint64_t n;
+
+	if (json_is_integer(v) || (json_is_string(v) && !json_get_u64(v, &n))) {
+		if (json_get_u64(v, &n) || n < 1 || n > 64)
+			return -EINVAL;
+		*sig = (int)n;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return -EINVAL;
+	s = json_string_value(v);
+	if (!strncmp(s, "SIGNAL_", 7))
+		s += 7;
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (int i = 1; i < 32; i++) {
+		const char *abbrev = sigabbrev_np(i);
+		if (abbrev && !strcmp(abbrev, s)) {
+			*sig = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void proc_send_signal(struct conn *c, json_t *req)
+{
+	char why[160];
+	struct proc *p = find(req, why, sizeof(why));
+	int sig;
+
+	if (!p) {
+		rpc_error(c, "not_found", "%s", why);
+		return;
+	}
+	if (proc_parse_signal(json_object_get(req, "signal"), &sig)) {
+		rpc_error(c, "invalid_argument", "unknown signal");
+		return;
+	}
+	/* The child leads its own session: signal its whole group, as a terminal would. */
+	if (!p->reaped && kill(-p->pid, sig) && kill(p->pid, sig) && errno != ESRCH) {
+		rpc_error(c, rpc_errno_code(errno), "kill: %s", strerror(errno));
+		return;
+	}
+	rpc_reply(c, NULL);
+}
+
+void proc_close_stdin(struct conn *c, json_t *req)
+{
+	char why[160];
+	struct proc *p = find(req, why, sizeof(why));
+
+	if (!p) {
+		rpc_error(c, "not_found", "%s", why);
+		return;
+	}
+	if (p->pty) {
+		rpc_error(c, "failed_precondition", "a pty process has no stdin to close: send Ctrl-D (0x04)");
+		return;
+	}
+	if (p->inq)
+		p->close_stdin_pending = true;
+	else
+		stdin_close(p);
+	rpc_reply(c, NULL);
+}
+
+void proc_update(struct conn *c, json_t *req)
+{
+	char why[160];
+	struct proc *p = find(req, why, sizeof(why));
+	json_t *size = json_object_get(json_object_get(req, "pty"), "size");
+	uint64_t cols = 0, rows = 0;
+	struct winsize ws = { 0 };
+
+	if (!p) {
+		rpc_error(c, "not_found", "%s", why);
+		return;
+	}
+	if (!size) {
+		rpc_reply(c, NULL);
+		return;
+	}
+	if (!p->pty || !p->out_open) {
+		rpc_error(c, "failed_precondition", "the process has no pty");
+		return;
+	}
+	if (json_get_u64(json_object_get(size, "cols"), &cols) || json_get_u64(json_object_get(size, "rows"), &rows) ||
+			!cols || !rows || cols > 65535 || rows > 65535) {
+		rpc_error(c, "invalid_argument", "pty.size wants cols and rows (1..65535)");
+		return;
+	}
+	ws.ws_col = (unsigned short)cols;
+	ws.ws_row = (unsigned short)rows;
+	if (ioctl(p->wout.fd, TIOCSWINSZ, &ws)) {
+		rpc_error(c, "internal", "TIOCSWINSZ: %s", strerror(errno));
+		return;
+	}
+	rpc_reply(c, NULL);
+}
+
+void proc_tick(uint64_t now)
+{
+	struct proc *p, *pnext;
+
+	for (p = procs; p; p = pnext) {
+		struct sub *s, *snext;
+		pnext = p->next;
+		for (s = p->subs; s; s = snext) {
+			snext = s->next;
+			if (s->deadline && now >= s->deadline) {
+				sub_end(s, NULL, "deadline_exceeded", "Connect-Timeout-Ms passed");
+				continue;
+			}
+			if (now >= s->next_ka && http_can_write(s->c)) {
+				s->next_ka = now + s->ka_ms;
+				rpc_stream_msg(s->c, event("keepalive", json_object()));
+			}
+		}
+		proc_check_room(p);
+		/* Exited, but something it started still holds its output open. */
+		if (p->reaped && !p->out_paused && now >= p->reap_ms + DRAIN_GRACE_MS &&
+				now >= p->last_out_ms + DRAIN_GRACE_MS)
+			proc_finish(p);
+	}
+}
