@@ -45,7 +45,8 @@ static int unix_connect(struct agent *a, const char *path)
 }
 
 /* Read the handshake's reply line a byte at a time (what follows it is the
- * agent's). 1: "OK ...", 0: closed or refused (reason in a->why), -1: error. */
+ * agent's). 1: "OK ...", 0: closed (nothing listens in the guest), -1: an
+ * error. The reason in a->why. */
 static int read_reply(struct agent *a, int fd, long deadline)
 {
 	char line[64];
@@ -61,15 +62,10 @@ static int read_reply(struct agent *a, int fd, long deadline)
 				 a->port);
 			return -1;
 		}
-		if (poll(&p, 1, (int)left) < 0) {
-			if (errno == EINTR)
-				continue;
+		if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
 			return -1;
-		}
-		if (!p.revents)
-			continue;
 		r = recv(fd, line + n, 1, 0);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (r <= 0) {
 			snprintf(a->why, sizeof(a->why),
@@ -94,57 +90,92 @@ static int read_reply(struct agent *a, int fd, long deadline)
 	return -1;
 }
 
-/* A connection to the agent through the vsock device's handshake. While the
- * guest has no listener yet (the device closes at once), try again until the
- * timeout: the agent may still be starting. */
-static int vsock_connect(struct agent *a)
+/* The vsock device's handshake on a connected (non-blocking) socket. */
+static int handshake(struct agent *a, int fd)
 {
 	long deadline = now_ms() + a->timeout_ms;
 	char req[32];
-	int len = snprintf(req, sizeof(req), "CONNECT %u\n", a->port);
+	int len = snprintf(req, sizeof(req), "CONNECT %u\n", a->port), off = 0;
 
-	for (;;) {
-		int fd = unix_connect(a, a->uds), r;
-		struct timespec pause = { 0, 100 * 1000 * 1000 };
+	while (off < len) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ssize_t w = send(fd, req + off, (size_t)(len - off), MSG_NOSIGNAL);
 
-		if (fd < 0)
-			return -1;
-		if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len) {
-			snprintf(a->why, sizeof(a->why), "%s: %s", a->uds, strerror(errno));
-			r = -1;
-		} else {
-			r = read_reply(a, fd, deadline);
+		if (w > 0) {
+			off += (int)w;
+			continue;
 		}
-		if (r == 1)
-			return fd;
-		close(fd);
-		if (r < 0 || now_ms() + 100 >= deadline)
+		if (w < 0 && errno != EAGAIN && errno != EINTR) {
+			snprintf(a->why, sizeof(a->why), "%s: %s", a->uds, strerror(errno));
+			return errno == EPIPE || errno == ECONNRESET ? 0 : -1;
+		}
+		if (now_ms() >= deadline || poll(&p, 1, 100) < 0) {
+			snprintf(a->why, sizeof(a->why), "%s: cannot send CONNECT", a->uds);
 			return -1;
-		nanosleep(&pause, NULL);
+		}
 	}
+	return read_reply(a, fd, deadline);
 }
 
+/*
+ * curl connects to the vsock socket (CURLOPT_UNIX_SOCKET_PATH) on a socket
+ * made here, so that the handshake can run on it before the request goes
+ * (the prereq callback). libcurl 7.88's CURL_SOCKOPT_ALREADY_CONNECTED is
+ * broken (curl issue 10626: it connects anyway), hence not a pre-connected
+ * socket.
+ */
 static curl_socket_t open_cb(void *arg, curlsocktype purpose, struct curl_sockaddr *addr)
 {
-	(void)purpose;
-	(void)addr;
-	int fd = vsock_connect(arg);
+	struct agent *a = arg;
+	int fd = socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 
+	(void)purpose;
+	if (fd >= 0)
+		a->fd_new = fd;
 	return fd < 0 ? CURL_SOCKET_BAD : fd;
-}
-
-static int sockopt_cb(void *arg, curl_socket_t fd, curlsocktype purpose)
-{
-	(void)arg;
-	(void)fd;
-	(void)purpose;
-	return CURL_SOCKOPT_ALREADY_CONNECTED;
 }
 
 static int close_cb(void *arg, curl_socket_t fd)
 {
-	(void)arg;
+	struct agent *a = arg;
+
+	if (a->fd_new == fd)
+		a->fd_new = -1;
 	return close(fd);
+}
+
+/* Before each request: a new connection gets its handshake (a reused one
+ * had it). */
+static int prereq_cb(void *arg, char *rip, char *lip, int rport, int lport)
+{
+	struct agent *a = arg;
+	int fd = a->fd_new, r;
+
+	(void)rip, (void)lip, (void)rport, (void)lport;
+	if (fd < 0)
+		return CURL_PREREQFUNC_OK;
+	a->fd_new = -1;
+	r = handshake(a, fd);
+	a->refused = r == 0;
+	return r == 1 ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT;
+}
+
+CURLcode agent_perform(struct agent *a, CURL *c)
+{
+	long deadline = now_ms() + a->timeout_ms;
+
+	for (;;) {
+		struct timespec pause = { 0, 100 * 1000 * 1000 };
+		CURLcode rc;
+
+		a->why[0] = '\0';
+		a->refused = false;
+		rc = curl_easy_perform(c);
+		/* Nothing listens yet: the agent may still be starting. */
+		if (rc != CURLE_ABORTED_BY_CALLBACK || !a->refused || now_ms() + 100 >= deadline)
+			return rc;
+		nanosleep(&pause, NULL);
+	}
 }
 
 struct body {
@@ -176,6 +207,8 @@ static void no_proxy(CURL *c)
 	curl_easy_setopt(c, CURLOPT_PROXY, "");
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (getenv("CUBICLE_EXEC_DEBUG"))
+		curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
 }
 
 int agent_resolve(struct agent *a)
@@ -248,13 +281,15 @@ CURL *agent_curl(struct agent *a, const char *path, const char *const *hdr,
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", a->port, path);
 	no_proxy(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_IPRESOLVE, (long)CURL_IPRESOLVE_V4);
+	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, a->uds);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cb);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, a);
-	curl_easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, sockopt_cb);
 	curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_cb);
-	/* The handshake can wait for a starting agent: curl must not give up first. */
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, a->timeout_ms + 5000);
+	curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, a);
+	curl_easy_setopt(c, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(c, CURLOPT_PREREQDATA, a);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, a->timeout_ms);
+	a->fd_new = -1;
 	a->why[0] = '\0';
 	/* No "Expect: 100-continue": bodies go at once. */
 	t = curl_slist_append(h, "Expect:");
@@ -298,8 +333,10 @@ fail:
 
 const char *agent_curl_error(struct agent *a, CURLcode rc)
 {
-	if (rc == CURLE_COULDNT_CONNECT && a->why[0])
+	if (rc == CURLE_ABORTED_BY_CALLBACK && a->why[0])
 		return a->why;
+	if (rc == CURLE_COULDNT_CONNECT)
+		return "cannot connect to the vsock socket";
 	if (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR)
 		return "the agent closed the connection";
 	return curl_easy_strerror(rc);
@@ -360,7 +397,7 @@ int agent_unary(struct agent *a, const char *method, json_t *req, json_t **out, 
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	rc = curl_easy_perform(c);
+	rc = agent_perform(a, c);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	if (rc != CURLE_OK) {

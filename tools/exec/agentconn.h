@@ -17,7 +17,9 @@ struct agent {
 	const char *token;   /* X-Access-Token, or NULL */
 	const char *user;    /* the guest user (Authorization: Basic), or NULL */
 	const char *prog;    /* "cubicle exec", for messages */
-	bool quiet;          /* agent_unary: keep its message in err, do not print it */
+	bool quiet;
+	bool refused;        /* the last handshake found no listener */
+	int fd_new;          /* a connection curl opened, not handshaken yet */          /* agent_unary: keep its message in err, do not print it */
 	char why[256];       /* why the last connection failed */
 	char err[512];       /* why the last agent_unary failed */
 };
@@ -31,13 +33,17 @@ struct agent {
 int agent_resolve(struct agent *a);
 
 /*
- * A curl handle for http://agent<path> whose connections are made by the
- * vsock handshake (CONNECT port / OK), with the token and user headers and
+ * A curl handle for http://agent<path> whose connections to the vsock socket
+ * begin with its handshake (CONNECT port / OK), with the token and user headers and
  * extra header lines hdr (NULL-terminated, may be NULL). *list receives the
  * header list to free after the transfer.
  */
 CURL *agent_curl(struct agent *a, const char *path, const char *const *hdr,
 		 struct curl_slist **list);
+
+/* curl_easy_perform, again while nothing listens in the guest (the agent may
+ * be starting) until a->timeout_ms has passed. */
+CURLcode agent_perform(struct agent *a, CURL *c);
 
 /* After a failed transfer: a message for curl's code (the handshake's own
  * reason when the connection could not be made). */

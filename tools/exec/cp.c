@@ -45,6 +45,7 @@ struct xfer {
 	struct agent a;
 	CURL *curl;
 	int fd;                  /* the local side */
+	int out;                 /* where a 200 answer's body goes: fd, or -1 to keep it */
 	long status;
 	char err[ERR_KEEP];
 	size_t err_n;
@@ -109,7 +110,7 @@ static size_t on_write(char *d, size_t sz, size_t n, void *arg)
 
 	if (!x->status)
 		curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->status);
-	if (x->status != 200 || x->fd < 0) {
+	if (x->status != 200 || x->out < 0) {
 		size_t keep = len < ERR_KEEP - 1 - x->err_n ? len : ERR_KEEP - 1 - x->err_n;
 
 		memcpy(x->err + x->err_n, d, keep);
@@ -117,7 +118,7 @@ static size_t on_write(char *d, size_t sz, size_t n, void *arg)
 		return len;
 	}
 	while (left) {
-		ssize_t w = write(x->fd, d, left);
+		ssize_t w = write(x->out, d, left);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -216,8 +217,8 @@ static int upload(struct xfer *x, const char *local, const char *gpath)
 	curl_easy_setopt(c, CURLOPT_READDATA, x);
 	if (S_ISREG(st.st_mode))
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.st_size);
-	x->fd = x->fd; /* the reply body (JSON) is kept, not written anywhere */
-	rc = curl_easy_perform(c);
+	x->out = -1; /* the answer's body (JSON) is kept, not written anywhere */
+	rc = agent_perform(&x->a, c);
 	if (x->progress && rc == CURLE_OK) {
 		curl_off_t up = 0;
 
@@ -266,12 +267,13 @@ static int download(struct xfer *x, const char *gpath, const char *local)
 			goto out;
 		}
 	}
+	x->out = x->fd;
 	c = files_curl(x, gpath, NULL, &list);
 	if (!c) {
 		fprintf(stderr, "cubicle cp: out of memory\n");
 		goto out;
 	}
-	rc = curl_easy_perform(c);
+	rc = agent_perform(&x->a, c);
 	if (x->progress && rc == CURLE_OK && x->status == 200) {
 		curl_off_t got = 0;
 
@@ -342,7 +344,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct xfer x = { .fd = -1, .progress = isatty(STDERR_FILENO),
+	struct xfer x = { .fd = -1, .out = -1, .progress = isatty(STDERR_FILENO),
 			  .a = { .port = AGENT_PORT, .timeout_ms = 10000, .prog = "cubicle cp" } };
 	const char *src_g, *dst_g, *gpath, *local;
 	char *src_vm, *dst_vm, *end, *full = NULL;

@@ -202,11 +202,12 @@ static int on_data(struct run *r, json_t *data)
 			continue;
 		if (write_all(fd, r->dec, (size_t)len) == -EPIPE && fd == STDOUT_FILENO) {
 			/* Like a pipe's writer: the command gets SIGPIPE. */
+			struct agent a = r->a; /* r->a is the stream's */
 			long pid = get_pid(r);
 
 			r->out_closed = true;
 			if (pid > 0)
-				send_signal(&r->a, pid, SIGPIPE);
+				send_signal(&a, pid, SIGPIPE);
 		}
 	}
 	return 0;
@@ -593,7 +594,7 @@ static int run_start(struct run *r, json_t *req)
 	curl_easy_setopt(r->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(r->curl, CURLOPT_XFERINFODATA, r);
 	curl_easy_setopt(r->curl, CURLOPT_NOPROGRESS, 0L);
-	rc = curl_easy_perform(r->curl);
+	rc = agent_perform(&r->a, r->curl);
 	curl_slist_free_all(list);
 	curl_easy_cleanup(r->curl);
 	free(body);
