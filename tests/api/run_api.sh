@@ -68,7 +68,11 @@ check "malformed JSON: 400" 400 'not valid JSON' -X PUT -d '{"kernel' $u/boot-so
 check "unknown path: 400" 400 'Invalid request method and/or path: GET /nope' $u/nope
 check "unknown method: 400" 400 'malformed HTTP request: invalid HTTP method' -X BREW $u/
 check "a method HTTP knows, not the API: 400" 400 'Invalid request method and/or path: DELETE /' -X DELETE $u/
-check "not built yet: 400" 400 'not supported by cubicle yet' -X PUT -d '{}' $u/vsock
+check "PUT /vsock" 204 '' -X PUT -d "{\"guest_cid\":3,\"uds_path\":\"$tmp/v.sock\"}" $u/vsock
+check "GET /vm/config shows the vsock" 200 "\"vsock\":\\{\"guest_cid\":3,\"uds_path\":\"$tmp/v.sock\"\\}" $u/vm/config
+check "PUT /vsock without uds_path: 400" 400 "vsock: missing required field 'uds_path'" -X PUT -d '{"guest_cid":3}' $u/vsock
+check "PUT /vsock with CID 2: 400" 400 "vsock: 'guest_cid' is 2; expected 3 to 4294967294" -X PUT -d '{"guest_cid":2,"uds_path":"/v"}' $u/vsock
+check "not built yet: 400" 400 'not supported by cubicle yet' -X PUT -d '{}' $u/balloon
 check "pause before the start: 400" 400 'the VM is not running' -X PATCH -d '{"state":"Paused"}' $u/vm
 head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/big"
 check "oversized body: 413" 413 'larger than the limit of 65536 bytes' -X PUT --data-binary @"$tmp/big" $u/boot-source

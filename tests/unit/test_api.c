@@ -197,6 +197,7 @@ static const char *request_def(const char *method, const char *url)
 		{ "PATCH", "/drives/", "PartialDrive" },
 		{ "PUT", "/network-interfaces/", "NetworkInterface" },
 		{ "PUT", "/entropy", "EntropyDevice" },
+		{ "PUT", "/vsock", "Vsock" },
 		{ "PUT", "/actions", "InstanceActionInfo" },
 		{ "PATCH", "/vm", "Vm" },
 		{ "PUT", "/logger", "Logger" },
@@ -335,7 +336,22 @@ static void test_errors(void)
 	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"io_engine\":\"Async\"}", 400, "'io_engine' \"Async\" is not supported");
 	expect_fault("PUT", "/network-interfaces/e", "{\"iface_id\":\"e\",\"host_dev_name\":\"t\",\"mtu\":20}", 400, "'mtu' is 20; expected 68 to 65535");
 	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "the VM is not running");
-	expect_fault("PUT", "/vsock", "{}", 400, "not supported by cubicle yet");
+	expect_fault("PUT", "/vsock", "{}", 400, "vsock: missing required field 'guest_cid'");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":3}", 400, "vsock: missing required field 'uds_path'");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":\"3\",\"uds_path\":\"/v\"}", 400, "'guest_cid' must be an integer");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":2,\"uds_path\":\"/v\"}", 400, "vsock: 'guest_cid' is 2; expected 3 to 4294967294");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":4294967295,\"uds_path\":\"/v\"}", 400, "expected 3 to 4294967294");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"\"}", 400, "vsock: 'uds_path' is empty");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"/v\",\"port\":1}", 400, "unknown field 'port'");
+	memset(big, 'a', 200);
+	big[0] = '/';
+	big[200] = '\0';
+	{
+		char body[300];
+
+		snprintf(body, sizeof(body), "{\"guest_cid\":3,\"uds_path\":\"%s\"}", big);
+		expect_fault("PUT", "/vsock", body, 400, "vsock: 'uds_path' is 200 bytes; at most 96");
+	}
 	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "Cannot start microvm without kernel configuration.");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"Reboot\"}", 400, "'action_type' is \"Reboot\"");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"SendCtrlAltDel\"}", 400, "not supported by cubicle yet");
@@ -379,8 +395,12 @@ static void test_instance_start(void)
 	expect_fault("PUT", "/drives/other", "{\"drive_id\":\"other\",\"is_root_device\":true,\"path_on_host\":\"/o\"}", 400, "A root block device already exists!");
 	CU_ASSERT_EQUAL(req("PUT", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\",\"guest_mac\":\"06:00:ac:10:00:02\"}", NULL), 204);
 	CU_ASSERT_EQUAL(req("PUT", "/entropy", "{}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/vsock", "{\"guest_cid\":7,\"uds_path\":\"/run/v.sock\"}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/vsock", "{\"vsock_id\":\"v\",\"guest_cid\":3,\"uds_path\":\"/run/v.sock\"}", NULL), 204);
 	CU_ASSERT_EQUAL(req("GET", "/vm/config", NULL, &r), 200);
 	expect_valid(r, "FullVmConfiguration");
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(r, "vsock"), "guest_cid")), 3);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(r, "vsock"), "uds_path")), "/run/v.sock");
 	json_decref(r);
 
 	/* A failing start is reported, and can be tried again. */
@@ -393,7 +413,7 @@ static void test_instance_start(void)
 	CU_ASSERT_STRING_EQUAL(s_of(started_tree, "boot.kernel"), "/k");
 	CU_ASSERT_STRING_EQUAL(s_of(started_tree, "boot.cmdline"), "console=ttyS0 root=/dev/vda rw");
 	devs = cnode_get(started_tree, "devices");
-	CU_ASSERT_EQUAL_FATAL(devs ? devs->n_kids : 0, 5);
+	CU_ASSERT_EQUAL_FATAL(devs ? devs->n_kids : 0, 6);
 	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 0), "type"), "serial8250");
 	/* The root drive first, so that it is /dev/vda. */
 	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 1), "id"), "rootfs");
@@ -414,6 +434,12 @@ static void test_instance_start(void)
 	allow = cnode_get(cnode_get(cnode_get(d, "backend"), "policy"), "allow");
 	CU_ASSERT_TRUE(allow && allow->n_kids == 1 && !strcmp(allow->kids[0]->s, "0.0.0.0/0"));
 	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 4), "type"), "virtio-rng");
+	d = dev(devs, 5);
+	CU_ASSERT_STRING_EQUAL(s_of(d, "type"), "virtio-vsock");
+	CU_ASSERT_STRING_EQUAL(s_of(d, "id"), "vsock0");
+	CU_ASSERT_EQUAL(cnode_get(d, "guest_cid")->i, 3);
+	CU_ASSERT_STRING_EQUAL(s_of(d, "uds_path"), "/run/v.sock");
+	CU_ASSERT_STRING_EQUAL(d->where, "PUT /vsock");
 
 	/* Started: the pre-boot objects are closed, the state says so. */
 	CU_ASSERT_EQUAL(req("GET", "/", NULL, &r), 200);
@@ -422,6 +448,7 @@ static void test_instance_start(void)
 	json_decref(r);
 	expect_fault("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\"}", 400, "not supported after starting the microVM");
 	expect_fault("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", 400, "not supported after starting the microVM");
+	expect_fault("PUT", "/vsock", "{\"guest_cid\":3,\"uds_path\":\"/v\"}", 400, "not supported after starting the microVM");
 	expect_fault("PATCH", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"path_on_host\":\"/x\"}", 400, "running VM is not supported");
 
 	/* PATCH /vm: pause and resume, each once. */
@@ -680,6 +707,12 @@ static void test_snapshots(void)
 	CU_ASSERT_STRING_EQUAL(snap_sets, "devices.eth0.backend.ifname=tap7;devices.eth1.backend.ifname=tap8;");
 	CU_ASSERT_FALSE(snap_flag);
 	vm.running = false;
+	/* A clone's own vsock socket: the API's vsock device is vsock0. */
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"vsock_override\":{}}", 400, "vsock_override: missing required field 'uds_path'");
+	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"vsock_override\":{\"uds_path\":\"\"}}", 400, "'uds_path' is 0 bytes; expected 1 to 96");
+	CU_ASSERT_EQUAL(req("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"vsock_override\":{\"uds_path\":\"/run/c7.sock\"}}", &r), 204);
+	CU_ASSERT_STRING_EQUAL(snap_sets, "devices.vsock0.uds_path=/run/c7.sock;");
+	vm.running = false;
 	/* A clone's own disk (cubicle's drive_overrides), with its own tap. */
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"drive_overrides\":[{\"drive_id\":\"a.b\",\"path_on_host\":\"/d\"}]}", 400, "'drive_id' \"a.b\" is not a device id");
 	expect_fault("PUT", "/snapshot/load", "{\"snapshot_path\":\"/s/a\",\"drive_overrides\":[{\"drive_id\":\"rootfs\"}]}", 400, "missing required field 'path_on_host'");
@@ -694,7 +727,7 @@ static void test_snapshots(void)
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"snapshot_type\":\"Half\"}", 400, "expected \"Full\" or \"Diff\"");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b\",\"mem_file_path\":\"/s/b.mem\"}", 400, "give /s/b/memory");
 	expect_fault("PUT", "/snapshot/create", "{\"snapshot_path\":\"\"}", 400, "empty");
-	CU_ASSERT_EQUAL(snap_calls, 5);
+	CU_ASSERT_EQUAL(snap_calls, 6);
 	CU_ASSERT_EQUAL(req("PUT", "/snapshot/create", "{\"snapshot_path\":\"/s/b/state\",\"mem_file_path\":\"/s/b/memory\",\"snapshot_type\":\"Full\"}", &r), 204);
 	CU_ASSERT_STRING_EQUAL(snap_dir, "/s/b");
 	CU_ASSERT_FALSE(snap_flag);
@@ -710,7 +743,7 @@ static void test_snapshots(void)
 	CU_ASSERT_EQUAL(json_integer_value(json_object_get(r, "memory_bytes")), 1 << 20);
 	CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(r, "ms")), 2.5, 1e-9);
 	json_decref(r);
-	CU_ASSERT_EQUAL(snap_calls, 9);
+	CU_ASSERT_EQUAL(snap_calls, 10);
 	vm.running = vm.paused = false;
 }
 

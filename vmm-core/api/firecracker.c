@@ -15,8 +15,10 @@
  *                       host_dev_name, policy allowing 0.0.0.0/0 (Firecracker
  *                       fences nothing; cubicle's methods narrow it at run time)
  *   entropy             virtio-rng
+ *   vsock               virtio-vsock "vsock0" (guest_cid, uds_path; vsock_id is
+ *                       accepted and ignored, as Firecracker deprecates it)
  *   (always)            serial8250 "ttyS0" on stdio, as Firecracker's console
- * What cubicle has not built yet (rate limiters, vsock, snapshots, balloon,
+ * What cubicle has not built yet (rate limiters, balloon,
  * MMDS, logger and metrics objects, pause) is refused with 400 and a message
  * saying so, never accepted and ignored.
  */
@@ -38,6 +40,7 @@ struct fc_state {
 	json_t *drives;  /* [Drive], in the order first PUT */
 	json_t *nets;    /* [NetworkInterface] */
 	json_t *entropy; /* EntropyDevice, or NULL */
+	json_t *vsock;   /* Vsock, or NULL */
 };
 
 struct fc_state *fc_new(void)
@@ -66,6 +69,7 @@ void fc_free(struct fc_state *s)
 	json_decref(s->drives);
 	json_decref(s->nets);
 	json_decref(s->entropy);
+	json_decref(s->vsock);
 	free(s);
 }
 
@@ -372,6 +376,47 @@ static int put_entropy(struct api *a, const char *id, json_t *in, json_t **out, 
 	return 204;
 }
 
+/* ---- vsock ---- */
+
+/* The longest uds_path: sun_path (108) less "_<port>" (11) and the NUL. */
+#define VSOCK_PATH_MAX 96
+
+static int put_vsock(struct api *a, const char *id, json_t *in, json_t **out, char *err,
+		     size_t errlen)
+{
+	static const struct api_field f[] = {
+		{ "guest_cid", JSON_INTEGER, true },
+		{ "uds_path", JSON_STRING, true },
+		{ "vsock_id", JSON_STRING, false },
+	};
+	struct fc_state *s = api_fc(a);
+	json_int_t cid;
+	const char *path;
+	int ret;
+
+	if (started(a))
+		return errf(err, errlen, 400, FC_AFTER_START);
+	ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "vsock", err, errlen);
+	if (ret)
+		return ret;
+	cid = json_integer_value(json_object_get(in, "guest_cid"));
+	path = str(in, "uds_path");
+	if (cid < 3 || cid > 4294967294LL)
+		return errf(err, errlen, 400, "vsock: 'guest_cid' is %lld; expected 3 to 4294967294",
+			    (long long)cid);
+	if (!*path)
+		return errf(err, errlen, 400, "vsock: 'uds_path' is empty");
+	if (strlen(path) > VSOCK_PATH_MAX)
+		return errf(err, errlen, 400,
+			    "vsock: 'uds_path' is %zu bytes; at most %d (a Unix socket name, with _<port> appended)",
+			    strlen(path), VSOCK_PATH_MAX);
+	json_decref(s->vsock);
+	s->vsock = json_pack("{s:I,s:s}", "guest_cid", cid, "uds_path", path);
+	if (s->vsock && str(in, "vsock_id"))
+		json_object_set(s->vsock, "vsock_id", json_object_get(in, "vsock_id"));
+	return s->vsock ? 204 : errf(err, errlen, 500, "out of memory");
+}
+
 /* ---- GET /vm/config ---- */
 
 static int get_vm_config(struct api *a, const char *id, json_t *in, json_t **out, char *err,
@@ -385,6 +430,8 @@ static int get_vm_config(struct api *a, const char *id, json_t *in, json_t **out
 		json_object_set(*out, "boot-source", s->boot);
 	if (*out && s->entropy)
 		json_object_set(*out, "entropy", s->entropy);
+	if (*out && s->vsock)
+		json_object_set(*out, "vsock", s->vsock);
 	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
@@ -527,6 +574,14 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 		add_str(&t, g, "type", "virtio-rng");
 		add_str(&t, g, "id", "rng0");
 	}
+	if (s->vsock) {
+		t.where = "PUT /vsock";
+		g = devs ? add(&t, devs, CN_GROUP, NULL) : NULL;
+		add_str(&t, g, "type", "virtio-vsock");
+		add_str(&t, g, "id", "vsock0");
+		add_int(&t, g, "guest_cid", json_integer_value(json_object_get(s->vsock, "guest_cid")));
+		add_str(&t, g, "uds_path", str(s->vsock, "uds_path"));
+	}
 	if (t.oom)
 		return errf(err, errlen, 500, "out of memory");
 	if (vm->start(vm->ctx, root, err, errlen))
@@ -590,7 +645,6 @@ static int patch_vm(struct api *a, const char *id, json_t *in, json_t **out, cha
 	{                                                                                  \
 		return errf(err, errlen, 400, "%s is not supported by cubicle yet", what); \
 	}
-NOT_YET(no_vsock, "vsock (PUT /vsock)")
 NOT_YET(no_balloon, "the balloon device")
 NOT_YET(no_mmds, "MMDS")
 NOT_YET(no_cpu_config, "CPU configuration (PUT /cpu-config)")
@@ -615,7 +669,7 @@ const struct api_route fc_routes[] = {
 	{ "PATCH", "/vm", false, true, patch_vm, false },
 	{ "PUT", "/logger", false, true, fc_put_logger, false },
 	{ "PUT", "/metrics", false, true, fc_put_metrics, false },
-	{ "PUT", "/vsock", false, true, no_vsock, false },
+	{ "PUT", "/vsock", false, true, put_vsock, false },
 	{ "PUT", "/balloon", false, true, no_balloon, false },
 	{ "PATCH", "/balloon", false, true, no_balloon, false },
 	{ "GET", "/balloon", false, false, no_balloon, false },

@@ -170,10 +170,12 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 		{ "backend_type", JSON_STRING, true },
 		{ "backend_path", JSON_STRING, true },
 	};
+	static const struct api_field fv[] = { { "uds_path", JSON_STRING, true } };
+	const json_t *vs;
 	struct api_vm *vm = api_vm(a);
 	const json_t *mb = json_object_get(in, "mem_backend");
 	const char *mem = str(in, "mem_file_path"), *bt;
-	char dir[PATH_MAX], *sets[2 * MAX_OVERRIDES + 1] = { 0 };
+	char dir[PATH_MAX], *sets[2 * MAX_OVERRIDES + 2] = { 0 };
 	unsigned n_sets = 0;
 	bool uffd = false;
 	int ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "snapshot/load", err, errlen);
@@ -201,8 +203,16 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 				    bt);
 		mem = str(mb, "backend_path");
 	}
-	if (json_object_get(in, "vsock_override"))
-		return errf(err, errlen, 400, "snapshot/load: cubicle has no vsock device yet");
+	vs = json_object_get(in, "vsock_override");
+	if (vs) {
+		ret = api_check(vs, fv, 1, "snapshot/load: vsock_override", err, errlen);
+		if (ret)
+			return ret;
+		if (!*str(vs, "uds_path") || strlen(str(vs, "uds_path")) > 96)
+			return errf(err, errlen, 400,
+				    "snapshot/load: vsock_override: 'uds_path' is %zu bytes; expected 1 to 96",
+				    strlen(str(vs, "uds_path")));
+	}
 	ret = folder("snapshot/load", str(in, "snapshot_path"), mem, dir, sizeof(dir), err,
 		     errlen);
 	if (ret)
@@ -215,6 +225,12 @@ static int put_load(struct api *a, const char *id, json_t *in, json_t **out, cha
 	ret = overrides(in, &net_ov, sets, &n_sets, err, errlen);
 	if (!ret)
 		ret = overrides(in, &drive_ov, sets, &n_sets, err, errlen);
+	/* The vsock device Firecracker's API makes is "vsock0" (firecracker.c);
+	 * a config file's must have that id for the override to find it. */
+	if (!ret && vs && asprintf(&sets[n_sets++], "devices.vsock0.uds_path=%s", str(vs, "uds_path")) < 0) {
+		sets[--n_sets] = NULL;
+		ret = errf(err, errlen, 500, "out of memory");
+	}
 	/* Dirty-page tracking from here on (Diff snapshots of the loaded VM). */
 	if (!ret && (json_is_true(json_object_get(in, "track_dirty_pages")) ||
 		     json_is_true(json_object_get(in, "enable_diff_snapshots"))) &&
