@@ -175,6 +175,13 @@ if [ "${CUBICLE_PAYLOAD_ONLY:-}" = snapshots ]; then
 	[ "$fail" -eq 0 ]
 	exit
 fi
+# CUBICLE_PAYLOAD_ONLY=vsock: only the virtio-vsock group, likewise.
+if [ "${CUBICLE_PAYLOAD_ONLY:-}" = vsock ]; then
+	. "$sd/tests/kvm/vsock.sh"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
+fi
 
 # hostile NAME PAYLOAD READY_REGEX [IDLE_REGEX]: boot it in the background
 # (with $extra_dev); at IDLE_REGEX on stderr run $on_ready; at READY_REGEX
@@ -362,6 +369,9 @@ extra_dev=',
 run fifo-console-file long long 1 1 'console file .*fifo.txt is a FIFO'
 run_limit=60
 extra_dev=
+
+# ---- virtio-vsock: a raw driver, malformed packets, a guest that never reads (issue 13) ----
+. "$sd/tests/kvm/vsock.sh"
 
 # ---- snapshots, restore, rollback, clones (issue 12) ----
 . "$sd/tests/kvm/snapshots.sh"

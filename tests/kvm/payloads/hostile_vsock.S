@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Hostile virtio-vsock guest: it opens two connections to the host peer
+ * (tests/kvm/vsockpeer.c flood), then never gives a receive buffer back
+ * while the peer writes into the first (port 5100) as fast as it can, and
+ * floods the second (port 5101, where the peer never reads) with 4 KiB
+ * packets forever, ignoring the credit the device gave it. The device must
+ * stop reading the first socket, reset the second, and keep what it holds
+ * for the RSTs it cannot deliver bounded; the VMM must stay responsive. */
+#include "vsock.inc"
+
+	payload_entry
+	trap_all
+	movl	$QS, RX_N
+	movl	$0x1000, RX_LEN
+	call	dev_init
+	send	OP_REQUEST, $1025, $5101
+	expect	OP_RESPONSE, $5101, $1025, 10
+	call	rx_repost
+	send	OP_REQUEST, $1024, $5100, balloc=$0x40000000
+	expect	OP_RESPONSE, $5100, $1024, 11
+	call	rx_repost
+	/* no receive buffer is given back from here on */
+	mov	$TXD, %edi
+	mov	$4096, %ecx
+	mov	$0x79, %al			/* 'y' */
+	rep stosb
+	pkt	OP_RW, $1025, $5101, len=$4096
+	movq	$TXH, TXQ
+	movl	$HDR, TXQ + 8
+	movw	$F_NEXT, TXQ + 12
+	movw	$1, TXQ + 14
+	movq	$TXD, TXQ + 16
+	movl	$4096, TXQ + 24
+	movw	$0, TXQ + 28
+	print	s_run
+	/* every avail slot names chain 0: keep QS of them in flight; say once
+	 * when the device has used up every receive buffer */
+	xor	%r15d, %r15d
+1:	movzwl	TXQ + QU + 2, %eax
+	add	$QS, %eax
+	movw	%ax, TXQ + QA + 2
+	movl	$1, VM_QUEUE_NOTIFY(%rbx)
+	pause
+	test	%r15d, %r15d
+	jnz	1b
+	mov	RX_AVAIL, %eax
+	cmpw	%ax, RXQ + QU + 2
+	jne	1b
+	inc	%r15d
+	print	s_full
+	jmp	1b
+	payload_exit s_run			/* never reached; defines fail */
+
+	vsock_routines
+s_run:	.asciz	"hostile vsock running\n"
+s_full:	.asciz	"hostile vsock: every receive buffer used, none given back\n"

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* virtio-vsock payload: a raw driver that connects both ways, checks credit,
+ * RSTs and malformed packets against a host peer (tests/kvm/vsockpeer.c
+ * script), in lock step with it. Each stage says what it saw on the testdev
+ * (lines the runner checks); a failed step exits with its number, naming
+ * the packet it did not expect. Guest CID 3; pat(k) = k ^ (k >> 8). */
+#include "vsock.inc"
+
+	payload_entry
+	trap_all
+	movl	$QS, RX_N
+	movl	$0x1000, RX_LEN
+	movl	$2000, PROBE_PORT
+	call	dev_init
+	print	s_up
+
+/* (a) guest-initiated: 100 bytes to host port 5001, echoed back + 1 */
+	send	OP_REQUEST, $1024, $5001
+	expect	OP_RESPONSE, $5001, $1024, 10
+	mov	H_BUF(%rsi), %r14d
+	mov	H_FWD(%rsi), %r11d
+	call	rx_repost
+	mov	%r14d, %eax
+	report	s_a1
+	mov	$11, %al
+	test	%r11d, %r11d
+	jnz	fail
+	mov	$100, %ecx
+	call	fill_pat
+	send	OP_RW, $1024, $5001, $100
+	mov	$5001, %r12d
+	mov	$1024, %r13d
+	xor	%r14d, %r14d
+	mov	$1, %r10d
+	movl	$100, LIMIT
+1:	call	rx_rw
+	cmp	$100, %r14d
+	jb	1b
+	mov	%r11d, %eax			/* the device's fwd_cnt: our 100 bytes */
+	report	s_a1b
+	send	OP_SHUTDOWN, $1024, $5001, flags=$3
+	expect	OP_RST, $5001, $1024, 12
+	call	rx_repost
+	print	s_a1c
+
+/* host-initiated: the peer's CONNECT 6000; we give it 4096 bytes of credit */
+	call	rx_next
+	mov	$13, %r9b
+	cmpw	$OP_REQUEST, H_OP(%rsi)
+	jne	fail_pkt
+	cmpl	$6000, H_DPORT(%rsi)
+	jne	fail_pkt
+	mov	H_SPORT(%rsi), %r12d
+	call	rx_repost
+	send	OP_RESPONSE, $6000, %r12d, balloc=$4096
+	mov	%r12d, %eax
+	report	s_a2
+
+/* (b) the peer writes 64 KiB at once: 4096 bytes may come, no more (two
+ * probes' round trips later), then 4096 more after a CREDIT_UPDATE */
+	mov	$6000, %r13d
+	xor	%r14d, %r14d
+	xor	%r10d, %r10d
+	movl	$4096, LIMIT
+2:	call	rx_rw
+	cmp	$4096, %r14d
+	jb	2b
+	xor	%r15d, %r15d
+	mov	$14, %r9b			/* an RW now: past the credit */
+	call	probe
+	call	probe
+	mov	%r14d, %eax
+	report	s_b1
+	send	OP_CREDIT_UPDATE, $6000, %r12d, balloc=$4096, fwd=$4096
+	movl	$8192, LIMIT
+3:	call	rx_rw
+	cmp	$8192, %r14d
+	jb	3b
+	mov	$15, %r9b
+	call	probe
+	call	probe
+	mov	%r14d, %eax
+	report	s_b2
+	mov	N_CREQ, %eax
+	report	s_b3
+
+/* (c) RST: ours on 6000 (never answered), then the peer's CONNECT 6001
+ * refused with one, then a REQUEST to a port nobody listens on */
+	send	OP_RST, $6000, %r12d
+	call	rx_next
+	mov	$16, %r9b
+	cmpw	$OP_REQUEST, H_OP(%rsi)
+	jne	fail_pkt
+	cmpl	$6001, H_DPORT(%rsi)
+	jne	fail_pkt
+	mov	H_SPORT(%rsi), %r12d
+	call	rx_repost
+	send	OP_RST, $6001, %r12d
+	print	s_c1
+	send	OP_REQUEST, $1030, $5999
+	mov	$1030, %r15d
+	mov	$17, %r9b
+	call	probe
+	report	s_c2
+
+/* (e) malformed packets. e1, e2 on live connections to 5002 (the device
+ * must reset them: the peer sees 0 bytes) */
+	send	OP_REQUEST, $1040, $5002
+	expect	OP_RESPONSE, $5002, $1040, 18
+	call	rx_repost
+	mov	$TXD, %edi			/* 16 bytes the peer must never see */
+	mov	$16, %ecx
+	mov	$0x58, %al
+	rep stosb
+	pkt	OP_RW, $1040, $5002, len=$4096
+	mov	$HDR, %ecx
+	mov	$16, %edx
+	call	tx_send
+	mov	$1040, %r15d
+	mov	$19, %r9b
+	call	probe
+	report	s_e1
+	send	OP_REQUEST, $1041, $5002
+	expect	OP_RESPONSE, $5002, $1041, 20
+	call	rx_repost
+	pkt	OP_RW, $1041, $5002, len=$0xffffffff
+	mov	$HDR, %ecx
+	mov	$16, %edx
+	call	tx_send
+	mov	$1041, %r15d
+	mov	$21, %r9b
+	call	probe
+	report	s_e2
+/* e3, e4 are dropped: the connection lives on and carries 10 good bytes */
+	send	OP_REQUEST, $1042, $5002
+	expect	OP_RESPONSE, $5002, $1042, 22
+	call	rx_repost
+	pkt	OP_RW, $1042, $5002, len=$16
+	mov	$20, %ecx			/* e3: a 20-byte header */
+	xor	%edx, %edx
+	call	tx_send
+	mov	$1042, %r15d
+	mov	$23, %r9b
+	call	probe
+	report	s_e3
+	pkt	OP_RW, $1042, $5002, len=$16	/* e4: all device-writable */
+	movq	$TXH, TXQ
+	movl	$HDR, TXQ + 8
+	movw	$(F_NEXT | F_WRITE), TXQ + 12
+	movw	$1, TXQ + 14
+	movq	$TXD, TXQ + 16
+	movl	$16, TXQ + 24
+	movw	$F_WRITE, TXQ + 28
+	call	tx_go
+	mov	$24, %r9b
+	call	probe
+	report	s_e4
+	mov	$10, %ecx
+	call	fill_pat
+	send	OP_RW, $1042, $5002, $10
+	send	OP_SHUTDOWN, $1042, $5002, flags=$3
+	expect	OP_RST, $5002, $1042, 25
+	call	rx_repost
+	print	s_e4b
+/* e5-e13 to port 5003: the peer listens there and must see no connection */
+	pkt	OP_REQUEST, $1043, $5003, type=$2
+	hdrsend
+	mov	$1043, %r15d
+	mov	$26, %r9b
+	call	probe
+	report	s_e5
+	pkt	OP_REQUEST, $1044, $5003, type=$0x99
+	hdrsend
+	mov	$1044, %r15d
+	call	probe
+	report	s_e6
+	pkt	OP_REQUEST, $1045, $5003
+	movq	$7, TXH + H_SCID
+	hdrsend
+	mov	$1045, %r15d
+	call	probe
+	report	s_e7
+	pkt	OP_REQUEST, $1046, $5003
+	movl	$1, TXH + H_DCID + 4
+	hdrsend
+	mov	$1046, %r15d
+	call	probe
+	report	s_e8
+	pkt	OP_REQUEST, $1047, $5003
+	movq	$GUEST_CID, TXH + H_DCID
+	hdrsend
+	mov	$1047, %r15d
+	call	probe
+	report	s_e9
+	pkt	0x63, $1048, $5003
+	hdrsend
+	mov	$1048, %r15d
+	call	probe
+	report	s_e10
+	pkt	OP_REQUEST, $1049, $5003, len=$16
+	hdrsend
+	mov	$1049, %r15d
+	call	probe
+	report	s_e11
+	pkt	OP_RW, $1050, $5003, len=$8
+	hdrsend
+	mov	$1050, %r15d
+	call	probe
+	report	s_e12
+	pkt	OP_RST, $1051, $5003
+	hdrsend
+	mov	$1051, %r15d
+	call	probe
+	report	s_e13
+/* e14: a header split over three descriptors is still a header */
+	pkt	OP_REQUEST, $1052, $5999
+	movq	$TXH, TXQ
+	movl	$20, TXQ + 8
+	movw	$F_NEXT, TXQ + 12
+	movw	$1, TXQ + 14
+	movq	$(TXH + 20), TXQ + 16
+	movl	$4, TXQ + 24
+	movw	$F_NEXT, TXQ + 28
+	movw	$2, TXQ + 30
+	movq	$(TXH + 24), TXQ + 32
+	movl	$20, TXQ + 40
+	movw	$0, TXQ + 44
+	call	tx_go
+	mov	$1052, %r15d
+	call	probe
+	report	s_e14
+
+/* (f) a reset with a connection open (the peer sees it end), then a
+ * receive buffer too short for a header: the device needs reset; after
+ * one more reset it works again */
+	send	OP_REQUEST, $1060, $5001
+	expect	OP_RESPONSE, $5001, $1060, 27
+	call	rx_repost
+	movl	$1, RX_N
+	movl	$16, RX_LEN
+	call	dev_init
+	send	OP_REQUEST, $1061, $5999	/* its RST needs a receive buffer */
+	call	set_deadline
+4:	pause
+	call	tick
+	test	%eax, %eax
+	jz	4b
+	cmp	$2, %eax
+	mov	$28, %al
+	jne	fail
+	print	s_f1
+	movl	$QS, RX_N
+	movl	$0x1000, RX_LEN
+	call	dev_init
+	send	OP_REQUEST, $1062, $5001
+	expect	OP_RESPONSE, $5001, $1062, 29
+	call	rx_repost
+	mov	$3, %ecx
+	call	fill_pat
+	send	OP_RW, $1062, $5001, $3
+	send	OP_SHUTDOWN, $1062, $5001, flags=$3
+	expect	OP_RST, $5001, $1062, 36
+	call	rx_repost
+	print	s_f2
+	movl	$0, VM_STATUS(%rbx)
+	payload_exit s_ok
+
+	vsock_routines
+s_up:	.asciz	"vsock: device up, guest_cid 3\n"
+s_a1:	.asciz	"a1: connected to host port 5001; its buf_alloc "
+s_a1b:	.asciz	"a1: 100 bytes sent, 100 came back (+1); the device's fwd_cnt "
+s_a1c:	.asciz	"a1: SHUTDOWN answered by RST\n"
+s_a2:	.asciz	"a2: host connected to port 6000 from port "
+s_b1:	.asciz	"b: credit 4096: bytes delivered before two probes "
+s_b2:	.asciz	"b: CREDIT_UPDATE fwd_cnt 4096: bytes delivered in all, two probes later "
+s_b3:	.asciz	"b: CREDIT_REQUESTs from the device "
+s_c1:	.asciz	"c: RST sent on 6000; the host's connection to 6001 refused with RST\n"
+s_c2:	.asciz	"c: REQUEST to 5999 (no listener): RSTs "
+s_e1:	.asciz	"e1 RW len 4096 in a 16-byte buffer: RSTs "
+s_e2:	.asciz	"e2 RW len 0xffffffff: RSTs "
+s_e3:	.asciz	"e3 20-byte header: RSTs "
+s_e4:	.asciz	"e4 header in a device-writable buffer: RSTs "
+s_e4b:	.asciz	"e3/e4: the connection lived on: 10 bytes, SHUTDOWN, RST\n"
+s_e5:	.asciz	"e5 type SEQPACKET (not offered): RSTs "
+s_e6:	.asciz	"e6 type 0x99: RSTs "
+s_e7:	.asciz	"e7 src_cid 7: RSTs "
+s_e8:	.asciz	"e8 dst_cid 0x100000002: RSTs "
+s_e9:	.asciz	"e9 dst_cid 3 (its own): RSTs "
+s_e10:	.asciz	"e10 op 0x63: RSTs "
+s_e11:	.asciz	"e11 REQUEST with 16 bytes of payload: RSTs "
+s_e12:	.asciz	"e12 RW without a connection: RSTs "
+s_e13:	.asciz	"e13 RST without a connection: RSTs "
+s_e14:	.asciz	"e14 REQUEST header split 20+4+20 bytes: RSTs "
+s_f1:	.asciz	"f: reset with 5001 open; a 16-byte receive buffer: the device needs reset\n"
+s_f2:	.asciz	"f: reset again: connected to 5001, 3 bytes sent, SHUTDOWN, RST\n"
+s_ok:	.asciz	"vsock ok\n"

@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: Apache-2.0
+# virtio-vsock payload tests (issue 13), sourced by run_payloads.sh (its
+# helpers and $tmp): payloads/vsock.S speaks raw virtio-vsock to the device
+# in lock step with tests/kvm/vsockpeer (script) on the host side: connects
+# both ways, credit, RSTs, malformed packets, resets. payloads/hostile_vsock.S
+# never reads while the peer writes 64 MiB, and floods past its credit: the
+# peer must block, cubicle's memory stay bounded, SIGTERM end it.
+vsockpeer=$bd/tests/kvm/vsockpeer
+
+# vs_want FILE REGEX: count a line of FILE that REGEX misses in vs_miss.
+vs_want() {
+	if ! grep -Eq -- "$2" "$1"; then
+		vs_miss="$vs_miss
+#   missing: /$2/"
+	fi
+}
+# vs_group NAME WHAT: ok when nothing was missed since the last group.
+vs_group() {
+	if [ -z "$vs_miss" ]; then
+		ok "vsock $1: $2"
+	else
+		echo "not ok - vsock $1: $2$vs_miss"
+		fail=$((fail + 1))
+	fi
+	vs_miss=
+}
+
+if ! [ -x "$vsockpeer" ] || ! [ -s "$pl/vsock.bin" ] || ! [ -s "$pl/hostile_vsock.bin" ]; then
+	notok "vsock: tests/kvm/vsockpeer, payloads/vsock.bin or payloads/hostile_vsock.bin is not built"
+else
+	vs=$tmp/v.sock fail0=$fail
+	"$vsockpeer" script "$vs" >"$tmp/vsockpeer.out" 2>&1 &
+	vpeer=$!
+	wait_line $vpeer "$tmp/vsockpeer.out" '^listening$'
+	extra_dev=',
+  { type = "virtio-vsock"; id = "vsock0"; transport = "mmio"; guest_cid = 3;
+    uds_path = "'"$vs"'"; buffer_size = "128K"; }'
+	run_limit=300
+	t0=$(now_ms)
+	run vsock vsock long 1 42 'testdev\[mmio\]: guest: vsock ok'
+	vs_ms=$(($(now_ms) - t0))
+	run_limit=60
+	extra_dev=
+	kill $vpeer 2>/dev/null
+	wait $vpeer
+	vs_prc=$?
+	g=$tmp/vsock.err p=$tmp/vsockpeer.out
+	vs_miss=
+	# (a) both directions, data and fwd_cnt
+	hport=$(sed -n 's/^6000: OK \([0-9]*\)$/\1/p' "$p")
+	vs_want "$g" 'guest: a1: connected to host port 5001; its buf_alloc 131072$'
+	vs_want "$g" "guest: a1: 100 bytes sent, 100 came back \(\+1\); the device's fwd_cnt 100$"
+	vs_want "$g" 'guest: a1: SHUTDOWN answered by RST$'
+	vs_want "$p" '^5001: 100 bytes as sent, echoed \+1; then 0 more bytes and EOF$'
+	vs_want "$g" "guest: a2: host connected to port 6000 from port ${hport:-none}\$"
+	vs_group a "guest->host 5001: 100 bytes there and back, fwd_cnt 100, SHUTDOWN then RST; host->guest CONNECT 6000: OK ${hport:-?} (the port the guest saw)"
+	# (b) credit
+	vs_want "$g" 'guest: b: credit 4096: bytes delivered before two probes 4096$'
+	vs_want "$g" 'guest: b: CREDIT_UPDATE fwd_cnt 4096: bytes delivered in all, two probes later 8192$'
+	vs_want "$p" '^6000: 65536 bytes written; then 0 bytes read and (EOF|Connection reset by peer)$'
+	vs_group b "the host wrote 64 KiB: 4096 bytes (the guest's credit) reached it, 8192 after its CREDIT_UPDATE, each pattern-checked"
+	# (c) RSTs
+	vs_want "$g" "guest: c: RST sent on 6000; the host's connection to 6001 refused with RST$"
+	vs_want "$g" 'guest: c: REQUEST to 5999 \(no listener\): RSTs 1$'
+	vs_want "$p" "^BOGUS: 0 bytes of reply \(''\) and (EOF|Connection reset by peer)$"
+	vs_want "$p" "^6001: 0 bytes of reply \(''\) and (EOF|Connection reset by peer)$"
+	vs_group c "the guest's RST closed the host's socket; a refused CONNECT and a bogus line closed with no reply; no listener: RST"
+	# (e) malformed packets
+	for e in 'e1 RW len 4096 in a 16-byte buffer: RSTs 1' 'e2 RW len 0xffffffff: RSTs 1' \
+		'e3 20-byte header: RSTs 0' 'e4 header in a device-writable buffer: RSTs 0' \
+		'e3/e4: the connection lived on: 10 bytes, SHUTDOWN, RST' \
+		'e5 type SEQPACKET \(not offered\): RSTs 1' 'e6 type 0x99: RSTs 1' \
+		'e7 src_cid 7: RSTs 1' 'e8 dst_cid 0x100000002: RSTs 1' 'e9 dst_cid 3 \(its own\): RSTs 1' \
+		'e10 op 0x63: RSTs 1' 'e11 REQUEST with 16 bytes of payload: RSTs 1' \
+		'e12 RW without a connection: RSTs 1' 'e13 RST without a connection: RSTs 0' \
+		'e14 REQUEST header split 20\+4\+20 bytes: RSTs 1'; do
+		vs_want "$g" "guest: $e\$"
+	done
+	vs_want "$p" '^5002 #1: 0 bytes and EOF$'
+	vs_want "$p" '^5002 #2: 0 bytes and EOF$'
+	vs_want "$p" "^5002 #3: 10 bytes \(the guest's pattern\) and EOF$"
+	vs_want "$p" '^5003: no connection$'
+	vs_want "$g" 'malformed packet'
+	vs_group e "14 malformed packets: bad lengths reset their connection (the host got none of their bytes), bad type/CID/op answered by RST with nothing connected, short or writable headers dropped, a split header parsed"
+	# (f) resets
+	vs_want "$g" 'guest: f: reset with 5001 open; a 16-byte receive buffer: the device needs reset$'
+	vs_want "$g" 'guest: f: reset again: connected to 5001, 3 bytes sent, SHUTDOWN, RST$'
+	vs_want "$p" '^5001 #2: 0 bytes and EOF$'
+	vs_want "$p" "^5001 #3: 3 bytes \(the guest's pattern\) and EOF$"
+	vs_want "$p" '^script done$'
+	[ "$vs_prc" = 0 ] || vs_miss="$vs_miss
+#   vsockpeer exited $vs_prc: $(grep 'error' "$p")"
+	[ -e "$vs" ] && vs_miss="$vs_miss
+#   $vs is still there after cubicle ended"
+	vs_group f "a device reset closed the open connection; a receive buffer too short for a header: needs reset, and a reset brings it back; the socket file removed at exit (the whole run: $vs_ms ms)"
+	[ -n "${CUBICLE_VSOCK_VERBOSE:-}" ] || [ $fail -ne $fail0 ] && sed 's/^/#   peer: /' "$p" && grep 'guest: ' "$g" | sed 's/^/#   /'
+
+	# (d) a guest that never reads, while the host writes 64 MiB, and floods
+	# past its credit: the peer must block, cubicle stay small.
+	hv=$tmp/h.sock
+	"$vsockpeer" flood "$hv" 64 >"$tmp/vsockflood.out" 2>&1 &
+	fpeer=$!
+	wait_line $fpeer "$tmp/vsockflood.out" '^listening$'
+	extra_dev=',
+  { type = "virtio-vsock"; id = "vsock0"; transport = "mmio"; guest_cid = 3;
+    uds_path = "'"$hv"'"; buffer_size = "128K"; }'
+	mkcfg hostile-vsock hostile_vsock long 1
+	echo "api = { socket = \"$tmp/hv-api.sock\"; };" >>"$tmp/hostile-vsock.cfg"
+	extra_dev=
+	"$cub" run "$tmp/hostile-vsock.cfg" >"$tmp/hostile-vsock.out" 2>"$tmp/hostile-vsock.err" </dev/null &
+	pid=$!
+	(sleep 300; kill -9 $pid) 2>/dev/null &
+	dog=$!
+	if ! wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock running'; then
+		kill -9 $pid 2>/dev/null
+		wait $pid 2>/dev/null
+		notok "hostile-vsock: the guest never reported running" "$tmp/hostile-vsock.err"
+	else
+		base=$(kib $pid VmRSS)
+		wait_line $pid "$tmp/vsockflood.out" '^flood: blocked after'
+		wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock: every receive buffer used'
+		sleep 2
+		peak=$(kib $pid VmHWM)
+		# The device's counters: what it read from host sockets for the
+		# guest can be no more than the 8 receive buffers held (8 x 4052
+		# bytes), and it holds nothing for a connection it reset.
+		stats=$("$cub" ctl "$tmp/hv-api.sock" call vsock0 stats 2>&1)
+		hbytes=$(echo "$stats" | sed -n 's/.* host_bytes \([0-9]*\) .*/\1/p')
+		held=$(echo "$stats" | sed -n 's/.* buffered \([0-9]*\) .*/\1/p')
+		t0=$(now_ms)
+		kill -TERM $pid
+		wait $pid
+		got=$?
+		ms=$(($(now_ms) - t0))
+		vs_miss=
+		kill -TERM $fpeer 2>/dev/null
+		wait $fpeer
+		wrote=$(sed -n 's/^flood: wrote \([0-9]*\) bytes; 5101 closed$/\1/p' "$tmp/vsockflood.out")
+		blocked=$(sed -n 's/^flood: blocked after \([0-9]*\) bytes$/\1/p' "$tmp/vsockflood.out")
+		[ -n "$blocked" ] || vs_miss="$vs_miss
+#   the peer's writes never blocked (or 5101 was not closed): $(tail -n 3 "$tmp/vsockflood.out")"
+		[ -n "$wrote" ] && [ "$wrote" -le $((4 << 20)) ] || vs_miss="$vs_miss
+#   the peer wrote ${wrote:-?} bytes (want at most 4 MiB of 64, and 5101 closed): $(tail -n 3 "$tmp/vsockflood.out")"
+		vs_want "$tmp/hostile-vsock.err" 'past its credit; reset'
+		vs_want "$tmp/hostile-vsock.err" 'guest: hostile vsock: every receive buffer used, none given back'
+		[ -n "$hbytes" ] && [ "$hbytes" -le 32416 ] && [ "${held:-1}" = 0 ] || vs_miss="$vs_miss
+#   stats: $stats (want host_bytes <= 32416, buffered 0)"
+		if [ $got -ne 143 ] || [ $ms -gt "$term_ms" ]; then
+			vs_miss="$vs_miss
+#   SIGTERM: status $got after $ms ms (want 143 within $term_ms ms)"
+		fi
+		if grep -qa '__asan_init' "$cub" 2>/dev/null; then
+			rss="RSS # SKIP under AddressSanitizer (idle ${base:-?} KiB, peak ${peak:-?} KiB)"
+		elif [ -n "${base:-}" ] && [ -n "${peak:-}" ] && [ $((peak - base)) -le 16384 ]; then
+			rss="peak RSS $peak KiB, $((peak - base)) KiB above the running guest's ($base KiB)"
+		else
+			rss="peak RSS ${peak:-?} KiB, ${base:-?} KiB running: more than 16 MiB apart"
+			vs_miss="$vs_miss
+#   $rss"
+		fi
+		[ -n "$vs_miss" ] && vs_miss="$vs_miss
+$(tail -n 8 "$tmp/hostile-vsock.err" | sed 's/^/#   /')"
+		vs_group d "a guest that never reads: the host's writes blocked after ${blocked:-?} bytes of 64 MiB (${wrote:-?} in all), the device read $hbytes bytes for the guest (its receive buffers), holds $held; its flood past the credit reset (5101 closed); $rss; SIGTERM ended it in $ms ms"
+	fi
+	kill $dog 2>/dev/null
+	kill $fpeer 2>/dev/null
+fi
