@@ -97,7 +97,7 @@ else
 
 	# (d) a guest that never reads, while the host writes 64 MiB, and floods
 	# past its credit: the peer must block, cubicle stay small.
-	hv=$tmp/h.sock
+	hv=$tmp/h.sock base= peak= hbytes= held=
 	"$vsockpeer" flood "$hv" 64 >"$tmp/vsockflood.out" 2>&1 &
 	fpeer=$!
 	wait_line $fpeer "$tmp/vsockflood.out" '^listening$'
@@ -111,12 +111,15 @@ else
 	pid=$!
 	(sleep 300; kill -9 $pid) 2>/dev/null &
 	dog=$!
+	# cubicle's memory with the device up, before any connection; then GO
+	wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock: device up' &&
+		base=$(kib $pid VmRSS) &&
+		"$cub" ctl "$tmp/hv-api.sock" call mmio scratch $((0x600d)) >"$tmp/hv-go.out" 2>&1
 	if ! wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock running'; then
 		kill -9 $pid 2>/dev/null
 		wait $pid 2>/dev/null
 		notok "hostile-vsock: the guest never reported running" "$tmp/hostile-vsock.err"
 	else
-		base=$(kib $pid VmRSS)
 		wait_line $pid "$tmp/vsockflood.out" '^flood: blocked after'
 		wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock: every receive buffer used'
 		sleep 2
@@ -150,11 +153,11 @@ else
 #   SIGTERM: status $got after $ms ms (want 143 within $term_ms ms)"
 		fi
 		if grep -qa '__asan_init' "$cub" 2>/dev/null; then
-			rss="RSS # SKIP under AddressSanitizer (idle ${base:-?} KiB, peak ${peak:-?} KiB)"
+			rss="RSS # SKIP under AddressSanitizer (${base:-?} KiB before the connections, peak ${peak:-?} KiB)"
 		elif [ -n "${base:-}" ] && [ -n "${peak:-}" ] && [ $((peak - base)) -le 16384 ]; then
-			rss="peak RSS $peak KiB, $((peak - base)) KiB above the running guest's ($base KiB)"
+			rss="peak RSS $peak KiB, $((peak - base)) KiB above its RSS before the connections ($base KiB)"
 		else
-			rss="peak RSS ${peak:-?} KiB, ${base:-?} KiB running: more than 16 MiB apart"
+			rss="peak RSS ${peak:-?} KiB, ${base:-?} KiB before the connections: more than 16 MiB apart"
 			vs_miss="$vs_miss
 #   $rss"
 		fi

@@ -8,11 +8,22 @@
  * for the RSTs it cannot deliver bounded; the VMM must stay responsive. */
 #include "vsock.inc"
 
+#define GO 0x600d
+
 	payload_entry
 	trap_all
 	movl	$QS, RX_N
 	movl	$0x1000, RX_LEN
 	call	dev_init
+	/* the runner takes cubicle's memory as it is now, then writes GO to
+	 * the testdev's scratch register */
+	print	s_up
+	mov	$TD_MMIO, %edi
+1:	mov	$1000, %ecx
+2:	pause
+	loop	2b
+	cmpl	$GO, TD_SCRATCH(%rdi)
+	jne	1b
 	send	OP_REQUEST, $1025, $5101
 	expect	OP_RESPONSE, $5101, $1025, 10
 	call	rx_repost
@@ -36,21 +47,22 @@
 	/* every avail slot names chain 0: keep QS of them in flight; say once
 	 * when the device has used up every receive buffer */
 	xor	%r15d, %r15d
-1:	movzwl	TXQ + QU + 2, %eax
+3:	movzwl	TXQ + QU + 2, %eax
 	add	$QS, %eax
 	movw	%ax, TXQ + QA + 2
 	movl	$1, VM_QUEUE_NOTIFY(%rbx)
 	pause
 	test	%r15d, %r15d
-	jnz	1b
+	jnz	3b
 	mov	RX_AVAIL, %eax
 	cmpw	%ax, RXQ + QU + 2
-	jne	1b
+	jne	3b
 	inc	%r15d
 	print	s_full
-	jmp	1b
+	jmp	3b
 	payload_exit s_run			/* never reached; defines fail */
 
 	vsock_routines
+s_up:	.asciz	"hostile vsock: device up, waiting for GO\n"
 s_run:	.asciz	"hostile vsock running\n"
 s_full:	.asciz	"hostile vsock: every receive buffer used, none given back\n"
