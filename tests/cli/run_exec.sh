@@ -172,6 +172,47 @@ run cp "$tmp/big20" "$tmp/big21"
 [ $st -eq 2 ] && grep -q "exactly one of SRC and DST" "$tmp/err" && ok "cp: no VM side is bad usage" ||
 	notok "cp usage: status $st"
 
+# A broken or hostile agent (canned answers): a clear error and 125, never a hang.
+# frame FLAGS JSON: one Connect envelope (JSON shorter than 64 KiB).
+frame() {
+	n=${#2}
+	printf "\\$(printf %03o "$1")\\000\\000\\$(printf %03o $((n / 256)))\\$(printf %03o $((n % 256)))%s" "$2"
+}
+http200='HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\nConnection: close\r\n'
+# (Frames go straight to files: a shell variable cannot hold their NUL bytes.)
+sj='{"event":{"start":{"pid":77}}}'
+start() { frame 0 "$sj"; }
+# canned NAME WANT_STATUS STDERR_REGEX|-: exec against $tmp/canned.
+canned() {
+	"$shim" "$tmp/c.sock" "canned:$tmp/canned" >/dev/null 2>&1 &
+	cpid=$!
+	wait_sock "$tmp/c.sock"
+	run exec --timeout 2 "$tmp/c.sock" -- true
+	kill $cpid 2>/dev/null
+	wait $cpid 2>/dev/null
+	rm -f "$tmp/c.sock"
+	[ $st -eq "$2" ] && { [ "$3" = - ] || grep -Eq "$3" "$tmp/err"; } && ok "exec, $1" ||
+		notok "exec, $1: status $st (want $2), want /$3/"
+}
+{ printf "$http200\r\n"; start; frame 0 '{"event":{"data":{"stdout":"aGk="}}}'; } >"$tmp/canned"
+canned "a stream that stops without its end" 125 "ended without its end message"
+[ "$(cat "$tmp/out")" = hi ] || notok "exec: output before the cut is lost"
+{ printf "$http200\r\n"; start; frame 0 '{"event":{"end":{"exitCode":0,"exited":true}}}'
+  frame 2 '{"error":{"code":"internal","message":"boom"}}'; } >"$tmp/canned"
+canned "an end-of-stream with an error" 125 "error: internal: boom"
+{ printf "$http200\r\n"; start; frame 0 '{"event":{"end":{"exitCode":-1,"status":"signal: killed"}}}'
+  frame 2 '{}'; } >"$tmp/canned"
+canned "killed by signal 9 gives 137" 137 -
+{ printf "$http200\r\n"; start; printf '\000\177\377\377\377xx'; } >"$tmp/canned"
+canned "a 2 GiB message is refused" 125 "message over 16 MiB"
+{ printf "$http200\r\n"; start; frame 0 '{"event":{"data":{"stdout":"a*b="}}}'; } >"$tmp/canned"
+canned "bad base64" 125 "bad base64 for stdout"
+{ printf 'HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\nTransfer-Encoding: chunked\r\n\r\n'
+  printf '%x\r\n' $((${#sj} + 5)); start; printf '\r\n100\r\nabc'; } >"$tmp/canned"
+canned "a chunked stream cut mid-chunk" 125 "cut before the command ended"
+printf 'HTTP/1.1 200 OK\r\nContent-Type: application/connect+json\r\nContent-Length: 5\r\n\r\nnot a' >"$tmp/canned"
+canned "garbage" 125 "cubicle exec: .+"
+
 # The API socket names the vsock socket (GET /vm/config), when PUT /vsock is there.
 "$cub" --api-sock "$tmp/api.sock" >"$tmp/api.log" 2>&1 &
 api=$!

@@ -4,10 +4,13 @@
  * socket, answers "CONNECT <port>\n" with "OK <n>\n" as the virtio-vsock
  * device does, then pipes the connection to an agent's Unix socket. Anything
  * else as the first line, another port or no agent: the connection is closed,
- * as the device closes it.
- *   usage: vsock_shim LISTEN_PATH AGENT_PATH [PORT]
+ * as the device closes it. AGENT_PATH canned:FILE instead answers every
+ * request (after reading it) with FILE's bytes as they are, then closes: a
+ * hostile or broken agent.
+ *   usage: vsock_shim LISTEN_PATH AGENT_PATH|canned:FILE [PORT]
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -52,6 +55,49 @@ static int pump(int from, int to)
 	return 1;
 }
 
+/* Read one request (headers, then Content-Length bytes), answer with the
+ * file, close. */
+static void canned(int c, const char *file)
+{
+	static char req[65536];
+	size_t n = 0;
+	char *end = NULL, *cl;
+	long body = 0;
+	int fd;
+
+	while (!end && n < sizeof(req) - 1) {
+		ssize_t r = read(c, req + n, sizeof(req) - 1 - n);
+
+		if (r <= 0)
+			return;
+		n += (size_t)r;
+		req[n] = '\0';
+		end = strstr(req, "\r\n\r\n");
+	}
+	if (!end)
+		return;
+	cl = strcasestr(req, "content-length:");
+	if (cl && cl < end)
+		body = strtol(cl + 15, NULL, 10);
+	for (long left = body - (long)(n - (size_t)(end + 4 - req)); left > 0;) {
+		ssize_t r = read(c, req, sizeof(req));
+
+		if (r <= 0)
+			return;
+		left -= r;
+	}
+	fd = open(file, O_RDONLY);
+	if (fd < 0)
+		return;
+	for (;;) {
+		ssize_t r = read(fd, req, sizeof(req));
+
+		if (r <= 0 || write(c, req, (size_t)r) != r)
+			break;
+	}
+	close(fd);
+}
+
 static void serve(int c, const char *agent, const char *want)
 {
 	struct sockaddr_un sa;
@@ -70,6 +116,11 @@ static void serve(int c, const char *agent, const char *want)
 	line[n] = '\0';
 	if (strncmp(line, "CONNECT ", 8) || strcmp(line + 8, want))
 		return;
+	if (!strncmp(agent, "canned:", 7)) {
+		if (write(c, "OK 1073741824\n", 14) == 14)
+			canned(c, agent + 7);
+		return;
+	}
 	a = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (a < 0 || addr(&sa, agent) || connect(a, (struct sockaddr *)&sa, sizeof(sa)))
 		return;

@@ -353,6 +353,7 @@ int main(int argc, char **argv)
 	x.a.token = getenv("CUBICLE_AGENT_TOKEN");
 	if (x.a.token && !*x.a.token)
 		x.a.token = NULL;
+	opterr = 0; /* one message, ours */
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_USER: x.a.user = optarg; break;
@@ -379,7 +380,7 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fprintf(stderr, "cubicle cp: unknown option %s (see cubicle cp --help)\n",
+			fprintf(stderr, "cubicle cp: bad option or missing value: %s (see cubicle cp --help)\n",
 				argv[optind - 1]);
 			return 2;
 		}

@@ -553,8 +553,9 @@ static int finish(struct run *r, CURLcode rc)
 		return EXIT_OWN;
 	}
 	if (r->eos_error) {
-		fprintf(stderr, "cubicle exec: the agent: %s\n", r->eos_error);
-		return r->got_end ? r->status : EXIT_OWN;
+		fprintf(stderr, "cubicle exec: the agent ended the stream with an error: %s\n",
+			r->eos_error);
+		return EXIT_OWN;
 	}
 	if (!r->got_eos || !env_idle(&r->rd)) {
 		fprintf(stderr, "cubicle exec: the agent's stream ended without its end message\n");
@@ -603,7 +604,7 @@ static int run_start(struct run *r, json_t *req)
 
 enum { OPT_CWD = 256, OPT_USER, OPT_TOKEN, OPT_PORT, OPT_TIMEOUT };
 
-int main(int argc, char **argv)
+static int exec_main(struct run *rp, int argc, char **argv, char **envs)
 {
 	static const struct option opts[] = {
 		{ "interactive", no_argument, NULL, 'i' }, { "tty", no_argument, NULL, 't' },
@@ -614,9 +615,8 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "help", no_argument, NULL, 'h' },	   { NULL, 0, NULL, 0 },
 	};
-	struct run r = { .pid = -1, .a = { .port = AGENT_PORT, .timeout_ms = 10000,
-					   .prog = "cubicle exec" } };
-	char **envs = calloc((size_t)argc, sizeof(*envs)), *end;
+	struct run r = *rp;
+	char *end;
 	const char *cwd = NULL;
 	int n_envs = 0, c, status;
 	pthread_t sig_tid, in_tid;
@@ -626,6 +626,7 @@ int main(int argc, char **argv)
 	r.a.token = getenv("CUBICLE_AGENT_TOKEN");
 	if (r.a.token && !*r.a.token)
 		r.a.token = NULL;
+	opterr = 0; /* one message, ours */
 	/* '+': options end at VM; what follows "--" is the command's. */
 	while (envs && (c = getopt_long(argc, argv, "+ite:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -662,7 +663,7 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fprintf(stderr, "cubicle exec: unknown option %s (see cubicle exec --help)\n",
+			fprintf(stderr, "cubicle exec: bad option or missing value: %s (see cubicle exec --help)\n",
 				argv[optind - 1]);
 			return EXIT_OWN;
 		}
@@ -684,6 +685,7 @@ int main(int argc, char **argv)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	if (agent_resolve(&r.a))
 		return EXIT_OWN;
+	rp->a.uds = r.a.uds; /* main frees it */
 	req = start_request(&r, argv + optind + 2, envs, n_envs, cwd);
 	if (!req || pthread_mutex_init(&r.lock, NULL) || pthread_cond_init(&r.cond, NULL) ||
 	    pipe(r.stop_pipe)) {
@@ -719,8 +721,18 @@ int main(int argc, char **argv)
 	free(r.fail);
 	free(r.eos_error);
 	free(r.errbody.p);
+	curl_global_cleanup();
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct run r = { .pid = -1, .a = { .port = AGENT_PORT, .timeout_ms = 10000,
+					   .prog = "cubicle exec" } };
+	char **envs = calloc((size_t)argc, sizeof(*envs));
+	int status = exec_main(&r, argc, argv, envs);
+
 	free(r.a.uds);
 	free(envs);
-	curl_global_cleanup();
 	return status;
 }
