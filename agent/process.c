@@ -551,7 +551,7 @@ struct spawn {
 	char **argv, **envp;
 	const char *cwd;
 	const struct user *u;
-	bool pty, use_stdin, switch_user;
+	bool pty, use_stdin, switch_user, cwd_given;
 	struct winsize ws;
 	gid_t groups[64];
 	int ngroups;
@@ -563,9 +563,11 @@ static void child(const struct spawn *sp, int in_r, int out_w, int err_w, int sl
 	sigset_t all;
 	int e, nullfd;
 
+	/* Ignored signals survive exec: a background start of the agent would pass on SIGINT ignored. */
+	for (int i = 1; i < NSIG; i++)
+		signal(i, SIG_DFL);
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	signal(SIGPIPE, SIG_DFL);
 	setsid();
 	if (sp->pty) {
 		close(master);
@@ -587,7 +589,8 @@ static void child(const struct spawn *sp, int in_r, int out_w, int err_w, int sl
 		if (setgroups((size_t)sp->ngroups, sp->groups) || setgid(sp->u->gid) || setuid(sp->u->uid))
 			goto fail;
 	}
-	if (chdir(sp->cwd))
+	/* A home that does not exist (nobody's) is no reason to fail: / then. */
+	if (chdir(sp->cwd) && (sp->cwd_given || chdir("/")))
 		goto fail;
 	environ = sp->envp;
 	execvp(sp->argv[0], sp->argv);
@@ -723,6 +726,7 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 		return;
 	}
 	sp.cwd = cwd;
+	sp.cwd_given = cwd_in && *cwd_in;
 	sp.pty = json_is_object(pty);
 	if (sp.pty) {
 		json_t *size = json_object_get(pty, "size");
