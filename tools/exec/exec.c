@@ -58,7 +58,8 @@ static const char usage_text[] =
 	"no agent, a broken stream; the reason is printed).\n";
 
 struct run {
-	struct agent a;          /* the main thread's; the others copy it */
+	struct agent a;          /* the main thread's (the stream's) */
+	struct agent sig_a, in_a; /* the signal and input threads' own copies */
 	bool tty, interactive;
 	CURL *curl;
 
@@ -369,7 +370,7 @@ static long mono_ms(void)
 static void *signal_thread(void *arg)
 {
 	struct run *r = arg;
-	struct agent a = r->a;
+	struct agent *a = &r->sig_a;
 	struct timespec tick = { 0, 200 * 1000 * 1000 };
 	int sent = 0, queued = 0;
 	long sent_ms = 0;
@@ -392,7 +393,7 @@ static void *signal_thread(void *arg)
 						"pty", pty_json());
 
 			if (req)
-				agent_unary(&a, "process.Process/Update", req, NULL, CALL_MS);
+				agent_unary(a, "process.Process/Update", req, NULL, CALL_MS);
 			json_decref(req);
 		} else if (sig > 0 && sig != SIGWINCH && sig != SIGUSR1) {
 			if (pid <= 0) {
@@ -408,10 +409,10 @@ static void *signal_thread(void *arg)
 			if (!sent)
 				sent_ms = mono_ms();
 			sent = sig;
-			send_signal(&a, pid, sig);
+			send_signal(a, pid, sig);
 		}
 		if (queued && pid > 0) {
-			send_signal(&a, pid, queued);
+			send_signal(a, pid, queued);
 			sent = queued;
 			sent_ms = mono_ms();
 			queued = 0;
@@ -440,13 +441,12 @@ static void input_failed(struct run *r, const struct agent *a)
 static void *input_thread(void *arg)
 {
 	struct run *r = arg;
-	struct agent a = r->a;
+	struct agent *a = &r->in_a;
 	uint8_t *buf = malloc(INPUT_CHUNK);
 	char *enc = malloc(b64_encoded_len(INPUT_CHUNK) + 1);
 	bool last = false;
 	long pid;
 
-	a.quiet = true;
 	pthread_mutex_lock(&r->lock);
 	while (r->pid < 0 && !r->done)
 		pthread_cond_wait(&r->cond, &r->lock);
@@ -475,17 +475,17 @@ static void *input_thread(void *arg)
 			last = true;
 		} else if (n <= 0) {
 			req = json_pack("{s:{s:I}}", "process", "pid", (json_int_t)pid);
-			if (req && agent_unary(&a, "process.Process/CloseStdin", req, NULL, CALL_MS))
-				input_failed(r, &a);
+			if (req && agent_unary(a, "process.Process/CloseStdin", req, NULL, CALL_MS))
+				input_failed(r, a);
 			json_decref(req);
 			break;
 		}
 		b64_encode(buf, (size_t)n, enc);
 		req = json_pack("{s:{s:I},s:{s:s}}", "process", "pid", (json_int_t)pid, "input",
 				r->tty ? "pty" : "stdin", enc);
-		if (!req || agent_unary(&a, "process.Process/SendInput", req, NULL, CALL_MS)) {
+		if (!req || agent_unary(a, "process.Process/SendInput", req, NULL, CALL_MS)) {
 			if (req)
-				input_failed(r, &a);
+				input_failed(r, a);
 			json_decref(req);
 			break;
 		}
@@ -696,6 +696,9 @@ static int exec_main(struct run *rp, int argc, char **argv, char **envs)
 	/* Every thread blocks the forwarded signals; the signal thread takes them. */
 	sig_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	r.sig_a = r.a;
+	r.in_a = r.a;
+	r.in_a.quiet = true;
 	if (pthread_create(&sig_tid, NULL, signal_thread, &r) ||
 	    (r.interactive && pthread_create(&in_tid, NULL, input_thread, &r))) {
 		fprintf(stderr, "cubicle exec: cannot start a thread\n");
