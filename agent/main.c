@@ -268,7 +268,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	const char *listen_addr = NULL, *cmdline = "/proc/cmdline";
-	char addrbuf[32], tokbuf[512], portbuf[32];
+	char addrbuf[80], tokbuf[512], portbuf[32];
 	const char *ready_arg = NULL;
 	unsigned ready_port = AGENT_READY_PORT;
 	int o, fd, rc;
@@ -327,6 +327,21 @@ int main(int argc, char **argv)
 	if ((rc = http_listen(fd))) {
 		fprintf(stderr, "cubicle-agent: %s\n", strerror(-rc));
 		return 1;
+	}
+	if (!strncmp(listen_addr, "tcp:", 4)) {
+		/* name the port the kernel picked for tcp:HOST:0 */
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char host[INET6_ADDRSTRLEN];
+		if (!getsockname(fd, (struct sockaddr *)&ss, &sl)) {
+			bool v6 = ss.ss_family == AF_INET6;
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+			inet_ntop(ss.ss_family, v6 ? (void *)&s6->sin6_addr : (void *)&s4->sin_addr, host, sizeof(host));
+			snprintf(addrbuf, sizeof(addrbuf), v6 ? "tcp:[%s]:%u" : "tcp:%s:%u", host,
+					ntohs(v6 ? s6->sin6_port : s4->sin_port));
+			listen_addr = addrbuf;
+		}
 	}
 	fprintf(stderr, "cubicle-agent %s: listening on %s%s\n", AGENT_VERSION, listen_addr,
 			agent_token ? " (access token required)" : "");

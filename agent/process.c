@@ -238,8 +238,12 @@ static void proc_finish(struct proc *p)
 	out_close(p, false);
 	out_close(p, true);
 	stdin_close(p);
-	end = event("end", json_pack("{s:i,s:b,s:s}", "exitCode", code, "exited",
-			WIFEXITED(p->status), "status", status_text(p->status, st, sizeof(st))));
+	status_text(p->status, st, sizeof(st));
+	/* As envd (Go's exec): a failed wait's error is the same text, set for any non-zero end. */
+	end = json_pack("{s:i,s:b,s:s}", "exitCode", code, "exited", WIFEXITED(p->status), "status", st);
+	if (end && code != 0)
+		json_object_set_new(end, "error", json_string(st));
+	end = event("end", end);
 	while (p->subs)
 		sub_end(p->subs, json_incref(end), NULL, NULL);
 	json_decref(end);

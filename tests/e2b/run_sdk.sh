@@ -1,0 +1,63 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# The real E2B JavaScript SDK (npm e2b, pinned by tests/e2b/package-lock.json,
+# installed with `npm ci` into the build folder) against cubicle-agent on this
+# host: sdk-test.mjs -> forward.mjs (TCP) -> a stand-in for cubicle's vsock
+# socket (vsock-stub.mjs) -> the agent's Unix socket. The nested test reuses
+# sdk-test.mjs and forward.mjs unchanged against a VM's real vsock socket.
+set -u
+bd=${top_builddir:-.}
+sd=${top_srcdir:-.}
+agent=${CUBICLE_AGENT:-$bd/agent/cubicle-agent}
+req=${CUBICLE_E2E_REQUIRE:-0}
+skip() {
+	if [ "$req" = 1 ]; then echo "FAIL: $1"; exit 1; fi
+	echo "SKIP: $1"; exit 77
+}
+[ -n "${TEST_RUNNER:-}" ] && { echo "SKIP: cross build: the SDK test runs in the native build"; exit 77; }
+[ "${CUBICLE_E2E_SKIP:-0}" = 1 ] && { echo "SKIP: CUBICLE_E2E_SKIP=1"; exit 77; }
+command -v node >/dev/null || skip "node is not installed (the E2B SDK test needs Node.js >= 18 and npm)"
+command -v npm >/dev/null || skip "npm is not installed"
+[ -x "$agent" ] || { echo "FAIL: $agent was not built"; exit 1; }
+
+# npm ci into $bd/tests/e2b, once per lock file.
+work=$bd/tests/e2b
+mkdir -p "$work"
+for f in package.json package-lock.json sdk-test.mjs forward.mjs vsock-stub.mjs; do
+	[ "$sd/tests/e2b/$f" -ef "$work/$f" ] || cp "$sd/tests/e2b/$f" "$work/$f"
+done
+if ! cmp -s "$work/package-lock.json" "$work/node_modules/.cubicle-lock" 2>/dev/null; then
+	echo "npm ci in $work"
+	(cd "$work" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 ||
+		{ cat "$work/npm.log"; skip "npm ci failed (no registry?)"; }
+	cp "$work/package-lock.json" "$work/node_modules/.cubicle-lock"
+fi
+
+tmp=$(mktemp -d)
+pids=
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+tok=sdk-token-$$
+"$agent" --listen "unix:$tmp/agent.sock" --token "$tok" --ready-port 0 2>"$tmp/agent.err" &
+pids="$pids $!"
+node "$work/vsock-stub.mjs" "$tmp/v.sock" "$tmp/agent.sock" >"$tmp/stub.out" 2>&1 &
+pids="$pids $!"
+node "$work/forward.mjs" 0 "$tmp/v.sock" >"$tmp/fwd.out" 2>&1 &
+pids="$pids $!"
+i=0
+port=
+while [ $i -lt 200 ]; do
+	port=$(sed -n 's/^forward: listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/fwd.out")
+	[ -n "$port" ] && [ -S "$tmp/agent.sock" ] && grep -q listening "$tmp/stub.out" && break
+	sleep 0.1
+	i=$((i + 1))
+done
+[ -n "$port" ] || { echo "FAIL: the forwarder did not start: $(cat "$tmp/fwd.out")"; exit 1; }
+SDK_TEST_DIR=$tmp/guest timeout 300 node "$work/sdk-test.mjs" "http://127.0.0.1:$port" "$tok"
+rc=$?
+[ $rc -ne 0 ] && { echo "# agent stderr:"; sed 's/^/#   /' "$tmp/agent.err"; echo "# forwarder:"; sed 's/^/#   /' "$tmp/fwd.out"; }
+exit $rc
