@@ -13,7 +13,9 @@
 #   busybox                  aarch64 only: arm64 static busybox (x86_64 uses
 #                            the host's busybox-static)
 #   initramfs.cpio.gz        the example guest initramfs (aarch64's /init:
-#                            tests/e2e/guest-init-arm64.sh)
+#                            tests/e2e/guest-init-arm64.sh); x86_64: with
+#                            $CUBICLE_AGENT (a static cubicle-agent, as
+#                            scripts/quickstart.sh sets) it carries the agent
 #   nested/vmlinuz  config  release  package  modules/   the L1 (generic)
 #   kernel, and nested/l1-initramfs.cpio.gz (built by
 #   tests/e2e/nested/run-nested.sh --prepare, which rebuilds it when stale)
@@ -160,11 +162,21 @@ if [ $arch = aarch64 ]; then
 	ginit=$top/tests/e2e/guest-init-arm64.sh
 	set -- --busybox "$dest/busybox" --init "$ginit" --modules "virtio virtio_ring virtio_mmio virtio_blk"
 fi
+agent=
+if [ $arch = x86_64 ] && [ -n "${CUBICLE_AGENT:-}" ]; then
+	[ -x "$CUBICLE_AGENT" ] || die "CUBICLE_AGENT=$CUBICLE_AGENT is not an executable"
+	agent=$CUBICLE_AGENT
+	set -- --agent "$agent"
+fi
 out=$dest/initramfs.cpio.gz
+# The agent that went in last time (none: an empty file); another one rebuilds.
+[ "$(cat "$dest/initramfs.agent" 2>/dev/null)" = "$agent" ] || rm -f "$dest/initramfs.agent"
 if [ $force = 1 ] || [ ! -s "$out" ] || [ "$here/build-initramfs.sh" -nt "$out" ] ||
+   [ ! -f "$dest/initramfs.agent" ] || { [ -n "$agent" ] && [ "$agent" -nt "$out" ]; } ||
    { [ $arch = aarch64 ] && { [ "$ginit" -nt "$out" ] || [ "$dest/busybox" -nt "$out" ]; }; }; then
 	"$here/build-initramfs.sh" "$@" "$dest/modules" "$out" ||
 		die "building the guest initramfs failed"
+	echo "$agent" >"$dest/initramfs.agent"
 fi
 
 if [ $nested = 1 ]; then

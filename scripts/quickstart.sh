@@ -8,7 +8,9 @@ set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 "$src/scripts/deps.sh"
 "$src/scripts/build.sh" "$src/build" --enable-werror
-"$src/scripts/fetch-guest.sh"
+# The example initramfs carries cubicle-agent (for `cubicle exec`/`cp` once
+# the VM has a vsock device: see examples/hello.cfg).
+CUBICLE_AGENT="$src/build/agent/cubicle-agent" "$src/scripts/fetch-guest.sh"
 . "$src/tests/e2e/lib.sh"
 cub="$src/build/cubicle"
 if host_boots_linux; then
