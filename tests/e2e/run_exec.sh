@@ -15,6 +15,10 @@
 #      a local TCP port forwarded to the VM's vsock port 49983
 #      (tests/e2b/forward.mjs): commands.run, files.write/read/list and
 #      commands.kill (tests/e2b/sdk-test.mjs).
+#   6. (first, while the guest is small) a snapshot with an exec open, the
+#      VM killed and restored: the open exec ends instead of hanging (the
+#      guest is told its vsock transport was reset), the agent answers on the
+#      same socket path; parts 2-5 then run on the restored VM.
 # The agent checks an access token given on the kernel command line; a
 # wrong token is refused. Exit status: 0 pass, 1 fail, 77 skip (see lib.sh).
 
@@ -79,7 +83,7 @@ devices = (
 );
 CFG
 t0=$(now)
-"$cub" run "$w/vm.cfg" >"$w/cubicle.log" 2>&1 &
+"$cub" run --api-sock "$t/api.sock" "$w/vm.cfg" </dev/null >"$w/cubicle.log" 2>&1 &
 vmm=$!
 export CUBICLE_AGENT_TOKEN=$tok
 v=$t/v.sock
@@ -105,6 +109,41 @@ CUBICLE_AGENT_TOKEN=wrong "$cub" exec "$v" -- true 2>"$w/tok.err"
 rc=$?
 [ $rc != 0 ] && grep -qi token "$w/tok.err" && ok "a wrong access token is refused (status $rc)" ||
 	bad "a wrong access token: status $rc, '$(head -c 300 "$w/tok.err")'"
+
+# 6 (done here, while the guest is small). A snapshot with the agent idle
+# and a connection open, the VM killed, restored in a new process: the
+# device tells the guest its transport was reset (the open connection ends,
+# no hang) and the agent answers on the same socket path. Parts 2-5 run on
+# the restored VM.
+"$cub" exec "$v" -- sleep 600 >/dev/null 2>"$w/held.err" &
+held=$!
+sleep 2
+if "$cub" ctl "$t/api.sock" pause >/dev/null && "$cub" snapshot "$t/api.sock" "$t/snap" >"$w/snap.log" 2>&1; then
+	kill -9 $vmm; wait $vmm 2>/dev/null
+	t1=$(now)
+	"$cub" restore "$t/snap" --api-sock "$t/r.sock" </dev/null >"$w/restored.log" 2>&1 &
+	vmm=$!
+	out=$("$cub" exec "$v" -- sh -c 'echo restored $((6*7))' 2>"$w/restored-exec.err")
+	rc=$?
+	[ "$out" = "restored 42" ] && [ $rc = 0 ] &&
+		ok "snapshot, kill, restore: the agent answers on the same socket $(calc "$(now) - $t1") s after the restore began" ||
+		bad "after the restore: exec said '$out' (status $rc): $(head -c 300 "$w/restored-exec.err")"
+	# The connection open at the snapshot: its client ends, not hangs.
+	i=0
+	while kill -0 $held 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+	if kill -0 $held 2>/dev/null; then
+		bad "the exec open across the snapshot still hangs 20 s after the restore"
+		kill -9 $held
+	else
+		wait $held
+		ok "the exec open across the snapshot ended (status $?: $(head -c 150 "$w/held.err" | tr '\n' ' '))"
+	fi
+	"$cub" exec "$v" -- pkill -f 'sleep 600' >/dev/null 2>&1
+else
+	bad "pause or snapshot failed: $(cat "$w/snap.log")"
+	kill $held
+fi
+rm -rf "$t/snap"
 
 # 2. 100 MiB of stdout; the guest hashes what it sends through a fifo
 t1=$(now)
