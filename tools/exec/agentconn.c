@@ -342,37 +342,6 @@ const char *agent_curl_error(struct agent *a, CURLcode rc)
 	return curl_easy_strerror(rc);
 }
 
-char *agent_error_text(const char *body, size_t n)
-{
-	json_t *j = body && n ? json_loadb(body, n, 0, NULL) : NULL;
-	const char *msg = json_string_value(json_object_get(j, "message"));
-	json_t *code = json_object_get(j, "code");
-	char *out = NULL;
-
-	if (msg) {
-		char num[32] = "";
-
-		if (json_is_integer(code))
-			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(code));
-		if (asprintf(&out, "%s%s%.300s", json_is_string(code) ? json_string_value(code) : num,
-			     json_is_string(code) || *num ? ": " : "", msg) < 0)
-			out = NULL;
-	} else if (body && n) {
-		size_t len = n < 300 ? n : 300;
-
-		out = malloc(len + 1);
-		if (out) {
-			for (size_t i = 0; i < len; i++)
-				out[i] = isprint((unsigned char)body[i]) ? body[i] : ' ';
-			while (len && out[len - 1] == ' ')
-				len--;
-			out[len] = '\0';
-		}
-	}
-	json_decref(j);
-	return out;
-}
-
 int agent_unary(struct agent *a, const char *method, json_t *req, json_t **out, long timeout_ms)
 {
 	static const char *const hdr[] = { "Content-Type: application/json",

@@ -7,6 +7,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "stream.h"
+
 #define AGENT_PORT 49983
 
 struct agent {
@@ -56,9 +58,6 @@ const char *agent_curl_error(struct agent *a, CURLcode rc);
  * printed unless a->quiet.
  */
 int agent_unary(struct agent *a, const char *method, json_t *req, json_t **out, long timeout_ms);
-
-/* The agent's error reply ({"code","message"}, or text) as one line, or NULL. */
-char *agent_error_text(const char *body, size_t n);
 
 /* percent-encode s for a query string (free it); NULL when out of memory */
 char *agent_urlencode(const char *s);

@@ -24,6 +24,7 @@
 
 #include "agentconn.h"
 #include "codec.h"
+#include "stream.h"
 
 #define EXIT_OWN    125         /* cubicle exec's own failure (docker exec's choice) */
 #define FRAME_MAX   (16u << 20) /* the longest stream message accepted */
@@ -69,16 +70,10 @@ struct run {
 	bool done;               /* the stream is over, one way or another */
 	int stop_pipe[2];        /* written when done: wakes the input thread */
 
-	/* the stream, read on the main thread */
-	struct env_reader rd;
+	/* the response, read on the main thread */
+	struct stream st;
 	long http_status;
 	struct { char *p; size_t n; } errbody;
-	bool got_end, got_eos, out_closed;
-	int status;
-	char *fail;              /* why the stream is unusable */
-	char *eos_error;
-	uint8_t *dec;
-	size_t dec_cap;
 	atomic_bool abort;
 };
 
@@ -148,163 +143,26 @@ static int send_signal(struct agent *a, long pid, int sig)
 
 /* ---- the Start stream ---- */
 
-__attribute__((format(printf, 2, 3))) static void set_fail(struct run *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (r->fail)
-		return;
-	va_start(ap, fmt);
-	if (vasprintf(&r->fail, fmt, ap) < 0)
-		r->fail = NULL;
-	va_end(ap);
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int on_data(struct run *r, json_t *data)
-{
-	static const char *const names[] = { "stdout", "stderr", "pty" };
-
-	for (unsigned i = 0; i < 3; i++) {
-		json_t *v = json_object_get(data, names[i]);
-		const char *s = json_string_value(v);
-		size_t n = json_string_length(v), need = n / 4 * 3 + 3;
-		int fd = i == 1 ? STDERR_FILENO : STDOUT_FILENO;
-		long len;
-
-		if (!s)
-			continue;
-		if (need > r->dec_cap) {
-			uint8_t *p = realloc(r->dec, need);
-
-			if (!p)
-				return set_fail(r, "out of memory"), -1;
-			r->dec = p;
-			r->dec_cap = need;
-		}
-		len = b64_decode(s, n, r->dec, r->dec_cap);
-		if (len < 0)
-			return set_fail(r, "the agent sent bad base64 for %s", names[i]), -1;
-		if (fd == STDOUT_FILENO && r->out_closed)
-			continue;
-		if (write_all(fd, r->dec, (size_t)len) == -EPIPE && fd == STDOUT_FILENO) {
-			/* Like a pipe's writer: the command gets SIGPIPE. */
-			struct agent a = r->a; /* r->a is the stream's */
-			long pid = get_pid(r);
-
-			r->out_closed = true;
-			if (pid > 0)
-				send_signal(&a, pid, SIGPIPE);
-		}
-	}
-	return 0;
-}
-
-/* The exit status for an end event: the code when the command exited, else
- * 128 + the signal named in status ("signal: killed", Go's form, or a number). */
-static int end_status(json_t *end)
-{
-	static const struct { const char *name; int sig; } sigs[] = {
-		{ "hangup", 1 }, { "interrupt", 2 }, { "quit", 3 }, { "illegal instruction", 4 },
-		{ "trace/breakpoint trap", 5 }, { "aborted", 6 }, { "bus error", 7 },
-		{ "floating point exception", 8 }, { "killed", 9 }, { "user defined signal 1", 10 },
-		{ "segmentation fault", 11 }, { "user defined signal 2", 12 }, { "broken pipe", 13 },
-		{ "alarm clock", 14 }, { "terminated", 15 },
-	};
-	json_t *jc = json_object_get(end, "exitCode");
-	const char *st = json_string_value(json_object_get(end, "status"));
-	long long code = json_is_integer(jc) ? json_integer_value(jc)
-			 : json_is_string(jc)	  ? strtoll(json_string_value(jc), NULL, 10)
-						  : 0;
-
-	if (json_is_true(json_object_get(end, "exited")))
-		return (int)(code & 0xff);
-	if (st && !strncmp(st, "signal: ", 8)) {
-		const char *name = st + 8;
-
-		if (!strncmp(name, "SIG", 3))
-			name += 3;
-		if (*name >= '1' && *name <= '9')
-			return 128 + (atoi(name) & 0x7f);
-		for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-			if (!strncasecmp(name, sigs[i].name, strlen(sigs[i].name)))
-				return 128 + sigs[i].sig;
-		return 128 + 9; /* a signal we cannot name */
-	}
-	if (code < 0)
-		return 128 + 9;
-	return (int)(code & 0xff);
-}
-
-static int on_msg(void *arg, uint8_t flags, const uint8_t *msg, uint32_t len)
+/* The stream's callbacks, on the main thread. */
+static void stream_started(void *arg, long pid)
 {
 	struct run *r = arg;
-	json_t *j, *ev, *x;
 
-	if (flags & ENV_COMPRESSED)
-		return set_fail(r, "the agent sent a compressed message"), -1;
-	if (r->got_eos)
-		return set_fail(r, "the agent sent more after the end of the stream"), -1;
-	j = json_loadb((const char *)msg, len, 0, NULL);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		return set_fail(r, "the agent sent a message that is not a JSON object"), -1;
-	}
-	if (flags & ENV_END_STREAM) {
-		r->got_eos = true;
-		if ((x = json_object_get(j, "error"))) {
-			char *s = json_dumps(x, JSON_COMPACT);
+	pthread_mutex_lock(&r->lock);
+	r->pid = pid;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
 
-			r->eos_error = s ? agent_error_text(s, strlen(s)) : NULL;
-			free(s);
-			if (!r->eos_error)
-				r->eos_error = strdup("(no message)");
-		}
-		json_decref(j);
-		return 0;
-	}
-	ev = json_object_get(j, "event");
-	if ((x = json_object_get(ev, "start"))) {
-		json_t *p = json_object_get(x, "pid");
-		long long pid = json_is_integer(p) ? json_integer_value(p) : -1;
+/* Like a pipe's writer, the command gets SIGPIPE when stdout is gone. */
+static void stream_out_closed(void *arg)
+{
+	struct run *r = arg;
+	struct agent a = r->a; /* r->a is the stream's */
+	long pid = get_pid(r);
 
-		if (pid <= 0 || pid > 0x7fffffff) {
-			json_decref(j);
-			return set_fail(r, "the agent's start event has no pid"), -1;
-		}
-		pthread_mutex_lock(&r->lock);
-		r->pid = (long)pid;
-		pthread_cond_broadcast(&r->cond);
-		pthread_mutex_unlock(&r->lock);
-	} else if ((x = json_object_get(ev, "data"))) {
-		if (on_data(r, x)) {
-			json_decref(j);
-			return -1;
-		}
-	} else if ((x = json_object_get(ev, "end"))) {
-		const char *e = json_string_value(json_object_get(x, "error"));
-
-		if (e && *e)
-			fprintf(stderr, "cubicle exec: the agent: %.300s\n", e);
-		r->status = end_status(x);
-		r->got_end = true;
-	}
-	json_decref(j);
-	return 0;
+	if (pid > 0)
+		send_signal(&a, pid, SIGPIPE);
 }
 
 static size_t on_stream(char *d, size_t sz, size_t n, void *arg)
@@ -326,13 +184,7 @@ static size_t on_stream(char *d, size_t sz, size_t n, void *arg)
 		}
 		return len;
 	}
-	int ret = env_feed(&r->rd, d, len, on_msg, r);
-
-	if (ret == -EMSGSIZE)
-		set_fail(r, "the agent sent a message over %u MiB", FRAME_MAX >> 20);
-	else if (ret)
-		set_fail(r, "cannot read the agent's stream: %s", strerror(-ret));
-	return ret ? 0 : len;
+	return stream_feed(&r->st, d, len) ? 0 : len;
 }
 
 static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
@@ -524,8 +376,8 @@ static json_t *start_request(struct run *r, char **cmd, char **envs, int n_envs,
 
 static int finish(struct run *r, CURLcode rc)
 {
-	if (r->fail) {
-		fprintf(stderr, "cubicle exec: %s\n", r->fail);
+	if (r->st.fail) {
+		fprintf(stderr, "cubicle exec: %s\n", r->st.fail);
 		return EXIT_OWN;
 	}
 	if (atomic_load(&r->abort)) {
@@ -542,30 +394,30 @@ static int finish(struct run *r, CURLcode rc)
 		free(e);
 		return EXIT_OWN;
 	}
-	if (rc != CURLE_OK && !r->got_eos) {
-		if (r->got_end) {
+	if (rc != CURLE_OK && !r->st.got_eos) {
+		if (r->st.got_end) {
 			fprintf(stderr, "cubicle exec: warning: the stream was cut after the command ended (%s)\n",
 				agent_curl_error(&r->a, rc));
-			return r->status;
+			return r->st.status;
 		}
 		fprintf(stderr, "cubicle exec: %s%s\n", agent_curl_error(&r->a, rc),
-			r->pid > 0 ? " (the stream was cut before the command ended)" : "");
+			r->st.pid > 0 ? " (the stream was cut before the command ended)" : "");
 		return EXIT_OWN;
 	}
-	if (r->eos_error) {
+	if (r->st.eos_error) {
 		fprintf(stderr, "cubicle exec: the agent ended the stream with an error: %s\n",
-			r->eos_error);
+			r->st.eos_error);
 		return EXIT_OWN;
 	}
-	if (!r->got_eos || !env_idle(&r->rd)) {
+	if (!r->st.got_eos || !stream_idle(&r->st)) {
 		fprintf(stderr, "cubicle exec: the agent's stream ended without its end message\n");
-		return r->got_end ? r->status : EXIT_OWN;
+		return r->st.got_end ? r->st.status : EXIT_OWN;
 	}
-	if (!r->got_end) {
+	if (!r->st.got_end) {
 		fprintf(stderr, "cubicle exec: the stream ended without the command's exit status\n");
 		return EXIT_OWN;
 	}
-	return r->status;
+	return r->st.status;
 }
 
 static int run_start(struct run *r, json_t *req)
@@ -692,7 +544,10 @@ static int exec_main(struct run *rp, int argc, char **argv, char **envs)
 		fprintf(stderr, "cubicle exec: out of resources\n");
 		return EXIT_OWN;
 	}
-	env_init(&r.rd, FRAME_MAX);
+	stream_init(&r.st, STDOUT_FILENO, STDERR_FILENO, FRAME_MAX);
+	r.st.on_start = stream_started;
+	r.st.on_out_closed = stream_out_closed;
+	r.st.arg = &r;
 	/* Every thread blocks the forwarded signals; the signal thread takes them. */
 	sig_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
@@ -719,10 +574,7 @@ static int exec_main(struct run *rp, int argc, char **argv, char **envs)
 		pthread_join(in_tid, NULL);
 	pthread_join(sig_tid, NULL);
 	tty_restore();
-	env_free(&r.rd);
-	free(r.dec);
-	free(r.fail);
-	free(r.eos_error);
+	stream_free(&r.st);
 	free(r.errbody.p);
 	curl_global_cleanup();
 	return status;
