@@ -272,11 +272,8 @@ static void flush(struct vsock *s, struct conn *c)
 		c->len -= (uint32_t)n;
 		c->fwd_cnt += (uint32_t)n;
 	}
-	if (!c->len) {
-		free(c->buf);
-		c->buf = NULL;
-		c->head = 0;
-	}
+	if (!c->len)
+		c->head = 0; /* the buffer stays (a host end that lagged once will again) */
 	credit_check(s, c);
 	close_check(s, c);
 }
@@ -482,6 +479,7 @@ static void tx_one(struct vsock *s, const struct cub_vq_chain *ch)
 	uint32_t sport, dport, len, bad = 0;
 	uint16_t op, type;
 	struct conn *c;
+	bool stalled;
 
 	if (ch->n_in || ch->out_len < HDR_LEN) {
 		s->st_bad++;
@@ -544,10 +542,17 @@ static void tx_one(struct vsock *s, const struct cub_vq_chain *ch)
 		return;
 	}
 	c->guest_knows = true;
+	stalled = !conn_peer_free(c);
 	c->peer_buf_alloc = le32toh(hd.buf_alloc);
 	c->peer_fwd_cnt = le32toh(hd.fwd_cnt);
-	if (conn_peer_free(c))
+	if (conn_peer_free(c)) {
 		c->stalled = false;
+		/* Credit again after none: the host socket most likely has
+		 * data waiting; read it now rather than after an epoll round. */
+		if (stalled && c->st == C_OPEN && !c->host_eof &&
+		    !(c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV))
+			conn_ready(s, c, P_DATA);
+	}
 	switch (op) {
 	case VIRTIO_VSOCK_OP_RESPONSE:
 		if (c->st != C_CONNECTING) {

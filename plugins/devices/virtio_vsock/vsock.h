@@ -66,7 +66,7 @@ struct conn {
 	bool host_eof;        /* the host end sent EOF */
 	uint64_t deadline_us; /* 0: none */
 	/* guest -> host: bytes the host end did not take yet */
-	uint8_t *buf;         /* allocated while not empty; buf_size bytes */
+	uint8_t *buf;         /* buf_size bytes, allocated when first needed */
 	uint32_t head, len;
 	uint32_t rx_cnt, fwd_cnt, fwd_sent;
 	/* host -> guest */
