@@ -217,12 +217,17 @@ void conn_interest(struct vsock *s, struct conn *c)
 }
 
 /* Tell the guest of room it does not know of yet, once it believes it has
- * less than half of buf_size left. */
+ * less than half of buf_size left, and the news is worth a packet: a
+ * quarter of buf_size, or all of it (the buffer emptied). Dribbling out a
+ * few KiB at a time, while the host end drains slowly, would only cost the
+ * guest a wake-up per dribble (a sender waiting for room for one 64 KiB
+ * packet). */
 static void credit_check(struct vsock *s, struct conn *c)
 {
 	uint32_t believed = s->buf_size - (c->rx_cnt - c->fwd_sent);
+	uint32_t news = c->fwd_cnt - c->fwd_sent;
 
-	if (c->fwd_cnt != c->fwd_sent && believed < s->buf_size / 2)
+	if (news && believed < s->buf_size / 2 && (!c->len || news >= s->buf_size / 4))
 		conn_ready(s, c, P_CREDIT_UPDATE);
 }
 
