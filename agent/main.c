@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <http_parser.h>
-#include <linux/vm_sockets.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <linux/vm_sockets.h> /* after sys/socket.h: it uses sa_family_t */
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>

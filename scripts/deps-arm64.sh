@@ -10,7 +10,9 @@
 #   ${CUBICLE_CACHE:-$HOME/.cache/cubicle}/sysroot-arm64
 # where `configure --host=aarch64-linux-gnu` looks by default
 # (`--with-libfdt=DIR` points it elsewhere). libfdt1:arm64, the run-time
-# library, installs normally through multiarch. http-parser's header is the
+# library, installs normally through multiarch. libhttp-parser-dev:arm64 goes
+# into the same sysroot for its static library (cubicle-agent links it in).
+# http-parser's header is the
 # one libhttp-parser-dev (amd64, from scripts/deps.sh) puts in /usr/include,
 # which the cross compiler reads too (that -dev package is not multiarch);
 # cubicle dlopens the library, libhttp-parser2.9:arm64, at run time.
@@ -95,6 +97,28 @@ if [ "$(cat "$fdt_ver_file" 2>/dev/null)" != "$fdt_ver" ] ||
 	echo "$fdt_ver" >"$sysroot.new/.libfdt-version"
 	rm -rf "$sysroot"
 	mv "$sysroot.new" "$sysroot"
+fi
+
+# 3b. libhttp-parser-dev:arm64 (libhttp_parser.a, for the static cubicle-agent)
+# into the same sysroot, at the version of the installed libhttp-parser2.9:arm64:
+# like libfdt-dev, it cannot be installed beside the amd64 -dev package.
+hp_ver=$(dpkg-query -W -f='${Version}' libhttp-parser2.9:arm64)
+if [ "$(cat "$sysroot/.http-parser-version" 2>/dev/null)" != "$hp_ver" ] ||
+   [ ! -e "$sysroot/usr/lib/aarch64-linux-gnu/libhttp_parser.a" ]; then
+	say "unpacking libhttp-parser-dev:arm64 $hp_ver into $sysroot"
+	hptmp=$(mktemp -d)
+	(cd "$hptmp" && apt-get download -q "libhttp-parser-dev:arm64=$hp_ver" "libhttp-parser2.9:arm64=$hp_ver" >/dev/null 2>&1) || {
+		apt_update
+		(cd "$hptmp" && apt-get download -q "libhttp-parser-dev:arm64=$hp_ver" "libhttp-parser2.9:arm64=$hp_ver" >/dev/null) ||
+			{ rm -rf "$hptmp"; die "apt-get download libhttp-parser-dev:arm64 libhttp-parser2.9:arm64 failed"; }
+	}
+	for deb in "$hptmp"/*.deb; do
+		dpkg-deb -x "$deb" "$sysroot" || { rm -rf "$hptmp"; die "dpkg-deb -x $deb failed"; }
+	done
+	rm -rf "$hptmp"
+	[ -e "$sysroot/usr/lib/aarch64-linux-gnu/libhttp_parser.a" ] ||
+		die "libhttp-parser-dev:arm64 did not hold usr/lib/aarch64-linux-gnu/libhttp_parser.a"
+	echo "$hp_ver" >"$sysroot/.http-parser-version"
 fi
 
 # 4. A last check that the pieces a cross build uses are really there.
