@@ -211,6 +211,53 @@ static void no_proxy(CURL *c)
 		curl_easy_setopt(c, CURLOPT_VERBOSE, 1L);
 }
 
+/*
+ * What is on the other end of fd: "CONNECT <port>\n\n" goes to it. The vsock
+ * device reads the first line alone and answers OK (the blank line then
+ * reaches the agent, whose HTTP parser skips blank lines before a request,
+ * and the connection is closed unused) or closes at once (nothing listens);
+ * cubicle's API takes the two lines for an HTTP/0.9 request and answers 505.
+ * 1: the vsock device, 2: an HTTP server, 0: no answer in time. Closes fd.
+ */
+static int probe(struct agent *a, int fd)
+{
+	char req[32], line[8];
+	int len = snprintf(req, sizeof(req), "CONNECT %u\n\n", a->port), ret = 0;
+	long deadline = now_ms() + (a->timeout_ms < 5000 ? a->timeout_ms : 5000);
+	size_t n = 0;
+
+	if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len) {
+		close(fd);
+		return 1; /* closed at once: not an HTTP server */
+	}
+	while (n < sizeof(line)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = deadline - now_ms();
+		ssize_t r;
+
+		if (left <= 0 || (poll(&p, 1, (int)left) < 0 && errno != EINTR))
+			break;
+		r = recv(fd, line + n, sizeof(line) - n, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			ret = n ? 0 : 1; /* closed: the device found no listener */
+			break;
+		}
+		n += (size_t)r;
+		if (n >= 3 && !memcmp(line, "OK ", 3)) {
+			ret = 1;
+			break;
+		}
+		if (n >= 5 && !memcmp(line, "HTTP/", 5)) {
+			ret = 2;
+			break;
+		}
+	}
+	close(fd);
+	return ret;
+}
+
 int agent_resolve(struct agent *a)
 {
 	CURL *c = curl_easy_init();
@@ -221,13 +268,17 @@ int agent_resolve(struct agent *a)
 
 	if (!c)
 		return fprintf(stderr, "%s: libcurl failed to start\n", a->prog), -1;
-	/* Is anything there? (A clear message for a wrong path.) */
 	fd = unix_connect(a, a->vm);
 	if (fd < 0) {
 		curl_easy_cleanup(c);
 		return fprintf(stderr, "%s: %s\n", a->prog, a->why), -1;
 	}
-	close(fd);
+	if (probe(a, fd) == 1) { /* the vsock device */
+		curl_easy_cleanup(c);
+		a->uds = strdup(a->vm);
+		return a->uds ? 0 : -1;
+	}
+	/* HTTP, or no answer in time: the API's answer decides. */
 	no_proxy(c);
 	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, a->vm);
 	curl_easy_setopt(c, CURLOPT_URL, "http://localhost/vm/config");
@@ -239,8 +290,8 @@ int agent_resolve(struct agent *a)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(c);
 	if (rc != CURLE_OK) {
-		/* Not HTTP: the vsock device closed a connection that did not begin
-		 * with CONNECT. This is the vsock socket itself. */
+		/* Not HTTP: the vsock device (with a guest slow to answer) closed
+		 * a connection that did not begin with CONNECT. */
 		free(b.p);
 		a->uds = strdup(a->vm);
 		return a->uds ? 0 : -1;

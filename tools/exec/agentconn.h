@@ -27,9 +27,9 @@ struct agent {
 };
 
 /*
- * Find the vsock socket: the VM path is asked for GET /vm/config first (an
- * API socket answers with vsock.uds_path; the vsock device closes a
- * connection whose first line is not CONNECT, as it should). Prints one
+ * Find the vsock socket: the VM path is the vsock socket when it answers the
+ * CONNECT handshake (OK, or closed: nothing listens yet), an API socket when
+ * it answers HTTP (then GET /vm/config names vsock.uds_path). Prints one
  * message and returns -1 when neither works.
  */
 int agent_resolve(struct agent *a);
