@@ -507,6 +507,49 @@ static void test_methods(void)
 	loader_close(p);
 }
 
+/* A VM from a config file: GET /vm/config shows its virtio-vsock (read
+ * through the plugin's parameter table), which clients look up. */
+static void test_config_vsock(void)
+{
+	static struct plan_inst pi = { .id = "v0" };
+	static struct cub_inst in = { .name = "virtio-vsock[v0]", .pi = &pi };
+	static struct cub_inst *insts[] = { &in };
+	const char *path = "/run/vm7.vsock";
+	uint64_t cid = 9;
+	struct plugin *p;
+	char err[512], *cfg;
+	json_t *r, *v;
+
+	setup();
+	CU_ASSERT_EQUAL_FATAL(loader_open(CUB_BUILD_DIR "/plugins/devices/.libs/virtio_vsock.so", &p,
+					  err, sizeof(err)), 0);
+	cfg = calloc(1, p->d->cfg_size);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+	for (unsigned k = 0; k < p->d->n_params; k++) {
+		if (!strcmp(p->params[k].name, "guest_cid"))
+			memcpy(cfg + p->params[k].offset, &cid, sizeof(cid));
+		if (!strcmp(p->params[k].name, "uds_path"))
+			memcpy(cfg + p->params[k].offset, &path, sizeof(path));
+	}
+	in.plugin = p;
+	in.cfg = cfg;
+	CU_ASSERT_EQUAL(req("GET", "/vm/config", NULL, &r), 200);
+	CU_ASSERT_PTR_NULL(json_object_get(r, "vsock")); /* no VM yet */
+	json_decref(r);
+	vm.insts = insts;
+	vm.n_insts = 1;
+	CU_ASSERT_EQUAL(req("GET", "/vm/config", NULL, &r), 200);
+	expect_valid(r, "FullVmConfiguration");
+	v = json_object_get(r, "vsock");
+	CU_ASSERT_EQUAL(json_integer_value(json_object_get(v, "guest_cid")), 9);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(v, "uds_path")), "/run/vm7.vsock");
+	json_decref(r);
+	vm.insts = NULL;
+	vm.n_insts = 0;
+	free(cfg);
+	loader_close(p);
+}
+
 /* Write text to a temporary JSON file: its path (static). */
 static const char *json_file(const char *text)
 {
@@ -764,6 +807,7 @@ int main(void)
 		{ "errors: 4xx with a fault_message, state unchanged", test_errors },
 		{ "InstanceStart hands the plan stage Firecracker's objects", test_instance_start },
 		{ "a unit plugin's methods through the API", test_methods },
+		{ "GET /vm/config: the vsock of a VM from a config file", test_config_vsock },
 		{ "--config-file: Firecracker's JSON description", test_config_file },
 		{ "GET /metrics: Prometheus text", test_metrics },
 		{ "PUT /logger, PUT /metrics, FlushMetrics", test_sinks },

@@ -27,6 +27,8 @@
 #include "api.h"
 #include "cnode.h"
 #include "cubicle-build.h"
+#include "devices.h"
+#include "loader.h"
 #include "plan.h"
 
 /* The Firecracker API version whose description these endpoints follow. */
@@ -419,10 +421,39 @@ static int put_vsock(struct api *a, const char *id, json_t *in, json_t **out, ch
 
 /* ---- GET /vm/config ---- */
 
+/* A VM described by a config file: its virtio-vsock as a Vsock object
+ * (clients find uds_path here), read through the plugin's parameter table. */
+static json_t *vsock_of(const struct api_vm *vm)
+{
+	for (unsigned i = 0; i < vm->n_insts; i++) {
+		const struct cub_inst *d = vm->insts[i];
+		const struct plugin *p = d->plugin;
+		const char *path = NULL;
+		uint64_t cid = 0;
+
+		if (!p || !d->cfg || strcmp(p->d->name, "virtio-vsock"))
+			continue;
+		for (unsigned k = 0; k < p->d->n_params; k++) {
+			const struct cub_param *pr = &p->params[k];
+			const char *slot = (const char *)d->cfg + pr->offset;
+
+			if (!strcmp(pr->name, "guest_cid") && pr->type == CUB_P_U64)
+				memcpy(&cid, slot, sizeof(cid));
+			else if (!strcmp(pr->name, "uds_path") &&
+				 (pr->type == CUB_P_PATH || pr->type == CUB_P_STR))
+				memcpy(&path, slot, sizeof(path));
+		}
+		if (path)
+			return json_pack("{s:I,s:s}", "guest_cid", (json_int_t)cid, "uds_path", path);
+	}
+	return NULL;
+}
+
 static int get_vm_config(struct api *a, const char *id, json_t *in, json_t **out, char *err,
 			 size_t errlen)
 {
 	struct fc_state *s = api_fc(a);
+	json_t *vs;
 
 	*out = json_pack("{s:O,s:O,s:O}", "machine-config", s->machine, "drives", s->drives,
 			 "network-interfaces", s->nets);
@@ -432,6 +463,8 @@ static int get_vm_config(struct api *a, const char *id, json_t *in, json_t **out
 		json_object_set(*out, "entropy", s->entropy);
 	if (*out && s->vsock)
 		json_object_set(*out, "vsock", s->vsock);
+	else if (*out && (vs = vsock_of(api_vm(a))))
+		json_object_set_new(*out, "vsock", vs);
 	return *out ? 200 : errf(err, errlen, 500, "out of memory");
 }
 
