@@ -168,6 +168,9 @@ kill $dpid 2>/dev/null
 run exec "$tmp/absent.sock" -- true
 [ $st -eq 125 ] && grep -q "cannot connect to $tmp/absent.sock" "$tmp/err" &&
 	ok "exec: a wrong VM path is named" || notok "exec wrong path: status $st"
+run exec "$vm" -- echo "$(printf 'bad\377')"
+[ $st -eq 125 ] && grep -q "not UTF-8" "$tmp/err" && ok "exec: an argument JSON cannot carry is refused, not dropped" ||
+	notok "exec non-UTF-8: status $st"
 run cp "$tmp/big20" "$tmp/big21"
 [ $st -eq 2 ] && grep -q "exactly one of SRC and DST" "$tmp/err" && ok "cp: no VM side is bad usage" ||
 	notok "cp usage: status $st"

@@ -352,25 +352,45 @@ static void *input_thread(void *arg)
 
 /* ---- main ---- */
 
+/* JSON text for s, or NULL after a message (JSON carries UTF-8 only). */
+static json_t *text(const char *s)
+{
+	json_t *j = json_string(s);
+
+	if (!j)
+		fprintf(stderr, "cubicle exec: not UTF-8 text, which the protocol cannot carry: %s\n", s);
+	return j;
+}
+
 static json_t *start_request(struct run *r, char **cmd, char **envs, int n_envs, const char *cwd)
 {
-	json_t *args = json_array(), *env = json_object(), *proc, *req;
+	json_t *args = json_array(), *env = json_object(), *proc = json_object(), *req = NULL, *v;
+	bool ok = args && env && proc;
 
-	for (int i = 1; cmd[i]; i++)
-		json_array_append_new(args, json_string(cmd[i]));
-	for (int i = 0; i < n_envs; i++) {
+	for (int i = 1; ok && cmd[i]; i++)
+		ok = (v = text(cmd[i])) && !json_array_append_new(args, v);
+	for (int i = 0; ok && i < n_envs; i++) {
 		char *eq = strchr(envs[i], '=');
 
+		json_t *key;
+
 		*eq = '\0';
-		json_object_set_new(env, envs[i], json_string(eq + 1));
+		key = text(envs[i]); /* a key must be UTF-8 too */
+		ok = key && (v = text(eq + 1)) && !json_object_set_new(env, envs[i], v);
+		json_decref(key);
 		*eq = '=';
 	}
-	proc = json_pack("{s:s,s:o,s:o}", "cmd", cmd[0], "args", args, "envs", env);
-	if (proc && cwd)
-		json_object_set_new(proc, "cwd", json_string(cwd));
-	req = json_pack("{s:o,s:b}", "process", proc, "stdin", r->interactive);
+	ok = ok && (v = text(cmd[0])) && !json_object_set_new(proc, "cmd", v) &&
+	     !json_object_set(proc, "args", args) && !json_object_set(proc, "envs", env);
+	if (ok && cwd)
+		ok = (v = text(cwd)) && !json_object_set_new(proc, "cwd", v);
+	if (ok)
+		req = json_pack("{s:O,s:b}", "process", proc, "stdin", r->interactive);
 	if (req && r->tty)
 		json_object_set_new(req, "pty", pty_json());
+	json_decref(args);
+	json_decref(env);
+	json_decref(proc);
 	return req;
 }
 
@@ -539,7 +559,9 @@ static int exec_main(struct run *rp, int argc, char **argv, char **envs)
 		return EXIT_OWN;
 	rp->a.uds = r.a.uds; /* main frees it */
 	req = start_request(&r, argv + optind + 2, envs, n_envs, cwd);
-	if (!req || pthread_mutex_init(&r.lock, NULL) || pthread_cond_init(&r.cond, NULL) ||
+	if (!req)
+		return EXIT_OWN;
+	if (pthread_mutex_init(&r.lock, NULL) || pthread_cond_init(&r.cond, NULL) ||
 	    pipe(r.stop_pipe)) {
 		fprintf(stderr, "cubicle exec: out of resources\n");
 		return EXIT_OWN;
