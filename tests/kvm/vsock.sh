@@ -97,7 +97,7 @@ else
 
 	# (d) a guest that never reads, while the host writes 64 MiB, and floods
 	# past its credit: the peer must block, cubicle stay small.
-	hv=$tmp/h.sock base= peak= hbytes= held=
+	hv=$tmp/h.sock base= peak= hbytes= held= d0=$(now_ms)
 	"$vsockpeer" flood "$hv" 64 >"$tmp/vsockflood.out" 2>&1 &
 	fpeer=$!
 	wait_line $fpeer "$tmp/vsockflood.out" '^listening$'
@@ -115,13 +115,21 @@ else
 	wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock: device up' &&
 		base=$(kib $pid VmRSS) &&
 		"$cub" ctl "$tmp/hv-api.sock" call mmio scratch $((0x600d)) >"$tmp/hv-go.out" 2>&1
+	d_up=$(($(now_ms) - d0))
 	if ! wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock running'; then
 		kill -9 $pid 2>/dev/null
 		wait $pid 2>/dev/null
 		notok "hostile-vsock: the guest never reported running" "$tmp/hostile-vsock.err"
 	else
-		wait_line $pid "$tmp/vsockflood.out" '^flood: blocked after'
+		# The peer says so after 2 s without progress: a minute at most.
+		n=$(($(now_ms) + 60000))
+		while [ "$(now_ms)" -lt $n ] && kill -0 $pid 2>/dev/null &&
+		      ! grep -q '^flood: blocked after' "$tmp/vsockflood.out"; do
+			sleep 0.2
+		done
+		d_blk=$(($(now_ms) - d0))
 		wait_line $pid "$tmp/hostile-vsock.err" 'guest: hostile vsock: every receive buffer used'
+		d_full=$(($(now_ms) - d0))
 		sleep 2
 		peak=$(kib $pid VmHWM)
 		# The device's counters: what it read from host sockets for the
@@ -163,7 +171,9 @@ else
 		fi
 		[ -n "$vs_miss" ] && vs_miss="$vs_miss
 $(tail -n 8 "$tmp/hostile-vsock.err" | sed 's/^/#   /')"
-		vs_group d "a guest that never reads: the host's writes blocked after ${blocked:-?} bytes of 64 MiB (${wrote:-?} in all), the device read $hbytes bytes for the guest (its receive buffers), holds $held; its flood past the credit reset (5101 closed); $rss; SIGTERM ended it in $ms ms"
+		vs_group d "a guest that never reads: the host's writes blocked after ${blocked:-?} bytes of 64 MiB (${wrote:-?} in all), the device read $hbytes bytes for the guest (its receive buffers), holds $held; its flood past the credit reset (5101 closed); $rss; SIGTERM ended it in $ms ms (the whole run: $(($(now_ms) - d0)) ms)"
+		[ -n "${CUBICLE_VSOCK_VERBOSE:-}" ] &&
+			echo "#   (d) ms: GO given at $d_up, the peer blocked by $d_blk, receive queue used up by $d_full"
 	fi
 	kill $dog 2>/dev/null
 	kill $fpeer 2>/dev/null
