@@ -191,8 +191,11 @@ static int on_msg(void *arg, uint8_t flags, const uint8_t *msg, uint32_t len)
 		}
 	} else if ((x = json_object_get(ev, "end"))) {
 		const char *e = json_string_value(json_object_get(x, "error"));
+		const char *st = json_string_value(json_object_get(x, "status"));
 
-		if (e && *e)
+		/* envd repeats the status ("exit status 3") as the error of any
+		 * non-zero end: that is the exit status, not news for stderr. */
+		if (e && *e && !(st && !strcmp(e, st)))
 			dprintf(r->err_fd, "cubicle exec: the agent: %.300s\n", e);
 		r->status = end_status(x);
 		r->got_end = true;
