@@ -233,6 +233,34 @@ static int upload(struct xfer *x, const char *local, const char *gpath)
 	return ret;
 }
 
+/* A download's temporary file, removed if a signal ends cubicle cp. */
+static char tmp_path[4096];
+static volatile sig_atomic_t tmp_live;
+
+static void on_fatal(int sig)
+{
+	if (tmp_live)
+		unlink(tmp_path);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void tmp_track(const char *path)
+{
+	struct sigaction sa = { .sa_handler = on_fatal };
+
+	if (!path) {
+		tmp_live = 0;
+		return;
+	}
+	snprintf(tmp_path, sizeof(tmp_path), "%s", path);
+	tmp_live = strlen(path) < sizeof(tmp_path);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 static int download(struct xfer *x, const char *gpath, const char *local)
 {
 	bool std = !strcmp(local, "-");
@@ -266,6 +294,7 @@ static int download(struct xfer *x, const char *gpath, const char *local)
 			fprintf(stderr, "cubicle cp: %s: %s\n", tmp, strerror(errno));
 			goto out;
 		}
+		tmp_track(tmp);
 	}
 	x->out = x->fd;
 	c = files_curl(x, gpath, NULL, &list);
@@ -299,6 +328,7 @@ static int download(struct xfer *x, const char *gpath, const char *local)
 	free(tmp);
 	tmp = NULL;
 out:
+	tmp_track(NULL);
 	if (tmp) {
 		if (x->fd >= 0)
 			close(x->fd);
