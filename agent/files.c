@@ -382,8 +382,8 @@ void files_post_begin(struct conn *c, const char *query, const char *auth_user)
 		}
 		mp_init(&up->mp, boundary, &up_mp_ops, c);
 	} else if ((rc = up_open(up, up->qpath))) {
-		up_free(up);
 		rest_error(c, errno_status(rc), "%s: %s", up->qpath, strerror(-rc));
+		up_free(up);
 		return;
 	}
 	http_stream_body(c, &up_ops, up);
