@@ -53,11 +53,12 @@ else
 	vs_want "$g" 'guest: a1: SHUTDOWN answered by RST$'
 	vs_want "$p" '^5001: 100 bytes as sent, echoed \+1; then 0 more bytes and EOF$'
 	vs_want "$g" "guest: a2: host connected to port 6000 from port ${hport:-none}\$"
-	vs_group a "guest->host 5001: 100 bytes there and back, fwd_cnt 100, SHUTDOWN then RST; host->guest CONNECT 6000: OK ${hport:-?} (the port the guest saw)"
+	vs_want "$g" 'guest: a3: 50 bytes to the host on 6000; our CREDIT_REQUEST answered with fwd_cnt 50$'
+	vs_want "$p" "^6000: 65536 bytes written; then 50 bytes read \(the guest's pattern\) and (EOF|Connection reset by peer)\$"
+	vs_group a "guest->host 5001: 100 bytes there and back, fwd_cnt 100, SHUTDOWN then RST; host->guest CONNECT 6000: OK ${hport:-?} (the port the guest saw), 64 KiB to the guest (b), 50 bytes back, fwd_cnt 50 on request; the device's buf_alloc 128 KiB in every packet"
 	# (b) credit
 	vs_want "$g" 'guest: b: credit 4096: bytes delivered before two probes 4096$'
 	vs_want "$g" 'guest: b: CREDIT_UPDATE fwd_cnt 4096: bytes delivered in all, two probes later 8192$'
-	vs_want "$p" '^6000: 65536 bytes written; then 0 bytes read and (EOF|Connection reset by peer)$'
 	vs_group b "the host wrote 64 KiB: 4096 bytes (the guest's credit) reached it, 8192 after its CREDIT_UPDATE, each pattern-checked"
 	# (c) RSTs
 	vs_want "$g" "guest: c: RST sent on 6000; the host's connection to 6001 refused with RST$"

@@ -275,7 +275,9 @@ static int script(void)
 	put_all(h, buf, sizeof(buf), "6000");
 	n = read_to_end(h, buf, sizeof(buf), &how, "6000");
 	close(h);
-	say("6000: %zu bytes written; then %zu bytes read and %s", sizeof(buf), n, how);
+	say("6000: %zu bytes written; then %zu bytes read%s and %s", sizeof(buf), n,
+	    n && is_pat(buf, n < sizeof(buf) ? n : sizeof(buf), 0) ? " (the guest's pattern)" : "",
+	    how);
 
 	/* a line that is not CONNECT, and a CONNECT the guest refuses */
 	n = client("BOGUS\n", reply, sizeof(reply), &how);
@@ -318,7 +320,7 @@ static int script(void)
 
 static int flood(unsigned long mib)
 {
-	static unsigned char chunk[1 << 16];
+	static unsigned char chunk[16 << 10];
 	unsigned long long limit = (unsigned long long)mib << 20, total = 0;
 	int la = listen_port(5100), lb = listen_port(5101), a = -1, b = -1;
 	int blocked = 0, a_closed = 0, b_closed = 0;

@@ -84,6 +84,31 @@
 	mov	N_CREQ, %eax
 	report	s_b3
 
+/* guest -> host on the host's connection: 50 bytes (the credit we give
+ * unchanged), then our CREDIT_REQUEST is answered with fwd_cnt 50 */
+	mov	$50, %ecx
+	call	fill_pat
+	send	OP_RW, $6000, %r12d, $50, balloc=$4096, fwd=$4096
+	send	OP_CREDIT_REQUEST, $6000, %r12d, balloc=$4096, fwd=$4096
+	movl	$1, RAW_CREDIT
+5:	call	rx_next
+	mov	$37, %r9b
+	cmpl	%r12d, H_SPORT(%rsi)
+	jne	fail_pkt
+	cmpl	$6000, H_DPORT(%rsi)
+	jne	fail_pkt
+	cmpw	$OP_CREDIT_REQUEST, H_OP(%rsi)	/* still stalled: said again */
+	jne	6f
+	call	rx_repost
+	jmp	5b
+6:	cmpw	$OP_CREDIT_UPDATE, H_OP(%rsi)
+	jne	fail_pkt
+	mov	H_FWD(%rsi), %r14d
+	call	rx_repost
+	movl	$0, RAW_CREDIT
+	mov	%r14d, %eax
+	report	s_a3
+
 /* (c) RST: ours on 6000 (never answered), then the peer's CONNECT 6001
  * refused with one, then a REQUEST to a port nobody listens on */
 	send	OP_RST, $6000, %r12d
@@ -271,6 +296,7 @@ s_a1:	.asciz	"a1: connected to host port 5001; its buf_alloc "
 s_a1b:	.asciz	"a1: 100 bytes sent, 100 came back (+1); the device's fwd_cnt "
 s_a1c:	.asciz	"a1: SHUTDOWN answered by RST\n"
 s_a2:	.asciz	"a2: host connected to port 6000 from port "
+s_a3:	.asciz	"a3: 50 bytes to the host on 6000; our CREDIT_REQUEST answered with fwd_cnt "
 s_b1:	.asciz	"b: credit 4096: bytes delivered before two probes "
 s_b2:	.asciz	"b: CREDIT_UPDATE fwd_cnt 4096: bytes delivered in all, two probes later "
 s_b3:	.asciz	"b: CREDIT_REQUESTs from the device "
