@@ -18,7 +18,7 @@
 
 #include "agentconn.h"
 
-#define PROGRESS_MIN (16 << 20) /* progress shown for files this large (or of unknown size) */
+#define PROGRESS_MIN (16 << 20) /* progress shown for copies this large */
 #define ERR_KEEP     4096
 
 static const char usage_text[] =
@@ -51,6 +51,7 @@ struct xfer {
 	size_t err_n;
 	int werr;                /* errno of a failed local write */
 	bool progress;
+	bool shown;              /* a progress line is on the terminal */
 	long last_ms;
 	const char *what;        /* guest path, for messages */
 };
@@ -63,8 +64,11 @@ static long now_ms(void)
 	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static void show(double done, double total, bool last)
+static void show(struct xfer *x, double done, double total, bool last)
 {
+	if (last && !x->shown)
+		return;
+	x->shown = true;
 	if (total > 0)
 		fprintf(stderr, "\rcubicle cp: %.1f / %.1f MiB (%d%%)%s", done / 1048576, total / 1048576,
 			(int)(done * 100 / total), last ? "\n" : "");
@@ -72,16 +76,20 @@ static void show(double done, double total, bool last)
 		fprintf(stderr, "\rcubicle cp: %.1f MiB%s", done / 1048576, last ? "\n" : "");
 }
 
+/* At most 4 times a second, once the copy is large (known or so far). */
 static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 		       curl_off_t ulnow)
 {
 	struct xfer *x = arg;
 	long t = now_ms();
 	bool up = ultotal > 0 || ulnow > 0;
+	curl_off_t now = up ? ulnow : dlnow, total = up ? ultotal : dltotal;
 
-	if (x->progress && t - x->last_ms >= 250) {
+	if (!x->last_ms)
 		x->last_ms = t;
-		show((double)(up ? ulnow : dlnow), (double)(up ? ultotal : dltotal), false);
+	if (x->progress && t - x->last_ms >= 250 && (total >= PROGRESS_MIN || now >= PROGRESS_MIN)) {
+		x->last_ms = t;
+		show(x, (double)now, (double)total, false);
 	}
 	return 0;
 }
@@ -206,7 +214,6 @@ static int upload(struct xfer *x, const char *local, const char *gpath)
 		fprintf(stderr, "cubicle cp: %s: is a folder (cubicle cp copies one file)\n", local);
 		return 1;
 	}
-	x->progress = x->progress && (!S_ISREG(st.st_mode) || st.st_size >= PROGRESS_MIN);
 	c = files_curl(x, gpath, S_ISREG(st.st_mode) ? hdr_len : hdr_chunked, &list);
 	if (!c) {
 		fprintf(stderr, "cubicle cp: out of memory\n");
@@ -219,11 +226,13 @@ static int upload(struct xfer *x, const char *local, const char *gpath)
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)st.st_size);
 	x->out = -1; /* the answer's body (JSON) is kept, not written anywhere */
 	rc = agent_perform(&x->a, c);
-	if (x->progress && rc == CURLE_OK) {
+	if (rc == CURLE_OK) {
 		curl_off_t up = 0;
 
 		curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &up);
-		show((double)up, S_ISREG(st.st_mode) ? (double)st.st_size : 0, true);
+		show(x, (double)up, S_ISREG(st.st_mode) ? (double)st.st_size : 0, true);
+	} else if (x->shown) {
+		fputc('\n', stderr);
 	}
 	ret = report(x, rc, local);
 	curl_slist_free_all(list);
@@ -303,12 +312,13 @@ static int download(struct xfer *x, const char *gpath, const char *local)
 		goto out;
 	}
 	rc = agent_perform(&x->a, c);
-	if (x->progress && rc == CURLE_OK && x->status == 200) {
+	if (rc == CURLE_OK && x->status == 200) {
 		curl_off_t got = 0;
 
 		curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
-		if (got >= PROGRESS_MIN)
-			show((double)got, (double)got, true);
+		show(x, (double)got, (double)got, true);
+	} else if (x->shown) {
+		fputc('\n', stderr);
 	}
 	curl_easy_cleanup(c);
 	ret = report(x, rc, std ? "stdout" : dst);
