@@ -42,12 +42,9 @@ sdk=${CUBICLE_EXEC_SDK:-1}
 [ "$sdk" = 0 ] || {
 command -v node >/dev/null && command -v npm >/dev/null ||
 	e2e_skip "node and npm are needed for the E2B SDK part (apt-get install nodejs npm)"
-# The SDK, exactly as pinned by the lock file.
-if [ ! -f "$e2b/node_modules/.package-lock.json" ] ||
-   [ "$e2b/package-lock.json" -nt "$e2b/node_modules/.package-lock.json" ]; then
-	(cd "$e2b" && npm ci --no-audit --no-fund --loglevel=error) >"$w/npm.log" 2>&1 ||
-		{ cat "$w/npm.log"; e2e_skip "npm ci in $e2b failed (no registry?)"; }
-fi
+# The SDK, exactly as pinned by the lock file, into the build folder.
+"$e2b/prepare.sh" "$e2e_top" "$e2e_builddir" >"$w/npm.log" 2>&1 ||
+	{ cat "$w/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
 }
 
 "$e2e_top/scripts/build-initramfs.sh" --agent "$agent" \
@@ -193,13 +190,16 @@ fi
 
 # 5. E2B's SDK through a TCP port forwarded to vsock port 49983
 [ "$sdk" = 0 ] && echo "# CUBICLE_EXEC_SDK=0: the E2B SDK part is left out" || {
-node "$top/tests/e2b/forward.mjs" --uds "$v" --port 0 --port-file "$t/port" >"$w/forward.log" 2>&1 &
+e2b=$(dirname "$cub")/tests/e2b # prepare.sh put the SDK there
+node "$e2b/forward.mjs" 0 "$v" >"$w/forward.log" 2>&1 &
 fwd=$!
-i=0
-while [ ! -s "$t/port" ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
-if [ -s "$t/port" ]; then
-	if node "$top/tests/e2b/sdk-test.mjs" --sandbox-url "http://127.0.0.1:$(cat "$t/port")" \
-		--token "$tok" >"$w/sdk.log" 2>&1; then
+i=0 port=
+while [ -z "$port" ] && [ $i -lt 300 ]; do
+	sleep 0.2; i=$((i + 1))
+	port=$(sed -n 's/^forward: listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$w/forward.log")
+done
+if [ -n "$port" ]; then
+	if SDK_TEST_DIR=/root/sdk node "$e2b/sdk-test.mjs" "http://127.0.0.1:$port" "$tok" >"$w/sdk.log" 2>&1; then
 		ok "E2B SDK: $(grep -c '^ok' "$w/sdk.log") checks passed"
 	else
 		bad "E2B SDK"
