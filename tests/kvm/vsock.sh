@@ -41,6 +41,12 @@ else
 	vs_ms=$(($(now_ms) - t0))
 	run_limit=60
 	extra_dev=
+	# The peer ends on its own once the guest closed its last connection
+	# (20 s at most: it waits longer only when the guest stopped short).
+	n=$(($(now_ms) + 20000))
+	while [ "$(now_ms)" -lt $n ] && kill -0 $vpeer 2>/dev/null; do
+		sleep 0.1
+	done
 	kill $vpeer 2>/dev/null
 	wait $vpeer
 	vs_prc=$?
