@@ -324,14 +324,14 @@ CURL *agent_curl(struct agent *a, const char *path, const char *const *hdr,
 {
 	CURL *c = curl_easy_init();
 	struct curl_slist *h = NULL, *t;
-	char url[64 + 4096], line[300];
+	char *url = NULL, line[300];
 
 	*list = NULL;
-	if (!c || strlen(path) > 4096)
+	if (!c || asprintf(&url, "http://127.0.0.1:%u%s", a->port, path) < 0)
 		goto fail;
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", a->port, path);
 	no_proxy(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_URL, url); /* curl keeps a copy */
+	free(url);
 	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, a->uds);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_cb);
 	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, a);
