@@ -76,6 +76,14 @@ run exec --cwd /tmp -e CUB_X=a=b "$vm" -- sh -c 'printf "%s %s" "$(pwd)" "$CUB_X
 [ $st -eq 0 ] && [ "$(cat "$tmp/out")" = "/tmp a=b" ] && ok "exec: --cwd and -e" ||
 	notok "exec --cwd -e: status $st, stdout '$(cat "$tmp/out")'"
 
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+	run exec --user nobody "$vm" -- id -un
+	[ $st -eq 0 ] && [ "$(cat "$tmp/out")" = nobody ] && ok "exec --user nobody runs as nobody" ||
+		notok "exec --user: status $st, stdout '$(cat "$tmp/out")'"
+else
+	echo "ok - # SKIP exec --user: the agent is not root here"
+fi
+
 head -c 20971520 /dev/urandom >"$tmp/big20"
 run exec "$vm" -- cat "$tmp/big20"
 [ $st -eq 0 ] && [ "$(sha "$tmp/out")" = "$(sha "$tmp/big20")" ] &&
