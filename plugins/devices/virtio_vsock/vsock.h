@@ -134,7 +134,7 @@ struct vsock {
 	uint64_t st_rst_dropped;
 };
 
-/* conn.c */
+/* conn.c, tx.c (vsock_tx), rx.c (vsock_rx, vsock_event_q) */
 struct conn *conn_find(struct vsock *s, uint32_t local, uint32_t peer);
 struct conn *conn_new(struct vsock *s, int fd, uint32_t local, uint32_t peer);
 void conn_hash_add(struct vsock *s, struct conn *c);
@@ -143,7 +143,11 @@ void conn_hash_add(struct vsock *s, struct conn *c);
 void conn_kill(struct vsock *s, struct conn *c, bool rst);
 void conn_reap(struct vsock *s);
 void conn_kill_all(struct vsock *s);
+/* Add @pend to what @c owes the guest; on the ready list if it owes any. */
 void conn_ready(struct vsock *s, struct conn *c, unsigned pend);
+void ready_del(struct vsock *s, struct conn *c);
+/* sendmsg without blocking or SIGPIPE: bytes sent or -1 (errno). */
+ssize_t send_iov(int fd, struct iovec *iov, unsigned n);
 /* Which events the host end is watched for, from the state. */
 void conn_interest(struct vsock *s, struct conn *c);
 /* The host end has events @ev. */
@@ -160,6 +164,16 @@ void vsock_event_q(struct vsock *s);
 void vsock_kick(struct vsock *s);
 /* Credit the guest has left for us to send. */
 uint32_t conn_peer_free(const struct conn *c);
+/* Queue a CREDIT_UPDATE if the guest should hear of new room. */
+void credit_check(struct vsock *s, struct conn *c);
+/* The host end took the last bytes: finish a close or a half close. */
+void close_check(struct vsock *s, struct conn *c);
+/* Copy between iov (at offset off) and a flat buffer; bytes copied. */
+size_t iov_from(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len);
+size_t iov_to(const struct iovec *iov, unsigned n, size_t off, const void *buf, size_t len);
+/* dst = at most max bytes of src from offset skip on; the segment count. */
+unsigned iov_slice(const struct iovec *src, unsigned n, size_t skip, size_t max,
+		   struct iovec *dst);
 
 /* virtio_vsock.c: host clients */
 void hs_read(struct vsock *s, struct conn *c);
