@@ -95,6 +95,7 @@ static int target(struct conn *c, const char *query, const char *auth_user, stru
 struct download {
 	int fd;
 	off_t left, off;
+	bool busy; /* http_write may flush and call dl_pump back */
 };
 
 static void dl_closed(struct conn *c)
@@ -112,13 +113,14 @@ static void dl_pump(struct conn *c)
 	struct download *d = http_ctx(c);
 	char *buf;
 
-	if (!d)
+	if (!d || d->busy)
 		return;
 	buf = malloc(DL_CHUNK);
 	if (!buf) {
 		http_abort(c);
 		return;
 	}
+	d->busy = true;
 	while (d->left > 0 && http_can_write(c)) {
 		size_t want = d->left < (off_t)DL_CHUNK ? (size_t)d->left : DL_CHUNK;
 		ssize_t n = pread(d->fd, buf, want, d->off);
@@ -133,12 +135,13 @@ static void dl_pump(struct conn *c)
 		d->off += n;
 		d->left -= n;
 		http_write(c, buf, (size_t)n);
-		if (http_dead(c)) {
+		if (http_dead(c)) { /* dl_closed freed d */
 			free(buf);
 			return;
 		}
 	}
 	free(buf);
+	d->busy = false;
 	if (d->left == 0) {
 		http_set_ops(c, NULL, NULL);
 		close(d->fd);
