@@ -41,8 +41,8 @@ static const char usage_text[] =
 	"\n"
 	"Options:\n"
 	"  -i, --interactive   send stdin to the command (end of input closes its stdin)\n"
-	"  -t, --tty           run it on a pseudo-terminal sized like this one; this\n"
-	"                      terminal goes raw meanwhile\n"
+	"  -t, --tty           run it on a pseudo-terminal sized like this one (and\n"
+	"                      resized with it); with -i, this terminal is raw meanwhile\n"
 	"  -e, --env K=V       set an environment variable; repeatable\n"
 	"      --cwd DIR       the working directory in the guest\n"
 	"      --user USER     the guest user to run as (the agent's default: root)\n"
@@ -51,9 +51,9 @@ static const char usage_text[] =
 	"      --timeout S     seconds to wait for the agent to answer (default 10)\n"
 	"  -h, --help          this text\n"
 	"\n"
-	"Ctrl-C, SIGTERM and SIGHUP are passed to the guest command (SIGINT, SIGTERM,\n"
-	"SIGHUP); cubicle exec goes on until it ends. Ctrl-C again 2 s later sends\n"
-	"SIGKILL.\n"
+	"Ctrl-C (SIGINT), SIGTERM, SIGHUP and SIGQUIT are passed to the guest command;\n"
+	"cubicle exec goes on until it ends. Ctrl-C again 2 s after the first sends\n"
+	"SIGKILL. With -it, Ctrl-C is a key for the guest's terminal instead.\n"
 	"\n"
 	"Exit status: the command's; 125 when cubicle exec itself failed (bad usage,\n"
 	"no agent, a broken stream; the reason is printed).\n";
@@ -463,6 +463,8 @@ static int run_start(struct run *r, json_t *req)
 	curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE, (long)(n + ENV_HDR_LEN));
 	curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, on_stream);
+	/* Output comes in messages of up to ~350 KiB: take them in few reads. */
+	curl_easy_setopt(r->curl, CURLOPT_BUFFERSIZE, 512L << 10);
 	curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(r->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 	curl_easy_setopt(r->curl, CURLOPT_XFERINFODATA, r);
