@@ -282,6 +282,12 @@ static int script(void)
 	/* a line that is not CONNECT, and a CONNECT the guest refuses */
 	n = client("BOGUS\n", reply, sizeof(reply), &how);
 	say("BOGUS: %zu bytes of reply ('%s') and %s", n, reply, how);
+	n = client("CONNECT 4294967296\n", reply, sizeof(reply), &how);
+	say("CONNECT 2^32: %zu bytes of reply ('%s') and %s", n, reply, how);
+	memset(line, 'A', sizeof(line) - 1);
+	line[sizeof(line) - 1] = '\0';
+	n = client(line, reply, sizeof(reply), &how);
+	say("63 bytes, no newline: %zu bytes of reply ('%s') and %s", n, reply, how);
 	n = client("CONNECT 6001\n", reply, sizeof(reply), &how);
 	say("6001: %zu bytes of reply ('%s') and %s", n, reply, how);
 
