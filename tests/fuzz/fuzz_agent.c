@@ -25,6 +25,7 @@
 #include "b64.h"
 #include "http.h"
 #include "multipart.h"
+#include "seed.h"
 
 /* ---- a fake event loop: the harness calls the callbacks itself ---- */
 #define NW 8
@@ -460,6 +461,35 @@ static void rpc_target(const uint8_t *data, size_t size)
 	memcpy(req + n, data + 1, size - 1);
 	http_target(req, (size_t)n + size - 1);
 	free(req);
+}
+
+#define SEED(dir, name, lit) fuzz_write_seed(dir, name, lit, sizeof(lit) - 1)
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* Seeds for make fuzz-smoke (FUZZ_SEED_DIR): one per target, in its shape. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	const char *dir = getenv("FUZZ_SEED_DIR");
+
+	if (!dir)
+		return 0;
+	SEED(dir, "seed-http", "\x00GET /health HTTP/1.1\r\n\r\n"
+	     "POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\n"
+	     "Content-Length: 2\r\n\r\n{}"
+	     "POST /process.Process/SendInput HTTP/1.1\r\nContent-Type: application/json\r\n"
+	     "Transfer-Encoding: chunked\r\n\r\n31\r\n{\"process\":{\"pid\":1},\"input\":{\"stdin\":\"aGk=\"}}\r\n0\r\n\r\n");
+	SEED(dir, "seed-upload", "\x00POST /files?path=%2Ftmp%2Fx HTTP/1.1\r\n"
+	     "Content-Type: multipart/form-data; boundary=\"b1\"\r\nContent-Length: 70\r\n\r\n"
+	     "--b1\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nhello\r\n--b1--\r\n");
+	SEED(dir, "seed-multipart", "\x01\x02\x03\x00\x01\x02preamble\r\n--abc\r\n"
+	     "Content-Disposition: form-data; name=\"file\"; filename=\"a\\\"b.txt\"\r\n\r\n"
+	     "da\r\n--ab\r\n--abcd\r\n--abc\r\nContent-Disposition: form-data; name=x\r\n\r\n\r\n--abc--\r\n");
+	SEED(dir, "seed-b64", "\x02aGVsbG8gd29ybGQ=");
+	SEED(dir, "seed-b64url", "\x02-_-_YQ");
+	SEED(dir, "seed-start", "\x03\x01\x00\x00\x00\x00\x2e{\"process\":{\"cmd\":\"sh\",\"args\":[\"-c\",\"echo\"]}}");
+	SEED(dir, "seed-signal", "\x03\x04{\"process\":{\"pid\":\"12\"},\"signal\":\"SIGNAL_SIGKILL\"}");
+	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
