@@ -29,6 +29,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 exec </dev/console >/dev/console 2>&1
 echo "CUBICLE-NESTED init"
+# Loopback, for commands that talk to themselves over TCP (the E2B SDK test).
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up 2>/dev/null
 
 fail() {
 	echo "CUBICLE-NESTED error: $*"
