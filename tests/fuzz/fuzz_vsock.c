@@ -646,6 +646,11 @@ static void put_step(uint8_t *p, uint8_t op, uint8_t a, uint8_t b, uint8_t c, ui
 	memcpy(p + 10, &y, 4);
 }
 
+static void cleanup(void)
+{
+	rmdir(H.dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *dir = getenv("FUZZ_SEED_DIR");
@@ -660,6 +665,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (!mkdtemp(H.dir))
 		abort();
 	snprintf(H.uds, sizeof(H.uds), "%s/v.sock", H.dir);
+	atexit(cleanup);
 	if (!dir)
 		return 0;
 	/* A host client's handshake, data both ways, a guest connection. */
