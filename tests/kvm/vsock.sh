@@ -34,7 +34,7 @@ else
 	wait_line $vpeer "$tmp/vsockpeer.out" '^listening$'
 	extra_dev=',
   { type = "virtio-vsock"; id = "vsock0"; transport = "mmio"; guest_cid = 3;
-    uds_path = "'"$vs"'"; buffer_size = "128K"; }'
+    uds_path = "'"$vs"'"; buffer_size = "128K"; max_connections = 16; }'
 	run_limit=300
 	t0=$(now_ms)
 	run vsock vsock long 1 42 'testdev\[mmio\]: guest: vsock ok'
@@ -91,6 +91,11 @@ else
 	vs_want "$p" '^5003: no connection$'
 	vs_want "$g" 'malformed packet'
 	vs_group e "14 malformed packets: bad lengths reset their connection (the host got none of their bytes), bad type/CID/op answered by RST with nothing connected, short or writable headers dropped, a split header parsed"
+	# (g) max_connections
+	vs_want "$g" 'guest: g: 20 REQUESTs with max_connections 16: RESPONSEs 16$'
+	vs_want "$g" 'guest: g: and RSTs 4$'
+	vs_want "$p" '^5004: 16 connections came$'
+	vs_group g "max_connections = 16: of 20 REQUESTs 16 connected (the host's backlog got 16), 4 reset"
 	# (f) resets
 	vs_want "$g" 'guest: f: reset with 5001 open; a 16-byte receive buffer: the device needs reset$'
 	vs_want "$g" 'guest: f: reset again: connected to 5001, 3 bytes sent, SHUTDOWN, RST$'

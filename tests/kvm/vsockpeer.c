@@ -7,7 +7,7 @@
  *   vsockpeer script UDS
  *
  * The far end of payloads/vsock.S, in lock step with it: listens on
- * UDS_5001, UDS_5002 and UDS_5003 (then prints "listening"), and plays its
+ * UDS_5001 to UDS_5004 (then prints "listening"), and plays its
  * part of each stage, printing one line per stage. Exits 0 when every stage
  * went as the guest's should make it go, 1 (with the reason) otherwise.
  *
@@ -100,7 +100,7 @@ static int listen_port(unsigned port)
 	addr_of(&a, path);
 	unlink(path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 8))
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 64))
 		die("%s: %s", path, strerror(errno));
 	return fd;
 }
@@ -222,6 +222,7 @@ static int script(void)
 {
 	static unsigned char buf[1 << 16];
 	int l1 = listen_port(5001), l2 = listen_port(5002), l3 = listen_port(5003);
+	int l4 = listen_port(5004), k4 = 0;
 	char line[64], reply[256];
 	const char *how;
 	unsigned hport;
@@ -313,10 +314,17 @@ static int script(void)
 
 	/* no malformed REQUEST may have reached 5003 */
 	say("5003: %s", wait_fd(l3, POLLIN, 0) ? "a connection came" : "no connection");
+	/* (g) the backlog of 5004 holds what the device connected (never accepted) */
+	while (wait_fd(l4, POLLIN, 0) && (c = accept4(l4, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		close(c);
+		k4++;
+	}
+	say("5004: %d connections came", k4);
 	close(l1);
 	close(l2);
 	close(l3);
-	for (unsigned p = 5001; p <= 5003; p++) {
+	close(l4);
+	for (unsigned p = 5001; p <= 5004; p++) {
 		snprintf(reply, sizeof(reply), "%s_%u", uds, p);
 		unlink(reply);
 	}

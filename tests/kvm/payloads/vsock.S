@@ -255,6 +255,39 @@
 	call	probe
 	report	s_e14
 
+/* (g) with max_connections = 16, 20 REQUESTs to 5004 (the peer's backlog
+ * takes them): 16 RESPONSEs, then RSTs; ours closes them again */
+	xor	%r12d, %r12d			/* RESPONSEs */
+	xor	%r13d, %r13d			/* RSTs */
+	mov	$3000, %r14d
+7:	send	OP_REQUEST, %r14d, $5004
+	call	rx_next
+	mov	$38, %r9b
+	cmpl	$5004, H_SPORT(%rsi)
+	jne	fail_pkt
+	cmp	%r14d, H_DPORT(%rsi)
+	jne	fail_pkt
+	cmpw	$OP_RST, H_OP(%rsi)
+	je	8f
+	cmpw	$OP_RESPONSE, H_OP(%rsi)
+	jne	fail_pkt
+	inc	%r12d
+	dec	%r13d
+8:	inc	%r13d
+	call	rx_repost
+	inc	%r14d
+	cmp	$3020, %r14d
+	jne	7b
+	mov	%r12d, %eax
+	report	s_g1
+	mov	%r13d, %eax
+	report	s_g2
+	mov	$3000, %r14d
+9:	send	OP_RST, %r14d, $5004
+	inc	%r14d
+	cmp	$3020, %r14d
+	jne	9b
+
 /* (f) a reset with a connection open (the peer sees it end), then a
  * receive buffer too short for a header: the device needs reset; after
  * one more reset it works again */
@@ -317,6 +350,8 @@ s_e11:	.asciz	"e11 REQUEST with 16 bytes of payload: RSTs "
 s_e12:	.asciz	"e12 RW without a connection: RSTs "
 s_e13:	.asciz	"e13 RST without a connection: RSTs "
 s_e14:	.asciz	"e14 REQUEST header split 20+4+20 bytes: RSTs "
+s_g1:	.asciz	"g: 20 REQUESTs with max_connections 16: RESPONSEs "
+s_g2:	.asciz	"g: and RSTs "
 s_f1:	.asciz	"f: reset with 5001 open; a 16-byte receive buffer: the device needs reset\n"
 s_f2:	.asciz	"f: reset again: connected to 5001, 3 bytes sent, SHUTDOWN, RST\n"
 s_ok:	.asciz	"vsock ok\n"
