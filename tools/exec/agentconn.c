@@ -388,8 +388,8 @@ const char *agent_curl_error(struct agent *a, CURLcode rc)
 		return a->why;
 	if (rc == CURLE_COULDNT_CONNECT)
 		return "cannot connect to the vsock socket";
-	if (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR)
-		return "the agent closed the connection";
+	if (rc == CURLE_GOT_NOTHING || rc == CURLE_RECV_ERROR || rc == CURLE_PARTIAL_FILE)
+		return "the connection to the agent was cut";
 	return curl_easy_strerror(rc);
 }
 
