@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,6 +197,7 @@ struct upload {
 	char cur[PATH_MAX];    /* the file being written */
 	int fd;
 	json_t *written;
+	json_t *meta; /* X-Metadata-* headers, NULL when none */
 };
 
 static void up_free(struct upload *up)
@@ -203,6 +205,7 @@ static void up_free(struct upload *up)
 	if (up->fd >= 0)
 		close(up->fd);
 	json_decref(up->written);
+	json_decref(up->meta);
 	free(up);
 }
 
@@ -261,6 +264,12 @@ static int up_done_file(struct upload *up)
 	if (up->fd >= 0 && close(up->fd))
 		rc = -errno;
 	up->fd = -1;
+	/* Each upload replaces the file's metadata (none sent: none kept). */
+	if (!rc) {
+		rc = fsu_meta_set(up->cur, up->meta);
+		if (rc == -ENOTSUP && !up->meta)
+			rc = 0;
+	}
 	if (!rc)
 		json_array_append_new(up->written, json_pack("{s:s,s:s,s:s}", "name", base ? base + 1 : up->cur,
 				"type", "file", "path", up->cur));
@@ -268,6 +277,51 @@ static int up_done_file(struct upload *up)
 }
 
 /* multipart callbacks: ARG is the connection */
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if (*s < 0x20 || *s > 0x7e)
+			return false;
+	return true;
+}
+
+/* X-Metadata-<key>: <value> headers as envd takes them; -1 with WHY on a bad one. */
+static int read_meta(struct conn *c, json_t **out, const char **why)
+{
+	size_t total = 0;
+	const char *name, *value;
+	char key[256];
+	json_t *meta = NULL;
+
+	for (unsigned i = 0; !http_header_at(c, i, &name, &value); i++) {
+		size_t kl;
+		if (strncasecmp(name, "X-Metadata-", 11))
+			continue;
+		kl = strlen(name + 11);
+		if (!kl || kl > 246 || !printable(name + 11) || !printable(value)) {
+			*why = "metadata keys (1..246 bytes) and values must be printable ASCII";
+			goto bad;
+		}
+		for (size_t j = 0; j <= kl; j++)
+			key[j] = (char)(name[11 + j] >= 'A' && name[11 + j] <= 'Z' ? name[11 + j] + 32 : name[11 + j]);
+		if (!meta)
+			meta = json_object();
+		if (json_object_get(meta, key))
+			continue; /* the first value counts */
+		total += strlen(FSU_META_PREFIX) + kl + strlen(value);
+		if (total > 4096) {
+			*why = "metadata over 4096 bytes";
+			goto bad;
+		}
+		json_object_set_new(meta, key, json_string(value));
+	}
+	*out = meta;
+	return 0;
+bad:
+	json_decref(meta);
+	return -1;
+}
+
 static int mp_part(void *arg, const char *name, const char *filename)
 {
 	struct conn *c = arg;
@@ -364,6 +418,7 @@ void files_post_begin(struct conn *c, const char *query, const char *auth_user)
 	const char *ctype = http_header(c, "Content-Type");
 	char boundary[MP_BOUNDARY_MAX + 1];
 	struct upload *up = calloc(1, sizeof(*up));
+	const char *why;
 	int rc;
 
 	if (!up || !(up->written = json_array())) {
@@ -375,6 +430,11 @@ void files_post_begin(struct conn *c, const char *query, const char *auth_user)
 	up->multipart = ctype && !strncasecmp(ctype, "multipart/", 10);
 	if (target(c, query, auth_user, &up->u, up->qpath, sizeof(up->qpath), !up->multipart)) {
 		up_free(up);
+		return;
+	}
+	if (read_meta(c, &up->meta, &why)) {
+		up_free(up);
+		rest_error(c, 400, "%s", why);
 		return;
 	}
 	if (up->multipart) {

@@ -75,6 +75,11 @@ json_t *fs_entry(const char *path)
 			json_object_set_new(e, "symlinkTarget", json_string(target));
 		}
 	}
+	if (e) {
+		json_t *meta = fsu_meta_get(path);
+		if (meta)
+			json_object_set_new(e, "metadata", meta);
+	}
 	if (!e)
 		errno = ENOMEM;
 	return e;

@@ -282,6 +282,15 @@ const char *http_header(const struct conn *c, const char *name)
 	return NULL;
 }
 
+int http_header_at(const struct conn *c, unsigned i, const char **name, const char **value)
+{
+	if (i >= c->nh)
+		return -ENOENT;
+	*name = c->hdr + c->h[i].name;
+	*value = c->hdr + c->h[i].value;
+	return 0;
+}
+
 const char *http_path(const struct conn *c)
 {
 	return c->url;

@@ -41,6 +41,8 @@ int http_listen(int lfd);
 /* Request access. The path stays valid until the connection's next request. */
 const char *http_path(const struct conn *c);
 const char *http_header(const struct conn *c, const char *name);
+/* The I-th header as sent: 0, or -ENOENT past the last. */
+int http_header_at(const struct conn *c, unsigned i, const char **name, const char **value);
 /* The value of KEY in the URL's query, percent-decoded; -ENOENT, -EINVAL, -ENAMETOOLONG. */
 int http_query(const char *query, const char *key, char *out, size_t len);
 /* Streams the request body to OPS (from http_route only). */

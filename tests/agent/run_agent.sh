@@ -207,6 +207,23 @@ status "POST /files multipart without a closing boundary is 400" 400 \
 	-H 'Content-Type: multipart/form-data; boundary=XyZ' --data-binary $'--XyZ\r\nContent-Disposition: form-data; name="file"\r\n\r\nabc' \
 	"$u/files?path=$tmp/mp/cut"
 
+# ---- file metadata (X-Metadata-* headers kept as user.e2b.* xattrs) ----
+got=$(C -o "$tmp/body" -w '%{http_code}' -H 'X-Metadata-Owner: Alice' -H 'X-Metadata-Owner: Bob' \
+	-H 'Content-Type: application/octet-stream' --data-binary 'm' "$u/files?path=$tmp/meta/f")
+if [ "$got" = 200 ]; then
+	unary filesystem.Filesystem/Stat "{\"path\":\"$tmp/meta/f\"}"
+	expect "metadata: lower-cased key, first value, shown by Stat" "$(field "$tmp/body" 'd["entry"].get("metadata")')" "{'owner': 'Alice'}"
+	C -o /dev/null -H 'Content-Type: application/octet-stream' --data-binary 'm' "$u/files?path=$tmp/meta/f"
+	unary filesystem.Filesystem/Stat "{\"path\":\"$tmp/meta/f\"}"
+	expect "metadata: an upload without it clears it" "$(field "$tmp/body" 'd["entry"].get("metadata")')" None
+elif grep -q 'not supported' "$tmp/body"; then
+	echo "# metadata: $tmp is on a filesystem without user xattrs: not checked"
+else
+	notok "metadata upload: $got $(cat "$tmp/body")"
+fi
+status "metadata over 4096 bytes is 400" 400 -H "X-Metadata-A: $(printf '%3000s' '' | tr ' ' a)" \
+	-H "X-Metadata-B: $(printf '%3000s' '' | tr ' ' b)" --data-binary 'm' "$u/files?path=$tmp/meta/g"
+
 # ---- filesystem RPCs ----
 unary filesystem.Filesystem/MakeDir "{\"path\":\"$tmp/fs/a/b\"}"
 expect "MakeDir" "$code" 200
