@@ -16,8 +16,8 @@ struct conn;
 #define HTTP_HDR_MAX 16384     /* all header names and values together */
 #define HTTP_HDR_COUNT 64
 #define HTTP_BODY_MAX (8u << 20) /* a buffered (RPC) body */
-#define HTTP_OUT_MAX (512u << 10) /* what producers may queue */
-#define HTTP_OUT_SLACK (64u << 10) /* room a producer needs before it produces */
+#define HTTP_OUT_MAX (1u << 20) /* what producers may queue */
+#define HTTP_OUT_SLACK (384u << 10) /* room a producer needs: a 256 KiB output event in base64 */
 
 /*
  * What a request's handler hooks into its connection (all optional).

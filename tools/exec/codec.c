@@ -66,7 +66,7 @@ static const signed char b64_val[256] = {
 long b64_decode(const char *in, size_t n, void *out, size_t cap)
 {
 	uint8_t *o = out;
-	size_t len = n, got = 0;
+	size_t len = n, got = 0, i = 0;
 	uint32_t acc = 0;
 	unsigned bits = 0;
 
@@ -80,7 +80,20 @@ long b64_decode(const char *in, size_t n, void *out, size_t cap)
 	}
 	if (len % 4 == 1)
 		return -1;
-	for (size_t i = 0; i < len; i++) {
+	/* Whole groups of 4 first: 3 bytes per step, one check of all four. */
+	for (; i + 4 <= len && got + 3 <= cap; i += 4) {
+		int a = b64_val[(unsigned char)in[i]], b = b64_val[(unsigned char)in[i + 1]];
+		int c = b64_val[(unsigned char)in[i + 2]], d = b64_val[(unsigned char)in[i + 3]];
+		uint32_t v;
+
+		if ((a | b | c | d) < 0)
+			return -1;
+		v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
+		o[got++] = (uint8_t)(v >> 16);
+		o[got++] = (uint8_t)(v >> 8);
+		o[got++] = (uint8_t)v;
+	}
+	for (; i < len; i++) {
 		int v = b64_val[(unsigned char)in[i]];
 
 		if (v < 0)
