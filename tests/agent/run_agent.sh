@@ -289,6 +289,31 @@ print(ask(b"POST /files?path=/tmp/x HTTP/1.1\r\n" + tok + b"Transfer-Encoding: c
 EOF
 expect "raw garbage / huge header / huge URL / huge body / bad chunk get 4xx answers" \
 	"$(cut -c1-12 "$tmp/raw.out" | tr '\n' ' ')" "HTTP/1.1 400 HTTP/1.1 431 HTTP/1.1 414 HTTP/1.1 413 HTTP/1.1 400 "
+$PY - "$sock" "$tok" >"$tmp/pipe.out" <<'EOF'
+import re, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+tok = b"X-Access-Token: " + sys.argv[2].encode() + b"\r\n"
+body = b'{"path":"/"}'
+s.sendall(b"GET /health HTTP/1.1\r\n\r\n"
+          b"POST /filesystem.Filesystem/Stat HTTP/1.1\r\n" + tok +
+          b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+          b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"
+          b"GET /health HTTP/1.0\r\n\r\n")
+out = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out += b
+except socket.timeout:
+    out += b"(timeout)"
+print(" ".join(x.decode() for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", out)),
+      "closed" if not out.endswith(b"(timeout)") else "open")
+EOF
+expect "pipelined keep-alive requests (chunked RPC body, then HTTP/1.0 closes)" "$(cat "$tmp/pipe.out")" "204 200 204 closed"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" $u/health)
 expect "the agent still answers after all that" "$code" 204
 kill -0 "$pid" 2>/dev/null && ok "the agent is still running" || notok "the agent died: $(tail -5 "$tmp/agent.err")"
