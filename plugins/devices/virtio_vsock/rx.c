@@ -25,12 +25,112 @@ static void put_hdr(struct vsock *s, struct virtio_vsock_hdr *hd, uint32_t sport
 	hd->buf_alloc = htole32(s->buf_size);
 }
 
-/* One packet of @c into the held chain: its length, or 0 if it had
- * nothing to send after all. */
-static uint32_t conn_packet(struct vsock *s, struct conn *c, const struct cub_vq_chain *ch)
+/* A packet's header into chain @ch. */
+static void put_pkt(struct vsock *s, struct conn *c, const struct cub_vq_chain *ch, uint16_t op,
+		    uint32_t len, uint32_t flags)
 {
 	struct virtio_vsock_hdr hd;
-	uint32_t len = 0, flags = 0;
+
+	put_hdr(s, &hd, c->local_port, c->peer_port, op);
+	hd.len = htole32(len);
+	hd.flags = htole32(flags);
+	hd.fwd_cnt = htole32(c->fwd_cnt);
+	c->fwd_sent = c->fwd_cnt;
+	c->guest_knows = true;
+	iov_to(ch->in, ch->n_in, 0, &hd, HDR_LEN);
+}
+
+/* Hold @want receive chains (at most RX_GATHER) if the guest has them: how
+ * many are held, or -EIO. */
+static int rx_hold(struct vsock *s, unsigned want)
+{
+	while (s->n_held < want && s->n_held < RX_GATHER) {
+		struct cub_vq_chain *ch = s->rch[s->n_held];
+		int ret = s->v->pop(s->vq[Q_RX], ch);
+
+		if (ret < 0)
+			return -EIO;
+		if (ret != 1)
+			break;
+		if (ch->n_out || ch->in_len <= HDR_LEN) {
+			s->v->broken(s->in,
+				     "receive buffer not writable or not longer than a packet header");
+			return -EIO;
+		}
+		s->n_held++;
+	}
+	return (int)s->n_held;
+}
+
+/*
+ * Data of @c into as many held receive chains as its credit fills (more are
+ * popped, up to RX_GATHER): one read of the host socket for all of them,
+ * one packet each. The number of chains filled, their lengths in @lens.
+ */
+static unsigned conn_data(struct vsock *s, struct conn *c, uint32_t *lens)
+{
+	uint32_t want = conn_peer_free(c), total = 0, cap[RX_GATHER];
+	struct msghdr m = { .msg_iov = s->riov };
+	unsigned nch = 0, nseg = 0, k;
+	ssize_t n;
+
+	while (total < want) {
+		const struct cub_vq_chain *ch;
+		uint32_t room;
+
+		if (nch == s->n_held && rx_hold(s, nch + 1) <= (int)nch)
+			break;
+		ch = s->rch[nch];
+		if (nseg + ch->n_in > CUB_VQ_MAX_SEGS)
+			break; /* one recvmsg takes at most that many segments */
+		room = (uint32_t)(ch->in_len - HDR_LEN < PKT_MAX ? ch->in_len - HDR_LEN : PKT_MAX);
+		if (room > want - total)
+			room = want - total;
+		nseg += iov_slice(ch->in, ch->n_in, HDR_LEN, room, s->riov + nseg);
+		cap[nch++] = room;
+		total += room;
+	}
+	m.msg_iovlen = nseg;
+	do
+		n = recvmsg(c->fd, &m, MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN) {
+		c->pend &= ~(unsigned)P_DATA;
+		return 0;
+	}
+	if (n < 0) {
+		s->h->log(s->in, CUB_LOG_DEBUG, "port %u: host end: %s; reset", c->local_port,
+			  strerror(errno));
+		conn_kill(s, c, true);
+		return 0;
+	}
+	if (!n) {
+		/* EOF: the host end sends no more (a hang-up: nor takes). */
+		c->pend &= ~(unsigned)P_DATA;
+		c->host_eof = true;
+		c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND | (c->hup ? VIRTIO_VSOCK_SHUTDOWN_RCV : 0);
+		c->pend |= P_SHUTDOWN;
+		return 0;
+	}
+	if ((uint32_t)n < total)
+		c->pend &= ~(unsigned)P_DATA; /* probably drained: epoll tells */
+	c->tx_cnt += (uint32_t)n;
+	s->st_rx_bytes += (uint64_t)n;
+	for (k = 0; n > 0; k++) {
+		uint32_t len = (uint64_t)n < cap[k] ? (uint32_t)n : cap[k];
+
+		put_pkt(s, c, s->rch[k], VIRTIO_VSOCK_OP_RW, len, 0);
+		lens[k] = HDR_LEN + len;
+		n -= len;
+	}
+	return k;
+}
+
+/* @c's next packet(s) into the held chains: how many chains, their lengths
+ * in @lens; 0 if it had nothing to send after all. */
+static unsigned conn_packet(struct vsock *s, struct conn *c, uint32_t *lens)
+{
+	uint32_t flags = 0;
 	uint16_t op;
 
 	if (c->pend & P_REQUEST) {
@@ -43,55 +143,17 @@ static uint32_t conn_packet(struct vsock *s, struct conn *c, const struct cub_vq
 		c->pend &= ~(unsigned)P_CREDIT_UPDATE;
 		op = VIRTIO_VSOCK_OP_CREDIT_UPDATE;
 	} else if (c->pend & P_DATA) {
-		uint32_t room = (uint32_t)(ch->in_len - HDR_LEN < PKT_MAX ? ch->in_len - HDR_LEN
-									  : PKT_MAX);
-		uint32_t want = conn_peer_free(c);
-		struct msghdr m = { .msg_iov = s->riov };
-		ssize_t n;
-
 		if (c->st != C_OPEN || (c->guest_shut & VIRTIO_VSOCK_SHUTDOWN_RCV)) {
 			c->pend &= ~(unsigned)P_DATA;
 			return 0;
 		}
-		if (!want) {
-			c->pend &= ~(unsigned)P_DATA; /* reading starts again with credit */
-			if (c->stalled)
-				return 0;
-			c->stalled = true;
-			op = VIRTIO_VSOCK_OP_CREDIT_REQUEST;
-			goto send;
-		}
-		if (want > room)
-			want = room;
-		m.msg_iovlen = iov_slice(ch->in, ch->n_in, HDR_LEN, want, s->riov);
-		do
-			n = recvmsg(c->fd, &m, MSG_DONTWAIT);
-		while (n < 0 && errno == EINTR);
-		if (n < 0 && errno == EAGAIN) {
-			c->pend &= ~(unsigned)P_DATA;
+		if (conn_peer_free(c))
+			return conn_data(s, c, lens);
+		c->pend &= ~(unsigned)P_DATA; /* reading starts again with credit */
+		if (c->stalled)
 			return 0;
-		}
-		if (n < 0) {
-			s->h->log(s->in, CUB_LOG_DEBUG, "port %u: host end: %s; reset",
-				  c->local_port, strerror(errno));
-			conn_kill(s, c, true);
-			return 0;
-		}
-		if (!n) {
-			/* EOF: the host end sends no more (a hang-up: nor takes). */
-			c->pend &= ~(unsigned)P_DATA;
-			c->host_eof = true;
-			c->shut_flags |= VIRTIO_VSOCK_SHUTDOWN_SEND |
-					 (c->hup ? VIRTIO_VSOCK_SHUTDOWN_RCV : 0);
-			c->pend |= P_SHUTDOWN;
-			return 0;
-		}
-		if ((uint32_t)n < want)
-			c->pend &= ~(unsigned)P_DATA; /* probably drained: epoll tells */
-		len = (uint32_t)n;
-		c->tx_cnt += len;
-		s->st_rx_bytes += len;
-		op = VIRTIO_VSOCK_OP_RW;
+		c->stalled = true;
+		op = VIRTIO_VSOCK_OP_CREDIT_REQUEST;
 	} else if (c->pend & P_SHUTDOWN) {
 		c->pend &= ~(unsigned)P_SHUTDOWN;
 		op = VIRTIO_VSOCK_OP_SHUTDOWN;
@@ -110,33 +172,31 @@ static uint32_t conn_packet(struct vsock *s, struct conn *c, const struct cub_vq
 		c->pend = 0;
 		return 0;
 	}
-send:
-	put_hdr(s, &hd, c->local_port, c->peer_port, op);
-	hd.len = htole32(len);
-	hd.flags = htole32(flags);
-	hd.fwd_cnt = htole32(c->fwd_cnt);
-	c->fwd_sent = c->fwd_cnt;
-	c->guest_knows = true;
-	iov_to(ch->in, ch->n_in, 0, &hd, HDR_LEN);
-	return HDR_LEN + len;
+	put_pkt(s, c, s->rch[0], op, 0, flags);
+	lens[0] = HDR_LEN;
+	return 1;
 }
 
-/* Hold a receive chain: 1, 0 if the guest has none, -EIO. */
-static int rx_hold(struct vsock *s)
+/* The first @n held chains go to the guest (one used-index update when the
+ * host can); the rest move up. */
+static void rx_push(struct vsock *s, const uint32_t *lens, unsigned n)
 {
-	int ret;
+	struct cub_vq_chain *t[RX_GATHER];
 
-	if (s->held)
-		return 1;
-	ret = s->v->pop(s->vq[Q_RX], s->rchain);
-	if (ret != 1)
-		return ret < 0 ? -EIO : 0;
-	if (s->rchain->n_out || s->rchain->in_len <= HDR_LEN) {
-		s->v->broken(s->in, "receive buffer not writable or not longer than a packet header");
-		return -EIO;
+	if (n > 1 && CUB_VIRTIO_HAS_PUSH_BATCH(s->v)) {
+		struct cub_vq_used u[RX_GATHER];
+
+		for (unsigned i = 0; i < n; i++)
+			u[i] = (struct cub_vq_used){ .head = s->rch[i]->head, .written = lens[i] };
+		s->v->push_batch(s->vq[Q_RX], u, n);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			s->v->push(s->vq[Q_RX], s->rch[i], lens[i]);
 	}
-	s->held = true;
-	return 1;
+	memcpy(t, s->rch, n * sizeof(t[0]));
+	memmove(s->rch, s->rch + n, (s->n_held - n) * sizeof(t[0]));
+	memcpy(s->rch + s->n_held - n, t, n * sizeof(t[0]));
+	s->n_held -= n;
 }
 
 void vsock_rx(struct vsock *s)
@@ -147,24 +207,26 @@ void vsock_rx(struct vsock *s)
 	if (!s->running || !q)
 		return;
 	while (done < RX_BUDGET && rounds++ < 4 * RX_BUDGET && (s->rst_n || s->ready_head)) {
-		uint32_t n = 0;
+		uint32_t lens[RX_GATHER];
+		unsigned n = 0;
 
-		if (rx_hold(s) != 1)
+		if (rx_hold(s, 1) < 1)
 			break;
 		if (s->rst_n) {
 			struct virtio_vsock_hdr hd;
 			struct rst_entry *r = &s->rst[s->rst_head];
 
 			put_hdr(s, &hd, r->src_port, r->dst_port, VIRTIO_VSOCK_OP_RST);
-			iov_to(s->rchain->in, s->rchain->n_in, 0, &hd, HDR_LEN);
+			iov_to(s->rch[0]->in, s->rch[0]->n_in, 0, &hd, HDR_LEN);
 			s->rst_head = (s->rst_head + 1) % RST_RING;
 			s->rst_n--;
-			n = HDR_LEN;
+			lens[0] = HDR_LEN;
+			n = 1;
 		} else {
 			struct conn *c = s->ready_head;
 
 			ready_del(s, c);
-			n = conn_packet(s, c, s->rchain);
+			n = conn_packet(s, c, lens);
 			if (!c->dead) {
 				conn_ready(s, c, 0); /* more to say: to the back */
 				conn_interest(s, c);
@@ -172,14 +234,13 @@ void vsock_rx(struct vsock *s)
 		}
 		if (!n)
 			continue;
-		s->v->push(q, s->rchain, n);
-		s->held = false;
-		s->st_rx_pkts++;
-		done++;
+		rx_push(s, lens, n);
+		s->st_rx_pkts += n;
+		done += n;
 	}
 	if (done)
 		s->v->notify(q);
-	if ((s->rst_n || s->ready_head) && s->held)
+	if ((s->rst_n || s->ready_head) && s->n_held)
 		vsock_kick(s); /* the budget ran out, not the buffers */
 	if (s->tx_blocked && s->rst_n < RST_RING / 2) {
 		s->tx_blocked = false;

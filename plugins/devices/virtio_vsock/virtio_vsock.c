@@ -311,7 +311,7 @@ static int vsock_start(void *priv, struct cub_vq *const *vqs, unsigned n)
 	for (unsigned i = 0; i < 3; i++)
 		s->vq[i] = i < n ? vqs[i] : NULL;
 	s->running = true;
-	s->held = false;
+	s->n_held = 0;
 	vsock_event_q(s);
 	vsock_tx(s);
 	vsock_rx(s);
@@ -340,7 +340,7 @@ static void vsock_stop(void *priv)
 
 	pthread_mutex_lock(&s->lock);
 	s->running = false;
-	s->held = false;
+	s->n_held = 0;
 	for (unsigned i = 0; i < 3; i++)
 		s->vq[i] = NULL;
 	conn_kill_all(s); /* the driver reset: its sockets are gone */
@@ -429,7 +429,7 @@ static int vsock_load(void *priv, const void *buf, size_t len, uint32_t minor)
 	conn_kill_all(s);
 	conn_reap(s);
 	s->reset_pending = true;
-	s->held = false;
+	s->n_held = 0;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -495,7 +495,8 @@ static void vsock_free(struct vsock *s)
 	if (s->kfd >= 0)
 		close(s->kfd);
 	pthread_mutex_destroy(&s->lock);
-	free(s->rchain);
+	for (unsigned i = 0; i < RX_GATHER; i++)
+		free(s->rch[i]);
 	free(s->tchain);
 	free(s);
 }
@@ -565,9 +566,12 @@ static int vsock_create(struct cub_inst *in, const struct cub_host *h, const voi
 	s->ttag = T_TIMER;
 	s->ktag = T_KICK;
 	pthread_mutex_init(&s->lock, NULL);
-	s->rchain = malloc(sizeof(*s->rchain));
 	s->tchain = malloc(sizeof(*s->tchain));
-	if (!s->rchain || !s->tchain) {
+	err = s->tchain ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < RX_GATHER; i++)
+		if (!(s->rch[i] = malloc(sizeof(*s->rch[i]))))
+			err = -ENOMEM;
+	if (err) {
 		vsock_free(s);
 		return h->fail(in, -ENOMEM, "out of memory");
 	}

@@ -22,6 +22,7 @@
 #define PKT_MAX		    (64u << 10) /* the longest payload one packet may carry */
 #define TX_BUDGET	    256 /* guest packets per round, then the event loop goes on */
 #define RX_BUDGET	    256 /* packets to the guest per round, likewise */
+#define RX_GATHER	    16  /* receive chains one read of a host socket may fill */
 #define RST_RING	    256 /* RSTs waiting for a receive buffer; tx pauses when half full */
 #define LINE_MAX_LEN	    32  /* "CONNECT 4294967295\n" is 19 */
 #define HANDSHAKE_MS	    5000 /* a host client has this long to send its CONNECT line */
@@ -125,8 +126,8 @@ struct vsock {
 	uint32_t next_port;
 	struct rst_entry rst[RST_RING];
 	unsigned rst_head, rst_n;
-	bool held;          /* rchain popped, not pushed yet */
-	struct cub_vq_chain *rchain, *tchain;
+	unsigned n_held;    /* rch[0..n_held-1]: popped receive chains, not pushed yet */
+	struct cub_vq_chain *rch[RX_GATHER], *tchain;
 	struct iovec riov[CUB_VQ_MAX_SEGS], tiov[CUB_VQ_MAX_SEGS];
 
 	/* counters (under lock) */
