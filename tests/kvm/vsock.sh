@@ -2,7 +2,8 @@
 # virtio-vsock payload tests (issue 13), sourced by run_payloads.sh (its
 # helpers and $tmp): payloads/vsock.S speaks raw virtio-vsock to the device
 # in lock step with tests/kvm/vsockpeer (script) on the host side: connects
-# both ways, credit, RSTs, malformed packets, resets. payloads/hostile_vsock.S
+# both ways, credit, RSTs, malformed packets, max_connections, resets (the
+# stages (a)-(g) of its lines). payloads/hostile_vsock.S
 # never reads while the peer writes 64 MiB, and floods past its credit: the
 # peer must block, cubicle's memory stay bounded, SIGTERM end it.
 vsockpeer=$bd/tests/kvm/vsockpeer

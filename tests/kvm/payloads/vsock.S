@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* virtio-vsock payload: a raw driver that connects both ways, checks credit,
- * RSTs and malformed packets against a host peer (tests/kvm/vsockpeer.c
- * script), in lock step with it. Each stage says what it saw on the testdev
+ * RSTs, malformed packets, the connection limit and device resets against a
+ * host peer (tests/kvm/vsockpeer.c script), in lock step with it. Each stage says what it saw on the testdev
  * (lines the runner checks); a failed step exits with its number, naming
  * the packet it did not expect. Guest CID 3; pat(k) = k ^ (k >> 8). */
 #include "vsock.inc"
