@@ -258,7 +258,7 @@ ssize_t send_iov(int fd, struct iovec *iov, unsigned n)
 }
 
 /* Write what the buffer holds to the host end. */
-static void flush(struct vsock *s, struct conn *c)
+void conn_flush(struct vsock *s, struct conn *c)
 {
 	while (c->len) {
 		uint32_t first = s->buf_size - c->head < c->len ? s->buf_size - c->head : c->len;
@@ -298,7 +298,7 @@ void conn_event(struct vsock *s, struct conn *c, uint32_t ev)
 		return;
 	}
 	if (c->len && (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)))
-		flush(s, c);
+		conn_flush(s, c);
 	if (c->dead)
 		return;
 	if ((c->reg & EPOLLIN) && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)))

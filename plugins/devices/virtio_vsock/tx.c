@@ -24,6 +24,13 @@ static void guest_data(struct vsock *s, struct conn *c, const struct cub_vq_chai
 		conn_kill(s, c, true);
 		return;
 	}
+	/* Bytes still waiting go first, and may go now: the host end may have
+	 * taken some since, and the event loop need not be the one to tell. */
+	if (c->len) {
+		conn_flush(s, c);
+		if (c->dead)
+			return;
+	}
 	if (len > s->buf_size - c->len) {
 		s->h->log_ratelimited(s->in, CUB_LOG_WARN,
 				      "port %u: the guest sent %u bytes past its credit; reset",

@@ -165,6 +165,9 @@ void vsock_event_q(struct vsock *s);
 void vsock_kick(struct vsock *s);
 /* Credit the guest has left for us to send. */
 uint32_t conn_peer_free(const struct conn *c);
+/* Write what the connection's buffer holds to the host end (without
+ * waiting); may kill the connection. */
+void conn_flush(struct vsock *s, struct conn *c);
 /* Queue a CREDIT_UPDATE if the guest should hear of new room. */
 void credit_check(struct vsock *s, struct conn *c);
 /* The host end took the last bytes: finish a close or a half close. */
