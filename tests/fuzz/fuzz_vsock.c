@@ -43,9 +43,13 @@
 
 /* ---- the synthetic host ---- */
 
+/* A queue: chains added at add, popped at pop (several may be out at
+ * once, as with virtio), freed when pushed, in any order; head is the
+ * oldest not yet pushed. Indices count up; slot = index % QCAP. */
 struct fq {
-	struct cub_vq_chain *avail[QCAP];
-	unsigned head, n;
+	struct cub_vq_chain *slot[QCAP];
+	bool out[QCAP]; /* popped, not pushed */
+	unsigned head, pop, add;
 };
 
 static struct {
@@ -115,18 +119,19 @@ static void chain_free(struct cub_vq_chain *c)
 static int v_pop(struct cub_vq *vq, struct cub_vq_chain *c)
 {
 	struct fq *q = (struct fq *)(void *)vq;
-	struct cub_vq_chain *src;
+	unsigned s;
 
 	if (H.broken || !H.started)
 		return -EIO;
-	if (!q->n)
+	if (q->pop == q->add)
 		return 0;
-	src = q->avail[q->head];
-	memcpy(c, src, sizeof(*c));
+	s = q->pop++ % QCAP;
+	memcpy(c, q->slot[s], sizeof(*c));
 	c->out = c->iov;
 	c->in = c->iov + c->n_out;
 	/* The chain's memory stays until the push: head is its slot. */
-	c->head = (uint16_t)q->head;
+	c->head = (uint16_t)s;
+	q->out[s] = true;
 	return 1;
 }
 
@@ -180,8 +185,12 @@ static void check_rx(const struct cub_vq_chain *c, uint32_t written)
 	dport = le32toh(h.dst_port);
 	if (le64toh(h.src_cid) != 2 || le64toh(h.dst_cid) != 3 || le16toh(h.type) != 1 ||
 	    len != written - HDR_LEN || len > PKT_MAX || op < 1 || op > 7 ||
-	    (len && op != VIRTIO_VSOCK_OP_RW))
+	    (len && op != VIRTIO_VSOCK_OP_RW)) {
+		fprintf(stderr, "bad packet: cid %llu->%llu type %u op %u len %u written %u\n",
+			(unsigned long long)le64toh(h.src_cid), (unsigned long long)le64toh(h.dst_cid),
+			le16toh(h.type), op, len, written);
 		abort();
+	}
 	if (op == VIRTIO_VSOCK_OP_REQUEST) {
 		learned[n_learned % 4].hport = sport;
 		learned[n_learned++ % 4].gport = dport;
@@ -205,16 +214,29 @@ static void v_push(struct cub_vq *vq, const struct cub_vq_chain *c, uint32_t wri
 {
 	unsigned qi = qidx(vq);
 	struct fq *q = &H.q[qi];
+	unsigned s = c->head;
 
-	if (!q->n || c->head != q->head)
-		abort(); /* pushed what it never popped, or out of order */
+	if (s >= QCAP || !q->out[s])
+		abort(); /* pushed what it never popped, or twice */
 	if (qi == Q_RX)
-		check_rx(q->avail[q->head], written);
+		check_rx(q->slot[s], written);
 	if (qi == Q_EVENT && written != 4)
 		abort();
-	chain_free(q->avail[q->head]);
-	q->head = (q->head + 1) % QCAP;
-	q->n--;
+	chain_free(q->slot[s]);
+	q->slot[s] = NULL;
+	q->out[s] = false;
+	while (q->head != q->pop && !q->slot[q->head % QCAP])
+		q->head++;
+}
+
+static void v_push_batch(struct cub_vq *vq, const struct cub_vq_used *u, unsigned n)
+{
+	struct cub_vq_chain c;
+
+	for (unsigned i = 0; i < n; i++) {
+		c.head = u[i].head;
+		v_push(vq, &c, u[i].written);
+	}
 }
 
 static void v_notify(struct cub_vq *vq)
@@ -230,7 +252,7 @@ static void v_broken(struct cub_inst *in, const char *why)
 
 static const struct cub_virtio_host VH = {
 	.size = sizeof(VH), .add = v_add, .pop = v_pop, .push = v_push, .notify = v_notify,
-	.broken = v_broken,
+	.broken = v_broken, .push_batch = v_push_batch,
 };
 
 static const struct cub_host HOST = {
@@ -244,11 +266,11 @@ static void q_add(unsigned qi, struct cub_vq_chain *c)
 {
 	struct fq *q = &H.q[qi];
 
-	if (q->n == QCAP) {
+	if (q->add - q->head == QCAP) {
 		chain_free(c);
 		return;
 	}
-	q->avail[(q->head + q->n++) % QCAP] = c;
+	q->slot[q->add++ % QCAP] = c;
 }
 
 static struct cub_vq_chain *chain_new(void)
@@ -288,12 +310,13 @@ static void q_clear(void)
 	for (unsigned qi = 0; qi < QN; qi++) {
 		struct fq *q = &H.q[qi];
 
-		while (q->n) {
-			chain_free(q->avail[q->head]);
-			q->head = (q->head + 1) % QCAP;
-			q->n--;
+		for (unsigned s = 0; s < QCAP; s++) {
+			if (q->slot[s])
+				chain_free(q->slot[s]);
+			q->slot[s] = NULL;
+			q->out[s] = false;
 		}
-		q->head = 0;
+		q->head = q->pop = q->add = 0;
 	}
 }
 
