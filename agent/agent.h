@@ -73,6 +73,8 @@ void rpc_stream_end(struct conn *c, const char *code, const char *message);
 void rpc_dispatch(struct conn *c, const char *method, const char *body, size_t len, bool stream);
 /* Unwraps a streaming request body: one envelope with flag 0 (no compression). */
 int rpc_unwrap(const char *body, size_t len, const char **json, size_t *jlen);
+/* A JSON string without NULs inside, or NULL. */
+const char *json_cstr(const json_t *v);
 /* Reads a JSON integer that may be written as a number or a string (proto3 int64). */
 int json_get_u64(const json_t *v, uint64_t *out);
 

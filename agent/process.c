@@ -30,16 +30,16 @@
 #include "agent.h"
 #include "b64.h"
 #include "http.h"
+#include "spawn.h"
 
 /*
- * Output is gathered, not passed on per write: the pipes hold PIPE_SIZE, a
+ * Output is gathered, not passed on per write: the pipes hold PIPE_SIZE (spawn.h), a
  * read takes up to OUT_BATCH (one data event), and after a read that found
  * less than OUT_SMALL the next one waits BATCH_US so a steady writer fills the
  * pipe meanwhile (the first bytes after a quiet spell still go at once).
  */
 #define OUT_BATCH (256u << 10)
 #define OUT_SMALL (64u << 10)
-#define PIPE_SIZE (1u << 20)
 #define BATCH_US 2000
 #define DRAIN_GRACE_MS 1000 /* after the exit, output still held open by others */
 #define KEEPALIVE_DEFAULT_S 50
@@ -495,13 +495,6 @@ static struct proc *find(const json_t *req, char *why, size_t len)
 	return NULL;
 }
 
-/* A string without NULs inside. */
-static const char *cstr(const json_t *v)
-{
-	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
-		return NULL;
-	return json_string_value(v);
-}
 
 static void header_num(struct conn *c, const char *name, uint64_t *out)
 {
@@ -544,253 +537,15 @@ static void subscribe(struct conn *c, struct proc *p)
 	rpc_stream_msg(c, event("start", json_pack("{s:i}", "pid", (int)p->pid)));
 }
 
-/* The groups USER is a member of besides its primary one (from /etc/group). */
-static int user_groups(const struct user *u, gid_t *list, int max)
-{
-	FILE *f = fopen("/etc/group", "re");
-	struct group *g;
-	int n = 0;
-
-	list[n++] = u->gid;
-	if (!f)
-		return n;
-	while ((g = fgetgrent(f)) && n < max) {
-		if (g->gr_gid == u->gid)
-			continue;
-		for (char **m = g->gr_mem; m && *m; m++)
-			if (!strcmp(*m, u->name)) {
-				list[n++] = g->gr_gid;
-				break;
-			}
-	}
-	fclose(f);
-	return n;
-}
-
-/* Environment: ours, then the user's HOME/USER/LOGNAME, a PATH, TERM for a pty, then ENVS. */
-static char **build_env(const struct user *u, json_t *envs, bool pty)
-{
-	size_t n = 0, cap;
-	char **env;
-	const char *k;
-	json_t *v;
-
-	for (char **e = environ; *e; e++)
-		n++;
-	cap = n + 8 + (json_is_object(envs) ? json_object_size(envs) : 0);
-	env = calloc(cap, sizeof(*env));
-	if (!env)
-		return NULL;
-	n = 0;
-#define SETENV(key, val)                                                              \
-	do {                                                                          \
-		size_t kl = strlen(key);                                              \
-		char *s = malloc(kl + strlen(val) + 2);                               \
-		if (!s)                                                               \
-			break;                                                        \
-		sprintf(s, "%s=%s", key, val);                                        \
-		for (size_t i_ = 0; i_ < n; i_++)                                     \
-			if (!strncmp(env[i_], key, kl) && env[i_][kl] == '=') {       \
-				free(env[i_]);                                        \
-				env[i_] = env[--n];                                   \
-				break;                                                \
-			}                                                             \
-		if (n + 1 < cap)                                                      \
-			env[n++] = s;                                                 \
-		else                                                                  \
-			free(s);                                                      \
-	} while (0)
-	for (char **e = environ; *e; e++)
-		if ((env[n] = strdup(*e)))
-			n++;
-	SETENV("HOME", u->home);
-	SETENV("USER", u->name);
-	SETENV("LOGNAME", u->name);
-	if (!getenv("PATH"))
-		SETENV("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-	if (pty)
-		SETENV("TERM", "xterm-256color");
-	if (json_is_object(envs))
-		json_object_foreach(envs, k, v) {
-			const char *val = cstr(v);
-			if (val && *k && !strchr(k, '='))
-				SETENV(k, val);
-		}
-#undef SETENV
-	env[n] = NULL;
-	return env;
-}
-
-static void free_strv(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) ? -errno : 0;
-}
-
-struct spawn {
-	char **argv, **envp;
-	const char *cwd;
-	const struct user *u;
-	bool pty, use_stdin, switch_user, cwd_given;
-	struct winsize ws;
-	gid_t groups[64];
-	int ngroups;
-};
-
-/* In the child: never returns. */
-static void child(const struct spawn *sp, int in_r, int out_w, int err_w, int slave, int master, int errfd)
-{
-	sigset_t all;
-	int e, nullfd;
-
-	/* Ignored signals survive exec: a background start of the agent would pass on SIGINT ignored. */
-	for (int i = 1; i < NSIG; i++)
-		signal(i, SIG_DFL);
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	setsid();
-	if (sp->pty) {
-		close(master);
-		if (ioctl(slave, TIOCSCTTY, 0) < 0)
-			goto fail;
-		if (dup2(slave, 0) < 0 || dup2(slave, 1) < 0 || dup2(slave, 2) < 0)
-			goto fail;
-		if (slave > 2)
-			close(slave);
-	} else {
-		if (in_r < 0) {
-			nullfd = open("/dev/null", O_RDONLY);
-			in_r = nullfd;
-		}
-		if (in_r < 0 || dup2(in_r, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
-			goto fail;
-	}
-	if (sp->switch_user) {
-		if (setgroups((size_t)sp->ngroups, sp->groups) || setgid(sp->u->gid) || setuid(sp->u->uid))
-			goto fail;
-	}
-	/* A home that does not exist (nobody's) is no reason to fail: / then. */
-	if (chdir(sp->cwd) && (sp->cwd_given || chdir("/")))
-		goto fail;
-	environ = sp->envp;
-	execvp(sp->argv[0], sp->argv);
-fail:
-	e = errno;
-	if (write(errfd, &e, sizeof(e)) < 0)
-		_exit(126);
-	_exit(127);
-}
-
-static int spawn(struct spawn *sp, struct proc *p, char *why, size_t whylen)
-{
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, ep[2] = { -1, -1 };
-	int master = -1, slave = -1, e = 0, rc = -EIO;
-	ssize_t n;
-	pid_t pid;
-
-	if (pipe2(ep, O_CLOEXEC))
-		goto sys;
-	if (sp->pty) {
-		if (openpty(&master, &slave, NULL, NULL, &sp->ws))
-			goto sys;
-		fcntl(master, F_SETFD, FD_CLOEXEC);
-		fcntl(slave, F_SETFD, FD_CLOEXEC);
-	} else {
-		if ((sp->use_stdin && pipe2(in, O_CLOEXEC)) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
-			goto sys;
-	}
-	pid = fork();
-	if (pid < 0)
-		goto sys;
-	if (pid == 0)
-		child(sp, in[0], out[1], err[1], slave, master, ep[1]);
-	close(ep[1]);
-	ep[1] = -1;
-	do
-		n = read(ep[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	if (n == sizeof(e)) {
-		waitpid(pid, NULL, 0);
-		snprintf(why, whylen, "starting %s: %s", sp->argv[0], strerror(e));
-		rc = -e;
-		goto out;
-	}
-	p->pid = pid;
-	p->pty = sp->pty;
-	if (sp->pty) {
-		close(slave);
-		slave = -1;
-		p->in_fd = dup(master);
-		if (p->in_fd >= 0)
-			fcntl(p->in_fd, F_SETFD, FD_CLOEXEC);
-		set_nonblock(master);
-		if (p->in_fd >= 0)
-			set_nonblock(p->in_fd);
-		loop_add(&p->wout, master, EPOLLIN, out_cb_out);
-		master = -1;
-		p->out_open = true;
-	} else {
-		close(out[1]);
-		close(err[1]);
-		out[1] = err[1] = -1;
-		if (in[0] >= 0) {
-			close(in[0]);
-			in[0] = -1;
-			p->in_fd = in[1];
-			set_nonblock(in[1]);
-			in[1] = -1;
-		}
-		set_nonblock(out[0]);
-		set_nonblock(err[0]);
-		/* Room for a fast writer while we send (best effort: pipe-max-size may be lower). */
-		fcntl(out[0], F_SETPIPE_SZ, (int)PIPE_SIZE);
-		fcntl(err[0], F_SETPIPE_SZ, (int)PIPE_SIZE);
-		loop_add(&p->wout, out[0], EPOLLIN, out_cb_out);
-		loop_add(&p->werr, err[0], EPOLLIN, out_cb_err);
-		out[0] = err[0] = -1;
-		p->out_open = p->err_open = true;
-	}
-	rc = 0;
-	goto out;
-sys:
-	rc = -errno;
-	snprintf(why, whylen, "starting %s: %s", sp->argv[0], strerror(errno));
-out:
-	for (int i = 0; i < 2; i++) {
-		if (in[i] >= 0)
-			close(in[i]);
-		if (out[i] >= 0)
-			close(out[i]);
-		if (err[i] >= 0)
-			close(err[i]);
-		if (ep[i] >= 0)
-			close(ep[i]);
-	}
-	if (master >= 0)
-		close(master);
-	if (slave >= 0)
-		close(slave);
-	return rc;
-}
-
 void proc_start(struct conn *c, json_t *req, const struct user *u)
 {
 	json_t *pr = json_object_get(req, "process");
 	json_t *args = json_object_get(pr, "args"), *pty = json_object_get(req, "pty");
 	json_t *stdin_v = json_object_get(req, "stdin"), *tag = json_object_get(req, "tag");
-	const char *cmd = cstr(json_object_get(pr, "cmd"));
-	const char *cwd_in = cstr(json_object_get(pr, "cwd"));
+	const char *cmd = json_cstr(json_object_get(pr, "cmd"));
+	const char *cwd_in = json_cstr(json_object_get(pr, "cwd"));
 	struct spawn sp = { .u = u };
+	struct spawned sd;
 	char cwd[4096], why[512];
 	struct proc *p = NULL;
 	size_t i, nargs;
@@ -805,7 +560,7 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 		rpc_error(c, "invalid_argument", "process.args must be a list of strings");
 		return;
 	}
-	if ((tag && !json_is_null(tag) && !cstr(tag)) || (stdin_v && !json_is_boolean(stdin_v) && !json_is_null(stdin_v))) {
+	if ((tag && !json_is_null(tag) && !json_cstr(tag)) || (stdin_v && !json_is_boolean(stdin_v) && !json_is_null(stdin_v))) {
 		rpc_error(c, "invalid_argument", "bad tag or stdin");
 		return;
 	}
@@ -833,14 +588,14 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 	sp.use_stdin = !json_is_false(stdin_v);
 	sp.switch_user = geteuid() == 0 && (u->uid != 0 || u->gid != 0);
 	if (sp.switch_user)
-		sp.ngroups = user_groups(u, sp.groups, 64);
+		sp.ngroups = spawn_groups(u, sp.groups, 64);
 	sp.argv = calloc(nargs + 2, sizeof(char *));
 	if (!sp.argv)
 		goto nomem;
 	if (!(sp.argv[0] = strdup(cmd)))
 		goto nomem;
 	json_array_foreach(args, i, a) {
-		const char *s = cstr(a);
+		const char *s = json_cstr(a);
 		if (!s) {
 			rpc_error(c, "invalid_argument", "process.args must be a list of strings");
 			goto out;
@@ -848,7 +603,7 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 		if (!(sp.argv[i + 1] = strdup(s)))
 			goto nomem;
 	}
-	sp.envp = build_env(u, json_object_get(pr, "envs"), sp.pty);
+	sp.envp = spawn_env(u, json_object_get(pr, "envs"), sp.pty);
 	if (!sp.envp)
 		goto nomem;
 	p = calloc(1, sizeof(*p));
@@ -857,14 +612,23 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 	p->in_fd = -1;
 	p->wout.fd = p->werr.fd = -1;
 	p->config = json_deep_copy(pr);
-	if (cstr(tag))
-		p->tag = strdup(cstr(tag));
-	rc = spawn(&sp, p, why, sizeof(why));
+	if (json_cstr(tag))
+		p->tag = strdup(json_cstr(tag));
+	rc = spawn_run(&sp, &sd, why, sizeof(why));
 	if (rc) {
 		rpc_error(c, rc == -ENOENT ? "not_found" : rc == -EACCES ? "permission_denied" : "internal", "%s", why);
 		proc_free(p);
 		p = NULL;
 		goto out;
+	}
+	p->pid = sd.pid;
+	p->pty = sp.pty;
+	p->in_fd = sd.in_fd;
+	loop_add(&p->wout, sd.out_fd, EPOLLIN, out_cb_out);
+	p->out_open = true;
+	if (sd.err_fd >= 0) {
+		loop_add(&p->werr, sd.err_fd, EPOLLIN, out_cb_err);
+		p->err_open = true;
 	}
 	p->next = procs;
 	procs = p;
@@ -875,8 +639,8 @@ nomem:
 	if (p)
 		proc_free(p);
 out:
-	free_strv(sp.argv);
-	free_strv(sp.envp);
+	spawn_free_strv(sp.argv);
+	spawn_free_strv(sp.envp);
 }
 
 void proc_connect(struct conn *c, json_t *req)

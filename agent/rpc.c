@@ -158,6 +158,13 @@ int rpc_unwrap(const char *body, size_t len, const char **json, size_t *jlen)
 	return 0;
 }
 
+const char *json_cstr(const json_t *v)
+{
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return NULL;
+	return json_string_value(v);
+}
+
 int json_get_u64(const json_t *v, uint64_t *out)
 {
 	if (json_is_integer(v)) {
