@@ -105,6 +105,18 @@ run exec -t "$vm" -- sh -c 'test -t 0 && test -t 1 && echo tty'
 [ $st -eq 0 ] && grep -q '^tty' "$tmp/out" && ok "exec -t: the command runs on a terminal" ||
 	notok "exec -t: status $st"
 
+# -t on a real terminal (script(1) makes one): its size, then a new size by SIGWINCH.
+if command -v script >/dev/null; then
+	timeout 60 script -qfec "stty rows 30 cols 90; '$cub' exec -t '$vm' -- sh -c 'stty size; sleep 2; stty size' &
+		p=\$!; sleep 1; stty rows 40 cols 120; kill -WINCH \$p; wait \$p" /dev/null 2>"$tmp/err" |
+		tr -d '\r' >"$tmp/out"
+	[ "$(cat "$tmp/out")" = "$(printf '30 90\n40 120')" ] &&
+		ok "exec -t: the terminal's size, and its new size after SIGWINCH" ||
+		notok "exec -t size: got '$(cat "$tmp/out")'"
+else
+	echo "ok - # SKIP exec -t size: script(1) is not installed"
+fi
+
 run exec "$vm" -- sh -c 'kill -TERM $$'
 [ $st -eq 143 ] && ok "exec: a command killed by SIGTERM gives 143" || notok "exec SIGTERM: status $st"
 
