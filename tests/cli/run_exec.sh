@@ -113,6 +113,14 @@ if command -v script >/dev/null; then
 	[ "$(cat "$tmp/out")" = "$(printf '30 90\n40 120')" ] &&
 		ok "exec -t: the terminal's size, and its new size after SIGWINCH" ||
 		notok "exec -t size: got '$(cat "$tmp/out")'"
+	# -it: keys go to the guest's shell on a raw terminal, restored at the end.
+	(sleep 2; printf 'echo in-$((6*7))\rexit 4\r'; sleep 3) |
+		timeout 60 script -qfec "stty -g >'$tmp/before'; '$cub' exec -it '$vm' -- sh;
+			echo status=\$?; stty -g >'$tmp/after'" /dev/null 2>"$tmp/err" | tr -d '\r' >"$tmp/out"
+	grep -q '^in-42$' "$tmp/out" && grep -q 'status=4$' "$tmp/out" && [ -s "$tmp/before" ] &&
+		cmp -s "$tmp/before" "$tmp/after" &&
+		ok "exec -it: typed input runs in the guest's shell, status 4, the terminal restored" ||
+		notok "exec -it: $(tr '\n' '|' <"$tmp/out" | head -c 300)"
 else
 	echo "ok - # SKIP exec -t size: script(1) is not installed"
 fi
