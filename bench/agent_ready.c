@@ -4,7 +4,6 @@
  * "CUBICLE-GUEST ready" marker in a VM without vsock or agent, measured in the same run.
  * Usage: agent_ready CUBICLE KERNEL INITRD INITRD_WITH_AGENT [RUNS] */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,19 +11,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "snap_proc.h" /* spawn, reap, now_ms */
+
 #define WAIT_MS 600000 /* a nested boot can take minutes */
-
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static int cmp(const void *a, const void *b)
 {
@@ -70,35 +62,21 @@ static int listen_unix(const char *path)
 }
 
 /*
- * One boot: cubicle on @cfg with its console on a pipe. Without @lfd, the
+ * One boot: cubicle (cub) on @cfg with its console on a pipe. Without @lfd, the
  * time until the console shows the example's marker; with it, until the
  * agent connects to @lfd and says READY. Milliseconds, or -1.
  */
-static double one(const char *cub, const char *cfg, int lfd)
+static double one(const char *cfg, int lfd)
 {
 	static const char marker[] = "CUBICLE-GUEST ready";
 	char buf[8192], tail[sizeof(marker)] = "";
-	double t0, t = -1;
-	int p[2], status;
-	pid_t pid;
+	char *argv[] = { (char *)cub, (char *)"run", (char *)cfg, NULL };
+	double t0 = now_ms(), t = -1;
+	int out;
+	pid_t pid = spawn(argv, NULL, &out); /* exits the bench when it cannot */
 
-	if (pipe2(p, O_CLOEXEC))
-		return -1;
-	t0 = now_ms();
-	pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		execl(cub, cub, "run", cfg, (char *)NULL);
-		_exit(127);
-	}
-	close(p[1]);
-	if (pid < 0) {
-		close(p[0]);
-		return -1;
-	}
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = p[0], .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
+		struct pollfd pf[2] = { { .fd = out, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
 		int n = poll(pf, lfd >= 0 ? 2 : 1, (int)(WAIT_MS - (now_ms() - t0)));
 
 		if (n <= 0) {
@@ -106,7 +84,7 @@ static double one(const char *cub, const char *cfg, int lfd)
 			break;
 		}
 		if (pf[0].revents) {
-			ssize_t r = read(p[0], buf, sizeof(buf) - 1);
+			ssize_t r = read(out, buf, sizeof(buf) - 1);
 			char joined[sizeof(tail) + sizeof(buf)];
 
 			if (r <= 0) {
@@ -136,9 +114,8 @@ static double one(const char *cub, const char *cfg, int lfd)
 			fprintf(stderr, "agent_ready: a connection on the ready port without READY\n");
 		}
 	}
-	kill(pid, SIGKILL);
-	close(p[0]);
-	waitpid(pid, &status, 0);
+	reap(pid, SIGKILL);
+	close(out);
 	return t;
 }
 
@@ -152,6 +129,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: agent_ready CUBICLE KERNEL INITRD INITRD_WITH_AGENT [RUNS]\n");
 		return 2;
 	}
+	cub = argv[1];
 	runs = argc == 6 ? atoi(argv[5]) : 5;
 	if (runs < 1 || runs > 1000) {
 		fprintf(stderr, "agent_ready: RUNS must be 1..1000\n");
@@ -177,8 +155,8 @@ int main(int argc, char **argv)
 	if (lfd < 0 || !a || !b)
 		return 1;
 	for (int i = 0; i < runs && !bad; i++) { /* interleaved: the same load on both */
-		a[i] = one(argv[1], cfg0, -1);
-		b[i] = one(argv[1], cfg1, lfd);
+		a[i] = one(cfg0, -1);
+		b[i] = one(cfg1, lfd);
 		bad = a[i] < 0 || b[i] < 0;
 		fprintf(stderr, "agent_ready: run %d: marker %.1f ms, agent ready %.1f ms\n", i + 1, a[i], b[i]);
 	}

@@ -68,6 +68,18 @@ fail=0
 ok() { echo "ok - $*"; }
 bad() { echo "not ok - $*"; fail=1; }
 now() { date +%s.%N; }
+# ended PID: wait up to 20 s for it to end; true (its status in $st) when it
+# did, else false with the process killed
+ended() {
+	local i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+	if kill -0 "$1" 2>/dev/null; then
+		kill -9 "$1"
+		return 1
+	fi
+	wait "$1"
+	st=$?
+}
 # calc EXPR: a decimal, one place
 calc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 cat >"$w/vm.cfg" <<CFG
@@ -126,15 +138,9 @@ if "$cub" ctl "$t/api.sock" pause >/dev/null && "$cub" snapshot "$t/api.sock" "$
 		ok "snapshot, kill, restore: the agent answers on the same socket $(calc "$(now) - $t1") s after the restore began" ||
 		bad "after the restore: exec said '$out' (status $rc): $(head -c 300 "$w/restored-exec.err")"
 	# The connection open at the snapshot: its client ends, not hangs.
-	i=0
-	while kill -0 $held 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
-	if kill -0 $held 2>/dev/null; then
+	ended $held &&
+		ok "the exec open across the snapshot ended (status $st: $(head -c 150 "$w/held.err" | tr '\n' ' '))" ||
 		bad "the exec open across the snapshot still hangs 20 s after the restore"
-		kill -9 $held
-	else
-		wait $held
-		ok "the exec open across the snapshot ended (status $?: $(head -c 150 "$w/held.err" | tr '\n' ' '))"
-	fi
 	"$cub" exec "$v" -- pkill -f 'sleep 600' >/dev/null 2>&1
 else
 	bad "pause or snapshot failed: $(cat "$w/snap.log")"
@@ -174,14 +180,10 @@ until [ "$("$cub" exec "$v" -- sh -c 'ps -o args | grep -c "^sleep 7200"')" = 1 
 done
 t1=$(now)
 kill -INT $e
-i=0
-while kill -0 $e 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
-if kill -0 $e 2>/dev/null; then
+if ! ended $e; then
 	bad "Ctrl-C: cubicle exec still running 20 s after SIGINT"
-	kill -9 $e
 else
-	wait $e
-	rc=$?
+	rc=$st
 	left=$("$cub" exec "$v" -- sh -c 'ps -o args | grep -c "^sleep 7200"')
 	[ $rc = 130 ] && [ "$left" = 0 ] &&
 		ok "Ctrl-C: exec ended with 130 after $(calc "$(now) - $t1") s, the guest's sleep is gone" ||
