@@ -121,7 +121,8 @@ static double one(const char *cfg, int lfd)
 
 int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/cubicle-agent-ready.XXXXXX", cfg0[256], cfg1[256], uds[200], ready[220];
+	char dir[64], cfg0[256], cfg1[256], uds[200], ready[220];
+	const char *tmp = getenv("TMPDIR");
 	double *a, *b;
 	int runs, lfd, bad = 0;
 
@@ -135,8 +136,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "agent_ready: RUNS must be 1..1000\n");
 		return 2;
 	}
-	if (getenv("TMPDIR") && strlen(getenv("TMPDIR")) < 150)
-		snprintf(dir, sizeof(dir), "%s/cubicle-agent-ready.XXXXXX", getenv("TMPDIR"));
+	/* Short: the socket paths under it must fit a sun_path. */
+	snprintf(dir, sizeof(dir), "%s/cubicle-ar.XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
 	if (!mkdtemp(dir)) {
 		perror("agent_ready: mkdtemp");
 		return 1;
