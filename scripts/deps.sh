@@ -7,7 +7,8 @@ pkgs="build-essential autoconf automake libtool pkg-config
 libconfig-dev libffi-dev libzstd-dev zlib1g-dev libbpf-dev libcunit1-dev
 libhttp-parser-dev libjansson-dev libcurl4-gnutls-dev curl
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
-e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler"
+e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler
+python3 file"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" ||

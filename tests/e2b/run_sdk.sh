@@ -22,16 +22,7 @@ command -v npm >/dev/null || skip "npm is not installed"
 
 # npm ci into $bd/tests/e2b, once per lock file.
 work=$bd/tests/e2b
-mkdir -p "$work"
-for f in package.json package-lock.json sdk-test.mjs forward.mjs vsock-stub.mjs; do
-	[ "$sd/tests/e2b/$f" -ef "$work/$f" ] || cp "$sd/tests/e2b/$f" "$work/$f"
-done
-if ! cmp -s "$work/package-lock.json" "$work/node_modules/.cubicle-lock" 2>/dev/null; then
-	echo "npm ci in $work"
-	(cd "$work" && npm ci --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1 ||
-		{ cat "$work/npm.log"; skip "npm ci failed (no registry?)"; }
-	cp "$work/package-lock.json" "$work/node_modules/.cubicle-lock"
-fi
+"$sd/tests/e2b/prepare.sh" "$sd" "$bd" || skip "npm ci failed (no registry?)"
 
 tmp=$(mktemp -d)
 pids=
