@@ -24,12 +24,8 @@
 	loop	2b
 	cmpl	$GO, TD_SCRATCH(%rdi)
 	jne	1b
-	send	OP_REQUEST, $1025, $5101
-	expect	OP_RESPONSE, $5101, $1025, 10
-	call	rx_repost
-	send	OP_REQUEST, $1024, $5100, balloc=$0x40000000
-	expect	OP_RESPONSE, $5100, $1024, 11
-	call	rx_repost
+	connect	$1025, $5101, 10
+	connect	$1024, $5100, 11, balloc=$0x40000000
 	/* no receive buffer is given back from here on */
 	mov	$TXD, %edi
 	mov	$4096, %ecx

@@ -38,20 +38,11 @@
 	jb	1b
 	mov	%r11d, %eax			/* the device's fwd_cnt: our 100 bytes */
 	report	s_a1b
-	send	OP_SHUTDOWN, $1024, $5001, flags=$3
-	expect	OP_RST, $5001, $1024, 12
-	call	rx_repost
+	shut	$1024, $5001, 12
 	print	s_a1c
 
 /* host-initiated: the peer's CONNECT 6000; we give it 4096 bytes of credit */
-	call	rx_next
-	mov	$13, %r9b
-	cmpw	$OP_REQUEST, H_OP(%rsi)
-	jne	fail_pkt
-	cmpl	$6000, H_DPORT(%rsi)
-	jne	fail_pkt
-	mov	H_SPORT(%rsi), %r12d
-	call	rx_repost
+	accept	$6000, 13
 	send	OP_RESPONSE, $6000, %r12d, balloc=$4096
 	mov	%r12d, %eax
 	report	s_a2
@@ -112,62 +103,33 @@
 /* (c) RST: ours on 6000 (never answered), then the peer's CONNECT 6001
  * refused with one, then a REQUEST to a port nobody listens on */
 	send	OP_RST, $6000, %r12d
-	call	rx_next
-	mov	$16, %r9b
-	cmpw	$OP_REQUEST, H_OP(%rsi)
-	jne	fail_pkt
-	cmpl	$6001, H_DPORT(%rsi)
-	jne	fail_pkt
-	mov	H_SPORT(%rsi), %r12d
-	call	rx_repost
+	accept	$6001, 16
 	send	OP_RST, $6001, %r12d
 	print	s_c1
 	send	OP_REQUEST, $1030, $5999
-	mov	$1030, %r15d
-	mov	$17, %r9b
-	call	probe
-	report	s_c2
+	probed	1030, s_c2, 17
 
 /* (e) malformed packets. e1, e2 on live connections to 5002 (the device
  * must reset them: the peer sees 0 bytes) */
-	send	OP_REQUEST, $1040, $5002
-	expect	OP_RESPONSE, $5002, $1040, 18
-	call	rx_repost
+	connect	$1040, $5002, 18
 	mov	$TXD, %edi			/* 16 bytes the peer must never see */
 	mov	$16, %ecx
 	mov	$0x58, %al
 	rep stosb
 	pkt	OP_RW, $1040, $5002, len=$4096
-	mov	$HDR, %ecx
-	mov	$16, %edx
-	call	tx_send
-	mov	$1040, %r15d
-	mov	$19, %r9b
-	call	probe
-	report	s_e1
-	send	OP_REQUEST, $1041, $5002
-	expect	OP_RESPONSE, $5002, $1041, 20
-	call	rx_repost
+	txsend	$HDR, $16
+	probed	1040, s_e1, 19
+	connect	$1041, $5002, 20
 	pkt	OP_RW, $1041, $5002, len=$0xffffffff
-	mov	$HDR, %ecx
-	mov	$16, %edx
-	call	tx_send
-	mov	$1041, %r15d
-	mov	$21, %r9b
-	call	probe
-	report	s_e2
+	txsend	$HDR, $16
+	probed	1041, s_e2, 21
 /* e3, e4 are dropped: the connection lives on and carries 10 good bytes */
-	send	OP_REQUEST, $1042, $5002
-	expect	OP_RESPONSE, $5002, $1042, 22
-	call	rx_repost
+	connect	$1042, $5002, 22
 	pkt	OP_RW, $1042, $5002, len=$16
 	mov	$20, %ecx			/* e3: a 20-byte header */
 	xor	%edx, %edx
 	call	tx_send
-	mov	$1042, %r15d
-	mov	$23, %r9b
-	call	probe
-	report	s_e3
+	probed	1042, s_e3, 23
 	pkt	OP_RW, $1042, $5002, len=$16	/* e4: all device-writable */
 	movq	$TXH, TXQ
 	movl	$HDR, TXQ + 8
@@ -183,60 +145,18 @@
 	mov	$10, %ecx
 	call	fill_pat
 	send	OP_RW, $1042, $5002, $10
-	send	OP_SHUTDOWN, $1042, $5002, flags=$3
-	expect	OP_RST, $5002, $1042, 25
-	call	rx_repost
+	shut	$1042, $5002, 25
 	print	s_e4b
 /* e5-e13 to port 5003: the peer listens there and must see no connection */
-	pkt	OP_REQUEST, $1043, $5003, type=$2
-	hdrsend
-	mov	$1043, %r15d
-	mov	$26, %r9b
-	call	probe
-	report	s_e5
-	pkt	OP_REQUEST, $1044, $5003, type=$0x99
-	hdrsend
-	mov	$1044, %r15d
-	call	probe
-	report	s_e6
-	pkt	OP_REQUEST, $1045, $5003
-	movq	$7, TXH + H_SCID
-	hdrsend
-	mov	$1045, %r15d
-	call	probe
-	report	s_e7
-	pkt	OP_REQUEST, $1046, $5003
-	movl	$1, TXH + H_DCID + 4
-	hdrsend
-	mov	$1046, %r15d
-	call	probe
-	report	s_e8
-	pkt	OP_REQUEST, $1047, $5003
-	movq	$GUEST_CID, TXH + H_DCID
-	hdrsend
-	mov	$1047, %r15d
-	call	probe
-	report	s_e9
-	pkt	0x63, $1048, $5003
-	hdrsend
-	mov	$1048, %r15d
-	call	probe
-	report	s_e10
-	pkt	OP_REQUEST, $1049, $5003, len=$16
-	hdrsend
-	mov	$1049, %r15d
-	call	probe
-	report	s_e11
-	pkt	OP_RW, $1050, $5003, len=$8
-	hdrsend
-	mov	$1050, %r15d
-	call	probe
-	report	s_e12
-	pkt	OP_RST, $1051, $5003
-	hdrsend
-	mov	$1051, %r15d
-	call	probe
-	report	s_e13
+	bad	1043, s_e5, type=$2, step=26
+	bad	1044, s_e6, type=$0x99
+	bad	1045, s_e7, set=movq, val=$7, at=H_SCID
+	bad	1046, s_e8, set=movl, val=$1, at=H_DCID+4
+	bad	1047, s_e9, set=movq, val=$GUEST_CID, at=H_DCID
+	bad	1048, s_e10, op=0x63
+	bad	1049, s_e11, len=$16
+	bad	1050, s_e12, op=OP_RW, len=$8
+	bad	1051, s_e13, op=OP_RST
 /* e14: a header split over three descriptors is still a header */
 	pkt	OP_REQUEST, $1052, $5999
 	movq	$TXH, TXQ
@@ -251,9 +171,7 @@
 	movl	$20, TXQ + 40
 	movw	$0, TXQ + 44
 	call	tx_go
-	mov	$1052, %r15d
-	call	probe
-	report	s_e14
+	probed	1052, s_e14
 
 /* (g) with max_connections = 16, 20 REQUESTs to 5004 (the peer's backlog
  * takes them): 16 RESPONSEs, then RSTs; ours closes them again */
@@ -291,9 +209,7 @@
 /* (f) a reset with a connection open (the peer sees it end), then a
  * receive buffer too short for a header: the device needs reset; after
  * one more reset it works again */
-	send	OP_REQUEST, $1060, $5001
-	expect	OP_RESPONSE, $5001, $1060, 27
-	call	rx_repost
+	connect	$1060, $5001, 27
 	movl	$1, RX_N
 	movl	$16, RX_LEN
 	call	dev_init
@@ -310,15 +226,11 @@
 	movl	$QS, RX_N
 	movl	$0x1000, RX_LEN
 	call	dev_init
-	send	OP_REQUEST, $1062, $5001
-	expect	OP_RESPONSE, $5001, $1062, 29
-	call	rx_repost
+	connect	$1062, $5001, 29
 	mov	$3, %ecx
 	call	fill_pat
 	send	OP_RW, $1062, $5001, $3
-	send	OP_SHUTDOWN, $1062, $5001, flags=$3
-	expect	OP_RST, $5001, $1062, 36
-	call	rx_repost
+	shut	$1062, $5001, 36
 	print	s_f2
 	movl	$0, VM_STATUS(%rbx)
 	payload_exit s_ok
