@@ -204,6 +204,29 @@ static int is_pat(const unsigned char *buf, size_t n, unsigned add)
 	return 1;
 }
 
+/* What a report adds after the n bytes read into buf (of cap): whether
+ * those it kept are the guest's pattern. */
+static const char *pat_note(const unsigned char *buf, size_t n, size_t cap)
+{
+	return n && is_pat(buf, n < cap ? n : cap, 0) ? " (the guest's pattern)" : "";
+}
+
+/* A connection the guest makes to port (on listener l), number k: read it
+ * to its end and say what came. */
+static void drain_port(int l, unsigned port, int k, unsigned char *buf, size_t cap)
+{
+	char what[16];
+	const char *how;
+	size_t n;
+	int c;
+
+	snprintf(what, sizeof(what), "%u", port);
+	c = accept_port(l, port);
+	n = read_to_end(c, buf, cap, &how, what);
+	close(c);
+	say("%u #%d: %zu bytes%s and %s", port, k, n, pat_note(buf, n, cap), how);
+}
+
 /* One host client: send @line, then read until the device closes; returns
  * what came (NUL-terminated, at most cap - 1 bytes kept). */
 static size_t client(const char *line, char *reply, size_t cap, const char **how)
@@ -277,8 +300,7 @@ static int script(void)
 	n = read_to_end(h, buf, sizeof(buf), &how, "6000");
 	close(h);
 	say("6000: %zu bytes written; then %zu bytes read%s and %s", sizeof(buf), n,
-	    n && is_pat(buf, n < sizeof(buf) ? n : sizeof(buf), 0) ? " (the guest's pattern)" : "",
-	    how);
+	    pat_note(buf, n, sizeof(buf)), how);
 
 	/* a line that is not CONNECT, and a CONNECT the guest refuses */
 	n = client("BOGUS\n", reply, sizeof(reply), &how);
@@ -293,24 +315,12 @@ static int script(void)
 	say("6001: %zu bytes of reply ('%s') and %s", n, reply, how);
 
 	/* (e) three connections to 5002: the first two reset, the third 10 bytes */
-	for (int k = 1; k <= 3; k++) {
-		c = accept_port(l2, 5002);
-		n = read_to_end(c, buf, sizeof(buf), &how, "5002");
-		close(c);
-		say("5002 #%d: %zu bytes%s and %s", k, n,
-		    n && is_pat(buf, n < sizeof(buf) ? n : sizeof(buf), 0) ? " (the guest's pattern)" : "",
-		    how);
-	}
+	for (int k = 1; k <= 3; k++)
+		drain_port(l2, 5002, k, buf, sizeof(buf));
 
 	/* (f) 5001 again: reset under it; then after the reset 3 bytes */
-	for (int k = 2; k <= 3; k++) {
-		c = accept_port(l1, 5001);
-		n = read_to_end(c, buf, sizeof(buf), &how, "5001");
-		close(c);
-		say("5001 #%d: %zu bytes%s and %s", k, n,
-		    n && is_pat(buf, n < sizeof(buf) ? n : sizeof(buf), 0) ? " (the guest's pattern)" : "",
-		    how);
-	}
+	for (int k = 2; k <= 3; k++)
+		drain_port(l1, 5001, k, buf, sizeof(buf));
 
 	/* no malformed REQUEST may have reached 5003 */
 	say("5003: %s", wait_fd(l3, POLLIN, 0) ? "a connection came" : "no connection");
