@@ -23,7 +23,7 @@
 #include "agent.h"
 #include "http.h"
 
-#define IN_SIZE (64u << 10)
+#define IN_SIZE (256u << 10) /* an upload is read (and written to its file) in big pieces */
 #define DISCARD_MAX (1u << 20)
 #define CONN_MAX 512
 

@@ -185,6 +185,9 @@ static CURL *files_curl(struct xfer *x, const char *gpath, const char *const *hd
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		/* Big reads and writes: a file moves in few system calls each way. */
+		curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L << 10);
+		curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 2L << 20);
 		/* A stalled agent fails the copy rather than hanging it. */
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
