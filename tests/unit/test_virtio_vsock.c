@@ -299,28 +299,36 @@ static void test_config(void)
 	dev_close();
 }
 
+/* A device from kv on host h that must not come up: its error, the host's
+ * failure message holding msg (when given); the host is done with after. */
+static int create_fails(struct fake_host *h, const char *const *kv, const char *msg)
+{
+	void *c, *p = NULL;
+	int err;
+
+	fake_host_init(h);
+	c = fake_cfg_new(plug, kv);
+	err = fake_create(h, plug, c, &p);
+	if (msg)
+		CU_ASSERT_PTR_NOT_NULL(strstr(h->fail_msg, msg));
+	fake_cfg_free(plug, c);
+	fake_host_fini(h);
+	return err;
+}
+
 static void test_config_errors(void)
 {
 	const char *kv[] = { "guest_cid", "3", "uds_path", "/nonexistent-dir/x/v.sock", NULL };
 	char longp[200];
 	int fd;
 
-	fake_host_init(&fh);
-	cfg = fake_cfg_new(plug, kv);
-	CU_ASSERT_NOT_EQUAL(fake_create(&fh, plug, cfg, &priv), 0);
-	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "uds_path"));
-	fake_cfg_free(plug, cfg);
-	fake_host_fini(&fh);
+	CU_ASSERT_NOT_EQUAL(create_fails(&fh, kv, "uds_path"), 0);
 
 	memset(longp, 'a', sizeof(longp) - 1);
 	longp[0] = '/';
 	longp[sizeof(longp) - 1] = 0;
 	kv[3] = longp;
-	fake_host_init(&fh);
-	cfg = fake_cfg_new(plug, kv);
-	CU_ASSERT_EQUAL(fake_create(&fh, plug, cfg, &priv), -ENAMETOOLONG);
-	fake_cfg_free(plug, cfg);
-	fake_host_fini(&fh);
+	CU_ASSERT_EQUAL(create_fails(&fh, kv, NULL), -ENAMETOOLONG);
 
 	/* A regular file at uds_path is never replaced; a live socket neither. */
 	snprintf(dir, sizeof(dir), "/tmp/vsockXXXXXX");
@@ -329,11 +337,7 @@ static void test_config_errors(void)
 	fd = open(uds, O_CREAT | O_WRONLY, 0600);
 	close(fd);
 	kv[3] = uds;
-	fake_host_init(&fh);
-	cfg = fake_cfg_new(plug, kv);
-	CU_ASSERT_EQUAL(fake_create(&fh, plug, cfg, &priv), -EEXIST);
-	fake_cfg_free(plug, cfg);
-	fake_host_fini(&fh);
+	CU_ASSERT_EQUAL(create_fails(&fh, kv, NULL), -EEXIST);
 	unlink(uds);
 	rmdir(dir);
 }
@@ -343,7 +347,6 @@ static void test_stale_and_busy_socket(void)
 	const char *kv[] = { "guest_cid", "3", "uds_path", uds, NULL };
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct fake_host fh2;
-	void *cfg2, *priv2 = NULL;
 	int fd;
 
 	/* A stale socket file (nobody listens) is replaced. */
@@ -358,12 +361,7 @@ static void test_stale_and_busy_socket(void)
 	cfg = fake_cfg_new(plug, kv);
 	CU_ASSERT_EQUAL(fake_create(&fh, plug, cfg, &priv), 0);
 	/* A second device on the same path: something listens there. */
-	fake_host_init(&fh2);
-	cfg2 = fake_cfg_new(plug, kv);
-	CU_ASSERT_EQUAL(fake_create(&fh2, plug, cfg2, &priv2), -EADDRINUSE);
-	CU_ASSERT_PTR_NOT_NULL(strstr(fh2.fail_msg, "listens"));
-	fake_cfg_free(plug, cfg2);
-	fake_host_fini(&fh2);
+	CU_ASSERT_EQUAL(create_fails(&fh2, kv, "listens"), -EADDRINUSE);
 	dev_close();
 }
 
