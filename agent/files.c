@@ -21,7 +21,7 @@
 #include "http.h"
 #include "multipart.h"
 
-#define DL_CHUNK (64u << 10)
+#define DL_CHUNK (256u << 10) /* a download: few reads and sends (HTTP_OUT_SLACK holds one) */
 
 static void rest_error(struct conn *c, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
