@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "seed.h"
+#include "../unit/vq_chain.h"
 /* The plugin itself, for its static functions (tick) and its ops. */
 #include "../../plugins/devices/virtio_vsock/virtio_vsock.c"
 
@@ -284,25 +285,16 @@ static struct cub_vq_chain *chain_new(void)
 
 static void seg(struct cub_vq_chain *c, const void *data, size_t len, bool w)
 {
-	unsigned n = (unsigned)c->n_out + c->n_in;
 	void *m = malloc(len ? len : 1);
 
-	if (!m || n == CUB_VQ_MAX_SEGS)
+	if (!m)
 		abort();
 	if (data)
 		memcpy(m, data, len);
 	else
 		memset(m, 0xa5, len);
-	c->iov[n] = (struct iovec){ m, len };
-	if (w) {
-		c->n_in++;
-		c->in_len += len;
-	} else {
-		c->n_out++;
-		c->out_len += len;
-	}
-	c->out = c->iov;
-	c->in = c->iov + c->n_out;
+	if (vq_chain_add(c, m, len, w))
+		abort();
 }
 
 static void q_clear(void)

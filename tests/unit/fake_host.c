@@ -14,6 +14,7 @@
 #include "fake_host.h"
 #include "params.h"
 #include "storage_zeroes.h"
+#include "vq_chain.h"
 
 static struct fake_host *fh_of(struct cub_inst *in)
 {
@@ -346,22 +347,7 @@ void fake_chain_init(struct cub_vq_chain *c, uint16_t head)
 
 int fake_chain_add(struct cub_vq_chain *c, void *p, size_t len, bool writable)
 {
-	unsigned n = (unsigned)c->n_out + c->n_in;
-
-	if (n == CUB_VQ_MAX_SEGS || (!writable && c->n_in))
-		return -EINVAL;
-	c->iov[n].iov_base = p;
-	c->iov[n].iov_len = len;
-	if (writable) {
-		c->n_in++;
-		c->in_len += len;
-	} else {
-		c->n_out++;
-		c->out_len += len;
-	}
-	c->out = c->iov;
-	c->in = c->iov + c->n_out;
-	return 0;
+	return vq_chain_add(c, p, len, writable);
 }
 
 int fake_vq_add(struct fake_host *fh, unsigned q, const struct cub_vq_chain *c)
