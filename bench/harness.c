@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* bench/harness: guest RAM, a minimal host, plugin loading and timing shared by bench/blk and bench/net. */
+/* bench/harness: guest RAM, a minimal host, plugin loading, the driver's rings, the event loop, a peer thread and timing shared by the device benchmarks. */
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <time.h>
 
 #include "harness.h"
@@ -148,6 +151,159 @@ struct virtq *bench_virtq(uint64_t desc, uint64_t avail, uint64_t used, uint64_t
 		return NULL;
 	}
 	return vq;
+}
+
+/* ---- the driver's rings ---- */
+
+unsigned bench_kicks;
+
+static int ring_init(struct bench_ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u)
+{
+	*r = (struct bench_ring){ .q = q };
+	r->dt = mem_map(&bench_mem, d, 16 * BENCH_QSIZE);
+	r->avail = mem_map(&bench_mem, a, 6 + 2 * BENCH_QSIZE);
+	r->used = mem_map(&bench_mem, u, 6 + 8 * BENCH_QSIZE);
+	r->vq = bench_virtq(d, a, u, 1ull << VIRTIO_F_VERSION_1 | 1ull << VIRTIO_F_EVENT_IDX);
+	return r->vq ? 0 : -1;
+}
+
+int bench_rings_init(struct bench_ring *rx, struct bench_ring *tx)
+{
+	if (ring_init(rx, 0, 0x0, 0x1000, 0x2000) || ring_init(tx, 1, 0x4000, 0x5000, 0x6000))
+		return -1;
+	return 0;
+}
+
+void bench_ring_publish(struct bench_ring *r)
+{
+	uint16_t ev, old = r->kicked_at, new = r->avail_next;
+
+	__atomic_store_n(&r->avail[1], new, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	ev = __atomic_load_n(&r->used[2 + 4 * BENCH_QSIZE], __ATOMIC_RELAXED); /* avail_event */
+	r->kicked_at = new;
+	if ((uint16_t)(new - ev - 1) < (uint16_t)(new - old)) {
+		bench_kicks++;
+		bench_vops->notify(bench_vpriv, r->q);
+	}
+}
+
+void bench_ring_wait(struct bench_ring *r)
+{
+	pthread_mutex_lock(&bench_irq_lock);
+	for (;;) {
+		__atomic_store_n(&r->avail[2 + BENCH_QSIZE], r->used_seen, __ATOMIC_RELAXED); /* used_event */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (bench_used_idx(r) != r->used_seen)
+			break;
+		pthread_cond_wait(&bench_irq_cond, &bench_irq_lock);
+	}
+	pthread_mutex_unlock(&bench_irq_lock);
+}
+
+/* ---- the event loop ---- */
+
+static void (*watch_cb)(void *);
+static void *watch_arg;
+static int watch_fd = -1, stop_fd = -1;
+
+int bench_fd_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
+{
+	watch_cb = cb;
+	watch_arg = arg;
+	watch_fd = fd;
+	return 0;
+}
+
+int bench_fd_unwatch(struct cub_inst *in, int fd)
+{
+	return 0;
+}
+
+/* The device's epoll set readable → its callback, until stop_fd is. */
+static void *loop_thread(void *arg)
+{
+	struct pollfd p[2] = { { .fd = watch_fd, .events = POLLIN },
+			       { .fd = stop_fd, .events = POLLIN } };
+
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (p[0].revents)
+			watch_cb(watch_arg);
+	}
+	return NULL;
+}
+
+void bench_loop_start(pthread_t *t)
+{
+	stop_fd = eventfd(0, EFD_CLOEXEC);
+	pthread_create(t, NULL, loop_thread, NULL);
+}
+
+void bench_loop_stop(pthread_t t)
+{
+	if (eventfd_write(stop_fd, 1) == 0)
+		pthread_join(t, NULL);
+}
+
+/* ---- the peer ---- */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int job; /* 0 idle, > 0 the bench's, -1 quit */
+	void (*work)(int job);
+} peer = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL };
+
+static void *peer_thread(void *arg)
+{
+	for (;;) {
+		int job;
+
+		pthread_mutex_lock(&peer.lock);
+		while (!peer.job)
+			pthread_cond_wait(&peer.cond, &peer.lock);
+		job = peer.job;
+		pthread_mutex_unlock(&peer.lock);
+		if (job < 0)
+			return NULL;
+		peer.work(job);
+		pthread_mutex_lock(&peer.lock);
+		peer.job = 0;
+		pthread_cond_broadcast(&peer.cond);
+		pthread_mutex_unlock(&peer.lock);
+	}
+}
+
+void bench_peer_spawn(pthread_t *t, void (*work)(int job))
+{
+	peer.work = work;
+	pthread_create(t, NULL, peer_thread, NULL);
+}
+
+void bench_peer_start(int job)
+{
+	pthread_mutex_lock(&peer.lock);
+	peer.job = job;
+	pthread_cond_broadcast(&peer.cond);
+	pthread_mutex_unlock(&peer.lock);
+}
+
+void bench_peer_wait(void)
+{
+	pthread_mutex_lock(&peer.lock);
+	while (peer.job)
+		pthread_cond_wait(&peer.cond, &peer.lock);
+	pthread_mutex_unlock(&peer.lock);
+}
+
+void bench_peer_stop(pthread_t t)
+{
+	bench_peer_start(-1);
+	pthread_join(t, NULL);
 }
 
 /* ---- timing ---- */

@@ -5,12 +5,10 @@
  * Usage: net [RUNS [tx|rx]] */
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,171 +28,54 @@
  */
 
 #define QSIZE	  BENCH_QSIZE
-#define RX_DESC	  0x0
-#define RX_AVAIL  0x1000
-#define RX_USED	  0x2000
-#define TX_DESC	  0x4000
-#define TX_AVAIL  0x5000
-#define TX_USED	  0x6000
 #define RX_DATA	  0x100000 /* QSIZE buffers of up to 4096 */
 #define TX_DATA	  0x200000 /* QSIZE slots of 12 + 65550 */
 #define TX_SLOT	  (12 + 65552)
 #define F_WRITE	  2
 #define HDR	  12
 
-/* One side of the driver: a queue in guest RAM and what the driver knows. */
-struct ring {
-	struct virtq *vq;
-	struct bench_desc *dt;
-	uint16_t *avail;  /* flags, idx, ring[QSIZE], used_event */
-	uint16_t *used;   /* flags, idx, then elems; avail_event after them */
-	uint16_t avail_next, kicked_at, used_seen;
-	unsigned q;
-};
-
-static struct ring rx, tx;
+static struct bench_ring rx, tx;
 static int sv[2];
 static size_t rx_buf_len = 1536;
 
-static unsigned kicks;
-
-/* the device's fd watch, served by loop_thread */
-static void (*watch_cb)(void *);
-static void *watch_arg;
-static int watch_fd = -1, stop_fd = -1;
-
 /* ---- a minimal host for the plugin ---- */
-
-static int b_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
-{
-	watch_cb = cb;
-	watch_arg = arg;
-	watch_fd = fd;
-	return 0;
-}
-
-static int b_unwatch(struct cub_inst *in, int fd)
-{
-	return 0;
-}
 
 static const struct cub_host host = {
 	.size = sizeof(host), .log = bench_log, .log_ratelimited = bench_log, .fail = bench_fail,
-	.fd_watch = b_watch, .fd_unwatch = b_unwatch, .clock_us = bench_clock,
+	.fd_watch = bench_fd_watch, .fd_unwatch = bench_fd_unwatch, .clock_us = bench_clock,
 	.virtio = &bench_vhost, .net = &devices_net_host,
 };
 
-/* The event loop: the device's epoll set readable → its callback. */
-static void *loop_thread(void *arg)
-{
-	struct pollfd p[2] = { { .fd = watch_fd, .events = POLLIN },
-			       { .fd = stop_fd, .events = POLLIN } };
-
-	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (p[0].revents)
-			watch_cb(watch_arg);
-	}
-	return NULL;
-}
-
 /* ---- the driver ---- */
-
-static uint16_t used_idx(const struct ring *r)
-{
-	return __atomic_load_n(&r->used[1], __ATOMIC_ACQUIRE);
-}
-
-/* Publish what was posted; kick if the device asked (virtio 2.7.10). */
-static void publish(struct ring *r)
-{
-	uint16_t ev, old = r->kicked_at, new = r->avail_next;
-
-	__atomic_store_n(&r->avail[1], new, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	ev = __atomic_load_n(&r->used[2 + 4 * QSIZE], __ATOMIC_RELAXED); /* avail_event */
-	r->kicked_at = new;
-	if ((uint16_t)(new - ev - 1) < (uint16_t)(new - old)) {
-		kicks++;
-		bench_vops->notify(bench_vpriv, r->q);
-	}
-}
-
-/* Sleep until the device used more of r: ask for an interrupt first. */
-static void wait_used(struct ring *r)
-{
-	pthread_mutex_lock(&bench_irq_lock);
-	for (;;) {
-		__atomic_store_n(&r->avail[2 + QSIZE], r->used_seen, __ATOMIC_RELAXED); /* used_event */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (used_idx(r) != r->used_seen)
-			break;
-		pthread_cond_wait(&bench_irq_cond, &bench_irq_lock);
-	}
-	pthread_mutex_unlock(&bench_irq_lock);
-}
 
 /* ---- the peer ---- */
 
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int job;             /* 0 idle, 1 receive, 2 send, -1 quit */
-	size_t len;
-	unsigned n, done;
-} peer = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0 };
+/* the peer's job: n frames of len bytes */
+static size_t peer_len;
+static unsigned peer_n;
 
-static void *peer_thread(void *arg)
+/* Job 1 receives the frames, 2 sends them. */
+static void peer_work(int job)
 {
 	static uint8_t buf[65552];
 
-	for (;;) {
-		int job;
+	for (unsigned i = 0; i < peer_n; i++) {
+		ssize_t k = job == 1 ? recv(sv[1], buf, sizeof(buf), 0)
+				     : send(sv[1], buf, peer_len, 0);
 
-		pthread_mutex_lock(&peer.lock);
-		while (!peer.job)
-			pthread_cond_wait(&peer.cond, &peer.lock);
-		job = peer.job;
-		pthread_mutex_unlock(&peer.lock);
-		if (job < 0)
-			return NULL;
-		for (unsigned i = 0; i < peer.n; i++) {
-			ssize_t k = job == 1 ? recv(sv[1], buf, sizeof(buf), 0)
-					     : send(sv[1], buf, peer.len, 0);
-
-			if (k != (ssize_t)peer.len) {
-				fprintf(stderr, "net: peer %s: %zd, not %zu: %s\n",
-					job == 1 ? "recv" : "send", k, peer.len, strerror(errno));
-				exit(1);
-			}
+		if (k != (ssize_t)peer_len) {
+			fprintf(stderr, "net: peer %s: %zd, not %zu: %s\n",
+				job == 1 ? "recv" : "send", k, peer_len, strerror(errno));
+			exit(1);
 		}
-		pthread_mutex_lock(&peer.lock);
-		peer.job = 0;
-		peer.done++;
-		pthread_cond_broadcast(&peer.cond);
-		pthread_mutex_unlock(&peer.lock);
 	}
 }
 
 static void peer_start(int job, size_t len, unsigned n)
 {
-	pthread_mutex_lock(&peer.lock);
-	peer.job = job;
-	peer.len = len;
-	peer.n = n;
-	pthread_cond_broadcast(&peer.cond);
-	pthread_mutex_unlock(&peer.lock);
-}
-
-static void peer_wait(void)
-{
-	pthread_mutex_lock(&peer.lock);
-	while (peer.job)
-		pthread_cond_wait(&peer.cond, &peer.lock);
-	pthread_mutex_unlock(&peer.lock);
+	peer_len = len;
+	peer_n = n;
+	bench_peer_start(job);
 }
 
 /* ---- the workloads ---- */
@@ -215,12 +96,12 @@ static double tx_virtio(size_t len, unsigned n)
 			tx.avail_next++;
 			posted++;
 		}
-		publish(&tx);
-		wait_used(&tx);
-		done += (uint16_t)(used_idx(&tx) - tx.used_seen);
-		tx.used_seen = used_idx(&tx);
+		bench_ring_publish(&tx);
+		bench_ring_wait(&tx);
+		done += (uint16_t)(bench_used_idx(&tx) - tx.used_seen);
+		tx.used_seen = bench_used_idx(&tx);
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
@@ -241,7 +122,7 @@ static double tx_plain(size_t len, unsigned n)
 			exit(1);
 		}
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
@@ -260,8 +141,8 @@ static double rx_virtio(size_t len, unsigned n)
 
 	peer_start(2, len, n);
 	while (frames < n) {
-		wait_used(&rx);
-		while (rx.used_seen != used_idx(&rx)) {
+		bench_ring_wait(&rx);
+		while (rx.used_seen != bench_used_idx(&rx)) {
 			const uint32_t *e = (const uint32_t *)&rx.used[2] + 2 * (rx.used_seen % QSIZE);
 			uint16_t d = (uint16_t)e[0];
 			uint8_t *b = mem_map(&bench_mem, RX_DATA + (uint64_t)d * 4096, HDR);
@@ -286,9 +167,9 @@ static double rx_virtio(size_t len, unsigned n)
 			rx.used_seen++;
 			rx_post(d);
 		}
-		publish(&rx);
+		bench_ring_publish(&rx);
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
@@ -308,11 +189,9 @@ static double rx_plain(size_t len, unsigned n)
 			exit(1);
 		}
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
-
-static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u);
 
 /* The driver resets the device and sets it up again on fresh rings: a
  * stopped device does not watch the socket, so the plain loop has it alone. */
@@ -328,9 +207,8 @@ static void dev_start(void)
 {
 	struct cub_vq *q[2];
 
-	memset(mem_map(&bench_mem, 0, TX_DESC + 0x3000), 0, TX_DESC + 0x3000);
-	if (ring_init(&rx, 0, RX_DESC, RX_AVAIL, RX_USED) ||
-	    ring_init(&tx, 1, TX_DESC, TX_AVAIL, TX_USED))
+	memset(mem_map(&bench_mem, 0, BENCH_RINGS_END), 0, BENCH_RINGS_END);
+	if (bench_rings_init(&rx, &tx))
 		exit(1);
 	bench_vops->set_features(bench_vpriv, bench_vops->features(bench_vpriv));
 	q[0] = (struct cub_vq *)rx.vq;
@@ -341,7 +219,7 @@ static void dev_start(void)
 	}
 	for (unsigned d = 0; d < QSIZE; d++)
 		rx_post((uint16_t)d);
-	publish(&rx);
+	bench_ring_publish(&rx);
 }
 
 static void measure(const char *dir, size_t len, unsigned n, unsigned runs)
@@ -363,16 +241,6 @@ static void measure(const char *dir, size_t len, unsigned n, unsigned runs)
 }
 
 /* ---- setup ---- */
-
-static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u)
-{
-	*r = (struct ring){ .q = q };
-	r->dt = mem_map(&bench_mem, d, 16 * QSIZE);
-	r->avail = mem_map(&bench_mem, a, 6 + 2 * QSIZE);
-	r->used = mem_map(&bench_mem, u, 6 + 8 * QSIZE);
-	r->vq = bench_virtq(d, a, u, 1ull << VIRTIO_F_VERSION_1 | 1ull << VIRTIO_F_EVENT_IDX);
-	return r->vq ? 0 : -1;
-}
 
 static int setup_device(struct bench_dev *d)
 {
@@ -410,9 +278,8 @@ int main(int argc, char **argv)
 	}
 	if (setup_device(&dev))
 		return 1;
-	stop_fd = eventfd(0, EFD_CLOEXEC);
-	pthread_create(&lt, NULL, loop_thread, NULL);
-	pthread_create(&pt, NULL, peer_thread, NULL);
+	bench_loop_start(&lt);
+	bench_peer_spawn(&pt, peer_work);
 
 	printf("virtio-net host path (socket backend, socketpair) vs plain sendmsg/recvmsg on the same pair;\n"
 	       "median of %u runs; ratio = virtio-net rate / plain rate; no offloads (socket backend)\n",
@@ -426,12 +293,10 @@ int main(int argc, char **argv)
 		measure(dir, 1500, 100000, runs);
 		measure(dir, 65536, 5000, runs);
 	}
-	printf("kicks: %u, interrupts: %u\n", kicks, bench_irqs);
+	printf("kicks: %u, interrupts: %u\n", bench_kicks, bench_irqs);
 
-	peer_start(-1, 0, 0);
-	pthread_join(pt, NULL);
-	if (eventfd_write(stop_fd, 1) == 0)
-		pthread_join(lt, NULL);
+	bench_peer_stop(pt);
+	bench_loop_stop(lt);
 	bench_dev_destroy(&dev, net_close_all);
 	close(sv[0]);
 	close(sv[1]);

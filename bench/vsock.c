@@ -4,11 +4,9 @@
  * bytes in the same buffers, same run. Usage: vsock [RUNS [MiB]] */
 #include <errno.h>
 #include <linux/virtio_vsock.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -29,12 +27,6 @@
  */
 
 #define QSIZE	  BENCH_QSIZE
-#define RX_DESC	  0x0
-#define RX_AVAIL  0x1000
-#define RX_USED	  0x2000
-#define TX_DESC	  0x4000
-#define TX_AVAIL  0x5000
-#define TX_USED	  0x6000
 #define RX_DATA	  0x100000  /* QSIZE buffers, RX_STRIDE apart */
 #define RX_STRIDE 0x10100
 #define TX_DATA	  0x1200000 /* QSIZE slots of header + 64 KiB */
@@ -46,95 +38,21 @@
 #define G_BUF	  (256u << 10) /* the guest's buf_alloc */
 #define CHUNK	  65536
 
-struct ring {
-	struct virtq *vq;
-	struct bench_desc *dt;
-	uint16_t *avail;
-	uint16_t *used;
-	uint16_t avail_next, kicked_at, used_seen;
-	unsigned q;
-};
-
-static struct ring rx, tx;
+static struct bench_ring rx, tx;
 static size_t rx_payload = 4096;
-static unsigned kicks, n_pkts, n_creq;
+static unsigned n_pkts, n_creq;
 static uint32_t hport;           /* the connection's port on CID 2 */
 static uint32_t g_fwd, g_told;   /* guest: bytes read, and told */
 static uint32_t d_buf, d_fwd, g_sent; /* the device's credit, as the guest knows it */
 static int cli = -1, sv[2] = { -1, -1 };
 
-static void (*watch_cb)(void *);
-static void *watch_arg;
-static int watch_fd = -1, stop_fd = -1;
-
-static int b_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
-{
-	watch_cb = cb;
-	watch_arg = arg;
-	watch_fd = fd;
-	return 0;
-}
-
-static int b_unwatch(struct cub_inst *in, int fd)
-{
-	return 0;
-}
-
 static const struct cub_host host = {
 	.size = sizeof(host), .log = bench_log, .log_ratelimited = bench_log, .fail = bench_fail,
-	.fd_watch = b_watch, .fd_unwatch = b_unwatch, .clock_us = bench_clock,
+	.fd_watch = bench_fd_watch, .fd_unwatch = bench_fd_unwatch, .clock_us = bench_clock,
 	.virtio = &bench_vhost,
 };
 
-static void *loop_thread(void *arg)
-{
-	struct pollfd p[2] = { { .fd = watch_fd, .events = POLLIN },
-			       { .fd = stop_fd, .events = POLLIN } };
-
-	for (;;) {
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (p[0].revents)
-			watch_cb(watch_arg);
-	}
-	return NULL;
-}
-
 /* ---- the driver ---- */
-
-static uint16_t used_idx(const struct ring *r)
-{
-	return __atomic_load_n(&r->used[1], __ATOMIC_ACQUIRE);
-}
-
-static void publish(struct ring *r)
-{
-	uint16_t ev, old = r->kicked_at, new = r->avail_next;
-
-	__atomic_store_n(&r->avail[1], new, __ATOMIC_RELEASE);
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	ev = __atomic_load_n(&r->used[2 + 4 * QSIZE], __ATOMIC_RELAXED); /* avail_event */
-	r->kicked_at = new;
-	if ((uint16_t)(new - ev - 1) < (uint16_t)(new - old)) {
-		kicks++;
-		bench_vops->notify(bench_vpriv, r->q);
-	}
-}
-
-static void wait_used(struct ring *r)
-{
-	pthread_mutex_lock(&bench_irq_lock);
-	for (;;) {
-		__atomic_store_n(&r->avail[2 + QSIZE], r->used_seen, __ATOMIC_RELAXED); /* used_event */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (used_idx(r) != r->used_seen)
-			break;
-		pthread_cond_wait(&bench_irq_cond, &bench_irq_lock);
-	}
-	pthread_mutex_unlock(&bench_irq_lock);
-}
 
 static void rx_post(uint16_t d)
 {
@@ -150,9 +68,9 @@ static void tx_put(uint16_t op, uint32_t len)
 	uint16_t s;
 	struct virtio_vsock_hdr h = { 0 };
 
-	while ((uint16_t)(tx.avail_next - used_idx(&tx)) >= QSIZE)
-		wait_used(&tx);
-	tx.used_seen = used_idx(&tx);
+	while ((uint16_t)(tx.avail_next - bench_used_idx(&tx)) >= QSIZE)
+		bench_ring_wait(&tx);
+	tx.used_seen = bench_used_idx(&tx);
 	s = (uint16_t)(tx.avail_next % QSIZE);
 	h.src_cid = htole64(GCID);
 	h.dst_cid = htole64(2);
@@ -176,7 +94,7 @@ static size_t rx_take(bool *creq)
 {
 	size_t got = 0;
 
-	while (rx.used_seen != used_idx(&rx)) {
+	while (rx.used_seen != bench_used_idx(&rx)) {
 		const uint32_t *e = (const uint32_t *)&rx.used[2] + 2 * (rx.used_seen % QSIZE);
 		uint16_t d = (uint16_t)e[0];
 		struct virtio_vsock_hdr h;
@@ -206,71 +124,41 @@ static size_t rx_take(bool *creq)
 		rx.used_seen++;
 		rx_post(d);
 	}
-	publish(&rx);
+	bench_ring_publish(&rx);
 	return got;
 }
 
 /* ---- the peer (the host side of the connection) ---- */
 
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int job; /* 0 idle, 1 read, 2 write, -1 quit */
-	int fd;
-	size_t total;
-} peer = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, 0 };
+/* the peer's job: total bytes on fd, through buf */
+static int peer_fd = -1;
+static size_t peer_total;
+static uint8_t peer_buf[CHUNK];
 
-static void *peer_thread(void *arg)
+/* Job 1 reads them, 2 writes them. */
+static void peer_work(int job)
 {
-	static uint8_t buf[CHUNK];
+	uint8_t *buf = peer_buf;
+	size_t done = 0;
 
-	for (size_t i = 0; i < sizeof(buf); i++)
-		buf[i] = (uint8_t)(i * 31);
-	for (;;) {
-		size_t done = 0;
-		int job;
+	while (done < peer_total) {
+		size_t want = peer_total - done < CHUNK ? peer_total - done : CHUNK;
+		ssize_t k = job == 1 ? read(peer_fd, buf, want) : write(peer_fd, buf, want);
 
-		pthread_mutex_lock(&peer.lock);
-		while (!peer.job)
-			pthread_cond_wait(&peer.cond, &peer.lock);
-		job = peer.job;
-		pthread_mutex_unlock(&peer.lock);
-		if (job < 0)
-			return NULL;
-		while (done < peer.total) {
-			size_t want = peer.total - done < CHUNK ? peer.total - done : CHUNK;
-			ssize_t k = job == 1 ? read(peer.fd, buf, want) : write(peer.fd, buf, want);
-
-			if (k <= 0) {
-				fprintf(stderr, "vsock: peer %s: %s\n", job == 1 ? "read" : "write",
-					k ? strerror(errno) : "EOF");
-				exit(1);
-			}
-			done += (size_t)k;
+		if (k <= 0) {
+			fprintf(stderr, "vsock: peer %s: %s\n", job == 1 ? "read" : "write",
+				k ? strerror(errno) : "EOF");
+			exit(1);
 		}
-		pthread_mutex_lock(&peer.lock);
-		peer.job = 0;
-		pthread_cond_broadcast(&peer.cond);
-		pthread_mutex_unlock(&peer.lock);
+		done += (size_t)k;
 	}
 }
 
 static void peer_start(int job, int fd, size_t total)
 {
-	pthread_mutex_lock(&peer.lock);
-	peer.job = job;
-	peer.fd = fd;
-	peer.total = total;
-	pthread_cond_broadcast(&peer.cond);
-	pthread_mutex_unlock(&peer.lock);
-}
-
-static void peer_wait(void)
-{
-	pthread_mutex_lock(&peer.lock);
-	while (peer.job)
-		pthread_cond_wait(&peer.cond, &peer.lock);
-	pthread_mutex_unlock(&peer.lock);
+	peer_fd = fd;
+	peer_total = total;
+	bench_peer_start(job);
 }
 
 /* ---- the workloads ---- */
@@ -284,36 +172,15 @@ static double h2g_vsock(size_t total)
 
 	peer_start(2, cli, total);
 	while (got < total) {
-		wait_used(&rx);
+		bench_ring_wait(&rx);
 		got += rx_take(&creq);
 		if (g_fwd - g_told >= G_BUF / 2 || creq) {
 			creq = false;
 			tx_put(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0);
-			publish(&tx);
+			bench_ring_publish(&tx);
 		}
 	}
-	peer_wait();
-	return bench_now_s() - t0;
-}
-
-static double h2g_plain(size_t total)
-{
-	size_t got = 0;
-	unsigned i = 0;
-	double t0 = bench_now_s();
-
-	peer_start(2, sv[1], total);
-	while (got < total) {
-		ssize_t k = read(sv[0], mem_map(&bench_mem, RX_DATA + (uint64_t)(i++ % QSIZE) * RX_STRIDE + HDR,
-						rx_payload), rx_payload);
-
-		if (k <= 0) {
-			perror("vsock: plain read");
-			exit(1);
-		}
-		got += (size_t)k;
-	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
@@ -341,34 +208,39 @@ static double g2h_vsock(size_t total, size_t pkt)
 			posted++;
 		}
 		if (posted) {
-			publish(&tx);
+			bench_ring_publish(&tx);
 			continue;
 		}
-		wait_used(&rx); /* out of credit: wait for an update */
+		bench_ring_wait(&rx); /* out of credit: wait for an update */
 		rx_take(&creq);
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
-static double g2h_plain(size_t total, size_t pkt)
+/* The plain run: host -> guest (h2g), the main thread reads what the peer
+ * writes into the receive buffers, rx_payload at a time; else it writes
+ * packets of pkt bytes from the transmit slots for the peer to read. */
+static double plain(bool h2g, size_t total, size_t pkt)
 {
-	size_t sent = 0;
+	size_t done = 0;
 	unsigned i = 0;
 	double t0 = bench_now_s();
 
-	peer_start(1, sv[1], total);
-	while (sent < total) {
-		size_t n = total - sent < pkt ? total - sent : pkt;
-		ssize_t k = write(sv[0], mem_map(&bench_mem, TX_DATA + (uint64_t)(i++ % QSIZE) * TX_SLOT + HDR, n), n);
+	peer_start(h2g ? 2 : 1, sv[1], total);
+	while (done < total) {
+		uint64_t s = i++ % QSIZE;
+		size_t n = h2g ? rx_payload : total - done < pkt ? total - done : pkt;
+		void *b = mem_map(&bench_mem, (h2g ? RX_DATA + s * RX_STRIDE : TX_DATA + s * TX_SLOT) + HDR, n);
+		ssize_t k = h2g ? read(sv[0], b, n) : write(sv[0], b, n);
 
 		if (k <= 0) {
-			perror("vsock: plain write");
+			perror(h2g ? "vsock: plain read" : "vsock: plain write");
 			exit(1);
 		}
-		sent += (size_t)k;
+		done += (size_t)k;
 	}
-	peer_wait();
+	bench_peer_wait();
 	return bench_now_s() - t0;
 }
 
@@ -383,16 +255,6 @@ static void report(const char *what, size_t total, double *tv, double *tp, unsig
 
 /* ---- setup ---- */
 
-static int ring_init(struct ring *r, unsigned q, uint64_t d, uint64_t a, uint64_t u)
-{
-	*r = (struct ring){ .q = q };
-	r->dt = mem_map(&bench_mem, d, 16 * QSIZE);
-	r->avail = mem_map(&bench_mem, a, 6 + 2 * QSIZE);
-	r->used = mem_map(&bench_mem, u, 6 + 8 * QSIZE);
-	r->vq = bench_virtq(d, a, u, 1ull << VIRTIO_F_VERSION_1 | 1ull << VIRTIO_F_EVENT_IDX);
-	return r->vq ? 0 : -1;
-}
-
 /* The driver starts the device; a host client connects to guest port 52. */
 static int connect_host(const char *uds)
 {
@@ -402,8 +264,7 @@ static int connect_host(const char *uds)
 	size_t n = 0;
 	uint16_t op = 0;
 
-	if (ring_init(&rx, 0, RX_DESC, RX_AVAIL, RX_USED) ||
-	    ring_init(&tx, 1, TX_DESC, TX_AVAIL, TX_USED))
+	if (bench_rings_init(&rx, &tx))
 		return -1;
 	q[0] = (struct cub_vq *)rx.vq;
 	q[1] = (struct cub_vq *)tx.vq;
@@ -412,7 +273,7 @@ static int connect_host(const char *uds)
 		return -1;
 	for (unsigned d = 0; d < QSIZE; d++)
 		rx_post((uint16_t)d);
-	publish(&rx);
+	bench_ring_publish(&rx);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", uds);
 	cli = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (cli < 0 || connect(cli, (struct sockaddr *)&a, sizeof(a)) < 0 ||
@@ -424,7 +285,7 @@ static int connect_host(const char *uds)
 		const uint32_t *e;
 		struct virtio_vsock_hdr h;
 
-		wait_used(&rx);
+		bench_ring_wait(&rx);
 		e = (const uint32_t *)&rx.used[2] + 2 * (rx.used_seen % QSIZE);
 		memcpy(&h, mem_map(&bench_mem, RX_DATA + (uint64_t)e[0] * RX_STRIDE, HDR), HDR);
 		op = le16toh(h.op);
@@ -432,10 +293,10 @@ static int connect_host(const char *uds)
 		d_buf = le32toh(h.buf_alloc);
 		rx.used_seen++;
 		rx_post((uint16_t)e[0]);
-		publish(&rx);
+		bench_ring_publish(&rx);
 	}
 	tx_put(VIRTIO_VSOCK_OP_RESPONSE, 0);
-	publish(&tx);
+	bench_ring_publish(&tx);
 	while (n < sizeof(line) - 1 && read(cli, line + n, 1) == 1 && line[n] != '\n')
 		n++;
 	line[n] = 0;
@@ -480,9 +341,10 @@ int main(int argc, char **argv)
 	}
 	if (bench_dev_create(&dev, "virtio-vsock", CUB_BUILD_DIR "/plugins/devices/.libs", text, &host))
 		return 1;
-	stop_fd = eventfd(0, EFD_CLOEXEC);
-	pthread_create(&lt, NULL, loop_thread, NULL);
-	pthread_create(&pt, NULL, peer_thread, NULL);
+	bench_loop_start(&lt);
+	for (size_t i = 0; i < sizeof(peer_buf); i++)
+		peer_buf[i] = (uint8_t)(i * 31);
+	bench_peer_spawn(&pt, peer_work);
 	if (connect_host(uds))
 		return 1;
 
@@ -492,7 +354,7 @@ int main(int argc, char **argv)
 	for (int b = 0; b < 2; b++) {
 		rx_payload = b ? 65536 : 4096;
 		for (unsigned r = 0; r < runs; r++) {
-			tp[r] = h2g_plain(total);
+			tp[r] = plain(true, total, 0);
 			tv[r] = h2g_vsock(total);
 		}
 		report(b ? "host->guest, 64 KiB rx buffers" : "host->guest, 4 KiB rx buffers (Linux)",
@@ -502,20 +364,18 @@ int main(int argc, char **argv)
 		size_t pkt = b ? 65536 : 4096;
 
 		for (unsigned r = 0; r < runs; r++) {
-			tp[r] = g2h_plain(total, pkt);
+			tp[r] = plain(false, total, pkt);
 			tv[r] = g2h_vsock(total, pkt);
 		}
 		report(b ? "guest->host, 64 KiB packets" : "guest->host, 4 KiB packets", total, tv, tp,
 		       runs);
 	}
-	printf("kicks: %u, interrupts: %u\n", kicks, bench_irqs);
+	printf("kicks: %u, interrupts: %u\n", bench_kicks, bench_irqs);
 
-	peer_start(-1, -1, 0);
-	pthread_join(pt, NULL);
+	bench_peer_stop(pt);
 	close(cli);
 	bench_vops->stop(bench_vpriv);
-	if (eventfd_write(stop_fd, 1) == 0)
-		pthread_join(lt, NULL);
+	bench_loop_stop(lt);
 	bench_dev_destroy(&dev, nop_close);
 	virtq_free(rx.vq);
 	virtq_free(tx.vq);
