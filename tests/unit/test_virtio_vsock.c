@@ -535,13 +535,33 @@ static void test_malformed(void)
 	dev_close();
 }
 
+/* Pump n times, then take the packets the device gave: the bytes of each
+ * RW added to *got (checked against want + *got when want is given); true
+ * when a CREDIT_REQUEST was among them. */
+static bool take_rw(int n, const uint8_t *want, uint32_t *got)
+{
+	struct pkt p;
+	bool req = false;
+
+	for (int i = 0; i < n; i++)
+		pump();
+	while (next_pkt(&p)) {
+		if (p.op == VIRTIO_VSOCK_OP_RW) {
+			if (want)
+				CU_ASSERT_EQUAL(memcmp(p.data, want + *got, p.len), 0);
+			*got += p.len;
+		} else if (p.op == VIRTIO_VSOCK_OP_CREDIT_REQUEST)
+			req = true;
+	}
+	return req;
+}
+
 /* host -> guest: never more than the guest's credit; more after an update. */
 static void test_credit(void)
 {
 	static uint8_t big[20000];
 	uint32_t hp, got = 0;
-	struct pkt p;
-	bool req = false;
+	bool req;
 	int fd;
 
 	CU_ASSERT_EQUAL_FATAL(dev_open(NULL), 0);
@@ -550,39 +570,19 @@ static void test_credit(void)
 	for (unsigned i = 0; i < sizeof(big); i++)
 		big[i] = (uint8_t)i;
 	CU_ASSERT_EQUAL(write(fd, big, sizeof(big)), (ssize_t)sizeof(big));
-	for (int i = 0; i < 5; i++)
-		pump();
-	while (next_pkt(&p)) {
-		if (p.op == VIRTIO_VSOCK_OP_RW) {
-			CU_ASSERT_EQUAL(memcmp(p.data, big + got, p.len), 0);
-			got += p.len;
-		} else if (p.op == VIRTIO_VSOCK_OP_CREDIT_REQUEST)
-			req = true;
-	}
+	req = take_rw(5, big, &got);
 	CU_ASSERT_EQUAL(got, 8192);
 	CU_ASSERT_TRUE(req);
 	/* the guest read 4096 of them */
 	gsend(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 52, hp, NULL, 0, 0, 8192, 4096);
-	for (int i = 0; i < 5; i++)
-		pump();
-	while (next_pkt(&p))
-		if (p.op == VIRTIO_VSOCK_OP_RW) {
-			CU_ASSERT_EQUAL(memcmp(p.data, big + got, p.len), 0);
-			got += p.len;
-		}
+	take_rw(5, big, &got);
 	CU_ASSERT_EQUAL(got, 8192 + 4096);
 	/* all of it read: the rest comes */
 	gsend(VIRTIO_VSOCK_OP_CREDIT_UPDATE, 52, hp, NULL, 0, 0, 65536, got);
 	for (int i = 0; i < 5; i++)
 		pump();
 	post_rx(16);
-	for (int i = 0; i < 5; i++)
-		pump();
-	while (next_pkt(&p))
-		if (p.op == VIRTIO_VSOCK_OP_RW) {
-			CU_ASSERT_EQUAL(memcmp(p.data, big + got, p.len), 0);
-			got += p.len;
-		}
+	take_rw(5, big, &got);
 	CU_ASSERT_EQUAL(got, sizeof(big));
 	close(fd);
 	dev_close();
@@ -642,7 +642,6 @@ static void test_guest_never_reads(void)
 	static uint8_t chunk[65536];
 	uint32_t hp, got = 0;
 	size_t wrote = 0;
-	struct pkt p;
 	int fd;
 
 	CU_ASSERT_EQUAL_FATAL(dev_open(NULL), 0);
@@ -665,20 +664,14 @@ static void test_guest_never_reads(void)
 		pump();
 	}
 	/* three buffers were left after the handshake */
-	while (next_pkt(&p))
-		if (p.op == VIRTIO_VSOCK_OP_RW)
-			got += p.len;
+	take_rw(0, NULL, &got);
 	CU_ASSERT_EQUAL(got, 3 * 4096);
 	CU_ASSERT(wrote < (16u << 20)); /* the socket's buffers, not ours */
 	CU_ASSERT_EQUAL(stat_of("host_bytes"), 3 * 4096);
 	CU_ASSERT_EQUAL(stat_of("buffered"), 0);
 	/* buffers again: data flows again */
 	post_rx(8);
-	for (int i = 0; i < 4; i++)
-		pump();
-	while (next_pkt(&p))
-		if (p.op == VIRTIO_VSOCK_OP_RW)
-			got += p.len;
+	take_rw(4, NULL, &got);
 	CU_ASSERT_EQUAL(got, 11 * 4096);
 	close(fd);
 	dev_close();
