@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Base64 (RFC 4648) for protobuf JSON bytes fields and Basic authorization. */
+/* Base64 (RFC 4648) for protobuf JSON's bytes fields and Basic authorization: one codec for cubicle-agent and its host clients (cubicle exec, cp). */
 #ifndef CUBICLE_AGENT_B64_H
 #define CUBICLE_AGENT_B64_H
 
@@ -10,14 +10,20 @@
 /* Bytes b64_decode may write for LEN characters, at most. */
 #define B64_DEC_MAX(len) ((len) / 4 * 3 + 3)
 
-/* Writes the standard alphabet with padding and a NUL; returns the length. */
-size_t b64_encode(const void *in, size_t len, char *out);
+/* Characters b64_encode writes for n bytes, padding included (no NUL). */
+size_t b64_encoded_len(size_t n);
+
+/* Standard base64 with padding, NUL-terminated: out holds b64_encoded_len(n)
+ * + 1. Returns the characters written (without the NUL). */
+size_t b64_encode(const void *in, size_t n, char *out);
+
 /*
- * Decodes the standard or URL-safe alphabet, padded or not (proto3 JSON
- * accepts all four). OUT holds B64_DEC_MAX(len) bytes. Returns the length,
- * or -1 on a character outside the alphabet, misplaced padding, a lone last
- * character, or non-zero bits left over.
+ * Decode n characters of base64 into out (at most cap bytes). Accepts the
+ * standard and the URL-safe alphabet, with or without padding (protobuf's
+ * JSON mapping allows all four); anything else, data after padding, or a
+ * dangling single character is an error. Returns the byte count, or -1.
+ * cap >= B64_DEC_MAX(n) is always enough.
  */
-long b64_decode(const char *in, size_t len, void *out);
+long b64_decode(const char *in, size_t n, void *out, size_t cap);
 
 #endif

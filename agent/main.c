@@ -212,7 +212,7 @@ static void basic_user(struct conn *c, char *out, size_t len)
 	out[0] = 0;
 	if (!a || strncasecmp(a, "Basic ", 6) || strlen(a + 6) > 128)
 		return;
-	n = b64_decode(a + 6, strlen(a + 6), dec);
+	n = b64_decode(a + 6, strlen(a + 6), dec, sizeof(dec) - 1);
 	if (n < 0 || memchr(dec, 0, (size_t)n))
 		return;
 	dec[n] = 0;

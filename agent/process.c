@@ -701,7 +701,8 @@ void proc_send_input(struct conn *c, json_t *req)
 		rpc_error(c, "resource_exhausted", "out of memory");
 		return;
 	}
-	n = b64_decode(json_string_value(data), json_string_length(data), in->data);
+	n = b64_decode(json_string_value(data), json_string_length(data), in->data,
+			 B64_DEC_MAX(json_string_length(data)));
 	if (n < 0) {
 		free(in->data);
 		free(in);

@@ -206,7 +206,7 @@ static void auth_user(struct conn *c, char *out, size_t len)
 		a++;
 	if (strlen(a) > 128)
 		return;
-	n = b64_decode(a, strlen(a), dec);
+	n = b64_decode(a, strlen(a), dec, sizeof(dec) - 1);
 	if (n < 0)
 		return;
 	if (memchr(dec, 0, (size_t)n))

@@ -139,7 +139,8 @@ void proc_send_input(struct conn *c, json_t *req)
 		return;
 	}
 	buf = malloc(B64_DEC_MAX(json_string_length(d)) + 1);
-	n = buf ? b64_decode(json_string_value(d), json_string_length(d), buf) : -1;
+	n = buf ? b64_decode(json_string_value(d), json_string_length(d), buf,
+				   B64_DEC_MAX(json_string_length(d))) : -1;
 	free(buf);
 	if (n < 0)
 		rpc_error(c, "invalid_argument", "input is not base64");
@@ -415,7 +416,7 @@ static void multipart_target(const uint8_t *data, size_t size)
 static void b64_target(const uint8_t *data, size_t size)
 {
 	char *dec = malloc(B64_DEC_MAX(size) + 1), *enc, *dec2;
-	long n = b64_decode((const char *)data, size, dec);
+	long n = b64_decode((const char *)data, size, dec, B64_DEC_MAX(size));
 
 	if (n >= 0) {
 		/* A valid encoding decodes to at most 3/4 of it and re-encodes to the same bytes' decoding. */
@@ -424,7 +425,7 @@ static void b64_target(const uint8_t *data, size_t size)
 		enc = malloc(B64_ENC_LEN((size_t)n) + 1);
 		dec2 = malloc(B64_DEC_MAX(B64_ENC_LEN((size_t)n)) + 1);
 		if (b64_encode(dec, (size_t)n, enc) != B64_ENC_LEN((size_t)n) ||
-				b64_decode(enc, strlen(enc), dec2) != n || memcmp(dec, dec2, (size_t)n))
+				b64_decode(enc, strlen(enc), dec2, B64_DEC_MAX(B64_ENC_LEN((size_t)n))) != n || memcmp(dec, dec2, (size_t)n))
 			abort();
 		free(enc);
 		free(dec2);
@@ -433,7 +434,7 @@ static void b64_target(const uint8_t *data, size_t size)
 	enc = malloc(B64_ENC_LEN(size) + 1);
 	dec2 = malloc(B64_DEC_MAX(B64_ENC_LEN(size)) + 1);
 	if (b64_encode(data, size, enc) != B64_ENC_LEN(size) || strlen(enc) != B64_ENC_LEN(size) ||
-			b64_decode(enc, strlen(enc), dec2) != (long)size || memcmp(data, dec2, size))
+			b64_decode(enc, strlen(enc), dec2, B64_DEC_MAX(B64_ENC_LEN(size))) != (long)size || memcmp(data, dec2, size))
 		abort();
 	free(enc);
 	free(dec2);

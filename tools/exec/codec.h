@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The agent protocol's byte codecs: base64 (protobuf JSON's bytes) and Connect's stream envelopes. */
+/* The agent protocol's byte codecs: Connect's stream envelopes (base64 is agent/b64.h's). */
 #ifndef CUBICLE_EXEC_CODEC_H
 #define CUBICLE_EXEC_CODEC_H
 
@@ -7,20 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Characters b64_encode writes for n bytes, padding included (no NUL). */
-size_t b64_encoded_len(size_t n);
-
-/* Standard base64 with padding, NUL-terminated: out holds b64_encoded_len(n) + 1. */
-void b64_encode(const void *in, size_t n, char *out);
-
-/*
- * Decode n characters of base64 into out (at most cap bytes). Accepts the
- * standard and the URL-safe alphabet, with or without padding (protobuf's
- * JSON mapping allows all four); anything else, data after padding, or a
- * dangling single character is an error. Returns the byte count, or -1.
- * cap >= n / 4 * 3 + 2 is always enough.
- */
-long b64_decode(const char *in, size_t n, void *out, size_t cap);
+#include "b64.h" /* agent/b64.c: base64, shared with cubicle-agent */
 
 /* Connect's envelope flags. */
 #define ENV_COMPRESSED 0x01
