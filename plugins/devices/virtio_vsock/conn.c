@@ -307,47 +307,6 @@ void conn_event(struct vsock *s, struct conn *c, uint32_t ev)
 	conn_interest(s, c);
 }
 
-/* ---- iovecs ---- */
-
-/* Copy len bytes at offset off of iov into buf; bytes copied. */
-size_t iov_from(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len)
-{
-	size_t done = 0;
-
-	for (unsigned i = 0; i < n && done < len; i++) {
-		size_t l = iov[i].iov_len, k;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		k = l - off < len - done ? l - off : len - done;
-		memcpy((uint8_t *)buf + done, (uint8_t *)iov[i].iov_base + off, k);
-		done += k;
-		off = 0;
-	}
-	return done;
-}
-
-size_t iov_to(const struct iovec *iov, unsigned n, size_t off, const void *buf, size_t len)
-{
-	size_t done = 0;
-
-	for (unsigned i = 0; i < n && done < len; i++) {
-		size_t l = iov[i].iov_len, k;
-
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		k = l - off < len - done ? l - off : len - done;
-		memcpy((uint8_t *)iov[i].iov_base + off, (const uint8_t *)buf + done, k);
-		done += k;
-		off = 0;
-	}
-	return done;
-}
-
 /* dst = at most max bytes of src from offset skip on; the segment count. */
 unsigned iov_slice(const struct iovec *src, unsigned n, size_t skip, size_t max,
 			  struct iovec *dst)

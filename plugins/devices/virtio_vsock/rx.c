@@ -37,7 +37,7 @@ static void put_pkt(struct vsock *s, struct conn *c, const struct cub_vq_chain *
 	hd.fwd_cnt = htole32(c->fwd_cnt);
 	c->fwd_sent = c->fwd_cnt;
 	c->guest_knows = true;
-	iov_to(ch->in, ch->n_in, 0, &hd, HDR_LEN);
+	iov_from_buf(ch->in, (int)ch->n_in, 0, &hd, HDR_LEN);
 }
 
 /* Hold @want receive chains (at most RX_GATHER) if the guest has them: how
@@ -217,7 +217,7 @@ void vsock_rx(struct vsock *s)
 			struct rst_entry *r = &s->rst[s->rst_head];
 
 			put_hdr(s, &hd, r->src_port, r->dst_port, VIRTIO_VSOCK_OP_RST);
-			iov_to(s->rch[0]->in, s->rch[0]->n_in, 0, &hd, HDR_LEN);
+			iov_from_buf(s->rch[0]->in, (int)s->rch[0]->n_in, 0, &hd, HDR_LEN);
 			s->rst_head = (s->rst_head + 1) % RST_RING;
 			s->rst_n--;
 			lens[0] = HDR_LEN;
@@ -261,7 +261,7 @@ void vsock_event_q(struct vsock *s)
 		s->v->broken(s->in, "event buffer not writable or shorter than 4 bytes");
 		return;
 	}
-	iov_to(s->tchain->in, s->tchain->n_in, 0, &e, sizeof(e));
+	iov_from_buf(s->tchain->in, (int)s->tchain->n_in, 0, &e, sizeof(e));
 	s->v->push(q, s->tchain, sizeof(e));
 	s->v->notify(q);
 	s->reset_pending = false;

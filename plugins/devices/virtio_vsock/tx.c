@@ -64,7 +64,7 @@ static void guest_data(struct vsock *s, struct conn *c, const struct cub_vq_chai
 		while (off < len) {
 			tail = (c->head + c->len) % s->buf_size;
 			k = s->buf_size - tail < len - off ? s->buf_size - tail : len - off;
-			iov_from(ch->out, ch->n_out, HDR_LEN + off, c->buf + tail, k);
+			iov_to_buf(ch->out, (int)ch->n_out, HDR_LEN + off, c->buf + tail, k);
 			c->len += k;
 			off += k;
 		}
@@ -142,7 +142,7 @@ static void tx_one(struct vsock *s, const struct cub_vq_chain *ch)
 				      (unsigned long long)ch->out_len, ch->n_in);
 		return;
 	}
-	iov_from(ch->out, ch->n_out, 0, &hd, HDR_LEN); /* a copy: the guest may change it */
+	iov_to_buf(ch->out, (int)ch->n_out, 0, &hd, HDR_LEN); /* a copy: the guest may change it */
 	src_cid = le64toh(hd.src_cid);
 	dst_cid = le64toh(hd.dst_cid);
 	sport = le32toh(hd.src_port);

@@ -12,6 +12,8 @@
 #include <cubicle/plugin.h>
 #include <cubicle/virtio.h>
 
+#include "iov.h" /* plugins/lib: iov_to_buf, iov_from_buf */
+
 #define VIRTIO_ID_VSOCK_DEV 19
 #define HOST_CID	    2
 #define Q_RX		    0
@@ -172,9 +174,6 @@ void conn_flush(struct vsock *s, struct conn *c);
 void credit_check(struct vsock *s, struct conn *c);
 /* The host end took the last bytes: finish a close or a half close. */
 void close_check(struct vsock *s, struct conn *c);
-/* Copy between iov (at offset off) and a flat buffer; bytes copied. */
-size_t iov_from(const struct iovec *iov, unsigned n, size_t off, void *buf, size_t len);
-size_t iov_to(const struct iovec *iov, unsigned n, size_t off, const void *buf, size_t len);
 /* dst = at most max bytes of src from offset skip on; the segment count. */
 unsigned iov_slice(const struct iovec *src, unsigned n, size_t skip, size_t max,
 		   struct iovec *dst);
