@@ -5,16 +5,8 @@
 # signals, pty, Connect, keepalives, deadlines), files up and down (a few MiB,
 # multipart and raw, sha256 compared), the filesystem RPCs, the access token,
 # and malformed requests the agent must answer and survive.
-set -u
-bd=${top_builddir:-.}
-sd=${top_srcdir:-.}
-agent=${CUBICLE_AGENT:-$bd/agent/cubicle-agent}
-req=${CUBICLE_E2E_REQUIRE:-0}
-skip() {
-	if [ "$req" = 1 ]; then echo "FAIL: $1"; exit 1; fi
-	echo "SKIP: $1"; exit 77
-}
-[ -n "${TEST_RUNNER:-}" ] && { echo "SKIP: cross build: the agent test runs in the native build"; exit 77; }
+what="agent test"
+. "${top_srcdir:-.}/tests/agent/common.sh"
 command -v curl >/dev/null || skip "curl is not installed (scripts/deps.sh installs it)"
 # Debian's python3 first: a pyenv shim costs seconds per start on a busy machine.
 PY=python3

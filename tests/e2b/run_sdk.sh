@@ -5,16 +5,8 @@
 # host: sdk-test.mjs -> forward.mjs (TCP) -> a stand-in for cubicle's vsock
 # socket (vsock-stub.mjs) -> the agent's Unix socket. The nested test reuses
 # sdk-test.mjs and forward.mjs unchanged against a VM's real vsock socket.
-set -u
-bd=${top_builddir:-.}
-sd=${top_srcdir:-.}
-agent=${CUBICLE_AGENT:-$bd/agent/cubicle-agent}
-req=${CUBICLE_E2E_REQUIRE:-0}
-skip() {
-	if [ "$req" = 1 ]; then echo "FAIL: $1"; exit 1; fi
-	echo "SKIP: $1"; exit 77
-}
-[ -n "${TEST_RUNNER:-}" ] && { echo "SKIP: cross build: the SDK test runs in the native build"; exit 77; }
+what="SDK test"
+. "${top_srcdir:-.}/tests/agent/common.sh"
 [ "${CUBICLE_E2E_SKIP:-0}" = 1 ] && { echo "SKIP: CUBICLE_E2E_SKIP=1"; exit 77; }
 command -v node >/dev/null || skip "node is not installed (the E2B SDK test needs Node.js >= 18 and npm)"
 command -v npm >/dev/null || skip "npm is not installed"
