@@ -24,8 +24,7 @@
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# The guest holds the big file in RAM (its initramfs root): size the guest
-# and L1 for it.
+# The guest holds the big file in RAM (a tmpfs): size the guest and L1 for it.
 big=${CUBICLE_EXEC_BIG_MIB:-1024}
 case $big in ''|*[!0-9]*) echo "not ok - CUBICLE_EXEC_BIG_MIB must be a number of MiB"; exit 99 ;; esac
 : "${CUBICLE_E2E_TIMEOUT:=$((600 + big * 3 / 2))}"
@@ -84,7 +83,7 @@ ended() {
 # calc EXPR: a decimal, one place
 calc() { awk "BEGIN { printf \"%.1f\", $1 }"; }
 cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = $((big + 384)); };
+machine = { vcpus = 1; memory_mib = $((big + 512)); };
 boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
   cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent cubicle.agent_token=$tok"; };
 devices = (
@@ -154,23 +153,26 @@ rm -rf "$t/snap"
 # its first 100 MiB (less when it is smaller) through exec's stdout. (The
 # guest's own pipes, /dev/urandom and sha256sum run at a few MiB/s nested:
 # data the guest already holds measures the stream, not the guest's CPU.)
+# (The initramfs root is a tmpfs limited to half the RAM: a tmpfs of its own.)
+"$cub" exec "$v" -- sh -c "mkdir -p /big && mount -t tmpfs -o size=$((big + 16))m big /big" ||
+	bad "cannot mount a tmpfs for the big file in the guest"
 t1=$(now)
-"$cub" cp "$w/big.in" "$v:/root/big" 2>"$w/cp-in.err" || { bad "cp in failed"; cat "$w/cp-in.err"; }
+"$cub" cp "$w/big.in" "$v:/big/file" 2>"$w/cp-in.err" || { bad "cp in failed"; cat "$w/cp-in.err"; }
 t2=$(now)
 sm=$((big < 100 ? big : 100))
-"$cub" exec "$v" -- head -c $((sm << 20)) /root/big | sha256sum >"$t/2.sum"
+"$cub" exec "$v" -- head -c $((sm << 20)) /big/file | sha256sum >"$t/2.sum"
 t3=$(now)
 got=$(cut -d' ' -f1 "$t/2.sum")
 want=$(cat "$w/stream.want")
 [ "$got" = "$want" ] && ok "$sm MiB through exec's stdout: sha256 $got ($(calc "$sm / ($t3 - $t2)") MiB/s)" ||
 	bad "$sm MiB through exec's stdout: sha256 '$got', want '$want'"
-gsum=$("$cub" exec "$v" -- sha256sum /root/big | cut -d' ' -f1)
+gsum=$("$cub" exec "$v" -- sha256sum /big/file | cut -d' ' -f1)
 echo "guest-sum $gsum" >"$w/big.guest"
 t4=$(now)
-"$cub" cp "$v:/root/big" "$w/big.out" 2>"$w/cp-out.err" || { bad "cp out failed"; cat "$w/cp-out.err"; }
+"$cub" cp "$v:/big/file" "$w/big.out" 2>"$w/cp-out.err" || { bad "cp out failed"; cat "$w/cp-out.err"; }
 t5=$(now)
 echo "# $big MiB: cp in $(calc "$big / ($t2 - $t1)") MiB/s, guest sha256sum $(calc "$t4 - $t3") s, cp out $(calc "$big / ($t5 - $t4)") MiB/s"
-"$cub" exec "$v" -- rm -f /root/big
+"$cub" exec "$v" -- sh -c 'rm -f /big/file; umount /big'
 
 # 4. Ctrl-C
 "$cub" exec "$v" -- sleep 7200 &
