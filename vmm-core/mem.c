@@ -66,6 +66,84 @@ fail:
 	return ret;
 }
 
+/*
+ * A snapshot's memory file, private, at @at (MAP_FIXED) or anywhere: the
+ * file's data extents mapped from the file, its holes anonymous. A guest
+ * page first touched in a hole is then a zero page of this process's own;
+ * mapped from the file, the fault would allocate the page in the file (on
+ * tmpfs, in RAM: a 1 GiB write by a restored guest would cost 2 GiB, and
+ * grow the file every clone shares). Extents less than a gap apart are
+ * mapped as one, the gap doubling until at most MAP_RUNS mappings are
+ * needed. A file that cannot tell its holes is mapped whole.
+ */
+#define MAP_GAP	 (2ull << 20)
+#define MAP_RUNS 2048
+
+/* The data runs of @fd in [0, size), joined across gaps up to @gap; with
+ * @base, each is mapped there (MAP_FIXED; *@failed set if one could not
+ * be). How many runs there are, or -1 (lseek failed). */
+static long data_runs(int fd, uint64_t size, uint64_t gap, void *base, bool *failed)
+{
+	uint64_t at = 0, rs = 0, re = 0;
+	long n = 0;
+
+	while (at < size) {
+		off_t d = lseek(fd, (off_t)at, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)
+			break; /* holes to the end */
+		if (d < 0)
+			return -1;
+		h = lseek(fd, d, SEEK_HOLE);
+		if (h < 0)
+			return -1;
+		d &= ~(off_t)(MEM_PAGE - 1);
+		at = ((uint64_t)h + MEM_PAGE - 1) & ~(uint64_t)(MEM_PAGE - 1);
+		if (at > size)
+			at = size;
+		if (n && (uint64_t)d <= re + gap) {
+			re = at; /* joins the run */
+			continue;
+		}
+		if (n && base && mmap((uint8_t *)base + rs, re - rs, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd,
+				      (off_t)rs) == MAP_FAILED)
+			*failed = true;
+		rs = (uint64_t)d;
+		re = at;
+		n++;
+	}
+	if (n && base && mmap((uint8_t *)base + rs, re - rs, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_NORESERVE | MAP_FIXED, fd, (off_t)rs) == MAP_FAILED)
+		*failed = true;
+	return n;
+}
+
+static void *map_snapshot_file(int fd, uint64_t size, void *at)
+{
+	uint64_t gap = MAP_GAP;
+	bool failed = false;
+	long n;
+	void *p;
+
+	while ((n = data_runs(fd, size, gap, NULL, NULL)) > MAP_RUNS)
+		gap *= 2;
+	if (n < 0)
+		return map_ram(fd, size, MAP_PRIVATE, at);
+	p = mmap(at, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED : 0), -1, 0);
+	if (p == MAP_FAILED)
+		return p;
+	if (data_runs(fd, size, gap, p, &failed) >= 0 && !failed)
+		return p;
+	/* Out of mappings after all: the file whole, over the same range. */
+	if (map_ram(fd, size, MAP_PRIVATE, p) != MAP_FAILED)
+		return p;
+	if (!at)
+		munmap(p, size);
+	return MAP_FAILED;
+}
+
 int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem_bank *banks,
 		    unsigned n)
 {
@@ -76,7 +154,7 @@ int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem
 		close(fd);
 		return ret;
 	}
-	p = map_ram(fd, size, MAP_PRIVATE, NULL);
+	p = map_snapshot_file(fd, size, NULL);
 	if (p == MAP_FAILED) {
 		ret = -errno;
 		close(fd);
@@ -97,7 +175,7 @@ int mem_remap_file(struct guest_mem *m, int fd)
 		close(fd);
 		return -EINVAL;
 	}
-	if (map_ram(fd, m->size, MAP_PRIVATE, m->host) == MAP_FAILED) {
+	if (map_snapshot_file(fd, m->size, m->host) == MAP_FAILED) {
 		ret = -errno;
 		close(fd);
 		return ret;

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of guest RAM: bank layout and bounds-checked translation. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cunit_main.h"
 #include "mem.h"
@@ -86,12 +90,87 @@ static void test_dirty(void)
 	mem_destroy(&m);
 }
 
+/* A snapshot's memory file (a memfd: tmpfs, where a fault in a hole would
+ * allocate the page in the file): its data reads back, its holes read as
+ * zeros without growing the file, and writes stay private, also after a
+ * remap in place. */
+static void check_private_file(struct guest_mem *m, int fd, uint8_t tag)
+{
+	const uint64_t size = 64ull << 20; /* 16384 pages */
+	struct stat st0, st1;
+	uint8_t *p = mem_map(m, 0, size), z[MEM_PAGE] = { 0 };
+	uint64_t zero_pages = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+	CU_ASSERT_EQUAL_FATAL(fstat(fd, &st0), 0);
+	CU_ASSERT_EQUAL(p[0], tag);
+	CU_ASSERT_EQUAL(p[MEM_PAGE - 1], tag);
+	CU_ASSERT_EQUAL(p[5000ull * MEM_PAGE + 7], tag + 1);
+	CU_ASSERT_EQUAL(p[(16383ull + 1) * MEM_PAGE - 1], tag + 2);
+	for (uint64_t pg = 0; pg < size / MEM_PAGE; pg++)
+		zero_pages += !memcmp(p + pg * MEM_PAGE, z, MEM_PAGE);
+	CU_ASSERT_EQUAL(zero_pages, size / MEM_PAGE - 3);
+	memset(p + 3000ull * MEM_PAGE, 0x5a, 3 * MEM_PAGE); /* a write into a hole */
+	p[5000ull * MEM_PAGE] = 0x77;                        /* and into data */
+	CU_ASSERT_EQUAL_FATAL(fstat(fd, &st1), 0);
+	/* The file neither grew nor changed (a hole fault would have added 16384 pages). */
+	CU_ASSERT(st1.st_blocks <= st0.st_blocks);
+	CU_ASSERT(st1.st_blocks * 512 < 1 << 20);
+	{
+		uint8_t b = 0;
+
+		CU_ASSERT_EQUAL(pread(fd, &b, 1, 5000 * MEM_PAGE), 1);
+		CU_ASSERT_EQUAL(b, 0);
+		CU_ASSERT_EQUAL(pread(fd, &b, 1, 3000 * MEM_PAGE), 1);
+		CU_ASSERT_EQUAL(b, 0);
+	}
+}
+
+static int sparse_file(uint8_t tag)
+{
+	const uint64_t size = 64ull << 20;
+	uint8_t pg[MEM_PAGE];
+	int fd = memfd_create("test-snapshot-mem", MFD_CLOEXEC);
+
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+		return -1;
+	memset(pg, tag, sizeof(pg));
+	if (pwrite(fd, pg, MEM_PAGE, 0) != MEM_PAGE)
+		return -1;
+	memset(pg, 0, sizeof(pg));
+	pg[7] = (uint8_t)(tag + 1);
+	if (pwrite(fd, pg, MEM_PAGE, 5000 * MEM_PAGE) != MEM_PAGE)
+		return -1;
+	pg[7] = 0;
+	pg[MEM_PAGE - 1] = (uint8_t)(tag + 2);
+	if (pwrite(fd, pg, MEM_PAGE, 16383ull * MEM_PAGE) != MEM_PAGE)
+		return -1;
+	return fd;
+}
+
+static void test_snapshot_file(void)
+{
+	struct mem_bank bank = { 0, 64ull << 20, 0 };
+	struct guest_mem m;
+	int fd = sparse_file(0x11), fd2 = sparse_file(0x21);
+
+	CU_ASSERT_FATAL(fd >= 0 && fd2 >= 0);
+	CU_ASSERT_EQUAL_FATAL(mem_create_file(&m, dup(fd), 64ull << 20, &bank, 1), 0);
+	check_private_file(&m, fd, 0x11);
+	CU_ASSERT_EQUAL_FATAL(mem_remap_file(&m, dup(fd2)), 0);
+	check_private_file(&m, fd2, 0x21);
+	mem_destroy(&m);
+	close(fd);
+	close(fd2);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "two banks around a hole", test_two_banks },
 		{ "bad layouts", test_bad_layouts },
 		{ "the host's dirty bitmap", test_dirty },
+		{ "a snapshot's sparse memory file, private", test_snapshot_file },
 		{ NULL, NULL },
 	};
 
