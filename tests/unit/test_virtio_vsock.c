@@ -32,11 +32,11 @@ static char dir[64], uds[128];
 
 /* ---- the fake guest ---- */
 
-#define NRX 64
+#define NRX 256
 #define RXLEN (4096 + HDR)
 static struct cub_vq_chain rxc[NRX];
 static uint8_t rxmem[NRX][RXLEN];
-static unsigned rx_posted, rx_seen;
+static unsigned rx_posted, rx_seen, rx_len = RXLEN; /* the length post_rx gives */
 
 #define NTX 16
 static struct cub_vq_chain txc[NTX];
@@ -64,7 +64,7 @@ static void post_rx(unsigned n)
 		unsigned k = rx_posted++ % NRX;
 
 		fake_chain_init(&rxc[k], (uint16_t)k);
-		CU_ASSERT_EQUAL_FATAL(fake_chain_add(&rxc[k], rxmem[k], RXLEN, true), 0);
+		CU_ASSERT_EQUAL_FATAL(fake_chain_add(&rxc[k], rxmem[k], rx_len, true), 0);
 		CU_ASSERT_EQUAL_FATAL(fake_vq_add(&fh, RXQ, &rxc[k]), 0);
 	}
 	fake_virtio_kick(&fh, RXQ);
@@ -588,6 +588,35 @@ static void test_credit(void)
 	dev_close();
 }
 
+/* A round of the receive queue ends at its budget (half the queue) with
+ * buffers and data left: the device goes on by itself. The guest would not
+ * kick for buffers it posted before the device's last pop found some. */
+static void test_rx_budget_goes_on(void)
+{
+	static uint8_t data[150 << 10];
+	uint32_t hp, got = 0;
+	int fd, sb = 1 << 20;
+	struct pkt p;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL), 0);
+	post_rx(4);
+	fd = client_to(52, 4u << 20, &hp);
+	while (next_pkt(&p))
+		;
+	for (unsigned i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + i / 251);
+	rx_len = HDR + 1024; /* small buffers: 140 packets for the data, above the budget */
+	post_rx(200);
+	rx_len = RXLEN;
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+	/* All of it queued at once on the host end before the device reads. */
+	CU_ASSERT_EQUAL_FATAL(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+	take_rw(6, data, &got);
+	CU_ASSERT_EQUAL(got, sizeof(data));
+	close(fd);
+	dev_close();
+}
+
 /* guest -> host: the guest gets credit updates as the host end reads, and a
  * guest past its credit is reset; the device never holds more than buffer_size. */
 static void test_host_never_reads(void)
@@ -885,6 +914,7 @@ int main(void)
 		{ "RST for unknown connections", test_rst_unknown },
 		{ "malformed packets", test_malformed },
 		{ "credit: host to guest", test_credit },
+		{ "a round at its budget goes on without a kick", test_rx_budget_goes_on },
 		{ "credit: a host end that never reads", test_host_never_reads },
 		{ "a guest that never reads", test_guest_never_reads },
 		{ "closes, resets, half close", test_host_close_and_rst },

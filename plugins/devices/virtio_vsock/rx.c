@@ -203,6 +203,7 @@ void vsock_rx(struct vsock *s)
 {
 	struct cub_vq *q = s->vq[Q_RX];
 	unsigned done = 0, rounds = 0;
+	bool dry = false;
 
 	if (!s->running || !q)
 		return;
@@ -210,8 +211,10 @@ void vsock_rx(struct vsock *s)
 		uint32_t lens[RX_GATHER];
 		unsigned n = 0;
 
-		if (rx_hold(s, 1) < 1)
+		if (rx_hold(s, 1) < 1) {
+			dry = true;
 			break;
+		}
 		if (s->rst_n) {
 			struct virtio_vsock_hdr hd;
 			struct rst_entry *r = &s->rst[s->rst_head];
@@ -240,8 +243,16 @@ void vsock_rx(struct vsock *s)
 	}
 	if (done)
 		s->v->notify(q);
-	if ((s->rst_n || s->ready_head) && s->n_held)
-		vsock_kick(s); /* the budget ran out, not the buffers */
+	/*
+	 * The budget ran out, not the buffers: go on in another round. The
+	 * guest will not kick for these buffers: an empty pop asks for a kick
+	 * (avail_event), and this round's last pop found buffers. Left to
+	 * the guest, a connection with data waiting (not watched for EPOLLIN
+	 * meanwhile) would wait for its next packet, which a guest that waits
+	 * for this data never sends.
+	 */
+	if ((s->rst_n || s->ready_head) && !dry)
+		vsock_kick(s);
 	if (s->tx_blocked && s->rst_n < RST_RING / 2) {
 		s->tx_blocked = false;
 		vsock_kick(s);

@@ -23,7 +23,7 @@
 #define HDR_LEN		    ((uint32_t)sizeof(struct virtio_vsock_hdr)) /* 44 */
 #define PKT_MAX		    (64u << 10) /* the longest payload one packet may carry */
 #define TX_BUDGET	    256 /* guest packets per round, then the event loop goes on */
-#define RX_BUDGET	    256 /* packets to the guest per round, likewise */
+#define RX_BUDGET	    (QUEUE_MAX / 2) /* packets to the guest per round, likewise */
 #define RX_GATHER	    16  /* receive chains one read of a host socket may fill */
 #define RST_RING	    256 /* RSTs waiting for a receive buffer; tx pauses when half full */
 #define LINE_MAX_LEN	    32  /* "CONNECT 4294967295\n" is 19 */
