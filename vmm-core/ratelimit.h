@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Rate limiters in Firecracker's shape: two token buckets, bandwidth
+ * (bytes) and ops (requests), each { size, one_time_burst, refill_time }.
+ * A bucket holds at most @size tokens and refills from empty to full in
+ * @refill_time ms, continuously; it starts full. The one-time burst is
+ * spent first and never comes back. A request larger than the bucket
+ * passes when the bucket is full and leaves it in debt (negative), paid
+ * off by the refill before anything else passes: a bucket smaller than a
+ * device's biggest request slows it, never blocks it for good.
+ */
+#ifndef CUBICLE_RATELIMIT_H
+#define CUBICLE_RATELIMIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tb_cfg {
+	uint64_t size;           /* tokens; 0: this bucket does not limit */
+	uint64_t one_time_burst; /* tokens on top, once */
+	uint64_t refill_time_ms; /* from empty to full; > 0 when size is */
+};
+
+struct rl_cfg {
+	struct tb_cfg bandwidth, ops;
+};
+
+struct tb {
+	struct tb_cfg cfg;
+	__int128 budget;   /* tokens × refill_time_us: exact refills; negative: debt */
+	uint64_t burst;    /* one-time burst left */
+	uint64_t last_us;  /* the budget is as of then */
+};
+
+struct ratelimit {
+	struct tb bw, ops;
+};
+
+#define RL_SIZE_MAX    (1ull << 50) /* tokens a bucket may hold */
+#define RL_REFILL_MAX  (1ull << 32) /* ms: about 50 days */
+
+/* Check @cfg; NULL if sound, else what is wrong (a static string). */
+const char *rl_cfg_check(const struct rl_cfg *cfg);
+/* A limiter with @cfg (checked), full, as of @now_us. */
+void rl_init(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us);
+/* New settings, at run time: the buckets start full again (Firecracker
+ * does the same on an update). */
+void rl_update(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us);
+/* Does this limiter limit anything? */
+bool rl_active(const struct ratelimit *rl);
+/*
+ * Take @bytes and @ops (one request) at @now_us: true if both buckets had
+ * them (both are charged), else false with neither charged and *@wait_us
+ * set to how long until they will (at least 1).
+ */
+bool rl_take(struct ratelimit *rl, uint64_t bytes, uint64_t ops, uint64_t now_us,
+	     uint64_t *wait_us);
+/* Give back tokens taken for a request that did not happen after all. */
+void rl_refund(struct ratelimit *rl, uint64_t bytes, uint64_t ops);
+
+#endif
