@@ -52,6 +52,7 @@ static size_t ptype_width(enum cub_ptype t)
 		return sizeof(const char *);
 	case CUB_P_ENUM: return sizeof(int);
 	case CUB_P_STRV: return sizeof(const char *const *);
+	case CUB_P_RATELIMIT: return sizeof(struct cub_rl *);
 	}
 	return 0;
 }
@@ -154,6 +155,10 @@ static int check_desc(const char *path, const struct cub_plugin *d,
 			     path, p->name, d->name, (int)p->type);
 		if (backend && (d->kind != CUB_KIND_DEVICE || strchr(p->name, '.')))
 			FAIL("%s: backend param '%s' of '%s': only a device's top-level params can be backends",
+			     path, p->name, d->name);
+		if (p->type == CUB_P_RATELIMIT &&
+		    (d->kind != CUB_KIND_DEVICE || strchr(p->name, '.') || (p->def && *p->def)))
+			FAIL("%s: rate limiter param '%s' of '%s': only a device's top-level params can be rate limiters, with the default \"\" or none",
 			     path, p->name, d->name);
 		if ((p->min || p->max) && p->type != CUB_P_INT && p->type != CUB_P_U64 &&
 		    p->type != CUB_P_SIZE)

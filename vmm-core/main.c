@@ -413,7 +413,8 @@ static void describe(const struct plugin *p)
 
 		if (!prm->def)
 			snprintf(def, sizeof(def), "(required)");
-		else if (prm->type == CUB_P_STORAGE || prm->type == CUB_P_NET)
+		else if (prm->type == CUB_P_STORAGE || prm->type == CUB_P_NET ||
+			 prm->type == CUB_P_RATELIMIT)
 			snprintf(def, sizeof(def), "(optional)");
 		else if (prm->type == CUB_P_STR || prm->type == CUB_P_PATH ||
 			 prm->type == CUB_P_ENUM || prm->type == CUB_P_STRV)

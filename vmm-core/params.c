@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "params.h"
+#include "ratelimit.h"
 #include "size.h"
 
 /* struct cub_param as plugins built for ABI 1.0 to 1.3 lay it out. */
@@ -57,6 +58,7 @@ const char *params_type_name(enum cub_ptype t)
 	case CUB_P_PATH: return "path";
 	case CUB_P_STORAGE: return "storage";
 	case CUB_P_NET: return "net";
+	case CUB_P_RATELIMIT: return "ratelimit";
 	}
 	return "?";
 }
@@ -139,6 +141,8 @@ static const char *expected(const struct cub_param *p)
 	case CUB_P_STRV: return "a list of strings, e.g. [ \"a\", \"b\" ]";
 	case CUB_P_STORAGE: return "a storage backend group { type = \"raw\"; ... }";
 	case CUB_P_NET: return "a net backend group { type = \"socket\"; ... }";
+	case CUB_P_RATELIMIT:
+		return "a group { bandwidth = { size = ...; refill_time = MS; }; ops = { ... }; }";
 	}
 	return "?";
 }
@@ -263,6 +267,72 @@ static int get_strv(const struct cub_param *p, const struct params_ctx *ctx,
 	return 0;
 }
 
+/* One bucket of a rate limiter group: g (NULL: absent) into *t. */
+static int get_bucket(const struct cub_param *p, const struct cnode *g, const char *bucket,
+		      struct tb_cfg *t, char *why, size_t len)
+{
+	static const char *const keys[] = { "size", "one_time_burst", "refill_time" };
+	uint64_t *dst[] = { &t->size, &t->one_time_burst, &t->refill_time_ms };
+	char name[128];
+
+	if (!g)
+		return 0;
+	if (g->type != CN_GROUP)
+		return errf(why, len, -EINVAL,
+			    "'%s.%s' must be a group { size = N; refill_time = MS; } (at %s)",
+			    p->name, bucket, g->where);
+	for (unsigned i = 0; i < g->n_kids; i++) {
+		const struct cnode *k = g->kids[i];
+		unsigned j = 0;
+		int ret;
+
+		while (j < 3 && strcmp(keys[j], k->name))
+			j++;
+		if (j == 3)
+			return errf(why, len, -EINVAL,
+				    "'%s.%s' takes size, one_time_burst and refill_time, not '%s' (at %s)",
+				    p->name, bucket, k->name, k->where);
+		snprintf(name, sizeof(name), "%s.%s.%s", p->name, bucket, k->name);
+		{
+			struct cub_param q = { .name = name, .type = j < 2 ? CUB_P_SIZE : CUB_P_U64 };
+
+			ret = get_num(&q, k, k->s, dst[j], why, len);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* A rate limiter group (v NULL or "": no limit) into a new handle. */
+static int get_ratelimit(const struct cub_param *p, const struct params_ctx *ctx,
+			 const struct cnode *v, struct cub_rl **out, char *why, size_t len)
+{
+	struct rl_cfg c = { 0 };
+	const char *bad;
+	int ret;
+
+	if (v && v->type == CN_GROUP) {
+		for (unsigned i = 0; i < v->n_kids; i++)
+			if (strcmp(v->kids[i]->name, "bandwidth") && strcmp(v->kids[i]->name, "ops"))
+				return errf(why, len, -EINVAL,
+					    "'%s' takes the groups bandwidth and ops, not '%s' (at %s)",
+					    p->name, v->kids[i]->name, v->kids[i]->where);
+		if ((ret = get_bucket(p, cnode_get(v, "bandwidth"), "bandwidth", &c.bandwidth, why,
+				      len)) ||
+		    (ret = get_bucket(p, cnode_get(v, "ops"), "ops", &c.ops, why, len)))
+			return ret;
+	} else if (v && !((v->type == CN_TEXT || v->type == CN_STR) && !*v->s)) {
+		return bad_type(p, "", why, len);
+	} else if (!v && p->def && *p->def) {
+		return bad_type(p, " (bad default in plugin: only \"\")", why, len);
+	}
+	if ((bad = rl_cfg_check(&c)))
+		return errf(why, len, -EINVAL, "'%s': %s", p->name, bad);
+	*out = cub_rl_new(ctx->ar, &c);
+	return *out ? 0 : errf(why, len, -ENOMEM, "out of memory");
+}
+
 /* Store one value: the node v, or (v == NULL) the default text. */
 static int put(const struct cub_param *p, const struct params_ctx *ctx, const struct cnode *v,
 	       void *slot, char *why, size_t len)
@@ -331,6 +401,14 @@ static int put(const struct cub_param *p, const struct params_ctx *ctx, const st
 			}
 		}
 		return bad_type(p, v ? "" : " (bad default in plugin)", why, len);
+	case CUB_P_RATELIMIT: {
+		struct cub_rl *rl = NULL;
+
+		if ((ret = get_ratelimit(p, ctx, v, &rl, why, len)))
+			return ret;
+		memcpy(slot, &rl, sizeof(rl));
+		return 0;
+	}
 	case CUB_P_STORAGE:
 	case CUB_P_NET: {
 		const struct cnode *t = v && v->type == CN_GROUP ? cnode_get(v, "type") : NULL;

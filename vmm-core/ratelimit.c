@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Token-bucket rate limiters (ratelimit.h): exact integer refills, debt for oversized requests. */
+#include <pthread.h>
+#include <time.h>
+
+#include "cnode.h"
 #include "ratelimit.h"
 
 static __int128 tb_full(const struct tb *t)
@@ -80,23 +84,23 @@ const char *rl_cfg_check(const struct rl_cfg *cfg)
 	return why ? why : tb_check(&cfg->ops);
 }
 
-void rl_init(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us)
+void rl_init(struct rate_limiter *rl, const struct rl_cfg *cfg, uint64_t now_us)
 {
 	tb_init(&rl->bw, &cfg->bandwidth, now_us);
 	tb_init(&rl->ops, &cfg->ops, now_us);
 }
 
-void rl_update(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us)
+void rl_update(struct rate_limiter *rl, const struct rl_cfg *cfg, uint64_t now_us)
 {
 	rl_init(rl, cfg, now_us);
 }
 
-bool rl_active(const struct ratelimit *rl)
+bool rl_active(const struct rate_limiter *rl)
 {
 	return rl->bw.cfg.size || rl->ops.cfg.size;
 }
 
-bool rl_take(struct ratelimit *rl, uint64_t bytes, uint64_t ops, uint64_t now_us,
+bool rl_take(struct rate_limiter *rl, uint64_t bytes, uint64_t ops, uint64_t now_us,
 	     uint64_t *wait_us)
 {
 	uint64_t wb = tb_wait(&rl->bw, bytes, now_us), wo = tb_wait(&rl->ops, ops, now_us);
@@ -122,8 +126,63 @@ static void tb_refund(struct tb *t, uint64_t n)
 		t->budget = full;
 }
 
-void rl_refund(struct ratelimit *rl, uint64_t bytes, uint64_t ops)
+void rl_refund(struct rate_limiter *rl, uint64_t bytes, uint64_t ops)
 {
 	tb_refund(&rl->bw, bytes);
 	tb_refund(&rl->ops, ops);
+}
+
+/* ---- the handle devices use ---- */
+
+struct cub_rl {
+	pthread_mutex_t lock;
+	struct rate_limiter rl;
+};
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct cub_rl *cub_rl_new(struct arena *ar, const struct rl_cfg *cfg)
+{
+	struct cub_rl *r = arena_alloc(ar, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	pthread_mutex_init(&r->lock, NULL);
+	rl_init(&r->rl, cfg, mono_us());
+	return r;
+}
+
+bool cub_rl_take(struct cub_rl *r, uint64_t bytes, uint64_t ops, uint64_t *wait_us)
+{
+	bool ok;
+
+	pthread_mutex_lock(&r->lock);
+	ok = !rl_active(&r->rl) || rl_take(&r->rl, bytes, ops, mono_us(), wait_us);
+	pthread_mutex_unlock(&r->lock);
+	if (ok)
+		*wait_us = 0;
+	else if (*wait_us > RL_WAIT_MAX_US)
+		*wait_us = RL_WAIT_MAX_US;
+	return ok;
+}
+
+void cub_rl_set(struct cub_rl *r, const struct rl_cfg *cfg)
+{
+	pthread_mutex_lock(&r->lock);
+	rl_update(&r->rl, cfg, mono_us());
+	pthread_mutex_unlock(&r->lock);
+}
+
+void cub_rl_get(struct cub_rl *r, struct rl_cfg *cfg)
+{
+	pthread_mutex_lock(&r->lock);
+	cfg->bandwidth = r->rl.bw.cfg;
+	cfg->ops = r->rl.ops.cfg;
+	pthread_mutex_unlock(&r->lock);
 }

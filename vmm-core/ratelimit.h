@@ -32,7 +32,7 @@ struct tb {
 	uint64_t last_us;  /* the budget is as of then */
 };
 
-struct ratelimit {
+struct rate_limiter {
 	struct tb bw, ops;
 };
 
@@ -42,20 +42,36 @@ struct ratelimit {
 /* Check @cfg; NULL if sound, else what is wrong (a static string). */
 const char *rl_cfg_check(const struct rl_cfg *cfg);
 /* A limiter with @cfg (checked), full, as of @now_us. */
-void rl_init(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us);
+void rl_init(struct rate_limiter *rl, const struct rl_cfg *cfg, uint64_t now_us);
 /* New settings, at run time: the buckets start full again (Firecracker
  * does the same on an update). */
-void rl_update(struct ratelimit *rl, const struct rl_cfg *cfg, uint64_t now_us);
+void rl_update(struct rate_limiter *rl, const struct rl_cfg *cfg, uint64_t now_us);
 /* Does this limiter limit anything? */
-bool rl_active(const struct ratelimit *rl);
+bool rl_active(const struct rate_limiter *rl);
 /*
  * Take @bytes and @ops (one request) at @now_us: true if both buckets had
  * them (both are charged), else false with neither charged and *@wait_us
  * set to how long until they will (at least 1).
  */
-bool rl_take(struct ratelimit *rl, uint64_t bytes, uint64_t ops, uint64_t now_us,
+bool rl_take(struct rate_limiter *rl, uint64_t bytes, uint64_t ops, uint64_t now_us,
 	     uint64_t *wait_us);
 /* Give back tokens taken for a request that did not happen after all. */
-void rl_refund(struct ratelimit *rl, uint64_t bytes, uint64_t ops);
+void rl_refund(struct rate_limiter *rl, uint64_t bytes, uint64_t ops);
+
+/*
+ * The handle devices hold (a CUB_P_RATELIMIT slot): a limiter, its lock,
+ * the monotonic clock. Lives in the instance's config arena.
+ */
+struct arena;
+struct cub_rl;
+
+struct cub_rl *cub_rl_new(struct arena *ar, const struct rl_cfg *cfg);
+/* h->virtio->rl_take: *@wait_us capped at RL_WAIT_MAX_US. */
+bool cub_rl_take(struct cub_rl *rl, uint64_t bytes, uint64_t ops, uint64_t *wait_us);
+/* New settings (checked), at once: the control API's PATCH. */
+void cub_rl_set(struct cub_rl *rl, const struct rl_cfg *cfg);
+void cub_rl_get(struct cub_rl *rl, struct rl_cfg *cfg);
+
+#define RL_WAIT_MAX_US 100000
 
 #endif

@@ -32,12 +32,14 @@
 
 struct rng_cfg {
 	uint64_t rate;
+	struct cub_rl *rl;
 };
 
 struct rng {
 	struct cub_inst *in;
 	const struct cub_host *h;
 	uint64_t rate;         /* bytes per second, 0: unlimited */
+	struct cub_rl *rl;     /* the host's rate limiter, NULL on an older host */
 	int tfd;
 
 	pthread_mutex_t lock;  /* everything below; one thread in the queue at a time */
@@ -140,6 +142,16 @@ static void rng_process(struct rng *r)
 				need = BYTES_PER_REQ;
 			if (!budget) {
 				arm(r, (need * US - r->credit) / r->rate + 1);
+				break;
+			}
+		}
+		if (r->rl) {
+			uint64_t wait;
+
+			if (budget > r->chain.in_len)
+				budget = r->chain.in_len;
+			if (!v->rl_take(r->rl, budget, 1, &wait)) {
+				arm(r, wait);
 				break;
 			}
 		}
@@ -263,6 +275,7 @@ static int rng_create(struct cub_inst *in, const struct cub_host *h, const void 
 	r->in = in;
 	r->h = h;
 	r->rate = cfg->rate;
+	r->rl = CUB_VIRTIO_HAS_RL(h->virtio) ? cfg->rl : NULL;
 	r->credit = r->rate * US; /* start with a full bucket */
 	r->last_us = h->clock_us(in);
 	pthread_mutex_init(&r->lock, NULL);
@@ -294,6 +307,8 @@ static void rng_destroy(void *priv)
 static const struct cub_param rng_params[] = {
 	{ .name = "rate_bytes_per_s", .type = CUB_P_SIZE, .offset = offsetof(struct rng_cfg, rate),
 	  .def = "0", .doc = "most random bytes per second given to the guest (0: unlimited)" },
+	{ .name = "rate_limiter", .type = CUB_P_RATELIMIT, .offset = offsetof(struct rng_cfg, rl),
+	  .def = "", .doc = "Firecracker-style limiter: bandwidth (bytes), ops (requests)" },
 };
 
 /* Snapshots: no state of its own; the host saves its queues. */
@@ -306,10 +321,10 @@ static const struct cub_device_ops rng_ops = {
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(5),
+	CUB_PLUGIN_ABI(6),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-rng",
-	.version = "1.0",
+	.version = "1.1",
 	.license = "Apache-2.0",
 	.summary = "virtio entropy device fed by getrandom(), with an optional rate limit",
 	.cfg_size = sizeof(struct rng_cfg),

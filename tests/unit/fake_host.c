@@ -13,6 +13,7 @@
 
 #include "fake_host.h"
 #include "params.h"
+#include "ratelimit.h"
 #include "storage_zeroes.h"
 #include "vq_chain.h"
 
@@ -493,6 +494,7 @@ void fake_host_init(struct fake_host *fh)
 		.broken = fake_virtio_broken,
 		.push_batch = fake_vq_push_batch,
 		.queue_size = fake_vq_queue_size,
+		.rl_take = cub_rl_take,
 	};
 	fh->net_host = (struct cub_net_host){
 		.size = sizeof(struct cub_net_host),
@@ -625,16 +627,20 @@ void *fake_cfg_new(const struct cub_plugin *p, const char *const *kv)
 	g = cnode_new(&fc->ar, CN_GROUP, NULL, "fake_cfg_new");
 	for (; g && kv && kv[0]; kv += 2) {
 		struct cnode *v, *parent = g;
-		char grp[80];
+		const char *key = kv[0], *dot;
 
-		if (params_group_of(kv[0], grp, sizeof(grp))) { /* "g.key": inside group g */
-			parent = cnode_get(g, grp);
-			if (!parent && (!(parent = cnode_new(&fc->ar, CN_GROUP, arena_strdup(&fc->ar, grp),
-							     "fake_cfg_new")) || cnode_add(&fc->ar, g, parent)))
+		/* "g.key", "g.h.key": inside the group g (and h in it) */
+		while ((dot = strchr(key, '.'))) {
+			char *grp = arena_printf(&fc->ar, "%.*s", (int)(dot - key), key);
+			struct cnode *sub = grp ? cnode_get(parent, grp) : NULL;
+
+			if (!grp || (!sub && (!(sub = cnode_new(&fc->ar, CN_GROUP, grp, "fake_cfg_new")) ||
+					     cnode_add(&fc->ar, parent, sub))))
 				goto fail;
+			parent = sub;
+			key = dot + 1;
 		}
-		v = cnode_new(&fc->ar, CN_TEXT, arena_strdup(&fc->ar, kv[0] + (parent == g ? 0 :
-									       strlen(grp) + 1)),
+		v = cnode_new(&fc->ar, CN_TEXT, arena_strdup(&fc->ar, key),
 			      arena_printf(&fc->ar, "fake_cfg_new(%s)", kv[0]));
 		if (!v || !kv[1] || cnode_add(&fc->ar, parent, v)) {
 			ret = -EINVAL;

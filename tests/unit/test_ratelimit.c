@@ -10,7 +10,7 @@
 
 /* Bytes a greedy taker of @chunk-byte requests gets through in @dur_us,
  * sleeping exactly as long as it is told. */
-static uint64_t drain(struct ratelimit *rl, uint64_t chunk, uint64_t t0, uint64_t dur_us,
+static uint64_t drain(struct rate_limiter *rl, uint64_t chunk, uint64_t t0, uint64_t dur_us,
 		      uint64_t *reqs)
 {
 	uint64_t t = t0, got = 0, w;
@@ -32,7 +32,7 @@ static void test_bandwidth(void)
 {
 	/* 1 MiB per 100 ms: 10 MiB/s, a 1 MiB burst (the full bucket). */
 	struct rl_cfg c = { .bandwidth = { 1 << 20, 0, 100 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t reqs, got, w;
 
 	CU_ASSERT_PTR_NULL(rl_cfg_check(&c));
@@ -52,7 +52,7 @@ static void test_ops_and_both(void)
 {
 	/* 100 ops/s and 1 MiB/s: the ops bucket limits 4 KiB requests ... */
 	struct rl_cfg c = { .bandwidth = { 1 << 20, 0, 1000 }, .ops = { 100, 0, 1000 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t reqs, got;
 
 	rl_init(&rl, &c, 0);
@@ -68,7 +68,7 @@ static void test_ops_and_both(void)
 static void test_refuse_charges_nothing(void)
 {
 	struct rl_cfg c = { .bandwidth = { 1000, 0, 1000 }, .ops = { 1, 0, 1000 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t w;
 
 	rl_init(&rl, &c, 0);
@@ -87,7 +87,7 @@ static void test_refuse_charges_nothing(void)
 static void test_one_time_burst(void)
 {
 	struct rl_cfg c = { .bandwidth = { 1000, 5000, 1000 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t w, reqs, got;
 
 	rl_init(&rl, &c, 0);
@@ -105,7 +105,7 @@ static void test_oversized_request(void)
 {
 	/* a 1 MiB request through a 64 KiB bucket: passes when full, then debt */
 	struct rl_cfg c = { .bandwidth = { 65536, 0, 100 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t w;
 
 	rl_init(&rl, &c, 0);
@@ -126,7 +126,7 @@ static void test_oversized_request(void)
 static void test_unlimited_and_checks(void)
 {
 	struct rl_cfg none = { 0 }, c;
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t w;
 
 	rl_init(&rl, &none, 0);
@@ -154,7 +154,7 @@ static void test_update(void)
 {
 	struct rl_cfg slow = { .bandwidth = { 1000, 0, 1000 } };
 	struct rl_cfg fast = { .bandwidth = { 100000, 0, 1000 } };
-	struct ratelimit rl;
+	struct rate_limiter rl;
 	uint64_t w, reqs;
 
 	rl_init(&rl, &slow, 0);

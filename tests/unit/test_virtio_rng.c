@@ -165,6 +165,52 @@ static void test_rate_limit(void)
 	stop();
 }
 
+/* The host's rate limiter (rate_limiter = { bandwidth, ops }), on the real
+ * clock: what a bucket holds goes at once, the rest when the timer says. */
+static void test_rate_limiter(void)
+{
+	struct timespec t0, t1;
+	int tfd;
+	double ms;
+
+	CU_ASSERT_PTR_NULL(fake_cfg_new(plug, (const char *[]){
+		"rate_limiter.bandwidth.sise", "1000", NULL }));
+	CU_ASSERT_PTR_NULL(fake_cfg_new(plug, (const char *[]){
+		"rate_limiter.bandwidth.size", "1000", NULL })); /* no refill_time */
+	CU_ASSERT_PTR_NULL(fake_cfg_new(plug, (const char *[]){
+		"rate_limiter.bytes.size", "1000", NULL }));
+	/* 1000 bytes per 100 ms; 3 requests per second */
+	CU_ASSERT_EQUAL_FATAL(start((const char *[]){
+		"rate_limiter.bandwidth.size", "1000", "rate_limiter.bandwidth.refill_time", "100",
+		"rate_limiter.ops.size", "3", "rate_limiter.ops.refill_time", "1000", NULL }), 0);
+	tfd = fh.watches[0].fd;
+	add(0, 600);
+	add(1, 600);
+	fake_virtio_kick(&fh, 0);
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[0].n_used, 1);
+	CU_ASSERT_EQUAL(written(0), 600);
+	CU_ASSERT(timer_armed(tfd)); /* 200 bytes short: 20 ms */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CU_ASSERT(poll(&(struct pollfd){ .fd = tfd, .events = POLLIN }, 1, 1000) == 1);
+	CU_ASSERT_EQUAL(fake_watch_fire(&fh, tfd), 0);
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[0].n_used, 2);
+	CU_ASSERT_EQUAL(written(1), 600);
+	/* the ops bucket: the third request in the first second waits, the
+	 * fourth for a third of a second more */
+	add(2, 10);
+	add(3, 10);
+	fake_virtio_kick(&fh, 0);
+	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 3);
+	while (fh.vqs[0].n_used < 4 &&
+	       poll(&(struct pollfd){ .fd = tfd, .events = POLLIN }, 1, 2000) == 1)
+		fake_watch_fire(&fh, tfd);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 4);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CU_ASSERT(ms >= 300 && ms < 1500);
+	stop();
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -172,6 +218,7 @@ int main(void)
 		{ "unlimited: buffers filled", test_unlimited },
 		{ "kick budget, then the event loop", test_kick_budget },
 		{ "token bucket and timer", test_rate_limit },
+		{ "the host's rate_limiter", test_rate_limiter },
 		{ NULL, NULL },
 	};
 	int ret;

@@ -11,6 +11,7 @@
 #include "arch.h"
 #include "cnode.h"
 #include "devices.h"
+#include "ratelimit.h"
 #include "snap/state.h"
 #include "transports.h"
 #include "virtio_dev.h"
@@ -576,4 +577,5 @@ const struct cub_virtio_host virtio_host = {
 	.broken = vh_broken,
 	.push_batch = vh_push_batch,
 	.queue_size = vh_queue_size,
+	.rl_take = cub_rl_take,
 };

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 5 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 6 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
  *      rollback (read by the host only from plugins built for 1.2 or later).
@@ -61,6 +61,15 @@ enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
  *       opens it with h->storage->open(in, "backend", ro, &s) or
  *       h->net->open(in, "backend", &n) (storage.h, net.h). On the command
  *       line: --set devices.ID.backend.PARAM=VALUE.
+ * RATELIMIT (ABI 1.6) a nested group in Firecracker's rate_limiter shape,
+ *       every part optional: `rate_limiter = { bandwidth = { size = "10M";
+ *       one_time_burst = 0; refill_time = 100; }; ops = { size = 1000;
+ *       refill_time = 1000; }; };` (size: bytes or requests a full bucket
+ *       holds; refill_time: ms from empty to full; one_time_burst: tokens
+ *       on top, once). Slot: struct cub_rl *, owned by the host and never
+ *       NULL (no group: no limit, which the control API may set later).
+ *       The device asks h->virtio->rl_take (virtio.h) before serving a
+ *       request. Declare it with def "".
  *
  * A parameter name with one dot (ABI 1.3), "policy.allow", is the key
  * `allow` inside a nested group `policy = { ... };` of the instance's
@@ -74,10 +83,14 @@ enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
  * min and max only to INT, U64 and SIZE. The loader refuses a plugin that
  * breaks these rules.
  */
+struct cub_rl; /* a rate limiter (CUB_P_RATELIMIT), the host's; opaque */
+
 enum cub_ptype { CUB_P_BOOL, CUB_P_INT, CUB_P_U64, CUB_P_SIZE, CUB_P_STR, CUB_P_ENUM,
 		 CUB_P_STRV,
 		 /* ABI 1.4: */
-		 CUB_P_PATH, CUB_P_STORAGE, CUB_P_NET };
+		 CUB_P_PATH, CUB_P_STORAGE, CUB_P_NET,
+		 /* ABI 1.6: */
+		 CUB_P_RATELIMIT };
 
 /*
  * struct cub_param - one entry of a plugin's parameter table. The host

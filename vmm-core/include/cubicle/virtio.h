@@ -135,7 +135,16 @@ struct cub_virtio_ops {
  *          most the device's queue_max): how many descriptors the driver
  *          can ever have handed over at once. Same thread discipline as
  *          pop. Check with CUB_VIRTIO_HAS_QUEUE_SIZE.
+ * @rl_take: (ABI 1.6) charge a request of @bytes and @ops to rate limiter
+ *          @rl (a CUB_P_RATELIMIT param's slot): true if it may go now,
+ *          else false with nothing charged and *@wait_us the time to wait
+ *          before asking again (1 us to 100 ms: a limit changed through the
+ *          API counts by then). Any thread. A request larger than a bucket
+ *          passes once the bucket is full, then the bucket owes. Check
+ *          with CUB_VIRTIO_HAS_RL.
  */
+struct cub_rl;
+
 struct cub_virtio_host {
 	uint32_t size;
 	int (*add)(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv);
@@ -145,6 +154,8 @@ struct cub_virtio_host {
 	void (*broken)(struct cub_inst *in, const char *why);
 	void (*push_batch)(struct cub_vq *vq, const struct cub_vq_used *u, unsigned n);
 	uint16_t (*queue_size)(struct cub_vq *vq);
+	/* ABI 1.6: */
+	bool (*rl_take)(struct cub_rl *rl, uint64_t bytes, uint64_t ops, uint64_t *wait_us);
 };
 
 #define CUB_VIRTIO_HAS_PUSH_BATCH(v)                                                  \
@@ -154,6 +165,11 @@ struct cub_virtio_host {
 #define CUB_VIRTIO_HAS_QUEUE_SIZE(v)                                                  \
 	((v)->size >= offsetof(struct cub_virtio_host, queue_size) + sizeof((v)->queue_size) && \
 	 (v)->queue_size)
+
+/* A rate limiter (a CUB_P_RATELIMIT param's slot): see rl_take above. */
+#define CUB_VIRTIO_HAS_RL(v)                                                          \
+	((v)->size >= offsetof(struct cub_virtio_host, rl_take) + sizeof((v)->rl_take) && \
+	 (v)->rl_take)
 
 #ifdef __cplusplus
 }
