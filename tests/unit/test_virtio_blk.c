@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cunit_main.h"
@@ -674,6 +675,56 @@ static void test_dev_big_request_inline(void)
 	dev_stop();
 }
 
+/* The host's rate limiter: 40 reads of 4 KiB through a bucket of 64 KiB
+ * refilled in 100 ms. The first 16 go at once, the other 24 (96 KiB) take
+ * 150 ms more, in order. */
+static void dev_rate_limited(const char *iothread)
+{
+	static struct cub_vq_chain chains[40];
+	struct timespec t0, t1;
+	double ms;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "iothread", iothread,
+		"rate_limiter.bandwidth.size", "64K", "rate_limiter.bandwidth.refill_time", "100",
+		NULL }, false), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (int i = 0; i < 40; i++) {
+		struct cub_vq_chain *c = &chains[i];
+
+		fake_chain_init(c, (uint16_t)i);
+		fake_chain_add(c, hdr(VIRTIO_BLK_T_IN, (uint64_t)i * 8), 16, false);
+		fake_chain_add(c, gmem(4096), 4096, true);
+		fake_chain_add(c, gmem(1), 1, true);
+		CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, c), 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fake_virtio_kick(&fh, 0);
+	if (!strcmp(iothread, "false")) {
+		CU_ASSERT_EQUAL(fh.vqs[0].n_used, 16);
+		for (int i = 0; i < 5000 && fh.vqs[0].n_used < 40; i++) {
+			fake_watch_pump(&fh, 100);
+			usleep(1000);
+		}
+	}
+	CU_ASSERT(fake_vq_wait_used(&fh, 0, 40, 5000));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CU_ASSERT(ms >= 140 && ms < 2000);
+	for (int i = 0; i < 40; i++)
+		CU_ASSERT_EQUAL(fh.vqs[0].used[i].head, i);
+	dev_stop();
+}
+
+static void test_dev_rate_limited_inline(void)
+{
+	dev_rate_limited("false");
+}
+
+static void test_dev_rate_limited_iothread(void)
+{
+	dev_rate_limited("true");
+}
+
 static int suite_init(void)
 {
 	int fd;
@@ -707,6 +758,8 @@ int main(void)
 		{ "device: a batch on one kick, inline", test_dev_batch_inline },
 		{ "device: a batch on one kick, iothread", test_dev_batch_iothread },
 		{ "device: a large request carried over wake-ups", test_dev_big_request_inline },
+		{ "device: rate limiter, inline", test_dev_rate_limited_inline },
+		{ "device: rate limiter, iothread", test_dev_rate_limited_iothread },
 		{ NULL, NULL },
 	};
 	char cmd[128];

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cubicle/plugin.h>
@@ -74,6 +76,7 @@ struct blk_cfg {
 	int64_t num_queues;
 	bool root;
 	bool iothread;
+	struct cub_rl *rl;
 };
 
 struct blk;
@@ -87,6 +90,9 @@ struct blk_queue {
 	bool kicked, quit, running;
 	bool draining;        /* inline mode: a thread is in blk_drain */
 	int kick_fd;          /* inline mode: eventfd re-arming a drain that used its budget */
+	int rl_fd;            /* inline mode with a rate limiter: timerfd, tokens are due */
+	uint64_t rl_wait_us;  /* the request in hand waits this long for tokens (0: not) */
+	bool charged;         /* the request in hand has its tokens */
 	/* Owned by the draining thread: */
 	bool inflight;        /* req is being carried over from a previous wake-up */
 	uint64_t xfer_done;   /* bytes of req already moved */
@@ -109,6 +115,7 @@ struct blk {
 	uint8_t id[BLK_ID_BYTES];
 	unsigned n_queues;
 	bool iothread;
+	struct cub_rl *rl;          /* the host's limiter; NULL: none (an older host) */
 	struct blk_queue *q;
 	pthread_mutex_t lock;       /* start and stop */
 };
@@ -217,6 +224,7 @@ static bool blk_begin(struct blk_queue *q)
 	}
 	if (blk_carried(r)) {
 		q->inflight = true; /* blk_step moves it, a chunk at a time */
+		q->charged = false;
 		q->xfer_done = 0;
 		return true;
 	}
@@ -322,8 +330,24 @@ static bool quitting(struct blk_queue *q)
 	return quit;
 }
 
+/* The rate limiter's say on the request in hand (data requests only:
+ * their bytes and one op): false if it must wait q->rl_wait_us. */
+static bool blk_charge(struct blk_queue *q)
+{
+	const struct blk_req *r = &q->req;
+
+	if (q->charged || !q->b->rl)
+		return true;
+	if (!q->b->h->virtio->rl_take(q->b->rl, r->type == VIRTIO_BLK_T_WRITE_ZEROES ? 0 : r->len, 1,
+				      &q->rl_wait_us))
+		return false;
+	q->charged = true;
+	return true;
+}
+
 /* One wake-up's work. Returns true when the budget ran out with work
- * possibly left: the caller must come back. */
+ * possibly left: the caller must come back. With q->rl_wait_us set, the
+ * request in hand waits for the rate limiter: come back after that. */
 static bool blk_drain(struct blk_queue *q)
 {
 	const struct cub_virtio_host *v = q->b->h->virtio;
@@ -332,6 +356,7 @@ static bool blk_drain(struct blk_queue *q)
 	bool more = false;
 
 	q->pushed = 0;
+	q->rl_wait_us = 0;
 	while (!quitting(q)) {
 		if (reqs >= BUDGET_REQS || bytes >= BUDGET_BYTES) {
 			more = true;
@@ -346,6 +371,8 @@ static bool blk_drain(struct blk_queue *q)
 			if (!q->inflight)
 				continue;
 		}
+		if (!blk_charge(q))
+			break;
 		bytes += blk_step(q, BUDGET_BYTES - bytes);
 	}
 	if (q->pushed % BATCH_NOTIFY)
@@ -369,6 +396,18 @@ static void *blk_worker(void *arg)
 		more = blk_drain(q);
 		pthread_mutex_lock(&q->lock);
 		q->kicked |= more;
+		if (q->rl_wait_us) { /* tokens are due then: nothing to do before */
+			struct timespec ts;
+			uint64_t ns;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ns = (uint64_t)ts.tv_nsec + q->rl_wait_us * 1000;
+			ts.tv_sec += (time_t)(ns / 1000000000u);
+			ts.tv_nsec = (long)(ns % 1000000000u);
+			while (!q->quit && pthread_cond_timedwait(&q->cond, &q->lock, &ts) != ETIMEDOUT)
+				;
+			q->kicked = true;
+		}
 	}
 	pthread_mutex_unlock(&q->lock);
 	return NULL;
@@ -412,6 +451,8 @@ static void queue_stop(struct blk_queue *q)
 		/* Inline: wait for a draining thread to put back its request. */
 		while (q->draining)
 			pthread_cond_wait(&q->cond, &q->lock);
+		if (q->rl_fd >= 0) /* tokens no request waits for any more */
+			timerfd_settime(q->rl_fd, 0, &(struct itimerspec){ 0 }, NULL);
 		q->running = false;
 		q->inflight = false;
 		q->vq = NULL;
@@ -513,12 +554,30 @@ static void drain_inline(struct blk_queue *q)
 	pthread_mutex_unlock(&q->lock);
 	more = blk_drain(q);
 	pthread_mutex_lock(&q->lock);
-	if ((more || q->kicked) && !q->quit)
+	if (q->rl_wait_us && !q->quit) {
+		/* The request in hand waits for tokens: the timer brings it back. */
+		struct itimerspec it = { .it_value = { .tv_sec = (time_t)(q->rl_wait_us / 1000000),
+						       .tv_nsec = (long)(q->rl_wait_us % 1000000) * 1000 } };
+
+		timerfd_settime(q->rl_fd, 0, &it, NULL);
+	} else if ((more || q->kicked) && !q->quit) {
 		rearm(q);
+	}
 	q->kicked = false;
 	q->draining = false;
 	pthread_cond_broadcast(&q->cond); /* a stop() may be waiting */
 	pthread_mutex_unlock(&q->lock);
+}
+
+/* rl_fd fired: the rate limiter's tokens are due. */
+static void blk_rl_due(void *arg)
+{
+	struct blk_queue *q = arg;
+	uint64_t n;
+
+	if (read(q->rl_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return;
+	drain_inline(q);
 }
 
 /* kick_fd fired: the event loop's turn came round again. */
@@ -562,6 +621,10 @@ static void blk_free(struct blk *b)
 			if (b->q[i].kick_fd >= 0) {
 				b->h->fd_unwatch(b->in, b->q[i].kick_fd);
 				close(b->q[i].kick_fd);
+			}
+			if (b->q[i].rl_fd >= 0) {
+				b->h->fd_unwatch(b->in, b->q[i].rl_fd);
+				close(b->q[i].rl_fd);
 			}
 			pthread_mutex_destroy(&b->q[i].lock);
 			pthread_cond_destroy(&b->q[i].cond);
@@ -632,6 +695,7 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	b->h = h;
 	b->n_queues = (unsigned)cfg->num_queues;
 	b->iothread = cfg->iothread;
+	b->rl = CUB_VIRTIO_HAS_RL(h->virtio) ? cfg->rl : NULL;
 	pthread_mutex_init(&b->lock, NULL);
 	memcpy(b->id, cfg->serial ? cfg->serial : "", serial_len); /* NUL-padded by calloc */
 	b->q = calloc(b->n_queues, sizeof(*b->q));
@@ -642,6 +706,7 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 	for (unsigned i = 0; i < b->n_queues; i++) {
 		b->q[i].b = b;
 		b->q[i].kick_fd = -1;
+		b->q[i].rl_fd = -1;
 		pthread_mutex_init(&b->q[i].lock, NULL);
 		pthread_cond_init(&b->q[i].cond, NULL);
 	}
@@ -651,6 +716,16 @@ static int blk_create(struct cub_inst *in, const struct cub_host *h, const void 
 		      h->fd_watch(in, b->q[i].kick_fd, EPOLLIN, blk_rearmed, &b->q[i]);
 		if (err) {
 			h->fail(in, err, "queue %u: cannot make its re-arm eventfd: %s", i,
+				strerror(-err));
+			goto fail;
+		}
+		if (!b->rl)
+			continue;
+		b->q[i].rl_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		err = b->q[i].rl_fd < 0 ? -errno :
+		      h->fd_watch(in, b->q[i].rl_fd, EPOLLIN, blk_rl_due, &b->q[i]);
+		if (err) {
+			h->fail(in, err, "queue %u: cannot make its rate limiter timer: %s", i,
 				strerror(-err));
 			goto fail;
 		}
@@ -706,6 +781,8 @@ static const struct cub_param blk_params[] = {
 	  .doc = "serve each queue on its own thread instead of the notifying (event-loop) thread" },
 	{ .name = "root", .type = CUB_P_BOOL, .offset = offsetof(struct blk_cfg, root),
 	  .def = "false", .doc = "this is the guest's root disk" },
+	{ .name = "rate_limiter", .type = CUB_P_RATELIMIT, .offset = offsetof(struct blk_cfg, rl),
+	  .def = "", .doc = "Firecracker-style limiter: bandwidth (bytes read or written), ops (requests)" },
 };
 
 /* Snapshots: no state of its own; the host saves its queues. */
@@ -718,7 +795,7 @@ static const struct cub_device_ops blk_ops = {
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(5),
+	CUB_PLUGIN_ABI(6),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-blk",
 	.version = "1.0",
