@@ -421,7 +421,7 @@ static void describe(const struct plugin *p)
 			snprintf(def, sizeof(def), "= \"%s\"", prm->def);
 		else
 			snprintf(def, sizeof(def), "= %s", prm->def);
-		printf("    %-14s %-7s %-18s %s\n", prm->name, loader_ptype_name(prm->type), def,
+		printf("    %-14s %-9s %-18s %s\n", prm->name, loader_ptype_name(prm->type), def,
 		       prm->doc ? prm->doc : "");
 		if (prm->min || prm->max)
 			printf("    %-14s range: %s to %s\n", "", prm->min ? prm->min : "-",

@@ -327,8 +327,10 @@ static int get_ratelimit(const struct cub_param *p, const struct params_ctx *ctx
 	} else if (!v && p->def && *p->def) {
 		return bad_type(p, " (bad default in plugin: only \"\")", why, len);
 	}
-	if ((bad = rl_cfg_check(&c)))
-		return errf(why, len, -EINVAL, "'%s': %s", p->name, bad);
+	if ((bad = rl_cfg_check(&(struct rl_cfg){ .bandwidth = c.bandwidth })))
+		return errf(why, len, -EINVAL, "'%s.bandwidth': %s", p->name, bad);
+	if ((bad = rl_cfg_check(&(struct rl_cfg){ .ops = c.ops })))
+		return errf(why, len, -EINVAL, "'%s.ops': %s", p->name, bad);
 	*out = cub_rl_new(ctx->ar, &c);
 	return *out ? 0 : errf(why, len, -ENOMEM, "out of memory");
 }

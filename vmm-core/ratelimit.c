@@ -6,12 +6,12 @@
 #include "cnode.h"
 #include "ratelimit.h"
 
-static __int128 tb_full(const struct tb *t)
+static __int128 tb_full(const struct tbucket *t)
 {
 	return (__int128)t->cfg.size * (__int128)(t->cfg.refill_time_ms * 1000);
 }
 
-static void tb_refill(struct tb *t, uint64_t now_us)
+static void tb_refill(struct tbucket *t, uint64_t now_us)
 {
 	__int128 full = tb_full(t);
 
@@ -26,7 +26,7 @@ static void tb_refill(struct tb *t, uint64_t now_us)
 }
 
 /* How long until @t can give @n tokens (0: now); refilled to @now_us. */
-static uint64_t tb_wait(struct tb *t, uint64_t n, uint64_t now_us)
+static uint64_t tb_wait(struct tbucket *t, uint64_t n, uint64_t now_us)
 {
 	__int128 need, lack;
 	uint64_t rest;
@@ -46,7 +46,7 @@ static uint64_t tb_wait(struct tb *t, uint64_t n, uint64_t now_us)
 	return (uint64_t)((lack + t->cfg.size - 1) / t->cfg.size);
 }
 
-static void tb_charge(struct tb *t, uint64_t n)
+static void tb_charge(struct tbucket *t, uint64_t n)
 {
 	uint64_t from_burst = n < t->burst ? n : t->burst;
 
@@ -56,7 +56,7 @@ static void tb_charge(struct tb *t, uint64_t n)
 	t->budget -= (__int128)(n - from_burst) * (__int128)(t->cfg.refill_time_ms * 1000);
 }
 
-static void tb_init(struct tb *t, const struct tb_cfg *c, uint64_t now_us)
+static void tb_init(struct tbucket *t, const struct tb_cfg *c, uint64_t now_us)
 {
 	t->cfg = *c;
 	t->burst = c->size ? c->one_time_burst : 0;
@@ -115,7 +115,7 @@ bool rl_take(struct rate_limiter *rl, uint64_t bytes, uint64_t ops, uint64_t now
 	return true;
 }
 
-static void tb_refund(struct tb *t, uint64_t n)
+static void tb_refund(struct tbucket *t, uint64_t n)
 {
 	__int128 full = tb_full(t);
 

@@ -25,7 +25,7 @@ struct rl_cfg {
 	struct tb_cfg bandwidth, ops;
 };
 
-struct tb {
+struct tbucket {
 	struct tb_cfg cfg;
 	__int128 budget;   /* tokens × refill_time_us: exact refills; negative: debt */
 	uint64_t burst;    /* one-time burst left */
@@ -33,7 +33,7 @@ struct tb {
 };
 
 struct rate_limiter {
-	struct tb bw, ops;
+	struct tbucket bw, ops;
 };
 
 #define RL_SIZE_MAX    (1ull << 50) /* tokens a bucket may hold */

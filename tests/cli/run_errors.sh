@@ -91,6 +91,13 @@ cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = 
 	"    backend = { type = \"raw\"; path = \"\${CUB_SURELY_UNSET}/x.img\"; }; }" ");"
 expect "bad path in a backend" 1 "vm.cfg:5: raw\\[d\\]: 'path': .*CUB_SURELY_UNSET is not set" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-blk\"; id = \"d\";" \
+	"    backend = { type = \"raw\"; path = \"x.img\"; };" "    rate_limiter = { bandwidth = { size = \"1M\"; refill_time = 100; };" \
+	"      ops = { size = 100; refil_time = 10; }; }; }" ");"
+expect "typo in a rate limiter" 1 "vm.cfg:6: virtio-blk\\[d\\]: 'rate_limiter.ops' takes size, one_time_burst and refill_time, not 'refil_time' .at .*vm.cfg:7" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-blk\"; id = \"d\";" \
+	"    backend = { type = \"raw\"; path = \"x.img\"; };" "    rate_limiter = { ops = { size = 100; }; }; }" ");"
+expect "a rate limiter bucket without refill_time" 1 "vm.cfg:6: virtio-blk\\[d\\]: 'rate_limiter.ops': refill_time must be at least 1 ms" -- run "$tmp/vm.cfg"
+cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"virtio-blk\"; id = \"d\";" \
 	"    backend = { type = \"raw\"; path = \"x.img\"; }; }" ");"
 expect "--set into a backend" 1 "--set devices.d.backend.pathh=y: raw\\[d\\]: unknown parameter 'pathh'" -- \
 	run "$tmp/vm.cfg" --set devices.d.backend.pathh=y

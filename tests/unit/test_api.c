@@ -18,6 +18,7 @@
 #include "loader.h"
 #include "log.h"
 #include "plan.h"
+#include "ratelimit.h"
 #include "snap/snapshot.h"
 
 #define SCHEMA CUB_SRC_DIR "/tests/api/fc-schema.json"
@@ -332,7 +333,11 @@ static void test_errors(void)
 	expect_fault("GET", "/", "{}", 400, "takes no body");
 	expect_fault("PUT", "/drives/a/b", "{}", 400, "one path segment");
 	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"y\",\"is_root_device\":false,\"path_on_host\":\"p\"}", 400, "does not match");
-	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{}}", 400, "rate limiters are not supported by cubicle yet");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{\"bandwidth\":{\"size\":1000}}}", 400, "drive: bandwidth needs 'size' and 'refill_time'");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{\"bytes\":{}}}", 400, "unknown field 'bytes'; expected bandwidth, ops");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{\"ops\":{\"size\":-1,\"refill_time\":5}}}", 400, "ops.size must be an integer >= 0");
+	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"rate_limiter\":{\"ops\":{\"size\":5,\"refill_time\":0}}}", 400, "refill_time must be at least 1 ms");
+	expect_fault("PUT", "/entropy", "{\"rate_limiter\":{\"ops\":{\"size\":5,\"refill_time\":1,\"burst\":1}}}", 400, "entropy: ops: unknown field 'burst'");
 	expect_fault("PUT", "/drives/x", "{\"drive_id\":\"x\",\"is_root_device\":false,\"path_on_host\":\"p\",\"io_engine\":\"Async\"}", 400, "'io_engine' \"Async\" is not supported");
 	expect_fault("PUT", "/network-interfaces/e", "{\"iface_id\":\"e\",\"host_dev_name\":\"t\",\"mtu\":20}", 400, "'mtu' is 20; expected 68 to 65535");
 	expect_fault("PATCH", "/vm", "{\"state\":\"Paused\"}", 400, "the VM is not running");
@@ -390,7 +395,8 @@ static void test_instance_start(void)
 
 	setup();
 	CU_ASSERT_EQUAL(req("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\",\"boot_args\":\"console=ttyS0\"}", NULL), 204);
-	CU_ASSERT_EQUAL(req("PUT", "/drives/data", "{\"drive_id\":\"data\",\"is_root_device\":false,\"path_on_host\":\"/d.img\",\"is_read_only\":true}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/drives/data", "{\"drive_id\":\"data\",\"is_root_device\":false,\"path_on_host\":\"/d.img\",\"is_read_only\":true,"
+			    "\"rate_limiter\":{\"bandwidth\":{\"size\":1048576,\"one_time_burst\":4096,\"refill_time\":100},\"ops\":null}}", NULL), 204);
 	CU_ASSERT_EQUAL(req("PUT", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"is_root_device\":true,\"path_on_host\":\"/r.img\"}", NULL), 204);
 	expect_fault("PUT", "/drives/other", "{\"drive_id\":\"other\",\"is_root_device\":true,\"path_on_host\":\"/o\"}", 400, "A root block device already exists!");
 	CU_ASSERT_EQUAL(req("PUT", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\",\"guest_mac\":\"06:00:ac:10:00:02\"}", NULL), 204);
@@ -425,6 +431,16 @@ static void test_instance_start(void)
 	CU_ASSERT_STRING_EQUAL(s_of(d, "id"), "data");
 	CU_ASSERT_TRUE(cnode_get(d, "read_only")->b);
 	CU_ASSERT_TRUE(cnode_get(cnode_get(d, "backend"), "read_only")->b);
+	{
+		const struct cnode *bw = cnode_get(cnode_get(d, "rate_limiter"), "bandwidth");
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(bw);
+		CU_ASSERT_EQUAL(cnode_get(bw, "size")->i, 1048576);
+		CU_ASSERT_EQUAL(cnode_get(bw, "one_time_burst")->i, 4096);
+		CU_ASSERT_EQUAL(cnode_get(bw, "refill_time")->i, 100);
+		CU_ASSERT_PTR_NULL(cnode_get(cnode_get(d, "rate_limiter"), "ops"));
+		CU_ASSERT_PTR_NULL(cnode_get(dev(devs, 1), "rate_limiter"));
+	}
 	d = dev(devs, 3);
 	CU_ASSERT_STRING_EQUAL(s_of(d, "type"), "virtio-net");
 	CU_ASSERT_STRING_EQUAL(s_of(d, "mac"), "06:00:ac:10:00:02");
@@ -548,6 +564,55 @@ static void test_config_vsock(void)
 	vm.n_insts = 0;
 	free(cfg);
 	loader_close(p);
+}
+
+/* PATCH /drives/ID { rate_limiter } on a running VM: the virtio-blk
+ * instance's limiter (its cfg slot) takes the new settings at once. */
+static void test_patch_rate_limiter(void)
+{
+	static struct plan_inst pi = { .id = "d1" };
+	static struct cub_inst in = { .name = "virtio-blk[d1]", .pi = &pi };
+	static struct cub_inst *insts[] = { &in };
+	struct rl_cfg c = { .bandwidth = { 1000, 0, 1000 } }, got;
+	struct arena rar = { 0 };
+	struct cub_rl *rl = cub_rl_new(&rar, &c);
+	struct plugin *p;
+	char err[512], *cfg;
+	uint64_t w;
+
+	setup();
+	CU_ASSERT_EQUAL_FATAL(loader_open(CUB_BUILD_DIR "/plugins/devices/.libs/virtio_blk.so", &p,
+					  err, sizeof(err)), 0);
+	cfg = calloc(1, p->d->cfg_size);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+	for (unsigned k = 0; k < p->d->n_params; k++)
+		if (!strcmp(p->params[k].name, "rate_limiter"))
+			memcpy(cfg + p->params[k].offset, &rl, sizeof(rl));
+	in.plugin = p;
+	in.cfg = cfg;
+	CU_ASSERT_EQUAL(req("PUT", "/boot-source", "{\"kernel_image_path\":\"/k\"}", NULL), 204);
+	CU_ASSERT_EQUAL(req("PUT", "/actions", "{\"action_type\":\"InstanceStart\"}", NULL), 204);
+	vm.insts = insts;
+	vm.n_insts = 1;
+	CU_ASSERT_TRUE(cub_rl_take(rl, 1000, 1, &w));
+	CU_ASSERT_FALSE(cub_rl_take(rl, 1000, 1, &w)); /* 1000 bytes a second: empty */
+	CU_ASSERT_EQUAL(req("PATCH", "/drives/d1", "{\"drive_id\":\"d1\",\"rate_limiter\":{\"bandwidth\":{\"size\":10000000,\"refill_time\":10},\"ops\":{\"size\":7,\"refill_time\":1000}}}", NULL), 204);
+	cub_rl_get(rl, &got);
+	CU_ASSERT_EQUAL(got.bandwidth.size, 10000000);
+	CU_ASSERT_EQUAL(got.bandwidth.refill_time_ms, 10);
+	CU_ASSERT_EQUAL(got.ops.size, 7);
+	CU_ASSERT_TRUE(cub_rl_take(rl, 1000000, 1, &w)); /* in force at once */
+	expect_fault("PATCH", "/drives/d2", "{\"drive_id\":\"d2\",\"rate_limiter\":{}}", 400, "no device 'd2' with a rate_limiter");
+	expect_fault("PATCH", "/drives/d1", "{\"drive_id\":\"d1\",\"rate_limiter\":{\"ops\":{\"size\":1}}}", 400, "needs 'size' and 'refill_time'");
+	/* an empty limiter lifts the limit */
+	CU_ASSERT_EQUAL(req("PATCH", "/drives/d1", "{\"drive_id\":\"d1\",\"rate_limiter\":{}}", NULL), 204);
+	for (int i = 0; i < 100; i++)
+		CU_ASSERT_TRUE(cub_rl_take(rl, 1ull << 30, 1, &w));
+	vm.insts = NULL;
+	vm.n_insts = 0;
+	free(cfg);
+	loader_close(p);
+	arena_free(&rar);
 }
 
 /* Write text to a temporary JSON file: its path (static). */
@@ -808,6 +873,7 @@ int main(void)
 		{ "InstanceStart hands the plan stage Firecracker's objects", test_instance_start },
 		{ "a unit plugin's methods through the API", test_methods },
 		{ "GET /vm/config: the vsock of a VM from a config file", test_config_vsock },
+		{ "PATCH /drives/ID: a running drive's rate limiter", test_patch_rate_limiter },
 		{ "--config-file: Firecracker's JSON description", test_config_file },
 		{ "GET /metrics: Prometheus text", test_metrics },
 		{ "PUT /logger, PUT /metrics, FlushMetrics", test_sinks },

@@ -113,6 +113,13 @@ extern const struct api_route metrics_routes[];
 extern const unsigned metrics_n_routes;
 extern const struct api_route cub_routes[];
 extern const unsigned cub_n_routes;
+/* fcrate.c: Firecracker's RateLimiter objects. fc_rl_parse: @o (NULL or
+ * null: no limit) into *@c, or 400 with "WHAT: ..." in err. fc_rl_patch:
+ * set the limiter param @param of the running device @id from @o: 0 or 400. */
+struct rl_cfg;
+int fc_rl_parse(const json_t *o, const char *what, struct rl_cfg *c, char *err, size_t errlen);
+int fc_rl_patch(struct api *a, const char *id, const char *param, const json_t *o,
+		const char *what, char *err, size_t errlen);
 /* snapshot.c: PUT /snapshot/create, /snapshot/load (Firecracker's) and
  * /snapshot/rollback (cubicle's). */
 extern const struct api_route snap_routes[];

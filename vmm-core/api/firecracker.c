@@ -30,6 +30,7 @@
 #include "devices.h"
 #include "loader.h"
 #include "plan.h"
+#include "ratelimit.h"
 
 /* The Firecracker API version whose description these endpoints follow. */
 #define FC_API_VERSION "1.17.0"
@@ -259,6 +260,7 @@ static int put_drive(struct api *a, const char *id, json_t *in, json_t **out, ch
 {
 	struct fc_state *s = api_fc(a);
 	const char *ct = str(in, "cache_type"), *io = str(in, "io_engine");
+	struct rl_cfg rc;
 	size_t at, i;
 	json_t *old, *d;
 	int ret;
@@ -274,8 +276,9 @@ static int put_drive(struct api *a, const char *id, json_t *in, json_t **out, ch
 		return errf(err, errlen, 400, "drive %s: vhost-user drives ('socket') are not supported by cubicle", id);
 	if (!str(in, "path_on_host"))
 		return errf(err, errlen, 400, "drive %s: missing required field 'path_on_host'", id);
-	if (json_object_get(in, "rate_limiter"))
-		return errf(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
+	if (json_object_get(in, "rate_limiter") &&
+	    (ret = fc_rl_parse(json_object_get(in, "rate_limiter"), "drive", &rc, err, errlen)))
+		return ret;
 	if (json_object_get(in, "partuuid"))
 		return errf(err, errlen, 400, "drive %s: 'partuuid' is not supported by cubicle yet; the root drive is /dev/vda", id);
 	if (ct && strcmp(ct, "Unsafe") && strcmp(ct, "Writeback"))
@@ -307,13 +310,30 @@ static int patch_drive(struct api *a, const char *id, json_t *in, json_t **out, 
 	ret = ret ?: body_id(in, "drive_id", id, "drive", err, errlen);
 	if (ret)
 		return ret;
-	if (json_object_get(in, "rate_limiter"))
-		return errf(err, errlen, 400, "drive %s: rate limiters are not supported by cubicle yet", id);
-	if (started(a))
-		return errf(err, errlen, 400, "drive %s: changing the disk of a running VM is not supported by cubicle yet", id);
 	d = by_id(api_fc(a)->drives, "drive_id", id, NULL);
+	if (started(a)) {
+		if (str(in, "path_on_host"))
+			return errf(err, errlen, 400, "drive %s: changing the disk of a running VM is not supported by cubicle yet", id);
+		ret = fc_rl_patch(a, id, "rate_limiter", json_object_get(in, "rate_limiter"), "drive",
+				  err, errlen);
+		if (ret)
+			return ret;
+		/* GET /vm/config shows the limit in force */
+		if (d && json_object_set(d, "rate_limiter", json_object_get(in, "rate_limiter")))
+			return errf(err, errlen, 500, "out of memory");
+		return 204;
+	}
 	if (!d)
 		return errf(err, errlen, 400, "drive %s: no such drive (PUT /drives/%s first)", id, id);
+	if (json_object_get(in, "rate_limiter")) {
+		struct rl_cfg rc;
+
+		ret = fc_rl_parse(json_object_get(in, "rate_limiter"), "drive", &rc, err, errlen);
+		if (ret)
+			return ret;
+		if (json_object_set(d, "rate_limiter", json_object_get(in, "rate_limiter")))
+			return errf(err, errlen, 500, "out of memory");
+	}
 	if (str(in, "path_on_host") && json_object_set(d, "path_on_host", json_object_get(in, "path_on_host")))
 		return errf(err, errlen, 500, "out of memory");
 	return 204;
@@ -371,8 +391,13 @@ static int put_entropy(struct api *a, const char *id, json_t *in, json_t **out, 
 	ret = api_check(in, f, 1, "entropy", err, errlen);
 	if (ret)
 		return ret;
-	if (json_object_get(in, "rate_limiter"))
-		return errf(err, errlen, 400, "entropy: rate limiters are not supported by cubicle yet");
+	if (json_object_get(in, "rate_limiter")) {
+		struct rl_cfg rc;
+
+		ret = fc_rl_parse(json_object_get(in, "rate_limiter"), "entropy", &rc, err, errlen);
+		if (ret)
+			return ret;
+	}
 	json_decref(s->entropy);
 	s->entropy = json_incref(in);
 	return 204;
@@ -511,6 +536,29 @@ static void add_bool(struct tb *t, struct cnode *g, const char *name, bool v)
 		n->b = v;
 }
 
+/* A RateLimiter object (checked when it was PUT) as a rate_limiter group. */
+static void add_rl(struct tb *t, struct cnode *g, const json_t *o)
+{
+	static const char *const buckets[] = { "bandwidth", "ops" };
+	static const char *const keys[] = { "size", "one_time_burst", "refill_time" };
+	struct cnode *rl;
+
+	if (!g || !json_is_object(o))
+		return;
+	rl = add(t, g, CN_GROUP, "rate_limiter");
+	for (unsigned i = 0; rl && i < 2; i++) {
+		const json_t *b = json_object_get(o, buckets[i]);
+		struct cnode *bg;
+
+		if (!json_is_object(b))
+			continue;
+		bg = add(t, rl, CN_GROUP, buckets[i]);
+		for (unsigned k = 0; bg && k < 3; k++)
+			if (json_object_get(b, keys[k]))
+				add_int(t, bg, keys[k], json_integer_value(json_object_get(b, keys[k])));
+	}
+}
+
 static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
 {
 	struct cnode *g, *b;
@@ -522,6 +570,7 @@ static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
 	add_str(t, g, "id", str(d, "drive_id"));
 	add_bool(t, g, "read_only", ro);
 	add_bool(t, g, "root", truthy(d, "is_root_device"));
+	add_rl(t, g, json_object_get(d, "rate_limiter"));
 	b = g ? add(t, g, CN_GROUP, "backend") : NULL;
 	add_str(t, b, "type", "raw");
 	add_str(t, b, "path", str(d, "path_on_host"));
@@ -606,6 +655,7 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 		g = devs ? add(&t, devs, CN_GROUP, NULL) : NULL;
 		add_str(&t, g, "type", "virtio-rng");
 		add_str(&t, g, "id", "rng0");
+		add_rl(&t, g, json_object_get(s->entropy, "rate_limiter"));
 	}
 	if (s->vsock) {
 		t.where = "PUT /vsock";
