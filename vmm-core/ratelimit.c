@@ -172,6 +172,20 @@ bool cub_rl_take(struct cub_rl *r, uint64_t bytes, uint64_t ops, uint64_t *wait_
 	return ok;
 }
 
+void cub_rl_charge(struct cub_rl *r, int64_t bytes, int64_t ops)
+{
+	pthread_mutex_lock(&r->lock);
+	if (bytes >= 0)
+		tb_charge(&r->rl.bw, (uint64_t)bytes);
+	else
+		tb_refund(&r->rl.bw, (uint64_t)-(bytes + 1) + 1);
+	if (ops >= 0)
+		tb_charge(&r->rl.ops, (uint64_t)ops);
+	else
+		tb_refund(&r->rl.ops, (uint64_t)-(ops + 1) + 1);
+	pthread_mutex_unlock(&r->lock);
+}
+
 void cub_rl_set(struct cub_rl *r, const struct rl_cfg *cfg)
 {
 	pthread_mutex_lock(&r->lock);

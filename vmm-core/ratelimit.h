@@ -68,6 +68,8 @@ struct cub_rl;
 struct cub_rl *cub_rl_new(struct arena *ar, const struct rl_cfg *cfg);
 /* h->virtio->rl_take: *@wait_us capped at RL_WAIT_MAX_US. */
 bool cub_rl_take(struct cub_rl *rl, uint64_t bytes, uint64_t ops, uint64_t *wait_us);
+/* h->virtio->rl_charge: debt allowed; negative gives back (up to full). */
+void cub_rl_charge(struct cub_rl *rl, int64_t bytes, int64_t ops);
 /* New settings (checked), at once: the control API's PATCH. */
 void cub_rl_set(struct cub_rl *rl, const struct rl_cfg *cfg);
 void cub_rl_get(struct cub_rl *rl, struct rl_cfg *cfg);

@@ -495,6 +495,7 @@ void fake_host_init(struct fake_host *fh)
 		.push_batch = fake_vq_push_batch,
 		.queue_size = fake_vq_queue_size,
 		.rl_take = cub_rl_take,
+		.rl_charge = cub_rl_charge,
 	};
 	fh->net_host = (struct cub_net_host){
 		.size = sizeof(struct cub_net_host),

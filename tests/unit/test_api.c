@@ -400,6 +400,9 @@ static void test_instance_start(void)
 	CU_ASSERT_EQUAL(req("PUT", "/drives/rootfs", "{\"drive_id\":\"rootfs\",\"is_root_device\":true,\"path_on_host\":\"/r.img\"}", NULL), 204);
 	expect_fault("PUT", "/drives/other", "{\"drive_id\":\"other\",\"is_root_device\":true,\"path_on_host\":\"/o\"}", 400, "A root block device already exists!");
 	CU_ASSERT_EQUAL(req("PUT", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap7\",\"guest_mac\":\"06:00:ac:10:00:02\"}", NULL), 204);
+	expect_fault("PATCH", "/network-interfaces/eth1", "{\"iface_id\":\"eth1\",\"tx_rate_limiter\":{}}", 400, "no such interface");
+	expect_fault("PATCH", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"tx_rate_limiter\":{\"ops\":{\"size\":1}}}", 400, "needs 'size' and 'refill_time'");
+	CU_ASSERT_EQUAL(req("PATCH", "/network-interfaces/eth0", "{\"iface_id\":\"eth0\",\"tx_rate_limiter\":{\"ops\":{\"size\":100,\"refill_time\":1000}}}", NULL), 204);
 	CU_ASSERT_EQUAL(req("PUT", "/entropy", "{}", NULL), 204);
 	CU_ASSERT_EQUAL(req("PUT", "/vsock", "{\"guest_cid\":7,\"uds_path\":\"/run/v.sock\"}", NULL), 204);
 	CU_ASSERT_EQUAL(req("PUT", "/vsock", "{\"vsock_id\":\"v\",\"guest_cid\":3,\"uds_path\":\"/run/v.sock\"}", NULL), 204);
@@ -447,6 +450,8 @@ static void test_instance_start(void)
 	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.type"), "tap");
 	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.ifname"), "tap7");
 	CU_ASSERT_STRING_EQUAL(s_of(d, "backend.policy.default"), "deny");
+	CU_ASSERT_EQUAL(cnode_get(cnode_get(cnode_get(d, "tx_rate_limiter"), "ops"), "size")->i, 100);
+	CU_ASSERT_PTR_NULL(cnode_get(d, "rx_rate_limiter"));
 	allow = cnode_get(cnode_get(cnode_get(d, "backend"), "policy"), "allow");
 	CU_ASSERT_TRUE(allow && allow->n_kids == 1 && !strcmp(allow->kids[0]->s, "0.0.0.0/0"));
 	CU_ASSERT_STRING_EQUAL(s_of(dev(devs, 4), "type"), "virtio-rng");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cunit_main.h"
@@ -458,6 +459,7 @@ static void test_rx_backpressure(void)
 	fake_vq_add(&fh, RXQ, b = rx_chain(HDR + 1500, 0));
 	fake_vq_add(&fh, RXQ, c = rx_chain(HDR + 1500, 0));
 	fake_virtio_kick(&fh, RXQ);
+	if (fh.vqs[RXQ].n_used != 3) fprintf(stderr, "DBG n_used %u\n", fh.vqs[RXQ].n_used);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[1].written, HDR + 101);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].used[2].written, HDR + 102);
@@ -469,6 +471,7 @@ static void test_rx_backpressure(void)
 	fake_vq_add(&fh, RXQ, b = rx_chain(1000, 0));
 	fake_virtio_kick(&fh, RXQ);
 	run_loop();
+	if (fh.vqs[RXQ].n_used != 3) fprintf(stderr, "DBG n_used %u\n", fh.vqs[RXQ].n_used);
 	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 3); /* nothing published yet */
 	CU_ASSERT(!readable(efd));
 	fake_vq_add(&fh, RXQ, c = rx_chain(1000, 0));
@@ -1018,6 +1021,81 @@ static int rec_set_mac(void *priv, const uint8_t mac[6])
 	return set_mac_ret;
 }
 
+/* Milliseconds since *t0. */
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The host's rate limiters: tx by ops (20 frames a second), rx by bytes
+ * (20000 a second): what the buckets hold goes at once, the rest when the
+ * limiter's timer says, in order, nothing lost. (rx learns a frame's
+ * length only once it has read it: a frame may start while a byte is
+ * left, and the bucket owes the rest.) */
+static void test_rate_limiters(void)
+{
+	uint8_t frame[1000], got[2048];
+	struct timespec t0;
+	double ms;
+
+	CU_ASSERT_PTR_NULL(fake_cfg_new(netp, (const char *[]){
+		"tx_rate_limiter.ops.size", "2", NULL })); /* no refill_time */
+	CU_ASSERT_EQUAL_FATAL(dev_open((const char *[]){
+		"tx_rate_limiter.ops.size", "2", "tx_rate_limiter.ops.refill_time", "100",
+		"rx_rate_limiter.bandwidth.size", "2000", "rx_rate_limiter.bandwidth.refill_time", "100",
+		NULL }, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fill(frame, sizeof(frame), 5);
+	for (int i = 0; i < 6; i++) {
+		frame[0] = (uint8_t)i;
+		fake_vq_add(&fh, TXQ, tx_chain(frame, 60, NULL, 0));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 2);
+	while (fh.vqs[TXQ].n_used < 6 && ms_since(&t0) < 3000) {
+		poll(&(struct pollfd){ .fd = dev_efd(), .events = POLLIN }, 1, 100);
+		run_loop();
+	}
+	ms = ms_since(&t0);
+	CU_ASSERT_EQUAL(fh.vqs[TXQ].n_used, 6);
+	CU_ASSERT(ms >= 190 && ms < 1500); /* 4 frames at 20 a second */
+	for (int i = 0; i < 6; i++) {
+		CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 60);
+		CU_ASSERT_EQUAL(got[0], i);
+	}
+
+	for (int i = 0; i < 8; i++)
+		fake_vq_add(&fh, RXQ, rx_chain(HDR + 1514, 0));
+	fake_virtio_kick(&fh, RXQ);
+	for (int i = 0; i < 6; i++) {
+		frame[0] = (uint8_t)(0x40 + i);
+		CU_ASSERT_EQUAL(send(sv[1], frame, 1000, 0), 1000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	run_loop();
+	/* the full bucket, 2000 bytes: two frames */
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 2);
+	while (fh.vqs[RXQ].n_used < 6 && ms_since(&t0) < 3000) {
+		poll(&(struct pollfd){ .fd = dev_efd(), .events = POLLIN }, 1, 100);
+		run_loop();
+	}
+	ms = ms_since(&t0);
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 6);
+	/* the third as soon as a byte is there, owing the rest; the others
+	 * 50 ms apart */
+	CU_ASSERT(ms >= 140 && ms < 1500);
+	for (int i = 0; i < 6; i++) {
+		CU_ASSERT_EQUAL(fh.vqs[RXQ].used[i].written, HDR + 1000);
+		CU_ASSERT_EQUAL(mem_of(&chains[6 + i])[HDR], 0x40 + i);
+	}
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
 static void test_set_mac(void)
 {
 	static const char *const kv[] = { "mac", "52:54:00:aa:bb:cc", NULL };
@@ -1069,6 +1147,7 @@ int main(void)
 		{ "RX: mergeable, buffers trickling in", test_rx_trickle },
 		{ "RX: mergeable, a driver that stops posting", test_rx_wait_timeout },
 		{ "backend told the guest's MAC", test_set_mac },
+		{ "rx and tx rate limiters", test_rate_limiters },
 		{ NULL, NULL },
 	};
 	int ret;

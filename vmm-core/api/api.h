@@ -120,6 +120,9 @@ struct rl_cfg;
 int fc_rl_parse(const json_t *o, const char *what, struct rl_cfg *c, char *err, size_t errlen);
 int fc_rl_patch(struct api *a, const char *id, const char *param, const json_t *o,
 		const char *what, char *err, size_t errlen);
+/* @o (checked) as a config group @name in @parent: 0 or -ENOMEM. */
+int fc_rl_group(struct arena *ar, const char *where, struct cnode *parent, const char *name,
+		const json_t *o);
 /* snapshot.c: PUT /snapshot/create, /snapshot/load (Firecracker's) and
  * /snapshot/rollback (cubicle's). */
 extern const struct api_route snap_routes[];

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Firecracker's RateLimiter objects: checked, turned into a config group, and applied to a running device. */
+#include <errno.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -62,6 +63,39 @@ int fc_rl_parse(const json_t *o, const char *what, struct rl_cfg *c, char *err, 
 		return ret;
 	if ((bad = rl_cfg_check(c)))
 		return errf(err, errlen, 400, "%s: rate_limiter: %s", what, bad);
+	return 0;
+}
+
+int fc_rl_group(struct arena *ar, const char *where, struct cnode *parent, const char *name,
+		const json_t *o)
+{
+	static const char *const buckets[] = { "bandwidth", "ops" };
+	static const char *const keys[] = { "size", "one_time_burst", "refill_time" };
+	struct cnode *rl = cnode_new(ar, CN_GROUP, name, where);
+
+	if (!rl || cnode_add(ar, parent, rl))
+		return -ENOMEM;
+	for (unsigned i = 0; i < 2; i++) {
+		const json_t *b = json_object_get(o, buckets[i]);
+		struct cnode *bg;
+
+		if (!json_is_object(b))
+			continue;
+		bg = cnode_new(ar, CN_GROUP, buckets[i], where);
+		if (!bg || cnode_add(ar, rl, bg))
+			return -ENOMEM;
+		for (unsigned k = 0; k < 3; k++) {
+			const json_t *v = json_object_get(b, keys[k]);
+			struct cnode *n;
+
+			if (!v)
+				continue;
+			n = cnode_new(ar, CN_INT, keys[k], where);
+			if (!n || cnode_add(ar, bg, n))
+				return -ENOMEM;
+			n->i = json_integer_value(v);
+		}
+	}
 	return 0;
 }
 

@@ -351,6 +351,7 @@ static int put_net(struct api *a, const char *id, json_t *in, json_t **out, char
 	};
 	struct fc_state *s = api_fc(a);
 	json_t *mtu = json_object_get(in, "mtu");
+	struct rl_cfg rc;
 	size_t at;
 	int ret;
 
@@ -360,8 +361,12 @@ static int put_net(struct api *a, const char *id, json_t *in, json_t **out, char
 	ret = ret ?: body_id(in, "iface_id", id, "network-interface", err, errlen);
 	if (ret)
 		return ret;
-	if (json_object_get(in, "rx_rate_limiter") || json_object_get(in, "tx_rate_limiter"))
-		return errf(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
+	ret = fc_rl_parse(json_object_get(in, "rx_rate_limiter"), "network-interface", &rc, err,
+			  errlen);
+	ret = ret ?: fc_rl_parse(json_object_get(in, "tx_rate_limiter"), "network-interface", &rc,
+				 err, errlen);
+	if (ret)
+		return ret;
 	if (mtu && (json_integer_value(mtu) < 68 || json_integer_value(mtu) > 65535))
 		return errf(err, errlen, 400, "network-interface %s: 'mtu' is %lld; expected 68 to 65535",
 				id, (long long)json_integer_value(mtu));
@@ -374,7 +379,35 @@ static int put_net(struct api *a, const char *id, json_t *in, json_t **out, char
 static int patch_net(struct api *a, const char *id, json_t *in, json_t **out, char *err,
 		     size_t errlen)
 {
-	return errf(err, errlen, 400, "network-interface %s: rate limiters are not supported by cubicle yet", id);
+	static const struct api_field f[] = {
+		{ "iface_id", JSON_STRING, true },
+		{ "rx_rate_limiter", JSON_OBJECT, false }, { "tx_rate_limiter", JSON_OBJECT, false },
+	};
+	static const char *const dirs[] = { "rx_rate_limiter", "tx_rate_limiter" };
+	json_t *d = by_id(api_fc(a)->nets, "iface_id", id, NULL);
+	struct rl_cfg rc;
+	int ret;
+
+	ret = api_check(in, f, sizeof(f) / sizeof(f[0]), "network-interface", err, errlen);
+	ret = ret ?: body_id(in, "iface_id", id, "network-interface", err, errlen);
+	for (unsigned i = 0; i < 2 && !ret; i++)
+		ret = fc_rl_parse(json_object_get(in, dirs[i]), "network-interface", &rc, err, errlen);
+	if (ret)
+		return ret;
+	if (!started(a) && !d)
+		return errf(err, errlen, 400, "network-interface %s: no such interface (PUT /network-interfaces/%s first)", id, id);
+	for (unsigned i = 0; i < 2; i++) {
+		const json_t *o = json_object_get(in, dirs[i]);
+
+		if (!o)
+			continue;
+		if (started(a) && (ret = fc_rl_patch(a, id, dirs[i], o, "network-interface", err,
+						     errlen)))
+			return ret;
+		if (d && json_object_set(d, dirs[i], (json_t *)o))
+			return errf(err, errlen, 500, "out of memory");
+	}
+	return 204;
 }
 
 /* ---- entropy ---- */
@@ -536,27 +569,11 @@ static void add_bool(struct tb *t, struct cnode *g, const char *name, bool v)
 		n->b = v;
 }
 
-/* A RateLimiter object (checked when it was PUT) as a rate_limiter group. */
-static void add_rl(struct tb *t, struct cnode *g, const json_t *o)
+/* A RateLimiter object (checked when it was PUT) as a group @name. */
+static void add_rl(struct tb *t, struct cnode *g, const char *name, const json_t *o)
 {
-	static const char *const buckets[] = { "bandwidth", "ops" };
-	static const char *const keys[] = { "size", "one_time_burst", "refill_time" };
-	struct cnode *rl;
-
-	if (!g || !json_is_object(o))
-		return;
-	rl = add(t, g, CN_GROUP, "rate_limiter");
-	for (unsigned i = 0; rl && i < 2; i++) {
-		const json_t *b = json_object_get(o, buckets[i]);
-		struct cnode *bg;
-
-		if (!json_is_object(b))
-			continue;
-		bg = add(t, rl, CN_GROUP, buckets[i]);
-		for (unsigned k = 0; bg && k < 3; k++)
-			if (json_object_get(b, keys[k]))
-				add_int(t, bg, keys[k], json_integer_value(json_object_get(b, keys[k])));
-	}
+	if (g && json_is_object(o) && fc_rl_group(t->ar, t->where, g, name, o))
+		t->oom = true;
 }
 
 static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
@@ -570,7 +587,7 @@ static void add_drive(struct tb *t, struct cnode *devs, const json_t *d)
 	add_str(t, g, "id", str(d, "drive_id"));
 	add_bool(t, g, "read_only", ro);
 	add_bool(t, g, "root", truthy(d, "is_root_device"));
-	add_rl(t, g, json_object_get(d, "rate_limiter"));
+	add_rl(t, g, "rate_limiter", json_object_get(d, "rate_limiter"));
 	b = g ? add(t, g, CN_GROUP, "backend") : NULL;
 	add_str(t, b, "type", "raw");
 	add_str(t, b, "path", str(d, "path_on_host"));
@@ -589,6 +606,8 @@ static void add_net(struct tb *t, struct cnode *devs, const json_t *n)
 		add_str(t, g, "mac", str(n, "guest_mac"));
 	if (json_object_get(n, "mtu"))
 		add_int(t, g, "mtu", json_integer_value(json_object_get(n, "mtu")));
+	add_rl(t, g, "rx_rate_limiter", json_object_get(n, "rx_rate_limiter"));
+	add_rl(t, g, "tx_rate_limiter", json_object_get(n, "tx_rate_limiter"));
 	b = g ? add(t, g, CN_GROUP, "backend") : NULL;
 	add_str(t, b, "type", "tap");
 	add_str(t, b, "ifname", str(n, "host_dev_name"));
@@ -655,7 +674,7 @@ static int instance_start(struct api *a, char *err, size_t errlen)
 		g = devs ? add(&t, devs, CN_GROUP, NULL) : NULL;
 		add_str(&t, g, "type", "virtio-rng");
 		add_str(&t, g, "id", "rng0");
-		add_rl(&t, g, json_object_get(s->entropy, "rate_limiter"));
+		add_rl(&t, g, "rate_limiter", json_object_get(s->entropy, "rate_limiter"));
 	}
 	if (s->vsock) {
 		t.where = "PUT /vsock";

@@ -578,4 +578,5 @@ const struct cub_virtio_host virtio_host = {
 	.push_batch = vh_push_batch,
 	.queue_size = vh_queue_size,
 	.rl_take = cub_rl_take,
+	.rl_charge = cub_rl_charge,
 };

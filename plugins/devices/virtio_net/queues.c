@@ -202,8 +202,24 @@ static int tx_one(struct net *n)
 	return 1;
 }
 
+void vnet_rl_arm(struct net *n, uint64_t us)
+{
+	struct itimerspec cur, t = { .it_value = { .tv_sec = (time_t)(us / 1000000),
+						   .tv_nsec = (long)(us % 1000000) * 1000 } };
+
+	if (!us)
+		t.it_value.tv_nsec = 1000;
+	pthread_mutex_lock(&n->ev_lock);
+	if (timerfd_gettime(n->lfd, &cur) < 0 || (!cur.it_value.tv_sec && !cur.it_value.tv_nsec) ||
+	    cur.it_value.tv_sec > t.it_value.tv_sec ||
+	    (cur.it_value.tv_sec == t.it_value.tv_sec && cur.it_value.tv_nsec > t.it_value.tv_nsec))
+		timerfd_settime(n->lfd, 0, &t, NULL);
+	pthread_mutex_unlock(&n->ev_lock);
+}
+
 /* Send chains on the transmit queue until the backend is full or the
- * budget is spent; then the event loop comes back through kfd. */
+ * budget is spent; then the event loop comes back through kfd. With a tx
+ * limiter short of tokens, the chain in hand waits for lfd. */
 void vnet_tx_process(struct net *n)
 {
 	unsigned done = 0;
@@ -226,6 +242,16 @@ void vnet_tx_process(struct net *n)
 			if (ret != 1)
 				break;
 			n->tx_held = true;
+			n->tx_charged = false;
+		}
+		if (n->tx_rl && !n->tx_charged) {
+			uint64_t w, len = n->txc->out_len > HDR ? n->txc->out_len - HDR : 0;
+
+			if (!n->v->rl_take(n->tx_rl, len, 1, &w)) {
+				vnet_rl_arm(n, w);
+				break;
+			}
+			n->tx_charged = true;
 		}
 		ret = tx_one(n);
 		if (ret < 0) {
@@ -454,6 +480,7 @@ static int rx_one(struct net *n, unsigned *done)
 	}
 	n->rx_errs = 0;
 	frame = (size_t)r - (n->vnet ? HDR : 0);
+	n->last_frame = frame;
 	if (n->vnet) {
 		iov_copy(c->in, c->n_in, 0, &hd, HDR, false);
 		if (rx_fix_hdr(atomic_load_explicit(&n->acked, memory_order_relaxed), &hd)) {
@@ -524,7 +551,21 @@ void vnet_rx_process(struct net *n, bool hup, bool expired)
 			}
 			n->rx_held = true;
 		}
+		if (n->rx_rl) {
+			uint64_t w;
+
+			/* A byte and an op now: the frame's length is known after. */
+			if (!n->v->rl_take(n->rx_rl, 1, 1, &w)) {
+				want = false; /* frames wait in the backend */
+				vnet_rl_arm(n, w);
+				break;
+			}
+			n->last_frame = 0;
+		}
 		ret = rx_one(n, &done);
+		if (n->rx_rl)
+			n->v->rl_charge(n->rx_rl, n->last_frame ? (int64_t)n->last_frame - 1 : -1,
+					n->last_frame ? 0 : -1);
 		if (ret == 0 && hup && !n->rx_dead) {
 			n->rx_dead = true;
 			n->h->log(n->in, CUB_LOG_WARN, "%s hung up; receiving stops", n->be->name);
@@ -557,6 +598,13 @@ void vnet_event(void *arg)
 			uint64_t v;
 
 			tx = read(n->kfd, &v, sizeof(v)) == sizeof(v) || tx;
+			continue;
+		}
+		if (ev[i].data.u32 & TAG_RL) {
+			uint64_t ticks;
+
+			if (read(n->lfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+				rx = tx = true;
 			continue;
 		}
 		if (ev[i].data.u32 & TAG_TIMER) {

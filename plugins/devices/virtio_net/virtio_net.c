@@ -227,6 +227,8 @@ static void net_free(struct net *n)
 		close(n->tfd);
 	if (n->kfd >= 0)
 		close(n->kfd);
+	if (n->lfd >= 0)
+		close(n->lfd);
 	if (n->be)
 		n->h->net->close(n->in, n->be);
 	pthread_mutex_destroy(&n->ev_lock);
@@ -285,6 +287,12 @@ static int net_setup(struct net *n, const struct net_cfg *cfg)
 	if (n->kfd < 0 || epoll_ctl(n->efd, EPOLL_CTL_ADD, n->kfd,
 				    &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_KICK }) < 0)
 		return n->h->fail(n->in, -errno, "transmit re-arm eventfd: %s", strerror(errno));
+	if (n->rx_rl || n->tx_rl) {
+		n->lfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (n->lfd < 0 || epoll_ctl(n->efd, EPOLL_CTL_ADD, n->lfd,
+					    &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_RL }) < 0)
+			return n->h->fail(n->in, -errno, "rate limiter timerfd: %s", strerror(errno));
+	}
 	err = n->h->fd_watch(n->in, n->efd, EPOLLIN, vnet_event, n);
 	if (err)
 		return n->h->fail(n->in, err, "cannot watch the backend: %s", strerror(-err));
@@ -323,6 +331,11 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 	n->efd = -1;
 	n->tfd = -1;
 	n->kfd = -1;
+	n->lfd = -1;
+	if (CUB_VIRTIO_HAS_RL(h->virtio)) {
+		n->rx_rl = cfg->rx_rl;
+		n->tx_rl = cfg->tx_rl;
+	}
 	n->batch = CUB_VIRTIO_HAS_PUSH_BATCH(h->virtio);
 	pthread_mutex_init(&n->ev_lock, NULL);
 	pthread_mutex_init(&n->rx_lock, NULL);
@@ -359,6 +372,10 @@ static const struct cub_param net_params[] = {
 	  .doc = "guest MAC address; default: derived from the config path and device id" },
 	{ .name = "mtu", .type = CUB_P_INT, .offset = offsetof(struct net_cfg, mtu), .def = "0",
 	  .doc = "MTU the guest is told (VIRTIO_NET_F_MTU), 68 to 65535; 0: the backend's, if any" },
+	{ .name = "rx_rate_limiter", .type = CUB_P_RATELIMIT, .offset = offsetof(struct net_cfg, rx_rl),
+	  .def = "", .doc = "Firecracker-style limiter of what the guest receives: bandwidth (bytes), ops (frames)" },
+	{ .name = "tx_rate_limiter", .type = CUB_P_RATELIMIT, .offset = offsetof(struct net_cfg, tx_rl),
+	  .def = "", .doc = "likewise, of what the guest sends" },
 };
 
 static const struct cub_method net_methods[] = {
@@ -377,7 +394,7 @@ static const struct cub_device_ops net_ops = {
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(5),
+	CUB_PLUGIN_ABI(6),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-net",
 	.version = "1.0",

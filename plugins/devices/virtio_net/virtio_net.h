@@ -68,10 +68,11 @@ struct net_cfg {
 	const char *backend; /* the net plugin's name; the host opens it */
 	const char *mac;
 	int64_t mtu;
+	struct cub_rl *rx_rl, *tx_rl;
 };
 
 /* Epoll data tags for the device's own set. */
-enum { TAG_RX = 1, TAG_TX = 2, TAG_TIMER = 4, TAG_KICK = 8 };
+enum { TAG_RX = 1, TAG_TX = 2, TAG_TIMER = 4, TAG_KICK = 8, TAG_RL = 16 };
 
 struct net {
 	struct cub_inst *in;
@@ -87,6 +88,8 @@ struct net {
 	int efd;              /* the device's epoll set: rx_fd, tx_fd, tfd */
 	int tfd;              /* timerfd: how long a half-placed frame may wait */
 	int kfd;              /* eventfd: transmit work left when a budget ran out */
+	int lfd;              /* timerfd: a rate limiter's tokens are due (-1: no limiters) */
+	struct cub_rl *rx_rl, *tx_rl; /* the host's limiters, NULL on an older host */
 	pthread_mutex_t ev_lock;
 	bool rx_want, tx_want;
 	uint32_t rx_reg, tx_reg; /* events registered for each fd (0: not in the set) */
@@ -105,6 +108,7 @@ struct net {
 	struct cub_vq_chain *rxc, *rxm;
 	uint8_t *bounce;      /* CUB_NET_MAX_FRAME */
 	size_t pend_len, pend_off;
+	size_t last_frame;    /* bytes the last recv brought (for the rx limiter) */
 	uint32_t pend_frame;  /* bytes of the frame, for the counters */
 	struct cub_vq_used used[QUEUE_MAX];
 	unsigned n_used;
@@ -114,6 +118,7 @@ struct net {
 	struct cub_vq *txq;
 	bool tx_running;
 	bool tx_held;         /* txc waits for the backend to take it */
+	bool tx_charged;      /* txc has its tokens from the tx limiter */
 	struct cub_vq_chain *txc;
 	struct iovec tx_iov[CUB_VQ_MAX_SEGS + 1];
 
@@ -137,5 +142,7 @@ void vnet_rx_process(struct net *n, bool hup, bool expired);
 void vnet_event(void *arg);
 /* Watch rx_fd for input (@rx), tx_fd for room (@tx); -1 leaves one as is. */
 void vnet_interest(struct net *n, int rx, int tx);
+/* Arm lfd to fire within @us (an earlier deadline stands). */
+void vnet_rl_arm(struct net *n, uint64_t us);
 
 #endif

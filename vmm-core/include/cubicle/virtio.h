@@ -142,6 +142,10 @@ struct cub_virtio_ops {
  *          API counts by then). Any thread. A request larger than a bucket
  *          passes once the bucket is full, then the bucket owes. Check
  *          with CUB_VIRTIO_HAS_RL.
+ * @rl_charge: (ABI 1.6) charge @bytes and @ops to @rl whatever it holds (it
+ *          may owe after), or give back (negative): for what is known only
+ *          after the fact, e.g. a received frame's length once rl_take said
+ *          a frame may come. Any thread.
  */
 struct cub_rl;
 
@@ -156,6 +160,7 @@ struct cub_virtio_host {
 	uint16_t (*queue_size)(struct cub_vq *vq);
 	/* ABI 1.6: */
 	bool (*rl_take)(struct cub_rl *rl, uint64_t bytes, uint64_t ops, uint64_t *wait_us);
+	void (*rl_charge)(struct cub_rl *rl, int64_t bytes, int64_t ops);
 };
 
 #define CUB_VIRTIO_HAS_PUSH_BATCH(v)                                                  \
@@ -166,10 +171,10 @@ struct cub_virtio_host {
 	((v)->size >= offsetof(struct cub_virtio_host, queue_size) + sizeof((v)->queue_size) && \
 	 (v)->queue_size)
 
-/* A rate limiter (a CUB_P_RATELIMIT param's slot): see rl_take above. */
+/* Rate limiters (CUB_P_RATELIMIT params' slots): rl_take and rl_charge. */
 #define CUB_VIRTIO_HAS_RL(v)                                                          \
-	((v)->size >= offsetof(struct cub_virtio_host, rl_take) + sizeof((v)->rl_take) && \
-	 (v)->rl_take)
+	((v)->size >= offsetof(struct cub_virtio_host, rl_charge) + sizeof((v)->rl_charge) && \
+	 (v)->rl_take && (v)->rl_charge)
 
 #ifdef __cplusplus
 }
