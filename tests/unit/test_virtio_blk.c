@@ -700,7 +700,8 @@ static void dev_rate_limited(const char *iothread)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	fake_virtio_kick(&fh, 0);
 	if (!strcmp(iothread, "false")) {
-		CU_ASSERT_EQUAL(fh.vqs[0].n_used, 16);
+		/* 16 (a 17th if 6 ms went by: a slow machine) */
+		CU_ASSERT(fh.vqs[0].n_used >= 16 && fh.vqs[0].n_used <= 17);
 		for (int i = 0; i < 5000 && fh.vqs[0].n_used < 40; i++) {
 			fake_watch_pump(&fh, 100);
 			usleep(1000);

@@ -1077,8 +1077,9 @@ static void test_rate_limiters(void)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	run_loop();
-	/* the full bucket, 2000 bytes: two frames */
-	CU_ASSERT_EQUAL(fh.vqs[RXQ].n_used, 2);
+	/* the full bucket, 2000 bytes: two frames (a third if a byte came back
+	 * meanwhile: 50 us) */
+	CU_ASSERT(fh.vqs[RXQ].n_used == 2 || fh.vqs[RXQ].n_used == 3);
 	while (fh.vqs[RXQ].n_used < 6 && ms_since(&t0) < 3000) {
 		poll(&(struct pollfd){ .fd = dev_efd(), .events = POLLIN }, 1, 100);
 		run_loop();
