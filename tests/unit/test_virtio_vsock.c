@@ -617,6 +617,61 @@ static void test_rx_budget_goes_on(void)
 	dev_close();
 }
 
+/* The host's rate limiter: data bytes to the guest through a bucket of
+ * 8 KiB refilled in 100 ms (80 KiB/s): 40 KiB take about 0.4 s, all of it
+ * in order; packets from the guest by an ops bucket likewise. */
+static void test_rate_limiter(void)
+{
+	static uint8_t data[40 << 10];
+	const char *kv[] = { "rate_limiter.bandwidth.size", "8K",
+			     "rate_limiter.bandwidth.refill_time", "100",
+			     "rate_limiter.ops.size", "20", "rate_limiter.ops.refill_time", "100", NULL };
+	struct timespec t0, t1;
+	uint32_t hp, got = 0;
+	uint8_t buf[64];
+	struct pkt p;
+	double ms;
+	int fd, n = 0;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(kv), 0);
+	post_rx(64);
+	fd = client_to(52, 1u << 20, &hp);
+	while (next_pkt(&p))
+		;
+	for (unsigned i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i ^ (i >> 9));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CU_ASSERT_EQUAL_FATAL(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+	for (int i = 0; i < 300 && got < sizeof(data); i++) {
+		take_rw(1, data, &got);
+		usleep(10000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CU_ASSERT_EQUAL(got, sizeof(data));
+	CU_ASSERT(ms >= 350 && ms < 3000);
+	/* guest -> host: 30 packets of 1 byte, 20 at once, the rest 50 ms later */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 30; i++) {
+		gsend(VIRTIO_VSOCK_OP_RW, 52, hp, "x", 1, 0, 1u << 20, got);
+		if (i % 8 == 7)
+			pump();
+	}
+	for (int i = 0; i < 300 && n < 30; i++) {
+		ssize_t k;
+
+		pump();
+		k = read_some(fd, buf, sizeof(buf), 10);
+		n += k > 0 ? (int)k : 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	CU_ASSERT_EQUAL(n, 30);
+	CU_ASSERT(ms >= 40 && ms < 3000);
+	close(fd);
+	dev_close();
+}
+
 /* guest -> host: the guest gets credit updates as the host end reads, and a
  * guest past its credit is reset; the device never holds more than buffer_size. */
 static void test_host_never_reads(void)
@@ -915,6 +970,7 @@ int main(void)
 		{ "malformed packets", test_malformed },
 		{ "credit: host to guest", test_credit },
 		{ "a round at its budget goes on without a kick", test_rx_budget_goes_on },
+		{ "the host's rate limiter", test_rate_limiter },
 		{ "credit: a host end that never reads", test_host_never_reads },
 		{ "a guest that never reads", test_guest_never_reads },
 		{ "closes, resets, half close", test_host_close_and_rst },

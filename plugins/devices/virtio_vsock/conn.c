@@ -176,6 +176,7 @@ void conn_kill_all(struct vsock *s)
 		conn_kill(s, s->all, false);
 	s->rst_n = 0;
 	s->tx_blocked = false;
+	s->rl_blocked = false;
 }
 
 uint32_t conn_peer_free(const struct conn *c)

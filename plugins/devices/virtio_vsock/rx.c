@@ -63,17 +63,20 @@ static int rx_hold(struct vsock *s, unsigned want)
 }
 
 /*
- * Data of @c into as many held receive chains as its credit fills (more are
- * popped, up to RX_GATHER): one read of the host socket for all of them,
- * one packet each. The number of chains filled, their lengths in @lens.
+ * Data of @c, at most @max bytes, into as many held receive chains as its
+ * credit fills (more are popped, up to RX_GATHER): one read of the host
+ * socket for all of them, one packet each. The number of chains filled,
+ * their lengths in @lens.
  */
-static unsigned conn_data(struct vsock *s, struct conn *c, uint32_t *lens)
+static unsigned conn_data(struct vsock *s, struct conn *c, uint32_t *lens, uint32_t max)
 {
 	uint32_t want = conn_peer_free(c), total = 0, cap[RX_GATHER];
 	struct msghdr m = { .msg_iov = s->riov };
 	unsigned nch = 0, nseg = 0, k;
 	ssize_t n;
 
+	if (want > max)
+		want = max;
 	while (total < want) {
 		const struct cub_vq_chain *ch;
 		uint32_t room;
@@ -147,8 +150,22 @@ static unsigned conn_packet(struct vsock *s, struct conn *c, uint32_t *lens)
 			c->pend &= ~(unsigned)P_DATA;
 			return 0;
 		}
-		if (conn_peer_free(c))
-			return conn_data(s, c, lens);
+		if (conn_peer_free(c)) {
+			uint32_t grant = conn_peer_free(c) < RL_CHUNK ? conn_peer_free(c) : RL_CHUNK;
+			uint32_t sent = c->tx_cnt;
+			unsigned k;
+
+			if (!s->rl)
+				return conn_data(s, c, lens, UINT32_MAX);
+			/* A chunk's tokens first, what went unused given back. */
+			if (!vsock_rl_take(s, grant)) {
+				s->rl_blocked = true; /* P_DATA stays: rfd brings it back */
+				return 0;
+			}
+			k = conn_data(s, c, lens, grant);
+			vsock_rl_charge(s, -(int64_t)(grant - (c->tx_cnt - sent)), (int64_t)k - 1);
+			return k;
+		}
 		c->pend &= ~(unsigned)P_DATA; /* reading starts again with credit */
 		if (c->stalled)
 			return 0;
@@ -211,6 +228,8 @@ void vsock_rx(struct vsock *s)
 		uint32_t lens[RX_GATHER];
 		unsigned n = 0;
 
+		if (s->rl_blocked)
+			break; /* what is left waits for the limiter's timer */
 		if (rx_hold(s, 1) < 1) {
 			dry = true;
 			break;
@@ -251,7 +270,7 @@ void vsock_rx(struct vsock *s)
 	 * meanwhile) would wait for its next packet, which a guest that waits
 	 * for this data never sends.
 	 */
-	if ((s->rst_n || s->ready_head) && !dry)
+	if ((s->rst_n || s->ready_head) && !dry && !s->rl_blocked)
 		vsock_kick(s);
 	if (s->tx_blocked && s->rst_n < RST_RING / 2) {
 		s->tx_blocked = false;

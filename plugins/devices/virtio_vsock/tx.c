@@ -245,9 +245,14 @@ void vsock_tx(struct vsock *s)
 			s->tx_blocked = true; /* on once the guest takes the RSTs */
 			break;
 		}
+		if (s->rl && !vsock_rl_take(s, 1))
+			break; /* the rest waits in the ring for the limiter's timer */
 		ret = s->v->pop(q, s->tchain);
-		if (ret != 1)
+		if (ret != 1) {
+			vsock_rl_charge(s, -1, -1);
 			break;
+		}
+		vsock_rl_charge(s, s->tchain->out_len > HDR_LEN ? (int64_t)(s->tchain->out_len - HDR_LEN) - 1 : -1, 0);
 		tx_one(s, s->tchain);
 		s->v->push(q, s->tchain, 0);
 		done++;

@@ -40,6 +40,25 @@ static uint64_t now_us(struct vsock *s)
 	return s->h->clock_us(s->in);
 }
 
+bool vsock_rl_take(struct vsock *s, uint64_t bytes)
+{
+	uint64_t w;
+	struct itimerspec t = { 0 };
+
+	if (s->v->rl_take(s->rl, bytes, 1, &w))
+		return true;
+	t.it_value.tv_sec = (time_t)(w / 1000000);
+	t.it_value.tv_nsec = (long)(w % 1000000) * 1000;
+	timerfd_settime(s->rfd, 0, &t, NULL);
+	return false;
+}
+
+void vsock_rl_charge(struct vsock *s, int64_t bytes, int64_t ops)
+{
+	if (s->rl && (bytes || ops))
+		s->v->rl_charge(s->rl, bytes, ops);
+}
+
 void vsock_kick(struct vsock *s)
 {
 	uint64_t one = 1;
@@ -267,6 +286,12 @@ static void vsock_event(void *arg)
 			if (read(s->tfd, &v, sizeof(v)) == sizeof(v))
 				tick(s);
 			break;
+		case T_RL:
+			if (read(s->rfd, &v, sizeof(v)) == sizeof(v)) {
+				s->rl_blocked = false;
+				kick = true;
+			}
+			break;
 		case T_KICK:
 			kick = read(s->kfd, &v, sizeof(v)) == sizeof(v) || kick;
 			break;
@@ -492,6 +517,8 @@ static void vsock_free(struct vsock *s)
 		close(s->efd);
 	if (s->tfd >= 0)
 		close(s->tfd);
+	if (s->rfd >= 0)
+		close(s->rfd);
 	if (s->kfd >= 0)
 		close(s->kfd);
 	pthread_mutex_destroy(&s->lock);
@@ -525,6 +552,11 @@ static int vsock_setup(struct vsock *s)
 	err = err ?: add_fd(s, s->tfd, &s->ttag);
 	err = err ?: add_fd(s, s->kfd, &s->ktag);
 	err = err ?: add_fd(s, s->lfd, &s->ltag);
+	if (!err && s->rl) {
+		s->rfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		err = s->rfd < 0 ? s->h->fail(s->in, -errno, "timerfd: %s", strerror(errno))
+				 : add_fd(s, s->rfd, &s->rtag);
+	}
 	if (err)
 		return err;
 	err = s->h->fd_watch(s->in, s->efd, EPOLLIN, vsock_event, s);
@@ -561,7 +593,9 @@ static int vsock_create(struct cub_inst *in, const struct cub_host *h, const voi
 	s->max_conns = (uint32_t)cfg->max_conns;
 	s->buf_size = (uint32_t)cfg->buf_size;
 	s->next_port = HOST_PORT_FIRST;
-	s->efd = s->lfd = s->tfd = s->kfd = -1;
+	s->efd = s->lfd = s->tfd = s->kfd = s->rfd = -1;
+	s->rl = CUB_VIRTIO_HAS_RL(h->virtio) ? cfg->rl : NULL;
+	s->rtag = T_RL;
 	s->ltag = T_LISTEN;
 	s->ttag = T_TIMER;
 	s->ktag = T_KICK;
@@ -604,6 +638,8 @@ static const struct cub_param vsock_params[] = {
 	{ .name = "buffer_size", .type = CUB_P_SIZE, .offset = offsetof(struct vsock_cfg, buf_size),
 	  .def = "256K", .min = "4K", .max = "16M",
 	  .doc = "per connection: bytes from the guest the host end has not taken yet (the credit it gets)" },
+	{ .name = "rate_limiter", .type = CUB_P_RATELIMIT, .offset = offsetof(struct vsock_cfg, rl),
+	  .def = "", .doc = "Firecracker-style limiter: bandwidth (data bytes both ways), ops (packets)" },
 };
 
 static const struct cub_method vsock_methods[] = {
@@ -620,7 +656,7 @@ static const struct cub_device_ops vsock_ops = {
 };
 
 CUB_PLUGIN({
-	CUB_PLUGIN_ABI(5),
+	CUB_PLUGIN_ABI(6),
 	.kind = CUB_KIND_DEVICE,
 	.name = "virtio-vsock",
 	.version = "1.0",

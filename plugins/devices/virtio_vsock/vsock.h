@@ -31,6 +31,7 @@
 #define CONNECT_MS	    2000 /* the guest has this long to answer a REQUEST */
 #define CLOSE_MS	    4000 /* a closing connection has this long to finish */
 #define TICK_MS		    100
+#define RL_CHUNK	    (16u << 10) /* bytes to the guest per rate limiter grant */
 #define HOST_PORT_FIRST	    (1u << 30) /* local ports of host-initiated connections */
 
 /* What a connection owes the guest (bits of conn.pend). */
@@ -47,7 +48,7 @@ enum conn_state {
 };
 
 /* Epoll tags: the first member of whatever data.ptr points to. */
-enum { T_CONN = 1, T_LISTEN, T_TIMER, T_KICK };
+enum { T_CONN = 1, T_LISTEN, T_TIMER, T_KICK, T_RL };
 
 struct conn {
 	int tag;              /* T_CONN */
@@ -87,6 +88,7 @@ struct vsock_cfg {
 	const char *uds_path;
 	uint64_t max_conns;
 	uint64_t buf_size;
+	struct cub_rl *rl;
 };
 
 struct rst_entry {
@@ -107,7 +109,9 @@ struct vsock {
 	int lfd;       /* the listening socket */
 	int tfd;       /* timerfd: deadlines */
 	int kfd;       /* eventfd: work left when a budget ran out */
-	int ltag, ttag, ktag;
+	int rfd;       /* timerfd: the rate limiter's tokens are due (-1: no limiter) */
+	int ltag, ttag, ktag, rtag;
+	struct cub_rl *rl; /* the host's limiter (data bytes, packets), NULL: none */
 	dev_t l_dev;
 	ino_t l_ino;
 	bool timer_on;
@@ -120,6 +124,7 @@ struct vsock {
 	bool running;
 	bool reset_pending; /* a TRANSPORT_RESET event is owed (after load) */
 	bool tx_blocked;    /* the RST ring is too full to go on */
+	bool rl_blocked;    /* data to the guest waits for the rate limiter (rfd armed) */
 	struct conn *hash[HASH_SIZE];
 	struct conn *all;
 	struct conn *ready_head, *ready_tail;
@@ -165,6 +170,11 @@ void vsock_rx(struct vsock *s);
 void vsock_event_q(struct vsock *s);
 /* Ask the event loop for another round. */
 void vsock_kick(struct vsock *s);
+/* The rate limiter's say on @bytes and an op now (what turns out more or
+ * less is settled with vsock_rl_charge): false if it must wait, rfd then
+ * armed. */
+bool vsock_rl_take(struct vsock *s, uint64_t bytes);
+void vsock_rl_charge(struct vsock *s, int64_t bytes, int64_t ops);
 /* Credit the guest has left for us to send. */
 uint32_t conn_peer_free(const struct conn *c);
 /* Write what the connection's buffer holds to the host end (without

@@ -1,0 +1,108 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A rate-limited virtio-blk disk, measured inside a stock-kernel guest
+# (issue 14): the guest reads a disk whose rate_limiter allows 2 MiB/s, and
+# its own clock says 2 MiB/s within 10%; `cubicle ctl SOCK patch
+# /drives/d1` raises the limit to 6 MiB/s on the running VM, and the next
+# read runs at that, within 10%. Commands run through cubicle-agent over
+# vsock. A rate counts the bytes after the bucket's first fill (it starts
+# full): (bytes - size) / seconds. Exit status: 0 pass, 1 fail, 77 skip.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${CUBICLE_E2E_TIMEOUT:=600}"
+export CUBICLE_E2E_TIMEOUT
+e2e_init
+w=$e2e_work
+agent=$e2e_builddir/agent/cubicle-agent
+[ -x "$agent" ] || e2e_skip "$agent is not built"
+file -L "$agent" | grep -q 'statically linked' ||
+	e2e_skip "$agent is not statically linked (a sanitizer build?): the guest has no libc for it"
+"$e2e_top/scripts/build-initramfs.sh" --agent "$agent" \
+	--modules "virtio virtio_ring virtio_pci virtio_blk vmw_vsock_virtio_transport" \
+	"$e2e_guest/modules" "$w/initramfs.cpio.gz" \
+	2>"$w/initramfs.log" || { cat "$w/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+truncate -s 256M "$w/disk.img"
+
+cat >"$w/rl.sh" <<'SCRIPT'
+#!/bin/bash
+# Where KVM is: $1 work folder, $2 kernel, $3 cubicle.
+set -u
+w=$1 k=$2 cub=$3
+t=$(mktemp -d) # sockets: a 9p share cannot hold them
+tok=cub-$RANDOM$RANDOM
+fail=0
+cat >"$w/vm.cfg" <<CFG
+machine = { vcpus = 1; memory_mib = 256; };
+boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
+  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent cubicle.agent_token=$tok"; };
+devices = (
+  { type = "serial8250"; id = "com1"; console = "file"; path = "$w/serial.log"; },
+  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/v.sock"; },
+  { type = "virtio-blk"; id = "d1"; read_only = true;
+    backend = { type = "raw"; path = "$w/disk.img"; read_only = true; };
+    rate_limiter = { bandwidth = { size = "256K"; refill_time = 125; }; }; }
+);
+CFG
+"$cub" run --api-sock "$t/api.sock" "$w/vm.cfg" </dev/null >"$w/cubicle.log" 2>&1 &
+vmm=$!
+export CUBICLE_AGENT_TOKEN=$tok
+i=0
+until "$cub" exec "$t/v.sock" -- true 2>/dev/null; do
+	i=$((i + 1))
+	if [ $i -ge 600 ] || ! kill -0 $vmm 2>/dev/null; then
+		echo "not ok - the agent never answered"; kill -9 $vmm 2>/dev/null; exit 1
+	fi
+	sleep 0.5
+done
+# read MIB at offset AT (MiB) of /dev/vda: microseconds by the guest's clock
+rd() {
+	"$cub" exec "$t/v.sock" -- sh -c "t0=\$(date +%s%N)
+dd if=/dev/vda of=/dev/null bs=64k skip=$(($2 * 16)) count=$(($1 * 16)) iflag=direct 2>/dev/null ||
+	dd if=/dev/vda of=/dev/null bs=64k skip=$(($2 * 16)) count=$(($1 * 16)) 2>/dev/null
+t1=\$(date +%s%N); echo \$(((t1 - t0) / 1000))"
+}
+# check WHAT MIB AT WANT_MIB_S SIZE_KIB
+check() {
+	local us rate
+	us=$(rd "$2" "$3")
+	rate=$(awk "BEGIN { if ($us > 0) printf \"%.2f\", ($2 * 1048576 - $5 * 1024) / ($us / 1e6) / 1048576 }")
+	if awk "BEGIN { r = $rate / $4; exit !(r > 0.9 && r < 1.1) }" 2>/dev/null; then
+		echo "ok - $1: $2 MiB read by the guest at $rate MiB/s (configured $4; $((us / 1000)) ms)"
+	else
+		echo "not ok - $1: $2 MiB read by the guest at ${rate:-?} MiB/s ($us us); want $4 within 10%"
+		fail=1
+	fi
+}
+check "rate_limiter 2 MiB/s" 16 0 2 256
+# On the running VM: 6 MiB/s, a bucket of 768 KiB per 125 ms.
+if "$cub" ctl "$t/api.sock" patch /drives/d1 \
+	'{"drive_id": "d1", "rate_limiter": {"bandwidth": {"size": 786432, "refill_time": 125}}}' \
+	>"$w/patch.out" 2>&1; then
+	check "after PATCH /drives/d1: 6 MiB/s" 48 16 6 768
+else
+	echo "not ok - PATCH /drives/d1: $(cat "$w/patch.out")"; fail=1
+fi
+"$cub" exec "$t/v.sock" -- sh -c 'reboot -f' >/dev/null 2>&1
+i=0
+while kill -0 $vmm 2>/dev/null && [ $i -lt 150 ]; do sleep 0.2; i=$((i + 1)); done
+kill -9 $vmm 2>/dev/null
+rm -rf "$t"
+exit $fail
+SCRIPT
+
+if [ $e2e_mode = nested ]; then
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch x86_64 \
+		--timeout $((e2e_timeout + 120)) --cmd-timeout "$e2e_timeout" --rw "$w" -- \
+		bash "$w/rl.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" | tee "$w/out.log"
+else
+	timeout -k 5 "$e2e_timeout" bash "$w/rl.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" |
+		tee "$w/out.log"
+fi
+rc=${PIPESTATUS[0]}
+rm -f "$w/disk.img"
+if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || [ "$(grep -c '^ok' "$w/out.log")" != 2 ]; then
+	e2e_dump "$w/serial.log" "$w/cubicle.log"
+	exit 1
+fi
+exit 0
