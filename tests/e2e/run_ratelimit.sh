@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # A rate-limited virtio-blk disk, measured inside a stock-kernel guest
-# (issue 14): the guest reads a disk whose rate_limiter allows 2 MiB/s, and
-# its own clock says 2 MiB/s within 10%; `cubicle ctl SOCK patch
-# /drives/d1` raises the limit to 6 MiB/s on the running VM, and the next
-# read runs at that, within 10%. Commands run through cubicle-agent over
+# (issue 14): the guest reads a disk whose rate_limiter allows 1 MiB/s, and
+# its own clock says 1 MiB/s within 10%; `cubicle ctl SOCK patch
+# /drives/d1` raises the limit to 2 MiB/s on the running VM, and the next
+# read runs at that, within 10%. (Rates a nested guest reaches when the
+# machine is busy: about 3.5 MiB/s of 64 KiB direct reads at most.) Commands run through cubicle-agent over
 # vsock. A rate counts the bytes after the bucket's first fill (it starts
 # full): (bytes - size) / seconds. Exit status: 0 pass, 1 fail, 77 skip.
 
@@ -41,7 +42,7 @@ devices = (
   { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/v.sock"; },
   { type = "virtio-blk"; id = "d1"; read_only = true;
     backend = { type = "raw"; path = "$w/disk.img"; read_only = true; };
-    rate_limiter = { bandwidth = { size = "256K"; refill_time = 125; }; }; }
+    rate_limiter = { bandwidth = { size = "128K"; refill_time = 125; }; }; }
 );
 CFG
 "$cub" run --api-sock "$t/api.sock" "$w/vm.cfg" </dev/null >"$w/cubicle.log" 2>&1 &
@@ -56,16 +57,18 @@ until "$cub" exec "$t/v.sock" -- true 2>/dev/null; do
 	sleep 0.5
 done
 # read MIB at offset AT (MiB) of /dev/vda: microseconds by the guest's clock
+# (/proc/uptime: 10 ms steps; busybox's date has no %N)
 rd() {
-	"$cub" exec "$t/v.sock" -- sh -c "t0=\$(date +%s%N)
+	"$cub" exec "$t/v.sock" -- sh -c "t0=\$(cut -d' ' -f1 /proc/uptime)
 dd if=/dev/vda of=/dev/null bs=64k skip=$(($2 * 16)) count=$(($1 * 16)) iflag=direct 2>/dev/null ||
 	dd if=/dev/vda of=/dev/null bs=64k skip=$(($2 * 16)) count=$(($1 * 16)) 2>/dev/null
-t1=\$(date +%s%N); echo \$(((t1 - t0) / 1000))"
+t1=\$(cut -d' ' -f1 /proc/uptime); awk \"BEGIN { printf \\\"%d\\\", (\$t1 - \$t0) * 1e6 }\""
 }
 # check WHAT MIB AT WANT_MIB_S SIZE_KIB
 check() {
 	local us rate
 	us=$(rd "$2" "$3")
+	case $us in ''|*[!0-9]*) echo "not ok - $1: the guest's timing said '$us'"; fail=1; return ;; esac
 	rate=$(awk "BEGIN { if ($us > 0) printf \"%.2f\", ($2 * 1048576 - $5 * 1024) / ($us / 1e6) / 1048576 }")
 	if awk "BEGIN { r = $rate / $4; exit !(r > 0.9 && r < 1.1) }" 2>/dev/null; then
 		echo "ok - $1: $2 MiB read by the guest at $rate MiB/s (configured $4; $((us / 1000)) ms)"
@@ -74,12 +77,12 @@ check() {
 		fail=1
 	fi
 }
-check "rate_limiter 2 MiB/s" 16 0 2 256
-# On the running VM: 6 MiB/s, a bucket of 768 KiB per 125 ms.
+check "rate_limiter 1 MiB/s" 8 0 1 128
+# On the running VM: 2 MiB/s, a bucket of 256 KiB per 125 ms.
 if "$cub" ctl "$t/api.sock" patch /drives/d1 \
-	'{"drive_id": "d1", "rate_limiter": {"bandwidth": {"size": 786432, "refill_time": 125}}}' \
+	'{"drive_id": "d1", "rate_limiter": {"bandwidth": {"size": 262144, "refill_time": 125}}}' \
 	>"$w/patch.out" 2>&1; then
-	check "after PATCH /drives/d1: 6 MiB/s" 48 16 6 768
+	check "after PATCH /drives/d1: 2 MiB/s" 16 8 2 256
 else
 	echo "not ok - PATCH /drives/d1: $(cat "$w/patch.out")"; fail=1
 fi
