@@ -109,6 +109,19 @@ e2e_check() {
 	fi
 }
 
+# e2e_agent_initramfs "MODULES": $e2e_work/initramfs.cpio.gz, the example
+# initramfs with cubicle-agent and those guest modules; skips when the agent
+# is not built, or not static (a sanitizer build: the guest has no libc).
+e2e_agent_initramfs() {
+	local agent=$e2e_builddir/agent/cubicle-agent
+	[ -x "$agent" ] || e2e_skip "$agent is not built"
+	file -L "$agent" | grep -q 'statically linked' ||
+		e2e_skip "$agent is not statically linked (a sanitizer build?): the guest has no libc for it"
+	"$e2e_top/scripts/build-initramfs.sh" --agent "$agent" --modules "$1" \
+		"$e2e_guest/modules" "$e2e_work/initramfs.cpio.gz" 2>"$e2e_work/initramfs.log" ||
+		{ cat "$e2e_work/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+}
+
 # e2e_dump FILE...: the last 60 lines of each, for a failure report.
 e2e_dump() {
 	local f

@@ -31,10 +31,7 @@ case $big in ''|*[!0-9]*) echo "not ok - CUBICLE_EXEC_BIG_MIB must be a number o
 export CUBICLE_E2E_TIMEOUT
 e2e_init
 w=$e2e_work
-agent=$e2e_builddir/agent/cubicle-agent
-[ -x "$agent" ] || e2e_skip "$agent is not built"
-file -L "$agent" | grep -q 'statically linked' ||
-	e2e_skip "$agent is not statically linked (a sanitizer build?): the guest has no libc for it"
+e2e_agent_initramfs "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport"
 e2b=$e2e_top/tests/e2b
 # CUBICLE_EXEC_SDK=0 leaves out part 5 (for a quick run while developing).
 sdk=${CUBICLE_EXEC_SDK:-1}
@@ -46,10 +43,6 @@ command -v node >/dev/null && command -v npm >/dev/null ||
 	{ cat "$w/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
 }
 
-"$e2e_top/scripts/build-initramfs.sh" --agent "$agent" \
-	--modules "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport" \
-	"$e2e_guest/modules" "$w/initramfs.cpio.gz" \
-	2>"$w/initramfs.log" || { cat "$w/initramfs.log"; e2e_skip "cannot build the initramfs"; }
 
 # The big file, made and hashed here (natively, not in L1).
 head -c $((big << 20)) /dev/urandom >"$w/big.in"
