@@ -15,14 +15,7 @@
 export CUBICLE_E2E_TIMEOUT
 e2e_init
 w=$e2e_work
-agent=$e2e_builddir/agent/cubicle-agent
-[ -x "$agent" ] || e2e_skip "$agent is not built"
-file -L "$agent" | grep -q 'statically linked' ||
-	e2e_skip "$agent is not statically linked (a sanitizer build?): the guest has no libc for it"
-"$e2e_top/scripts/build-initramfs.sh" --agent "$agent" \
-	--modules "virtio virtio_ring virtio_pci virtio_blk vmw_vsock_virtio_transport" \
-	"$e2e_guest/modules" "$w/initramfs.cpio.gz" \
-	2>"$w/initramfs.log" || { cat "$w/initramfs.log"; e2e_skip "cannot build the initramfs"; }
+e2e_agent_initramfs "virtio virtio_ring virtio_pci virtio_blk vmw_vsock_virtio_transport"
 truncate -s 256M "$w/disk.img"
 
 cat >"$w/rl.sh" <<'SCRIPT'
