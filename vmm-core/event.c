@@ -25,9 +25,16 @@ struct watch {
 };
 
 struct event_loop {
-	int epfd, stopfd;
+	int epfd, stopfd, callfd;
 	pthread_t thread;
 	bool running;
+	/* event_call: one call at a time, run on the loop thread */
+	pthread_mutex_t call_lock;
+	pthread_cond_t call_done;
+	int (*call_fn)(void *);
+	void *call_arg;
+	int call_ret;
+	bool call_pending;
 	pthread_mutex_t lock; /* guards the watch list; never held across a callback */
 	struct watch *watches;
 	bool paused;          /* under lock: only control watches are served */
@@ -43,11 +50,17 @@ struct event_loop *event_new(void)
 		return NULL;
 	ev->epfd = epoll_create1(EPOLL_CLOEXEC);
 	ev->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	ev->callfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	pthread_mutex_init(&ev->lock, NULL);
-	if (ev->epfd < 0 || ev->stopfd < 0)
+	pthread_mutex_init(&ev->call_lock, NULL);
+	pthread_cond_init(&ev->call_done, NULL);
+	if (ev->epfd < 0 || ev->stopfd < 0 || ev->callfd < 0)
 		goto fail;
 	e.data.ptr = NULL; /* NULL marks the stop eventfd */
 	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->stopfd, &e) < 0)
+		goto fail;
+	e.data.ptr = &ev->callfd; /* and this the call eventfd */
+	if (epoll_ctl(ev->epfd, EPOLL_CTL_ADD, ev->callfd, &e) < 0)
 		goto fail;
 	return ev;
 fail:
@@ -70,7 +83,11 @@ void event_free(struct event_loop *ev)
 		close(ev->epfd);
 	if (ev->stopfd >= 0)
 		close(ev->stopfd);
+	if (ev->callfd >= 0)
+		close(ev->callfd);
 	pthread_mutex_destroy(&ev->lock);
+	pthread_mutex_destroy(&ev->call_lock);
+	pthread_cond_destroy(&ev->call_done);
 	free(ev);
 }
 
@@ -178,6 +195,54 @@ int event_unwatch(struct event_loop *ev, int fd)
 	return ret;
 }
 
+/* The loop thread: run the pending event_call. */
+static void run_call(struct event_loop *ev)
+{
+	uint64_t n;
+
+	if (read(ev->callfd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_warn("event loop: call eventfd: %s", strerror(errno));
+	pthread_mutex_lock(&ev->call_lock);
+	if (ev->call_pending) {
+		ev->call_ret = ev->call_fn(ev->call_arg);
+		ev->call_pending = false;
+		pthread_cond_broadcast(&ev->call_done);
+	}
+	pthread_mutex_unlock(&ev->call_lock);
+}
+
+int event_call(struct event_loop *ev, int (*fn)(void *), void *arg)
+{
+	uint64_t one = 1;
+	int ret;
+
+	if (!ev->running || pthread_equal(pthread_self(), ev->thread))
+		return fn(arg);
+	pthread_mutex_lock(&ev->call_lock);
+	while (ev->call_pending) /* another caller's turn */
+		pthread_cond_wait(&ev->call_done, &ev->call_lock);
+	ev->call_fn = fn;
+	ev->call_arg = arg;
+	ev->call_pending = true;
+	if (write(ev->callfd, &one, sizeof(one)) < 0) {
+		ret = -errno;
+		ev->call_pending = false;
+		pthread_cond_broadcast(&ev->call_done);
+		pthread_mutex_unlock(&ev->call_lock);
+		return ret;
+	}
+	while (ev->call_pending)
+		pthread_cond_wait(&ev->call_done, &ev->call_lock);
+	ret = ev->call_ret;
+	pthread_mutex_unlock(&ev->call_lock);
+	return ret;
+}
+
+bool event_on_loop(struct event_loop *ev)
+{
+	return ev->running && pthread_equal(pthread_self(), ev->thread);
+}
+
 static void *loop(void *arg)
 {
 	struct event_loop *ev = arg;
@@ -199,6 +264,10 @@ static void *loop(void *arg)
 
 			if (!w)
 				return NULL; /* stop requested */
+			if ((void *)w == (void *)&ev->callfd) {
+				run_call(ev);
+				continue;
+			}
 			pthread_mutex_lock(&ev->lock);
 			cb = w->off ? NULL : w->cb; /* paused since epoll_wait returned */
 			cb_arg = w->arg;

@@ -20,6 +20,12 @@ int event_watch_control(struct event_loop *ev, int fd, uint32_t events, void (*c
 /* Paused, the loop serves control fds only: device fds leave the epoll set
  * (their events wait in the kernel) until event_pause(ev, false). */
 void event_pause(struct event_loop *ev, bool on);
+/* Run fn(arg) on the loop thread and return what it returns: directly
+ * when called there or when the loop does not run, else waiting for the
+ * loop to pick it up (it runs between two callbacks). */
+int event_call(struct event_loop *ev, int (*fn)(void *), void *arg);
+/* Is the caller the loop thread? */
+bool event_on_loop(struct event_loop *ev);
 /* Start the loop thread: 0 or -errno. */
 int event_start(struct event_loop *ev);
 /* Wake the loop, make it return and join it. Safe to call twice. */

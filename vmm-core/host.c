@@ -3,6 +3,7 @@
  * guest memory, regions, interrupts, fd watches, exit, raw terminals. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "confine.h"
 #include "devices.h"
 #include "event.h"
 #include "virtio/virtio_dev.h"
@@ -167,6 +169,16 @@ static uint64_t host_clock_us(struct cub_inst *in)
 	return clock_since_start_us();
 }
 
+/* Name the thread and confine it as a worker (confine.h). */
+static int host_thread_enter(struct cub_inst *in, const char *name)
+{
+	char n[16];
+
+	snprintf(n, sizeof(n), "%s", name ? name : in->name);
+	pthread_setname_np(pthread_self(), n);
+	return confine_thread(CONFINE_WORKER, n);
+}
+
 const struct cub_host devices_host = {
 	.size = sizeof(struct cub_host),
 	.log = host_log,
@@ -183,5 +195,6 @@ const struct cub_host devices_host = {
 	.storage = &devices_storage_host,
 	.net = &devices_net_host,
 	.virtio = &virtio_host,
+	.thread_enter = host_thread_enter,
 };
 

@@ -4,6 +4,7 @@
  * through libffi. */
 #include <dirent.h>
 #include <dlfcn.h>
+#include <seccomp.h>
 #include <errno.h>
 #include <ffi.h>
 #include <inttypes.h>
@@ -140,6 +141,21 @@ static int check_desc(const char *path, const struct cub_plugin *d,
 	if (d->n_methods && !d->methods)
 		FAIL("%s: plugin '%s' declares %u methods but no table", path, d->name,
 		     d->n_methods);
+	if (d->size >= offsetof(struct cub_plugin, n_syscalls) + sizeof(d->n_syscalls)) {
+		if (d->n_syscalls && !d->syscalls)
+			FAIL("%s: plugin '%s' declares %u system calls but no table", path, d->name,
+			     d->n_syscalls);
+		for (unsigned i = 0; i < d->n_syscalls; i++) {
+			const struct cub_syscall *s = &d->syscalls[i];
+
+			if (!s->name || seccomp_syscall_resolve_name(s->name) == __NR_SCMP_ERROR)
+				FAIL("%s: plugin '%s' declares system call %u '%s', which this cubicle's libseccomp does not know",
+				     path, d->name, i, s->name ? s->name : "(null)");
+			if (s->arg < -1 || s->arg > 5)
+				FAIL("%s: plugin '%s': system call '%s' filters argument %d (0-5, or -1 for any)",
+				     path, d->name, s->name, s->arg);
+		}
+	}
 	for (unsigned i = 0; i < d->n_params; i++) {
 		const struct cub_param *p = &params[i];
 		size_t w = ptype_width(p->type);

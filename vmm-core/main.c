@@ -17,6 +17,7 @@
 #include "arch.h"
 #include "devices.h"
 #include "event.h"
+#include "confine.h"
 #include "helper.h"
 #include "hostcheck.h"
 #include "loader.h"
@@ -67,13 +68,17 @@ static const char usage_text[] =
 	"      --id ID            the instance id the API reports (GET /)\n"
 	"      --config-file FILE Firecracker's JSON VM description instead of CONFIG\n"
 	"      --no-api           serve no API, even when the config has api.socket\n"
+	"      --seccomp MODE     enforce (default: a forbidden system call ends\n"
+	"                         cubicle, status 159), log (allowed, the kernel logs\n"
+	"                         it) or off; also for restore\n"
 	"\n"
 	"Plugins are searched in: each --plugin-dir, $CUBICLE_PLUGIN_PATH (colon-\n"
 	"separated), then " CUB_PLUGIN_DIR " (or the build tree when uninstalled).\n"
 	"\n"
 	"Exit status of run: 0 the guest rebooted or powered off; 1 a cubicle error;\n"
 	"2 bad usage; 3 the guest kernel panicked; 4 the guest crashed (triple\n"
-	"fault, KVM failure); a test device may choose any other status.\n"
+	"fault, KVM failure); 159 a thread made a system call its seccomp filter\n"
+	"forbids; a test device may choose any other status.\n"
 	"See cubicle(1) for the config file format.\n";
 
 static int usage(FILE *f, int status)
@@ -131,7 +136,31 @@ struct shared_opts {
 	char *sets[MAX_OPTS], *dirs[MAX_OPTS];
 	unsigned n_sets, n_dirs;
 	int level; /* -1: not given */
+	int seccomp; /* enum confine_mode; -1: not given */
 };
+
+/* --seccomp MODE: 0, or a usage error's exit status. */
+static int seccomp_opt(struct shared_opts *o, const char *arg)
+{
+	o->seccomp = confine_mode_parse(arg);
+	if (o->seccomp < 0)
+		return usage_error("--seccomp %s: expected enforce, log or off", arg);
+	return 0;
+}
+
+/* The mode: --seccomp, else $CUBICLE_SECCOMP, else enforce. */
+static int seccomp_mode(const struct shared_opts *o, int *mode)
+{
+	const char *env = getenv("CUBICLE_SECCOMP");
+
+	if (o->seccomp >= 0)
+		*mode = o->seccomp;
+	else if (env && *env && (*mode = confine_mode_parse(env)) < 0)
+		return usage_error("CUBICLE_SECCOMP=%s: expected enforce, log or off", env);
+	else if (!env || !*env)
+		*mode = CONFINE_ENFORCE;
+	return 0;
+}
 
 /* 0, or a usage error's exit status. */
 static int shared_opt(int c, struct shared_opts *o)
@@ -205,10 +234,11 @@ static int cmd_run(int argc, char **argv)
 		{ "id", required_argument, NULL, 'i' },
 		{ "config-file", required_argument, NULL, 'C' },
 		{ "no-api", no_argument, NULL, 'N' },
+		{ "seccomp", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct shared_opts o = { .level = -1 };
+	struct shared_opts o = { .level = -1, .seccomp = -1 };
 	const char *sock = NULL, *id = NULL, *config, *json = NULL;
 	bool no_api = false;
 	int c, ret;
@@ -238,6 +268,10 @@ static int cmd_run(int argc, char **argv)
 		case 'N':
 			no_api = true;
 			break;
+		case 'S':
+			if ((ret = seccomp_opt(&o, optarg)))
+				return ret;
+			break;
 		case 'h':
 			return usage(stdout, 0);
 		default:
@@ -257,6 +291,8 @@ static int cmd_run(int argc, char **argv)
 					     : "'run' takes exactly one CONFIG file (or --api-sock, or --config-file)");
 	if (!config && o.n_sets)
 		return usage_error("%s", "--set needs a CONFIG file (a libconfig one)");
+	if ((ret = seccomp_mode(&o, &r.seccomp)))
+		return ret;
 	if (o.level >= 0)
 		log_set_level(o.level);
 	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
@@ -339,10 +375,11 @@ static int cmd_restore(int argc, char **argv)
 		{ "paused", no_argument, NULL, 'p' },
 		{ "mem-backend", required_argument, NULL, 'm' },
 		{ "set", required_argument, NULL, 's' },
+		{ "seccomp", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct shared_opts o = { .level = -1 };
+	struct shared_opts o = { .level = -1, .seccomp = -1 };
 	const char *sock = NULL, *id = NULL;
 	bool paused = false;
 	int c, ret;
@@ -372,6 +409,10 @@ static int cmd_restore(int argc, char **argv)
 						   optarg);
 			r.mem_uffd = !strcmp(optarg, "uffd");
 			break;
+		case 'S':
+			if ((ret = seccomp_opt(&o, optarg)))
+				return ret;
+			break;
 		case 'h':
 			return usage(stdout, 0);
 		default:
@@ -382,6 +423,8 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("%s", "'restore' takes exactly one snapshot folder");
 	if (paused && !sock)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
+	if ((ret = seccomp_mode(&o, &r.seccomp)))
+		return ret;
 	if (o.level >= 0)
 		log_set_level(o.level);
 	if (load_restore_registry(&r.reg, &o, argv[optind]) < 0)

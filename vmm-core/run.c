@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "arch.h"
+#include "confine.h"
 #include "devices.h"
 #include "event.h"
 #include "log.h"
@@ -49,6 +50,8 @@ static void *signal_thread(void *arg)
 	siginfo_t si;
 
 	pthread_setname_np(pthread_self(), "signals");
+	if (confine_thread(CONFINE_SIGNALS, "signals"))
+		run_exit(r, VM_EXIT_ERROR, "the signal thread could not be confined");
 	for (;;) {
 		int sig = sigwaitinfo(&r->sigs, &si), old;
 		char why[64];
@@ -71,6 +74,13 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
+	/* The filters, before any thread: the signal thread confines itself
+	 * as it starts, the others as their setup ends (run_seal). */
+	ret = confine_init((enum confine_mode)r->seccomp, &r->reg, err, errlen);
+	if (ret)
+		return ret;
+	if (r->seccomp != CONFINE_OFF)
+		log_debug("seccomp: %s", confine_mode_name((enum confine_mode)r->seccomp));
 	sigemptyset(&r->sigs);
 	sigaddset(&r->sigs, SIGINT);
 	sigaddset(&r->sigs, SIGTERM);
@@ -110,6 +120,33 @@ static int run_loop_start(struct run_ctx *r, char *err, size_t errlen)
 	if (ret)
 		return errf(err, errlen, ret, "event loop thread: %s", strerror(-ret));
 	r->ev_started = true;
+	return 0;
+}
+
+static int confine_loop(void *arg)
+{
+	(void)arg;
+	return confine_thread(CONFINE_CONTROL, "event-loop");
+}
+
+/*
+ * The VM is made: confine the event loop and the calling thread (main,
+ * or the loop itself when the API makes the VM) before the guest's first
+ * instruction. vCPU threads confine themselves as they start; the main
+ * thread of an API-made VM does in run_finish.
+ */
+static int run_seal(struct run_ctx *r, char *err, size_t errlen)
+{
+	int ret;
+
+	if (r->seccomp == CONFINE_OFF)
+		return 0;
+	ret = event_call(r->ev, confine_loop, NULL);
+	if (!ret && !event_on_loop(r->ev))
+		ret = confine_thread(CONFINE_CONTROL, NULL);
+	if (ret)
+		return errf(err, errlen, ret, "seccomp: cannot confine the VMM's threads: %s",
+			    strerror(-ret));
 	return 0;
 }
 
@@ -154,7 +191,8 @@ int run_setup(struct run_ctx *r, char *err, size_t errlen)
 		 r->n_insts == 1 ? "" : "s");
 	if (b->format != BOOT_FLAT)
 		log_info("kernel command line: %s", b->cmdline);
-	return vm_start(&r->vm, err, errlen);
+	ret = run_seal(r, err, errlen);
+	return ret ? ret : vm_start(&r->vm, err, errlen);
 }
 
 static struct snap_vm run_snap_vm(struct run_ctx *r)
@@ -205,7 +243,9 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	if (ret)
 		goto out;
 	event_pause(r->ev, true);
-	ret = vm_start(&r->vm, err, errlen);
+	ret = run_seal(r, err, errlen);
+	if (!ret)
+		ret = vm_start(&r->vm, err, errlen);
 	if (!ret && resume) {
 		ret = vm_resume(&r->vm, err, errlen);
 		event_pause(r->ev, false);
@@ -488,6 +528,9 @@ int run_finish(struct run_ctx *r)
 	if (r->vm_live && r->pre_exit)
 		vm_request_exit(&r->vm, r->pre_status, "%s", r->pre_reason);
 	pthread_mutex_unlock(&r->lock);
+	/* An API-made VM: the main thread only waits and tears down now. */
+	if (r->vm_live && confine_thread(CONFINE_CONTROL, NULL))
+		vm_request_exit(&r->vm, VM_EXIT_ERROR, "the main thread could not be confined");
 	if (r->vm_live) {
 		status = vm_wait(&r->vm);
 		snprintf(exit_reason, sizeof(exit_reason), "%s", r->vm.exit_reason);

@@ -25,6 +25,7 @@ struct run_ctx {
 	struct event_loop *ev;
 	bool have_vm, have_sig_thread, ev_started;
 	bool host_check;
+	int seccomp; /* enum confine_mode (confine.h): enforce unless said */
 	/* The control API (--api-sock), and what it sees of the VM. */
 	struct api *api;
 	struct api_vm avm;

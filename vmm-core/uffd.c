@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cnode.h"
+#include "confine.h"
 #include "log.h"
 #include "uffd.h"
 #include "vm.h"
@@ -78,6 +79,11 @@ static void *handler(void *arg)
 	struct uffd *u = arg;
 	bool failed = false;
 
+	pthread_setname_np(pthread_self(), "uffd");
+	if (confine_thread(CONFINE_WORKER, "uffd")) {
+		vm_request_exit(u->vm, VM_EXIT_ERROR, "the Uffd thread could not be confined");
+		return NULL;
+	}
 	for (;;) {
 		struct pollfd p[2] = { { u->uffd, POLLIN, 0 }, { u->stop, POLLIN, 0 } };
 		struct uffd_msg msg;

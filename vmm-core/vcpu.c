@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "confine.h"
 #include "log.h"
 #include "vm.h"
 
@@ -127,6 +128,12 @@ static void *vcpu_thread(void *arg)
 	sigdelset(&set, SIGBUS);
 	sigdelset(&set, SIGABRT);
 	pthread_sigmask(SIG_SETMASK, &set, NULL);
+	/* Before the guest's first instruction: from here on this thread runs
+	 * the devices' handlers on the guest's behalf. */
+	if (confine_thread(CONFINE_VCPU, name)) {
+		vm_request_exit(vm, VM_EXIT_ERROR, "vCPU %u could not be confined", v->id);
+		return NULL;
+	}
 
 	while (!exiting(vm)) {
 		if (vm_paused(vm)) {

@@ -383,8 +383,14 @@ static bool blk_drain(struct blk_queue *q)
 static void *blk_worker(void *arg)
 {
 	struct blk_queue *q = arg;
+	const struct cub_host *h = q->b->h;
 	bool more;
 
+	/* Named and confined before it touches the guest's requests. */
+	if (CUB_HOST_HAS(h, thread_enter) && h->thread_enter(q->b->in, "blk-io")) {
+		h->virtio->broken(q->b->in, "its I/O thread could not be confined");
+		return NULL;
+	}
 	pthread_mutex_lock(&q->lock);
 	for (;;) {
 		while (!q->kicked && !q->quit)

@@ -332,7 +332,7 @@ boot_l1() {
 	local t0 contail='' tails=() started=0 deadline=$((SECONDS + boot_timeout)) p
 	local l0at=$((SECONDS + timeout - 15)) l0done=0
 	boot_secs='?'
-	rm -f "$log" "$out" "$err" "$rw/nested-l0.log"
+	rm -f "$log" "$out" "$err" "$rw/nested-l0.log" "$rw/nested-seccomp.log"
 	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 	hung=0
 	wedged=
@@ -425,6 +425,12 @@ done
 if [ $show = 0 ]; then
 	cat "$out"
 	cat "$err" >&2
+fi
+# seccomp events L1's kernel logged (cubicle --seccomp=log, or
+# CUBICLE_SECCOMP=log in the environment): the calls a filter would refuse.
+if [ -s "$rw/nested-seccomp.log" ]; then
+	say "L1's kernel logged seccomp events (system calls outside cubicle's allow-lists):"
+	sed 's/^/  /' "$rw/nested-seccomp.log" >&2
 fi
 
 dump() {

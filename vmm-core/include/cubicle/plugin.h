@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 6 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 7 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
  *      rollback (read by the host only from plugins built for 1.2 or later).
@@ -27,7 +27,12 @@ extern "C" {
  *      gained set_mac (read only from plugins built for 1.4 or later);
  *      cub_virtio_host gained queue_size; cub_storage_host gained
  *      write_zeroes.
- * 1.5: cub_device_ops gained state_version, save and load (snapshots). */
+ * 1.5: cub_device_ops gained state_version, save and load (snapshots).
+ * 1.6: CUB_P_RATELIMIT (a Firecracker-shaped rate limiter); cub_virtio_host
+ *      gained rl_take and rl_charge.
+ * 1.7: cub_plugin gained syscalls and n_syscalls (what the plugin's code
+ *      needs past the host's seccomp allow-lists); cub_host gained
+ *      thread_enter. */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 
@@ -219,6 +224,14 @@ enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
  *              if absent.
  * @net:        (ABI 1.2) packet backends for devices, see net.h; NULL if
  *              absent.
+ * @thread_enter: (ABI 1.7) call it first in every thread the plugin
+ *              starts: names the thread @name (up to 15 characters) and
+ *              confines it with the host's seccomp allow-list for helper
+ *              threads (read/write on fds it has, waits, timers, memory)
+ *              plus the plugin's declared @syscalls. 0, or -errno: end the
+ *              thread (the host has logged why). A thread the plugin
+ *              starts without it keeps the filter of the thread that
+ *              started it (a vCPU's, during I/O handlers).
  *
  * A plugin reading a member added after 1.0 first checks that @size covers
  * it (CUB_HOST_HAS(h, member)).
@@ -242,6 +255,8 @@ struct cub_host {
 	const struct cub_virtio_host *virtio;
 	const struct cub_storage_host *storage;
 	const struct cub_net_host *net;
+	/* ABI 1.7: */
+	int (*thread_enter)(struct cub_inst *in, const char *name);
 };
 
 #define CUB_HOST_HAS(h, member) \
@@ -322,6 +337,36 @@ struct cub_device_ops {
 };
 
 /*
+ * struct cub_syscall - one system call a plugin needs once the VM runs.
+ *
+ * cubicle confines each of its threads with a seccomp filter before the
+ * guest's first instruction (cubicle(1), SECCOMP): a vCPU thread (where
+ * I/O handlers run), the event loop (fd callbacks) and helper threads
+ * (thread_enter) may make only the calls their kind needs: reads and
+ * writes on fds already open, waits, timers, memory, KVM's ioctls. A
+ * plugin whose code makes another call once the VM runs declares it here;
+ * the host adds it to every thread kind but the signal thread's. Setup
+ * (create, open) runs before any filter and needs no declaration.
+ *
+ * @name:  the kernel's name of the call: "socket", "ioctl". The loader
+ *         refuses a plugin naming a call the host's libseccomp does not
+ *         know on any of its architectures.
+ * @arg:   -1: any arguments. 0-5: allowed only when argument @arg, masked
+ *         with @mask, equals @value (ioctl numbers: CUB_SYSCALL_IOCTL).
+ *         Several entries for one call allow any of them.
+ */
+struct cub_syscall {
+	const char *name;
+	int arg;
+	uint64_t mask, value;
+};
+
+#define CUB_SYSCALL(n) { .name = (n), .arg = -1, .mask = 0, .value = 0 }
+#define CUB_SYSCALL_ARG(n, i, m, v) { .name = (n), .arg = (i), .mask = (m), .value = (v) }
+/* An ioctl with request @req, whatever fd it is made on. */
+#define CUB_SYSCALL_IOCTL(req) CUB_SYSCALL_ARG("ioctl", 1, 0xffffffffu, (uint32_t)(req))
+
+/*
  * struct cub_plugin - the descriptor each plugin exports as `cubicle_plugin`
  * (CUB_PLUGIN). The host reads it after dlopen and before running any
  * plugin code; a plugin has no constructors.
@@ -342,6 +387,9 @@ struct cub_device_ops {
  *             the highest "ABI 1.N" feature it uses. 0 means abi_minor.
  * @param_size: (ABI 1.4) sizeof(struct cub_param) when built, so the host
  *             can walk the tables of plugins built with other headers.
+ * @syscalls, @n_syscalls: (ABI 1.7) the system calls the plugin's code
+ *             makes once the VM runs beyond the host's allow-lists (see
+ *             struct cub_syscall); may be 0.
  * @host_check: (ABI 1.4; optional) probe what the plugin needs from the
  *             host (kernel features, permissions; tap: BPF) for
  *             `cubicle check-host`: write one line into @line and return 0
@@ -379,6 +427,9 @@ struct cub_plugin {
 	uint32_t abi_needs;
 	uint32_t param_size;
 	int (*host_check)(char *line, size_t len);
+	/* ABI 1.7: */
+	const struct cub_syscall *syscalls;
+	unsigned n_syscalls;
 };
 
 /* The descriptor's header: ABI version, sizes, and the oldest host minor

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the seccomp allow-lists (vmm-core/confine.c): each case runs in a child process
+ * that confines one of its threads and then makes calls its kind may or may not make. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "cunit_main.h"
+#include "loader.h"
+
+static void *nop(void *arg)
+{
+	return arg;
+}
+
+/* Run fn in a child after confine_init(mode, reg); its exit status, and
+ * what it wrote to stderr in @out. */
+static int in_child(enum confine_mode mode, const struct registry *reg, int (*fn)(void),
+		    char *out, size_t outlen)
+{
+	int pfd[2], status = -1;
+	pid_t pid;
+	ssize_t n;
+	size_t got = 0;
+
+	if (pipe(pfd) < 0)
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		char err[256] = "";
+
+		dup2(pfd[1], STDERR_FILENO);
+		close(pfd[0]);
+		pthread_t t;
+
+		/* as in cubicle, the process has made a thread before any
+		 * filter (glibc sets up its thread signals then) */
+		if (pthread_create(&t, NULL, nop, NULL) || pthread_join(t, NULL))
+			_exit(99);
+		if (confine_init(mode, reg, err, sizeof(err))) {
+			fprintf(stderr, "confine_init: %s\n", err);
+			_exit(100);
+		}
+		_exit(fn());
+	}
+	close(pfd[1]);
+	while (got + 1 < outlen && (n = read(pfd[0], out + got, outlen - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	close(pfd[0]);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+}
+
+/* A vCPU thread opening a file: forbidden. */
+static int vcpu_opens(void)
+{
+	int fd;
+
+	if (confine_thread(CONFINE_VCPU, "vcpu7"))
+		return 101;
+	fd = open("/dev/null", O_RDONLY);
+	return fd >= 0 ? 0 : 102;
+}
+
+/* What a vCPU thread does do: I/O on its fds, memory, time, futexes,
+ * threads (clone3 answers ENOSYS, glibc falls back to clone). */
+static int vcpu_allowed(void)
+{
+	int fds[2];
+	char b = 'x';
+	void *p, *ret = NULL;
+	pthread_t t;
+	struct timespec ts;
+
+	if (pipe(fds) < 0 || confine_thread(CONFINE_VCPU, "vcpu0"))
+		return 101;
+	if (write(fds[1], &b, 1) != 1 || read(fds[0], &b, 1) != 1 || b != 'x')
+		return 102;
+	p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || munmap(p, 1 << 20))
+		return 103;
+	free(malloc(1 << 22)); /* malloc's own mmap */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (syscall(SYS_clone3, NULL, 0) != -1 || errno != ENOSYS)
+		return 104;
+	if (pthread_create(&t, NULL, nop, &b) || pthread_join(t, &ret) || ret != &b)
+		return 105;
+	close(fds[0]);
+	close(fds[1]);
+	return 0;
+}
+
+/* Executable memory: only the control thread maps it. */
+static int vcpu_maps_exec(void)
+{
+	if (confine_thread(CONFINE_VCPU, "vcpu1"))
+		return 101;
+	mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return 0;
+}
+
+/* A new process: no thread may fork. */
+static int control_forks(void)
+{
+	pid_t pid;
+
+	if (confine_thread(CONFINE_CONTROL, "event-loop"))
+		return 101;
+	pid = fork();
+	if (pid == 0)
+		_exit(0);
+	return 0;
+}
+
+/* The control thread opens files (the API's snapshots). */
+static int control_opens(void)
+{
+	int fd;
+
+	if (confine_thread(CONFINE_CONTROL, "event-loop"))
+		return 101;
+	fd = open("/dev/null", O_RDONLY);
+	if (fd < 0)
+		return 102;
+	close(fd);
+	return 0;
+}
+
+/* Filters stack: a worker started by a vCPU thread keeps the vCPU's. */
+static int stacked(void)
+{
+	int fd;
+
+	if (confine_thread(CONFINE_CONTROL, "ctl") || confine_thread(CONFINE_WORKER, "blk-io"))
+		return 101;
+	if (!confine_thread_has(CONFINE_CONTROL) || !confine_thread_has(CONFINE_WORKER) ||
+	    confine_thread_has(CONFINE_VCPU))
+		return 102;
+	fd = open("/dev/null", O_RDONLY); /* control allows it, worker does not */
+	return fd >= 0 ? 0 : 103;
+}
+
+/* The signal thread: not even I/O on a file. */
+static int signals_preads(void)
+{
+	char b;
+
+	if (confine_thread(CONFINE_SIGNALS, "signals"))
+		return 101;
+	return pread(0, &b, 1, 0) == 1 ? 0 : 0;
+}
+
+/* A plugin's declared call: uname (any arguments) and one ioctl number. */
+static const struct cub_syscall decl[] = {
+	CUB_SYSCALL("uname"),
+	CUB_SYSCALL_IOCTL(0x5423), /* TIOCSETD: meaningless on a pipe */
+};
+static const struct cub_plugin decl_desc = {
+	.abi_major = CUB_ABI_MAJOR, .abi_minor = CUB_ABI_MINOR, .size = sizeof(struct cub_plugin),
+	.kind = CUB_KIND_DEVICE, .name = "decl", .syscalls = decl, .n_syscalls = 2,
+};
+static struct plugin decl_plugin = { .d = &decl_desc };
+static struct plugin *decl_list[] = { &decl_plugin };
+static const struct registry decl_reg = { decl_list, 1 };
+
+static int vcpu_unames(void)
+{
+	struct utsname u;
+	int fds[2], d = 0;
+
+	if (pipe(fds) < 0 || confine_thread(CONFINE_VCPU, "vcpu0"))
+		return 101;
+	if (uname(&u))
+		return 102;
+	ioctl(fds[0], 0x5423, &d); /* declared: any result but SIGSYS */
+	return 0;
+}
+
+static int vcpu_ioctl_undeclared(void)
+{
+	int fds[2], d = 0;
+
+	if (pipe(fds) < 0 || confine_thread(CONFINE_VCPU, "vcpu0"))
+		return 101;
+	ioctl(fds[0], 0x5424, &d); /* TIOCGETD: not declared */
+	return 0;
+}
+
+static int signals_unames(void)
+{
+	struct utsname u;
+
+	if (confine_thread(CONFINE_SIGNALS, "signals"))
+		return 101;
+	return uname(&u) ? 102 : 0;
+}
+
+static void expect_killed(int (*fn)(void), const struct registry *reg, const char *thread,
+			  const char *call)
+{
+	char out[1024], want[128];
+	int st = in_child(CONFINE_ENFORCE, reg, fn, out, sizeof(out));
+
+	CU_ASSERT_EQUAL(st, CONFINE_EXIT_STATUS);
+	snprintf(want, sizeof(want), "thread %s made the forbidden system call %s (", thread, call);
+	CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+	if (st != CONFINE_EXIT_STATUS || !strstr(out, want))
+		fprintf(stderr, "status %d, stderr: %s\n", st, out);
+}
+
+static void expect_ok(int (*fn)(void), const struct registry *reg, enum confine_mode mode)
+{
+	char out[1024];
+	int st = in_child(mode, reg, fn, out, sizeof(out));
+
+	CU_ASSERT_EQUAL(st, 0);
+	if (st)
+		fprintf(stderr, "status %d, stderr: %s\n", st, out);
+}
+
+static void test_vcpu(void)
+{
+	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
+	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
+	expect_killed(vcpu_maps_exec, NULL, "vcpu1", "mmap");
+}
+
+static void test_control(void)
+{
+	expect_ok(control_opens, NULL, CONFINE_ENFORCE);
+	expect_killed(control_forks, NULL, "event-loop", "clone");
+}
+
+static void test_stacked_and_signals(void)
+{
+	expect_killed(stacked, NULL, "blk-io", "openat");
+	expect_killed(signals_preads, NULL, "signals", "pread64");
+}
+
+static void test_plugin_declared(void)
+{
+	expect_ok(vcpu_unames, &decl_reg, CONFINE_ENFORCE);
+	expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
+	expect_killed(vcpu_ioctl_undeclared, &decl_reg, "vcpu0", "ioctl");
+	/* not added to the signal thread's list */
+	expect_killed(signals_unames, &decl_reg, "signals", "uname");
+}
+
+/* log: the call goes through (the kernel logs it); off: no filter. */
+static void test_modes(void)
+{
+	expect_ok(vcpu_opens, NULL, CONFINE_LOG);
+	expect_ok(vcpu_opens, NULL, CONFINE_OFF);
+	expect_ok(control_forks, NULL, CONFINE_OFF);
+	CU_ASSERT_EQUAL(confine_mode_parse("enforce"), CONFINE_ENFORCE);
+	CU_ASSERT_EQUAL(confine_mode_parse("log"), CONFINE_LOG);
+	CU_ASSERT_EQUAL(confine_mode_parse("off"), CONFINE_OFF);
+	CU_ASSERT_EQUAL(confine_mode_parse("on"), -1);
+}
+
+/* A declared call libseccomp does not know: confine_init says which. */
+static void test_unknown_call(void)
+{
+	static const struct cub_syscall bad[] = { CUB_SYSCALL("no_such_call") };
+	static const struct cub_plugin bd = {
+		.abi_major = CUB_ABI_MAJOR, .abi_minor = CUB_ABI_MINOR,
+		.size = sizeof(struct cub_plugin), .kind = CUB_KIND_DEVICE, .name = "bad",
+		.syscalls = bad, .n_syscalls = 1,
+	};
+	struct plugin bp = { .d = &bd };
+	struct plugin *l[] = { &bp };
+	struct registry reg = { l, 1 };
+	char err[256] = "";
+
+	CU_ASSERT_EQUAL(confine_init(CONFINE_ENFORCE, &reg, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "plugin bad"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
+	confine_free();
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "vCPU list: open and exec mappings killed, I/O and threads allowed", test_vcpu },
+		{ "control list: open allowed, fork killed", test_control },
+		{ "filters stack; the signal thread's list", test_stacked_and_signals },
+		{ "a plugin's declared calls", test_plugin_declared },
+		{ "log and off", test_modes },
+		{ "an unknown declared call", test_unknown_call },
+		{ NULL, NULL },
+	};
+
+	return cu_run("confine", tests);
+}

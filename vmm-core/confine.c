@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * seccomp allow-lists per kind of thread, built with libseccomp.
+ *
+ * Each list is compiled once to BPF (seccomp_export_bpf) and loaded by
+ * each thread of its kind with one seccomp(2) call once the thread's setup
+ * is done: vCPU threads before their first KVM_RUN, the event loop and the
+ * main thread when the VM is made, helper threads as they start. Filters
+ * stack, so a thread a confined thread starts is bound by both.
+ *
+ * The lists are what the code of that kind of thread does once the guest
+ * runs; a plugin declares what its own code needs beyond them (struct
+ * cub_syscall). Every list allows what glibc itself does under the calls
+ * cubicle makes (malloc's mmap/brk, pthread's futex/clone/rseq, logging's
+ * write), clone only for threads (clone3 answers ENOSYS, so glibc falls
+ * back to clone, whose flags a filter can see), and mmap/mprotect with
+ * PROT_EXEC only on the control thread (which may dlopen http-parser or
+ * libgcc_s). A forbidden call ends in SIGSYS (enforce): the handler writes
+ * one line naming the call and the thread, then the process exits with
+ * CONFINE_EXIT_STATUS.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cnode.h"
+#include "confine.h"
+#include "loader.h"
+#include "log.h"
+
+struct crule {
+	const char *name;
+	int arg;        /* -1: any arguments */
+	uint64_t mask, value;
+	uint32_t errno_; /* nonzero: answer -errno_ instead of allowing */
+};
+
+#define ANY(n) { (n), -1, 0, 0, 0 }
+#define ARG(n, i, m, v) { (n), (i), (m), (v), 0 }
+#define IOC(v) ARG("ioctl", 1, 0xffffffffu, (v))
+#define IOC_TYPE(t) ARG("ioctl", 1, 0xff00u, (uint64_t)(t) << 8)
+
+/* Every thread: memory, futexes, signals' plumbing, time, logging, exit. */
+static const struct crule base_rules[] = {
+	ANY("read"), ANY("write"), ANY("readv"), ANY("writev"), ANY("close"),
+	ANY("futex"), ANY("exit"), ANY("exit_group"), ANY("rt_sigreturn"),
+	ANY("rt_sigprocmask"), ANY("restart_syscall"), ANY("brk"), ANY("munmap"),
+	ANY("madvise"), ANY("mremap"), ANY("clock_gettime"), ANY("clock_nanosleep"),
+	ANY("nanosleep"), ANY("gettid"), ANY("getpid"), ANY("tgkill"), ANY("sched_yield"),
+	ANY("getrandom"), ANY("set_robust_list"), ANY("rseq"),
+	/* pthread_setname_np on itself */
+	ARG("prctl", 0, ~0ull, PR_SET_NAME),
+	/* a thread a confined thread started confines itself further
+	 * (thread_enter): filters only ever narrow what is allowed */
+	ARG("prctl", 0, ~0ull, PR_SET_NO_NEW_PRIVS),
+	ARG("seccomp", 0, ~0ull, SECCOMP_SET_MODE_FILTER),
+};
+
+/* Without PROT_EXEC: every thread but the control thread. */
+static const struct crule noexec_rules[] = {
+	ARG("mmap", 2, PROT_EXEC, 0),
+	ARG("mprotect", 2, PROT_EXEC, 0),
+};
+
+/* I/O on fds the thread already has: vCPUs (the devices' handlers),
+ * workers and the control thread. */
+static const struct crule io_rules[] = {
+	ANY("pread64"), ANY("pwrite64"), ANY("preadv"), ANY("pwritev"), ANY("preadv2"),
+	ANY("pwritev2"), ANY("lseek"), ANY("fsync"), ANY("fdatasync"), ANY("fallocate"),
+	ANY("sync_file_range"), ANY("epoll_wait"), ANY("epoll_pwait"), ANY("epoll_pwait2"),
+	ANY("epoll_ctl"), ANY("poll"), ANY("ppoll"), ANY("timerfd_settime"),
+	ANY("timerfd_gettime"), ANY("sendmsg"), ANY("recvmsg"), ANY("sendto"),
+	ANY("recvfrom"), ANY("sendmmsg"), ANY("recvmmsg"), ANY("fcntl"), ANY("fstat"),
+	ANY("shutdown"), ANY("getsockopt"),
+	/* fstat(2) is newfstatat(fd, "", st, AT_EMPTY_PATH) in glibc */
+	ARG("newfstatat", 3, AT_EMPTY_PATH, AT_EMPTY_PATH),
+	/* threads only, never a process */
+	ARG("clone", 0, CLONE_THREAD, CLONE_THREAD),
+	{ "clone3", -1, 0, 0, ENOSYS },
+	IOC_TYPE(0xAE), /* KVM */
+	IOC_TYPE(0xAA), /* userfaultfd */
+	IOC(0x541B),    /* FIONREAD */
+	IOC(0x5421),    /* FIONBIO */
+	IOC(0x5401),    /* TCGETS (isatty) */
+};
+
+/* The control thread: the API makes snapshots, loads them, accepts
+ * connections, opens the files they name. */
+static const struct crule control_rules[] = {
+	ANY("mmap"), ANY("mprotect"),
+	ANY("open"), ANY("openat"), ANY("mkdir"), ANY("mkdirat"), ANY("unlink"),
+	ANY("unlinkat"), ANY("rmdir"), ANY("rename"), ANY("renameat"), ANY("renameat2"),
+	ANY("link"), ANY("linkat"), ANY("readlink"), ANY("readlinkat"), ANY("fchmod"),
+	ANY("statx"), ANY("newfstatat"), ANY("stat"), ANY("lstat"), ANY("statfs"),
+	ANY("fstatfs"), ANY("getdents64"), ANY("getcwd"), ANY("access"), ANY("faccessat"),
+	ANY("faccessat2"), ANY("ftruncate"), ANY("fadvise64"), ANY("flock"),
+	ANY("copy_file_range"), ANY("sendfile"), ANY("socket"), ANY("socketpair"),
+	ANY("connect"), ANY("accept"), ANY("accept4"), ANY("bind"), ANY("listen"),
+	ANY("getsockname"), ANY("getpeername"), ANY("setsockopt"), ANY("memfd_create"),
+	ANY("pipe"), ANY("pipe2"), ANY("eventfd2"), ANY("timerfd_create"),
+	ANY("epoll_create1"), ANY("dup"), ANY("dup2"), ANY("dup3"), ANY("sched_getaffinity"),
+	ANY("uname"), ANY("sysinfo"), ANY("umask"), ANY("munlock"), ANY("mlock"),
+	IOC_TYPE(0x94), /* FICLONE, FICLONERANGE (snapshots' disks) */
+	IOC(0x5402), IOC(0x5403), IOC(0x5404), /* TCSETS, TCSETSW, TCSETSF */
+	IOC(0x5413),    /* TIOCGWINSZ */
+};
+
+/* The signal thread: waits, asks the VM to stop, logs. */
+static const struct crule signal_rules[] = {
+	ANY("rt_sigtimedwait"),
+};
+
+struct kind_info {
+	const char *name;
+	bool plugin_calls; /* plugins' declared calls added */
+	bool io, control;
+};
+
+static const struct kind_info kinds[CONFINE_KINDS] = {
+	[CONFINE_CONTROL] = { "control", true, true, true },
+	[CONFINE_VCPU] = { "vcpu", true, true, false },
+	[CONFINE_WORKER] = { "worker", true, true, false },
+	[CONFINE_SIGNALS] = { "signals", false, false, false },
+};
+
+static struct {
+	enum confine_mode mode;
+	bool ready;
+	struct sock_fprog prog[CONFINE_KINDS];
+} cf;
+
+static __thread unsigned t_kinds; /* bit per kind the thread holds */
+static __thread char t_name[16];
+
+int confine_mode_parse(const char *s)
+{
+	if (!strcmp(s, "enforce"))
+		return CONFINE_ENFORCE;
+	if (!strcmp(s, "log"))
+		return CONFINE_LOG;
+	if (!strcmp(s, "off"))
+		return CONFINE_OFF;
+	return -1;
+}
+
+const char *confine_mode_name(enum confine_mode m)
+{
+	return m == CONFINE_ENFORCE ? "enforce" : m == CONFINE_LOG ? "log" : "off";
+}
+
+/*
+ * SIGSYS from a filter (enforce). Only calls every list allows happen here:
+ * write and exit_group, and the libseccomp name lookup's malloc (brk,
+ * mmap). A thread cannot trap while holding malloc's lock: malloc makes
+ * only calls every list allows.
+ */
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+	char line[256], *name;
+	int n;
+
+	(void)sig, (void)uc;
+	name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, si->si_syscall);
+	n = snprintf(line, sizeof(line),
+		     "cubicle: error: seccomp: thread %s made the forbidden system call %s (%d); stopping (exit status %d)\n",
+		     t_name[0] ? t_name : "?", name ? name : "?", si->si_syscall,
+		     CONFINE_EXIT_STATUS);
+	if (n > 0 && write(STDERR_FILENO, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
+		n = 0;
+	_exit(CONFINE_EXIT_STATUS);
+}
+
+/* A call this libseccomp knows on this architecture: its number; else a
+ * negative number (a call the architecture lacks: open on arm64). */
+static int rule_add(scmp_filter_ctx ctx, const char *name, int arg, uint64_t mask,
+		    uint64_t value, uint32_t errno_, char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name(name), ret;
+	uint32_t act = errno_ ? SCMP_ACT_ERRNO(errno_) : SCMP_ACT_ALLOW;
+
+	if (nr == __NR_SCMP_ERROR)
+		return errf(err, errlen, -EINVAL, "seccomp: unknown system call '%s'", name);
+	if (nr < 0)
+		return 0; /* not on this architecture */
+	if (arg < 0)
+		ret = seccomp_rule_add(ctx, act, nr, 0);
+	else
+		ret = seccomp_rule_add(ctx, act, nr, 1,
+				       (struct scmp_arg_cmp){ .arg = (unsigned)arg,
+							      .op = SCMP_CMP_MASKED_EQ,
+							      .datum_a = mask, .datum_b = value });
+	/* -EEXIST: an unconditional rule already covers it */
+	if (ret && ret != -EEXIST)
+		return errf(err, errlen, ret, "seccomp: rule for %s: %s", name, strerror(-ret));
+	return 0;
+}
+
+static int rules_add(scmp_filter_ctx ctx, const struct crule *r, size_t n, char *err,
+		     size_t errlen)
+{
+	for (size_t i = 0; i < n; i++) {
+		int ret = rule_add(ctx, r[i].name, r[i].arg, r[i].mask, r[i].value, r[i].errno_,
+				   err, errlen);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int plugin_rules_add(scmp_filter_ctx ctx, const struct registry *reg, char *err,
+			    size_t errlen)
+{
+	for (unsigned i = 0; reg && i < reg->n; i++) {
+		const struct cub_plugin *d = reg->p[i]->d;
+
+		if (d->size < offsetof(struct cub_plugin, n_syscalls) + sizeof(d->n_syscalls))
+			continue;
+		for (unsigned j = 0; j < d->n_syscalls; j++) {
+			const struct cub_syscall *s = &d->syscalls[j];
+			int ret = rule_add(ctx, s->name, s->arg, s->mask, s->value, 0, err, errlen);
+
+			if (ret) {
+				char why[256];
+
+				snprintf(why, sizeof(why), "%s", err);
+				return errf(err, errlen, ret, "plugin %s: %s", d->name, why);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Compile one kind's list into cf.prog[k]. */
+static int build(enum confine_kind k, const struct registry *reg, char *err, size_t errlen)
+{
+	scmp_filter_ctx ctx;
+	char *buf = NULL;
+	off_t size = 0;
+	int ret, fd = -1;
+
+	ctx = seccomp_init(cf.mode == CONFINE_LOG ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
+	if (!ctx)
+		return errf(err, errlen, -ENOMEM, "seccomp: cannot make a filter");
+	ret = rules_add(ctx, base_rules, sizeof(base_rules) / sizeof(*base_rules), err, errlen);
+	if (!ret && kinds[k].control)
+		ret = rules_add(ctx, control_rules, sizeof(control_rules) / sizeof(*control_rules),
+				err, errlen);
+	else if (!ret)
+		ret = rules_add(ctx, noexec_rules, sizeof(noexec_rules) / sizeof(*noexec_rules),
+				err, errlen);
+	if (!ret && kinds[k].io)
+		ret = rules_add(ctx, io_rules, sizeof(io_rules) / sizeof(*io_rules), err, errlen);
+	if (!ret && k == CONFINE_SIGNALS)
+		ret = rules_add(ctx, signal_rules, sizeof(signal_rules) / sizeof(*signal_rules),
+				err, errlen);
+	if (!ret && kinds[k].plugin_calls)
+		ret = plugin_rules_add(ctx, reg, err, errlen);
+	if (ret)
+		goto out;
+	/* The BPF, into memory: loaded per thread without libseccomp. */
+	fd = memfd_create("cubicle-seccomp", MFD_CLOEXEC);
+	if (fd < 0) {
+		ret = errf(err, errlen, -errno, "seccomp: memfd_create: %s", strerror(errno));
+		goto out;
+	}
+	ret = seccomp_export_bpf(ctx, fd);
+	if (!ret && ((size = lseek(fd, 0, SEEK_END)) <= 0 || size % sizeof(struct sock_filter) ||
+		     size / sizeof(struct sock_filter) > BPF_MAXINSNS))
+		ret = -EINVAL;
+	if (!ret && !(buf = malloc((size_t)size)))
+		ret = -ENOMEM;
+	if (!ret && pread(fd, buf, (size_t)size, 0) != size)
+		ret = -EIO;
+	if (ret) {
+		ret = errf(err, errlen, ret, "seccomp: exporting the %s filter: %s", kinds[k].name,
+			   strerror(-ret));
+		goto out;
+	}
+	cf.prog[k].len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+	cf.prog[k].filter = (struct sock_filter *)buf;
+	buf = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	seccomp_release(ctx);
+	return ret;
+}
+
+int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
+{
+	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+	int ret;
+
+	confine_free();
+	cf.mode = mode;
+	if (mode == CONFINE_OFF)
+		return 0;
+	for (int k = 0; k < CONFINE_KINDS; k++) {
+		ret = build((enum confine_kind)k, reg, err, errlen);
+		if (ret) {
+			confine_free();
+			return ret;
+		}
+	}
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSYS, &sa, NULL) < 0) {
+		ret = errf(err, errlen, -errno, "seccomp: SIGSYS handler: %s", strerror(errno));
+		confine_free();
+		return ret;
+	}
+	cf.ready = true;
+	return 0;
+}
+
+int confine_thread(enum confine_kind kind, const char *name)
+{
+	sigset_t sys;
+
+	if (name)
+		snprintf(t_name, sizeof(t_name), "%s", name);
+	else if (!t_name[0] && prctl(PR_GET_NAME, t_name) < 0)
+		t_name[0] = '\0';
+	if (!cf.ready || (t_kinds & (1u << kind)))
+		return 0;
+	/* SIGSYS must reach the handler, not kill silently */
+	sigemptyset(&sys);
+	sigaddset(&sys, SIGSYS);
+	pthread_sigmask(SIG_UNBLOCK, &sys, NULL);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &cf.prog[kind]) < 0) {
+		int e = errno;
+
+		log_err("seccomp: cannot confine thread %s (%s): %s", t_name, kinds[kind].name,
+			strerror(e));
+		return -e;
+	}
+	t_kinds |= 1u << kind;
+	return 0;
+}
+
+bool confine_thread_has(enum confine_kind kind)
+{
+	return t_kinds & (1u << kind);
+}
+
+void confine_free(void)
+{
+	cf.ready = false;
+	for (int k = 0; k < CONFINE_KINDS; k++) {
+		free(cf.prog[k].filter);
+		cf.prog[k].filter = NULL;
+		cf.prog[k].len = 0;
+	}
+}

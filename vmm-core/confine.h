@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Confinement: seccomp filters (libseccomp), one allow-list per kind of
+ * thread, each thread installing its own once its setup is done. The
+ * filters are compiled once (confine_init) and loaded per thread as plain
+ * BPF, so a thread pays a single seccomp(2) call.
+ */
+#ifndef CUBICLE_CONFINE_H
+#define CUBICLE_CONFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct registry;
+
+enum confine_mode {
+	CONFINE_ENFORCE = 0, /* a forbidden call: one log line, exit 159 */
+	CONFINE_LOG,         /* allowed, and the kernel logs it (audit) */
+	CONFINE_OFF,         /* no filter */
+};
+
+enum confine_kind {
+	CONFINE_CONTROL = 0, /* the event loop (devices' fds, the API) and the main thread */
+	CONFINE_VCPU,        /* vCPU threads: KVM_RUN and the devices' I/O handlers */
+	CONFINE_WORKER,      /* helper threads: the devices' I/O workers, Uffd */
+	CONFINE_SIGNALS,     /* the signal thread */
+	CONFINE_KINDS,
+};
+
+/* The exit status after a forbidden system call (128 + SIGSYS). */
+#define CONFINE_EXIT_STATUS 159
+
+/* Parse "enforce", "log" or "off": the mode, or -1. */
+int confine_mode_parse(const char *s);
+const char *confine_mode_name(enum confine_mode m);
+
+/*
+ * Compile the filters of every kind in @mode, adding the system calls the
+ * plugins of @reg declare (may be NULL) to every kind but the signal
+ * thread's, and install the SIGSYS handler. Main thread, before any other
+ * thread starts. 0, or -errno with a message in @err.
+ */
+int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
+
+/*
+ * Confine the calling thread with @kind's filter and call it @name in the
+ * line a forbidden call writes (NULL: its own name). Once per thread and
+ * kind; filters stack, so a thread started by a confined thread keeps its
+ * parent's filter as well. A no-op before confine_init, with mode off, and
+ * in a thread already holding @kind's filter. 0, or -errno (logged): a
+ * failure to confine is fatal to the caller's plan (the VM is not
+ * started).
+ */
+int confine_thread(enum confine_kind kind, const char *name);
+
+/* Is the calling thread under @kind's filter? */
+bool confine_thread_has(enum confine_kind kind);
+
+/* Free the compiled filters (threads keep theirs). */
+void confine_free(void);
+
+#endif
