@@ -248,6 +248,7 @@ static void *loop(void *arg)
 	struct event_loop *ev = arg;
 	struct epoll_event evs[32];
 
+	pthread_setname_np(pthread_self(), "event-loop");
 	for (;;) {
 		int n = epoll_wait(ev->epfd, evs, 32, -1);
 

@@ -481,6 +481,20 @@ static void describe(const struct plugin *p)
 	for (unsigned i = 0; i < d->n_methods; i++)
 		printf("    %-14s (%s)  %s\n", d->methods[i].name, d->methods[i].sig,
 		       d->methods[i].doc ? d->methods[i].doc : "");
+	if (d->size >= offsetof(struct cub_plugin, n_syscalls) + sizeof(d->n_syscalls) &&
+	    d->n_syscalls) {
+		printf("  system calls beyond the seccomp allow-lists:");
+		for (unsigned i = 0; i < d->n_syscalls; i++) {
+			const struct cub_syscall *c = &d->syscalls[i];
+
+			if (c->arg < 0)
+				printf(" %s", c->name);
+			else
+				printf(" %s(arg%d & 0x%llx == 0x%llx)", c->name, c->arg,
+				       (unsigned long long)c->mask, (unsigned long long)c->value);
+		}
+		printf("\n");
+	}
 }
 
 static int cmd_plugins(int argc, char **argv)

@@ -348,6 +348,9 @@ static const struct cub_net_ops sock_ops = {
 	.stats = sock_stats,
 };
 
+/* Once the VM runs: a connect when the peer's socket appears late. */
+static const struct cub_syscall sock_syscalls[] = { CUB_SYSCALL("connect") };
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_NET,
@@ -359,4 +362,6 @@ CUB_PLUGIN({
 	.params = sock_params,
 	.n_params = CUB_ARRAY_SIZE(sock_params),
 	.ops = &sock_ops,
+	.syscalls = sock_syscalls,
+	.n_syscalls = CUB_ARRAY_SIZE(sock_syscalls),
 });

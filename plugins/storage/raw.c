@@ -552,6 +552,9 @@ static const struct cub_storage_ops raw_ops = {
 	.rollback = raw_rollback,
 };
 
+/* Once the VM runs: discards on a block device. */
+static const struct cub_syscall raw_syscalls[] = { CUB_SYSCALL_IOCTL(BLKDISCARD) };
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_STORAGE,
@@ -563,4 +566,6 @@ CUB_PLUGIN({
 	.params = raw_params,
 	.n_params = CUB_ARRAY_SIZE(raw_params),
 	.ops = &raw_ops,
+	.syscalls = raw_syscalls,
+	.n_syscalls = CUB_ARRAY_SIZE(raw_syscalls),
 });

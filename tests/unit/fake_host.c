@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,17 @@ static uint64_t fake_clock_us(struct cub_inst *in)
 	if (fh->clock_fixed)
 		return fh->clock_us;
 	return (now_ns() - fh->clock_start_ns) / 1000;
+}
+
+/* Threads a plugin starts: named, never confined (a test process has no
+ * seccomp filter to hold to). */
+static int fake_thread_enter(struct cub_inst *in, const char *name)
+{
+	char n[16];
+
+	snprintf(n, sizeof(n), "%s", name ? name : "plugin");
+	pthread_setname_np(pthread_self(), n);
+	return 0;
 }
 
 /* ---- virtio ---- */
@@ -484,6 +496,7 @@ void fake_host_init(struct fake_host *fh)
 		.virtio = &fh->virtio,
 		.storage = &fh->storage_host,
 		.net = &fh->net_host,
+		.thread_enter = fake_thread_enter,
 	};
 	fh->virtio = (struct cub_virtio_host){
 		.size = sizeof(struct cub_virtio_host),

@@ -655,6 +655,13 @@ static const struct cub_device_ops vsock_ops = {
 	.load = vsock_load,
 };
 
+/* Once the VM runs: a guest's connection to a host port is a Unix socket
+ * connected to <uds_path>_<port>. */
+static const struct cub_syscall vsock_syscalls[] = {
+	CUB_SYSCALL_ARG("socket", 0, 0xffffffffu, AF_UNIX),
+	CUB_SYSCALL("connect"),
+};
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(6),
 	.kind = CUB_KIND_DEVICE,
@@ -668,4 +675,6 @@ CUB_PLUGIN({
 	.methods = vsock_methods,
 	.n_methods = CUB_ARRAY_SIZE(vsock_methods),
 	.ops = &vsock_ops,
+	.syscalls = vsock_syscalls,
+	.n_syscalls = CUB_ARRAY_SIZE(vsock_syscalls),
 });

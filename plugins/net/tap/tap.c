@@ -653,6 +653,9 @@ static const struct cub_net_ops tap_ops = {
 	.set_mac = tap_set_mac,
 };
 
+/* Once the VM runs: the offloads the guest's driver negotiates. */
+static const struct cub_syscall tap_syscalls[] = { CUB_SYSCALL_IOCTL(TUNSETOFFLOAD) };
+
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
 	.kind = CUB_KIND_NET,
@@ -667,4 +670,6 @@ CUB_PLUGIN({
 	.n_methods = CUB_ARRAY_SIZE(tap_methods),
 	.ops = &tap_ops,
 	.host_check = tap_host_check,
+	.syscalls = tap_syscalls,
+	.n_syscalls = CUB_ARRAY_SIZE(tap_syscalls),
 });
