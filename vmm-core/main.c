@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The cubicle command line: run, restore, plugins, check-host, disk, ctl, exec, cp.
  * Only this file decides to exit the process. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,6 +20,8 @@
 #include "event.h"
 #include "confine.h"
 #include "helper.h"
+#include "jail.h"
+#include "api/http.h"
 #include "hostcheck.h"
 #include "loader.h"
 #include "log.h"
@@ -68,6 +71,11 @@ static const char usage_text[] =
 	"      --id ID            the instance id the API reports (GET /)\n"
 	"      --config-file FILE Firecracker's JSON VM description instead of CONFIG\n"
 	"      --no-api           serve no API, even when the config has api.socket\n"
+	"      --jail DIR         run jailed: namespaces, DIR as / holding only the\n"
+	"                         files the config names, DIR's owner as uid/gid,\n"
+	"                         a cgroup; --jail-uid N, --jail-gid N, --jail-cgroup\n"
+	"                         PATH, --jail-cpu-max/-memory-max/-pids-max/-io-max\n"
+	"                         VALUE, --jail-nofile N, --jail-fsize BYTES (root)\n"
 	"      --seccomp MODE     enforce (default: a forbidden system call ends\n"
 	"                         cubicle, status 159), log (allowed, the kernel logs\n"
 	"                         it) or off; also for restore\n"
@@ -223,6 +231,75 @@ static int run_go(struct run_ctx *r, int ret,
 	return run_finish(r);
 }
 
+enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CPU,
+       OPT_JAIL_MEM, OPT_JAIL_PIDS, OPT_JAIL_IO, OPT_JAIL_NOFILE, OPT_JAIL_FSIZE,
+       OPT_JAIL_PROBE };
+
+/* A --jail* option into @j: 0, 1 when @c is not one, or a usage error's
+ * exit status. */
+static int jail_opt(int c, const char *arg, struct jail_cfg *j)
+{
+	char *end;
+	unsigned long long v = 0;
+
+	if (c == OPT_JAIL_UID || c == OPT_JAIL_GID || c == OPT_JAIL_NOFILE || c == OPT_JAIL_FSIZE) {
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno || end == arg || *end || (c != OPT_JAIL_FSIZE && v > 0xffffffffull))
+			return usage_error("--%s %s: expected a number",
+					   c == OPT_JAIL_UID ? "jail-uid" : c == OPT_JAIL_GID ? "jail-gid"
+					   : c == OPT_JAIL_NOFILE ? "jail-nofile" : "jail-fsize", arg);
+	}
+	switch (c) {
+	case OPT_JAIL: j->dir = arg; return 0;
+	case OPT_JAIL_UID: j->uid = (uid_t)v; j->have_uid = true; return 0;
+	case OPT_JAIL_GID: j->gid = (gid_t)v; j->have_gid = true; return 0;
+	case OPT_JAIL_CGROUP: j->cgroup = arg; return 0;
+	case OPT_JAIL_CPU: j->cpu_max = arg; return 0;
+	case OPT_JAIL_MEM: j->memory_max = arg; return 0;
+	case OPT_JAIL_PIDS: j->pids_max = arg; return 0;
+	case OPT_JAIL_IO: j->io_max = arg; return 0;
+	case OPT_JAIL_NOFILE: j->nofile = v; return 0;
+	case OPT_JAIL_FSIZE: j->fsize = v; return 0;
+	case OPT_JAIL_PROBE: j->probe = true; return 0;
+	default: return 1;
+	}
+}
+
+/*
+ * Into the jail, for `run CONFIG --jail DIR`: the host check first (the
+ * jail has no /sys), what loads lazily loaded now (the jail has no
+ * libraries), then jail_enter. Returns only in the jailed child: 0, or a
+ * cubicle exit status.
+ */
+static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
+{
+	char err[1024] = "";
+	int ret;
+
+	if (r->host_check && r->cfg.host_check && r->cfg.boot.format != BOOT_FLAT &&
+	    !arch_host_can_boot_linux(err, sizeof(err))) {
+		log_err("%s (or pass --no-host-check to try anyway)", err);
+		return VM_EXIT_ERROR;
+	}
+	r->host_check = false;
+	ret = jail_add_plan(j, &r->cfg, err, sizeof(err));
+	if (!ret && sock && !(ret = jail_add(j, sock, err, sizeof(err))))
+		j->skip = j->paths[j->n_paths - 1];
+	if (!ret && sock)
+		ret = http_load(err, sizeof(err));
+	/* glibc loads libgcc_s at the first pthread_cancel (the teardown's) */
+	if (!ret && !dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
+		log_warn("jail: libgcc_s.so.1: %s", dlerror());
+	if (!ret)
+		ret = jail_enter(j, err, sizeof(err));
+	if (ret) {
+		log_err("%s", err);
+		return VM_EXIT_ERROR;
+	}
+	return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -235,10 +312,23 @@ static int cmd_run(int argc, char **argv)
 		{ "config-file", required_argument, NULL, 'C' },
 		{ "no-api", no_argument, NULL, 'N' },
 		{ "seccomp", required_argument, NULL, 'S' },
+		{ "jail", required_argument, NULL, OPT_JAIL },
+		{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
+		{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
+		{ "jail-cgroup", required_argument, NULL, OPT_JAIL_CGROUP },
+		{ "jail-cpu-max", required_argument, NULL, OPT_JAIL_CPU },
+		{ "jail-memory-max", required_argument, NULL, OPT_JAIL_MEM },
+		{ "jail-pids-max", required_argument, NULL, OPT_JAIL_PIDS },
+		{ "jail-io-max", required_argument, NULL, OPT_JAIL_IO },
+		{ "jail-nofile", required_argument, NULL, OPT_JAIL_NOFILE },
+		{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },
+		{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct shared_opts o = { .level = -1, .seccomp = -1 };
+	struct jail_cfg jail = { 0 };
+	bool jail_opts = false;
 	const char *sock = NULL, *id = NULL, *config, *json = NULL;
 	bool no_api = false;
 	int c, ret;
@@ -275,6 +365,12 @@ static int cmd_run(int argc, char **argv)
 		case 'h':
 			return usage(stdout, 0);
 		default:
+			if (c >= OPT_JAIL && c <= OPT_JAIL_PROBE) {
+				if ((ret = jail_opt(c, optarg, &jail)))
+					return ret;
+				jail_opts = true;
+				break;
+			}
 			return bad_option("run", argv);
 		}
 	}
@@ -293,6 +389,10 @@ static int cmd_run(int argc, char **argv)
 		return usage_error("%s", "--set needs a CONFIG file (a libconfig one)");
 	if ((ret = seccomp_mode(&o, &r.seccomp)))
 		return ret;
+	if (jail_opts && !jail.dir)
+		return usage_error("%s", "the --jail-* options need --jail DIR");
+	if (jail.dir && !config)
+		return usage_error("%s", "--jail needs a CONFIG file: the jail holds the files its plan names, which an API-built VM names only later");
 	if (o.level >= 0)
 		log_set_level(o.level);
 	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
@@ -311,6 +411,11 @@ static int cmd_run(int argc, char **argv)
 		sock = r.cfg.api_socket;
 	if (config && !id)
 		id = r.cfg.api_id;
+	if (jail.dir && (ret = run_jailed(&r, &jail, sock))) {
+		plan_free(&r.cfg);
+		registry_free(&r.reg);
+		return ret;
+	}
 	ret = run_prepare(&r, err, sizeof(err));
 	if (!ret && (sock || json))
 		ret = run_api(&r, sock, id, !config, json, err, sizeof(err));

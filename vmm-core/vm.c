@@ -19,9 +19,12 @@
 #include "uffd.h"
 #include "vm.h"
 
+static int kvm_preopened = -1;
+
 static int open_kvm(char *err, size_t errlen)
 {
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	int fd = kvm_preopened >= 0 ? fcntl(kvm_preopened, F_DUPFD_CLOEXEC, 0)
+				    : open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	int ver;
 
 	if (fd < 0) {
@@ -50,6 +53,18 @@ static int open_kvm(char *err, size_t errlen)
 		return -ENOTSUP;
 	}
 	return fd;
+}
+
+int vm_kvm_preopen(char *err, size_t errlen)
+{
+	int fd = open_kvm(err, errlen);
+
+	if (fd < 0)
+		return fd;
+	if (kvm_preopened >= 0)
+		close(kvm_preopened);
+	kvm_preopened = fd;
+	return 0;
 }
 
 /* RAM: a new memfd, or (ram_fd >= 0, which this takes) a private mapping

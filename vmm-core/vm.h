@@ -122,4 +122,8 @@ int irq_fd_detach(struct vm *vm, int efd, unsigned gsi);
 /* Send one message-signalled interrupt (KVM_SIGNAL_MSI); 0 or -errno. */
 int irq_msi(struct vm *vm, uint64_t addr, uint32_t data);
 
+/* Open /dev/kvm now (the jail, before it drops privileges): every later VM
+ * uses a duplicate of this fd. 0, or -errno with a message. */
+int vm_kvm_preopen(char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The jail: namespaces, a root of bind mounts, a cgroup, rlimits and an
+ * unprivileged uid, entered after the plan is checked and before any thread
+ * starts. The calling process stays outside as a small supervisor (it
+ * forwards signals, waits and removes the cgroup); its child, pid 1 of a
+ * new pid namespace, becomes the VMM.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cnode.h"
+#include "jail.h"
+#include "loader.h"
+#include "log.h"
+#include "plan.h"
+#include "vm.h"
+
+int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen)
+{
+	char cwd[PATH_MAX], *abs;
+
+	if (!path || !*path)
+		return 0;
+	if (j->n_paths == JAIL_MAX_PATHS)
+		return errf(err, errlen, -E2BIG, "jail: more than %d paths", JAIL_MAX_PATHS);
+	if (path[0] == '/') {
+		abs = strdup(path);
+	} else {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return errf(err, errlen, -errno, "jail: getcwd: %s", strerror(errno));
+		abs = malloc(strlen(cwd) + strlen(path) + 2);
+		if (abs)
+			sprintf(abs, "%s/%s", cwd, path);
+	}
+	if (!abs)
+		return errf(err, errlen, -ENOMEM, "out of memory");
+	j->paths[j->n_paths++] = abs;
+	return 0;
+}
+
+static int add_inst(struct jail_cfg *j, const struct plan_inst *pi, char *err, size_t errlen)
+{
+	const struct cub_plugin *d = pi->plugin->d;
+	int ret;
+
+	if (d->kind == CUB_KIND_NET && !strcmp(d->name, "tap"))
+		j->new_net = false;
+	for (unsigned i = 0; i < d->n_params; i++) {
+		const struct cub_param *p = &pi->plugin->params[i];
+		const char *v;
+
+		if (p->type != CUB_P_PATH)
+			continue;
+		memcpy(&v, (const char *)pi->cfg + p->offset, sizeof(v));
+		if ((ret = jail_add(j, v, err, errlen)))
+			return ret;
+	}
+	for (unsigned b = 0; b < pi->n_backends; b++)
+		if ((ret = add_inst(j, &pi->backends[b].inst, err, errlen)))
+			return ret;
+	return 0;
+}
+
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen)
+{
+	int ret;
+
+	j->new_net = true;
+	if ((ret = jail_add(j, p->boot.kernel, err, errlen)) ||
+	    (ret = jail_add(j, p->boot.initrd, err, errlen)))
+		return ret;
+	for (unsigned i = 0; i < p->n_devs; i++)
+		if ((ret = add_inst(j, &p->devs[i], err, errlen)))
+			return ret;
+	if (!j->new_net)
+		return errf(err, errlen, -ENOTSUP,
+			    "--jail with a tap backend is not built yet: attaching the tap's eBPF policy needs CAP_BPF, which the jailed uid does not have; use the socket backend, or run without --jail");
+	return 0;
+}
+
+/* mkdir -p @path, new folders owned by uid:gid. */
+static int mkdirs(const char *path, uid_t uid, gid_t gid)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, path, n + 1);
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || !*s) {
+			char c = *s;
+
+			*s = '\0';
+			if (mkdir(p, 0755) == 0) {
+				if (chown(p, uid, gid) < 0)
+					return -errno;
+			} else if (errno != EEXIST) {
+				return -errno;
+			}
+			*s = c;
+			if (!c)
+				break;
+		}
+	}
+	return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+	size_t n = strlen(text);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != (ssize_t)n)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* @root@path, for a path of the host: where it is inside the new root. */
+static int in_root(char *out, size_t len, const char *root, const char *path)
+{
+	if ((size_t)snprintf(out, len, "%s%s", root, path) >= len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Bind the host's @path at the same path under @root. A path that does not
+ * exist yet (a socket or an image cubicle makes) gets its folder made
+ * there instead: from outside it appears as ROOT/PATH. */
+static int bind_in(const char *root, const char *path, bool skip, uid_t uid, gid_t gid,
+		   char *err, size_t errlen)
+{
+	char dst[PATH_MAX], parent[PATH_MAX], *slash;
+	struct stat st;
+	int ret, fd;
+
+	if ((ret = in_root(dst, sizeof(dst), root, path)))
+		return errf(err, errlen, ret, "jail: %s: path too long", path);
+	snprintf(parent, sizeof(parent), "%s", dst);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = '\0';
+	if ((ret = mkdirs(parent, uid, gid)))
+		return errf(err, errlen, ret, "jail: making %s: %s", parent, strerror(-ret));
+	if (skip || stat(path, &st) < 0)
+		return 0; /* made inside */
+	if (S_ISDIR(st.st_mode)) {
+		if ((ret = mkdirs(dst, uid, gid)))
+			return errf(err, errlen, ret, "jail: making %s: %s", dst, strerror(-ret));
+	} else {
+		fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST && errno != EISDIR && errno != ENXIO)
+			return errf(err, errlen, -errno, "jail: making %s: %s", dst, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	if (mount(path, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return errf(err, errlen, -errno, "jail: binding %s: %s", path, strerror(errno));
+	return 0;
+}
+
+static void noop(int sig)
+{
+	(void)sig;
+}
+
+/* What the jailed process sees (--jail-probe, for tests): one line. */
+static void probe(void)
+{
+	char roots[512] = "", procs[256] = "", ifs[256] = "";
+	struct if_nameindex *ni;
+	struct dirent *e;
+	DIR *d;
+	unsigned n = 0;
+
+	if ((d = opendir("/"))) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.')
+				snprintf(roots + strlen(roots), sizeof(roots) - strlen(roots), " %s",
+					 e->d_name);
+		closedir(d);
+	}
+	if ((d = opendir("/proc"))) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] >= '0' && e->d_name[0] <= '9') {
+				n++;
+				snprintf(procs + strlen(procs), sizeof(procs) - strlen(procs), " %s",
+					 e->d_name);
+			}
+		closedir(d);
+	}
+	if ((ni = if_nameindex())) {
+		for (struct if_nameindex *i = ni; i->if_index; i++)
+			snprintf(ifs + strlen(ifs), sizeof(ifs) - strlen(ifs), " %s", i->if_name);
+		if_freenameindex(ni);
+	}
+	log_info("jail probe: uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s",
+		 (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs);
+}
+
+/* The child: everything after the fork. 0, or -errno after a message. */
+static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errlen)
+{
+	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
+					     "/dev/random" };
+	char cwd[PATH_MAX], old[PATH_MAX], map[64], p[PATH_MAX];
+	struct rlimit rl;
+	struct sigaction sa = { .sa_handler = noop };
+	int ret;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* No fd but stdin, stdout and stderr crosses into the jail. */
+	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
+	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
+	if ((ret = write_file(p, "0")))
+		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), "/");
+	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (j->new_net ? CLONE_NEWNET : 0)) < 0)
+		return errf(err, errlen, -errno, "jail: unshare: %s", strerror(errno));
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(j->dir, j->dir, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return errf(err, errlen, -errno, "jail: mounts: %s", strerror(errno));
+	for (unsigned i = 0; i < j->n_paths; i++)
+		if ((ret = bind_in(j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
+				   j->uid, j->gid, err, errlen)))
+			return ret;
+	for (unsigned i = 0; i < sizeof(devs) / sizeof(*devs); i++)
+		if ((ret = bind_in(j->dir, devs[i], false, 0, 0, err, errlen)))
+			return ret;
+	if ((ret = in_root(p, sizeof(p), j->dir, "/proc")) || (ret = mkdirs(p, 0, 0)) ||
+	    (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 && (ret = -errno)))
+		return errf(err, errlen, ret, "jail: /proc: %s", strerror(-ret));
+	if ((ret = in_root(p, sizeof(p), j->dir, cwd)) || (ret = mkdirs(p, j->uid, j->gid)))
+		return errf(err, errlen, ret, "jail: the working folder %s: %s", cwd, strerror(-ret));
+	snprintf(old, sizeof(old), "%s/.old-root", j->dir);
+	if ((mkdir(old, 0700) < 0 && errno != EEXIST) ||
+	    syscall(SYS_pivot_root, j->dir, old) < 0 || chdir("/") < 0 ||
+	    umount2("/.old-root", MNT_DETACH) < 0 || rmdir("/.old-root") < 0)
+		return errf(err, errlen, -errno, "jail: pivot_root into %s: %s", j->dir,
+			    strerror(errno));
+	if (chdir(cwd) < 0)
+		return errf(err, errlen, -errno, "jail: chdir %s: %s", cwd, strerror(errno));
+	if (sethostname("cubicle-jail", 12) < 0)
+		log_warn("jail: sethostname: %s", strerror(errno));
+	rl.rlim_cur = rl.rlim_max = j->nofile ? j->nofile : 4096;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return errf(err, errlen, -errno, "jail: RLIMIT_NOFILE %llu: %s",
+			    (unsigned long long)rl.rlim_cur, strerror(errno));
+	if (j->fsize) {
+		rl.rlim_cur = rl.rlim_max = j->fsize;
+		if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
+			return errf(err, errlen, -errno, "jail: RLIMIT_FSIZE: %s", strerror(errno));
+	}
+	/* KVM, opened while still root; the jail holds no /dev/kvm. */
+	if ((ret = vm_kvm_preopen(err, errlen)))
+		return ret;
+	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 ||
+	    setresuid(j->uid, j->uid, j->uid) < 0)
+		return errf(err, errlen, -errno, "jail: dropping to uid %u gid %u: %s",
+			    (unsigned)j->uid, (unsigned)j->gid, strerror(errno));
+	if (getuid() != j->uid || geteuid() != j->uid)
+		return errf(err, errlen, -EPERM, "jail: still uid %u after setresuid",
+			    (unsigned)geteuid());
+	/* A user namespace of its own: the uid maps to itself only. */
+	if (unshare(CLONE_NEWUSER) == 0) {
+		if (write_file("/proc/self/setgroups", "deny") ||
+		    (snprintf(map, sizeof(map), "%u %u 1", (unsigned)j->uid, (unsigned)j->uid),
+		     write_file("/proc/self/uid_map", map)) ||
+		    (snprintf(map, sizeof(map), "%u %u 1", (unsigned)j->gid, (unsigned)j->gid),
+		     write_file("/proc/self/gid_map", map)))
+			return errf(err, errlen, -EPERM, "jail: writing the user namespace's maps");
+	} else {
+		log_warn("jail: no user namespace (%s): this kernel refuses unprivileged ones",
+			 strerror(errno));
+	}
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	/* pid 1 gets only the signals it has handlers for */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	log_info("jailed in %s as uid %u gid %u, cgroup %s", j->dir, (unsigned)j->uid,
+		 (unsigned)j->gid, cg);
+	if (j->probe)
+		probe();
+	return 0;
+}
+
+/* The supervisor: forward signals, wait, remove the cgroup, exit. */
+static void supervise(pid_t child, const char *cg)
+{
+	sigset_t s;
+	siginfo_t si;
+	int status = 0, code;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGCHLD);
+	for (;;) {
+		int sig = sigwaitinfo(&s, &si);
+		pid_t w;
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			kill(child, sig);
+			continue;
+		}
+		w = waitpid(child, &status, WNOHANG);
+		if (w == child)
+			break;
+	}
+	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	/* The cgroup empties as the pid namespace's last tasks are reaped. */
+	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
+		usleep(10000);
+	if (access(cg, F_OK) == 0)
+		log_warn("jail: cannot remove the cgroup %s: %s", cg, strerror(errno));
+	else
+		log_debug("jail: cgroup %s removed", cg);
+	exit(code);
+}
+
+int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
+{
+	static const char *const ctls[] = { "+cpu", "+memory", "+pids", "+io" };
+	/* cgroup v2 alone, or beside v1 at unified/ (a hybrid host) */
+	const char *base = j->cgroup ? j->cgroup
+			   : access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
+					   !access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK)
+				   ? "/sys/fs/cgroup/unified/cubicle"
+				   : "/sys/fs/cgroup/cubicle";
+	const struct { const char *file, *val; } lim[] = {
+		{ "cpu.max", j->cpu_max }, { "memory.max", j->memory_max },
+		{ "pids.max", j->pids_max }, { "io.max", j->io_max },
+	};
+	char cg[PATH_MAX], p[PATH_MAX], top[PATH_MAX], *slash;
+	struct stat st;
+	sigset_t s;
+	pid_t pid;
+	int ret;
+
+	if (geteuid() != 0)
+		return errf(err, errlen, -EPERM,
+			    "--jail needs root: it makes namespaces and a cgroup, then drops to the jail's uid");
+	if ((ret = mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
+		return errf(err, errlen, ret ? ret : -errno, "--jail %s: %s", j->dir,
+			    strerror(ret ? -ret : errno));
+	if (!j->have_uid)
+		j->uid = st.st_uid;
+	if (!j->have_gid)
+		j->gid = st.st_gid;
+	if (j->uid == 0 || j->gid == 0)
+		return errf(err, errlen, -EINVAL,
+			    "--jail %s: the jail would run as root (uid %u gid %u): chown the folder to the uid and gid cubicle should run as, or pass --jail-uid and --jail-gid",
+			    j->dir, (unsigned)j->uid, (unsigned)j->gid);
+	/* The cgroup: BASE/vm-PID, with the controllers the limits need. */
+	snprintf(top, sizeof(top), "%s", base);
+	slash = strrchr(top, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(p, sizeof(p), "%s/cgroup.controllers", top);
+	if (access(p, F_OK) < 0)
+		return errf(err, errlen, -ENOTSUP,
+			    "--jail: %s is not in a cgroup v2 hierarchy (mount -t cgroup2 none /sys/fs/cgroup, or name another folder with --jail-cgroup)",
+			    top);
+	if ((ret = mkdirs(base, 0, 0)))
+		return errf(err, errlen, ret, "--jail: cgroup %s: %s", base, strerror(-ret));
+	for (unsigned i = 0; i < sizeof(ctls) / sizeof(*ctls); i++) {
+		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", top);
+		write_file(p, ctls[i]); /* best effort: the limit's file says */
+		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", base);
+		write_file(p, ctls[i]);
+	}
+	snprintf(cg, sizeof(cg), "%s/vm-%d", base, (int)getpid());
+	if (mkdir(cg, 0755) < 0)
+		return errf(err, errlen, -errno, "--jail: cgroup %s: %s", cg, strerror(errno));
+	for (unsigned i = 0; i < sizeof(lim) / sizeof(*lim); i++) {
+		if (!lim[i].val)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", cg, lim[i].file);
+		if ((ret = write_file(p, lim[i].val))) {
+			rmdir(cg);
+			return errf(err, errlen, ret, "--jail: %s = \"%s\": %s%s", p, lim[i].val,
+				    strerror(-ret),
+				    ret == -ENOENT ? " (the controller is not enabled for this cgroup)" : "");
+		}
+	}
+	/* The child is pid 1 of a new pid namespace. */
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	if (unshare(CLONE_NEWPID) < 0) {
+		ret = errf(err, errlen, -errno, "--jail: unshare(CLONE_NEWPID): %s", strerror(errno));
+		goto undo;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		ret = errf(err, errlen, -errno, "--jail: fork: %s", strerror(errno));
+		goto undo;
+	}
+	if (pid > 0)
+		supervise(pid, cg); /* never returns */
+	sigprocmask(SIG_UNBLOCK, &s, NULL);
+	ret = jail_child(j, cg, err, errlen);
+	if (ret) {
+		log_err("%s", err);
+		_exit(VM_EXIT_ERROR);
+	}
+	return 0;
+undo:
+	sigprocmask(SIG_UNBLOCK, &s, NULL);
+	rmdir(cg);
+	return ret;
+}

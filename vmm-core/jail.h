@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The jail (cubicle run/restore --jail DIR): the VMM in new pid, mount,
+ * ipc, uts, user and (without a tap) net namespaces, its root a folder
+ * holding only what its plan names, as an unprivileged uid/gid, in a cgroup
+ * v2 of its own with limits, with rlimits. See cubicle(1), JAIL.
+ */
+#ifndef CUBICLE_JAIL_H
+#define CUBICLE_JAIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct plan;
+
+#define JAIL_MAX_PATHS 128
+
+struct jail_cfg {
+	const char *dir;     /* the new root; made if missing */
+	uid_t uid;           /* default: DIR's owner */
+	gid_t gid;
+	bool have_uid, have_gid;
+	bool new_net;        /* a net namespace of its own (no tap) */
+	const char *cgroup;  /* the parent cgroup folder; NULL: /sys/fs/cgroup/cubicle */
+	const char *cpu_max, *memory_max, *pids_max, *io_max; /* NULL: not set */
+	uint64_t nofile;     /* RLIMIT_NOFILE; 0: 4096 */
+	uint64_t fsize;      /* RLIMIT_FSIZE in bytes; 0: unlimited */
+	/* Files bound in at their own paths (made absolute by jail_add). */
+	char *paths[JAIL_MAX_PATHS];
+	unsigned n_paths;
+	const char *skip;    /* a path never bound (the API socket: made inside) */
+	bool probe;          /* log what the jailed process sees (tests) */
+};
+
+/* Add @path (and nothing if NULL or ""): 0 or -errno with a message. */
+int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen);
+/* Add every path a plan names: its kernel, initrd and every path parameter
+ * of its devices and their backends; and whether it has a tap (new_net
+ * false then). */
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
+
+/*
+ * Enter the jail. Needs root. The calling process makes the cgroup and
+ * forks; it then only forwards SIGINT, SIGTERM and SIGHUP to the child,
+ * waits for it, removes the cgroup and exits with the child's status: this
+ * returns only in the child, jailed, with 0, or in the caller with -errno
+ * and a message when nothing was forked. A failure in the child after the
+ * fork is logged and ends it with status 1.
+ */
+int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
+
+#endif
