@@ -22,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <malloc.h>
+#include <sys/sysinfo.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -312,6 +314,11 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
 	cf.mode = mode;
 	if (mode == CONFINE_OFF)
 		return 0;
+	/* malloc sizes its arena limit from the CPU count the first time a
+	 * thread needs an arena of its own, reading /sys (openat) on whatever
+	 * thread that is: set the same limit (8 per CPU) now, while open
+	 * is allowed. */
+	mallopt(M_ARENA_MAX, 8 * get_nprocs());
 	for (int k = 0; k < CONFINE_KINDS; k++) {
 		ret = build((enum confine_kind)k, reg, err, errlen);
 		if (ret) {

@@ -233,6 +233,10 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
 		for (int fd = 3; fd < 1024; fd++)
 			close(fd);
+	/* KVM, opened while root and the host's /dev is there: the jail
+	 * holds no /dev/kvm. */
+	if ((ret = vm_kvm_preopen(err, errlen)))
+		return ret;
 	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
 	if ((ret = write_file(p, "0")))
 		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
@@ -274,9 +278,6 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 		if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
 			return errf(err, errlen, -errno, "jail: RLIMIT_FSIZE: %s", strerror(errno));
 	}
-	/* KVM, opened while still root; the jail holds no /dev/kvm. */
-	if ((ret = vm_kvm_preopen(err, errlen)))
-		return ret;
 	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 ||
 	    setresuid(j->uid, j->uid, j->uid) < 0)
 		return errf(err, errlen, -errno, "jail: dropping to uid %u gid %u: %s",
