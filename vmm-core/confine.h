@@ -33,6 +33,9 @@ enum confine_kind {
 /* Parse "enforce", "log" or "off": the mode, or -1. */
 int confine_mode_parse(const char *s);
 const char *confine_mode_name(enum confine_mode m);
+/* enforce; log in a sanitizer build (LeakSanitizer ptraces the process at
+ * exit). */
+enum confine_mode confine_default_mode(void);
 
 /*
  * Compile the filters of every kind in @mode, adding the system calls the

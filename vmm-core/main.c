@@ -166,7 +166,7 @@ static int seccomp_mode(const struct shared_opts *o, int *mode)
 	else if (env && *env && (*mode = confine_mode_parse(env)) < 0)
 		return usage_error("CUBICLE_SECCOMP=%s: expected enforce, log or off", env);
 	else if (!env || !*env)
-		*mode = CONFINE_ENFORCE;
+		*mode = confine_default_mode();
 	return 0;
 }
 
@@ -288,6 +288,7 @@ static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 		j->skip = j->paths[j->n_paths - 1];
 	if (!ret && sock)
 		ret = http_load(err, sizeof(err));
+	tzset(); /* /etc/localtime, which the jail has not */
 	/* glibc loads libgcc_s at the first pthread_cancel (the teardown's) */
 	if (!ret && !dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
 		log_warn("jail: libgcc_s.so.1: %s", dlerror());
