@@ -78,7 +78,7 @@ static const struct crule base_rules[] = {
  * build defaults to log, see confine_default_mode.) */
 static const struct crule san_rules[] = {
 	ANY("sigaltstack"), ANY("prctl"), ANY("sched_getaffinity"), ANY("getrlimit"),
-	ANY("prlimit64"), ANY("mmap"), ANY("mprotect"),
+	ANY("prlimit64"),
 };
 #endif
 
