@@ -23,7 +23,6 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <sys/sysinfo.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -155,18 +154,9 @@ static const struct kind_info kinds[CONFINE_KINDS] = {
 
 static struct {
 	enum confine_mode mode;
-	bool ready;                /* filters wanted: init done, mode not off */
-	const struct registry *reg;
-	/* The filters are compiled on a thread of their own while the VM is
-	 * set up; the first thread to confine itself waits for them. */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	pthread_t builder;
-	bool building, built;
-	int build_ret;
-	char build_err[256];
+	bool ready;
 	struct sock_fprog prog[CONFINE_KINDS];
-} cf = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+} cf;
 
 static __thread unsigned t_kinds; /* bit per kind the thread holds */
 static __thread char t_name[16];
@@ -340,67 +330,15 @@ out:
 	return ret;
 }
 
-static void *builder(void *arg)
-{
-	char err[256] = "";
-	int ret = 0;
-
-	(void)arg;
-	for (int k = 0; k < CONFINE_KINDS && !ret; k++)
-		ret = build((enum confine_kind)k, cf.reg, err, sizeof(err));
-	pthread_mutex_lock(&cf.lock);
-	cf.build_ret = ret;
-	snprintf(cf.build_err, sizeof(cf.build_err), "%s", err);
-	cf.built = true;
-	pthread_cond_broadcast(&cf.cond);
-	pthread_mutex_unlock(&cf.lock);
-	return NULL;
-}
-
-/* 0 once the filters are compiled, or the compiler's -errno. */
-static int wait_built(void)
-{
-	int ret;
-
-	pthread_mutex_lock(&cf.lock);
-	while (!cf.built)
-		pthread_cond_wait(&cf.cond, &cf.lock);
-	ret = cf.build_ret;
-	pthread_mutex_unlock(&cf.lock);
-	return ret;
-}
-
-/* Every call the plugins declare is one libseccomp knows (the loader
- * checked; a registry made otherwise is checked here). */
-static int check_declared(const struct registry *reg, char *err, size_t errlen)
-{
-	for (unsigned i = 0; reg && i < reg->n; i++) {
-		const struct cub_plugin *d = reg->p[i]->d;
-
-		if (d->size < offsetof(struct cub_plugin, n_syscalls) + sizeof(d->n_syscalls))
-			continue;
-		for (unsigned j = 0; j < d->n_syscalls; j++)
-			if (!d->syscalls[j].name ||
-			    seccomp_syscall_resolve_name(d->syscalls[j].name) == __NR_SCMP_ERROR)
-				return errf(err, errlen, -EINVAL,
-					    "seccomp: plugin %s: unknown system call '%s'", d->name,
-					    d->syscalls[j].name ? d->syscalls[j].name : "(null)");
-	}
-	return 0;
-}
-
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
-	sigset_t all, old;
 	int ret;
 
 	confine_free();
 	cf.mode = mode;
 	if (mode == CONFINE_OFF)
 		return 0;
-	if ((ret = check_declared(reg, err, errlen)))
-		return ret;
 	/* malloc sizes its arena limit from the CPU count the first time a
 	 * thread needs an arena of its own, reading /sys (openat) on whatever
 	 * thread that is: set the same limit (8 per CPU) now, while open
@@ -409,20 +347,19 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
 	/* The first localtime() (the CMOS clock's, on a vCPU) reads
 	 * /etc/localtime: read it now. */
 	tzset();
+	for (int k = 0; k < CONFINE_KINDS; k++) {
+		ret = build((enum confine_kind)k, reg, err, errlen);
+		if (ret) {
+			confine_free();
+			return ret;
+		}
+	}
 	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSYS, &sa, NULL) < 0)
-		return errf(err, errlen, -errno, "seccomp: SIGSYS handler: %s", strerror(errno));
-	/* The compiler thread takes no signal: they belong to the signal
-	 * thread. */
-	cf.reg = reg;
-	cf.built = false;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&cf.builder, NULL, builder, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret)
-		return errf(err, errlen, -ret, "seccomp: the filters' thread: %s", strerror(ret));
-	cf.building = true;
+	if (sigaction(SIGSYS, &sa, NULL) < 0) {
+		ret = errf(err, errlen, -errno, "seccomp: SIGSYS handler: %s", strerror(errno));
+		confine_free();
+		return ret;
+	}
 	cf.ready = true;
 	return 0;
 }
@@ -430,7 +367,6 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
 int confine_thread(enum confine_kind kind, const char *name)
 {
 	sigset_t sys;
-	int ret;
 
 	if (name)
 		snprintf(t_name, sizeof(t_name), "%s", name);
@@ -438,10 +374,6 @@ int confine_thread(enum confine_kind kind, const char *name)
 		t_name[0] = '\0';
 	if (!cf.ready || (t_kinds & (1u << kind)))
 		return 0;
-	if ((ret = wait_built())) {
-		log_err("seccomp: cannot confine thread %s: %s", t_name, cf.build_err);
-		return ret;
-	}
 	/* SIGSYS must reach the handler, not kill silently */
 	sigemptyset(&sys);
 	sigaddset(&sys, SIGSYS);
@@ -465,12 +397,7 @@ bool confine_thread_has(enum confine_kind kind)
 
 void confine_free(void)
 {
-	if (cf.building) {
-		pthread_join(cf.builder, NULL);
-		cf.building = false;
-	}
 	cf.ready = false;
-	cf.built = false;
 	for (int k = 0; k < CONFINE_KINDS; k++) {
 		free(cf.prog[k].filter);
 		cf.prog[k].filter = NULL;
