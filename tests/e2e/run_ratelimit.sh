@@ -89,17 +89,21 @@ dd if=/dev/vda of=/dev/null bs=64k skip=$(($2 * 16)) count=$(($1 * 16)) iflag=di
 t1=\$(cut -d' ' -f1 /proc/uptime); awk \"BEGIN { printf \\\"%d\\\", (\$t1 - \$t0) * 1e6 }\""
 }
 # check WHAT MIB AT WANT_MIB_S SIZE_KIB
+# judge WHAT RATE WANT UNIT WHAT_MOVED US: within 10% of WANT, or not.
+judge() {
+	if awk "BEGIN { r = $2 / $3; exit !(r > 0.9 && r < 1.1) }" 2>/dev/null; then
+		echo "ok - $1: $5 at $2 $4 (configured $3; $(($6 / 1000)) ms)"
+	else
+		echo "not ok - $1: $5 at ${2:-?} $4 ($6 us); want $3 within 10%"
+		fail=1
+	fi
+}
 check() {
 	local us rate
 	us=$(rd "$2" "$3")
 	case $us in ''|*[!0-9]*) echo "not ok - $1: the guest's timing said '$us'"; fail=1; return ;; esac
 	rate=$(awk "BEGIN { if ($us > 0) printf \"%.2f\", ($2 * 1048576 - $5 * 1024) / ($us / 1e6) / 1048576 }")
-	if awk "BEGIN { r = $rate / $4; exit !(r > 0.9 && r < 1.1) }" 2>/dev/null; then
-		echo "ok - $1: $2 MiB read by the guest at $rate MiB/s (configured $4; $((us / 1000)) ms)"
-	else
-		echo "not ok - $1: $2 MiB read by the guest at ${rate:-?} MiB/s ($us us); want $4 within 10%"
-		fail=1
-	fi
+	judge "$1" "$rate" "$4" MiB/s "$2 MiB read by the guest" "$us"
 }
 check "rate_limiter 1 MiB/s" 8 0 1 128
 # On the running VM: 2 MiB/s, a bucket of 256 KiB per 125 ms.
@@ -121,12 +125,7 @@ awk \"BEGIN { printf \\\"%d %d\\\", \$b1 - \$b0, (\$t1 - \$t0) * 1e6 }\"")
 	b=${out% *} us=${out#* }
 	case "$b$us" in ''|*[!0-9]*) echo "not ok - $1: the guest said '$out'"; fail=1; return ;; esac
 	rate=$(awk "BEGIN { if ($us > 0) printf \"%.1f\", $b / ($us / 1e6) / 1024 }")
-	if awk "BEGIN { r = $rate / $2; exit !(r > 0.9 && r < 1.1) }" 2>/dev/null; then
-		echo "ok - $1: the guest received $b bytes at $rate KiB/s (configured $2; $((us / 1000)) ms)"
-	else
-		echo "not ok - $1: the guest received $b bytes in $us us: ${rate:-?} KiB/s; want $2 within 10%"
-		fail=1
-	fi
+	judge "$1" "$rate" "$2" KiB/s "the guest received $b bytes" "$us"
 }
 netcheck "rx_rate_limiter 256 KiB/s" 256
 if "$cub" ctl "$t/api.sock" patch /network-interfaces/n1 \

@@ -62,13 +62,16 @@ fail=0
 # $extra_dev: more entries for the devices list (",\n  { ... }").
 extra_dev=
 # mkcfg NAME PAYLOAD MODE VCPUS: $tmp/NAME.cfg with the testdevs and $extra_dev.
+# $testdevs: the first devices (default: a testdev on each bus).
+testdevs_std='{ type = "testdev"; id = "pio"; bus = "pio"; },
+  { type = "testdev"; id = "mmio"; bus = "mmio"; }'
+testdevs=$testdevs_std
 mkcfg() {
 	cat >"$tmp/$1.cfg" <<CFG
 machine = { vcpus = $4; memory_mib = 16; };
 boot = { kernel = "$pl/$2.bin"; format = "flat"; mode = "$3"; load_addr = 0x10000; };
 devices = (
-  { type = "testdev"; id = "pio"; bus = "pio"; },
-  { type = "testdev"; id = "mmio"; bus = "mmio"; },
+  $testdevs,
   { type = "boot-timer"; id = "boot"; }$extra_dev
 );
 CFG
@@ -136,28 +139,13 @@ extra_dev=
 # line naming the call and the thread, never run /bin/false (status 1).
 badsys_dir=$(cd "$bd" && pwd)/tests/kvm/plugins/.libs
 for th in vcpu:vcpu0 event:event-loop worker:badsys-io; do
-	cat >"$tmp/badsys-${th%%:*}.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 16; };
-boot = { kernel = "$pl/long.bin"; format = "flat"; mode = "long"; load_addr = 0x10000; };
-devices = (
-  { type = "testdev"; id = "pio"; bus = "pio"; },
-  { type = "badsys"; id = "bad"; thread = "${th%%:*}"; },
-  { type = "boot-timer"; id = "boot"; }
-);
-CFG
-	timeout -k 5 60 "$cub" run --seccomp enforce --plugin-dir "$badsys_dir" "$tmp/badsys-${th%%:*}.cfg" \
-		>"$tmp/badsys.out" 2>"$tmp/badsys.err" </dev/null
-	got=$?
-	if [ $got -eq 159 ] &&
-	   grep -q "seccomp: thread ${th#*:} made the forbidden system call execve (" "$tmp/badsys.err"; then
-		echo "ok - seccomp-${th%%:*}: execve on the ${th%%:*} thread ends cubicle (status 159)"
-		pass=$((pass + 1))
-	else
-		echo "not ok - seccomp-${th%%:*}: status $got, wanted 159 and a line naming execve and ${th#*:}"
-		sed 's/^/#   /' "$tmp/badsys.err" | tail -n 10
-		fail=$((fail + 1))
-	fi
+	testdevs='{ type = "testdev"; id = "pio"; bus = "pio"; },
+  { type = "badsys"; id = "bad"; thread = "'"${th%%:*}"'"; }'
+	run "seccomp-${th%%:*}" long long 1 159 \
+		"seccomp: thread ${th#*:} made the forbidden system call execve \\(" \
+		--seccomp enforce --plugin-dir "$badsys_dir"
 done
+testdevs=$testdevs_std
 fi
 
 # ---- hostile guests (issue 10) ----
