@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/bpf.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <pthread.h>
@@ -653,8 +654,16 @@ static const struct cub_net_ops tap_ops = {
 	.set_mac = tap_set_mac,
 };
 
-/* Once the VM runs: the offloads the guest's driver negotiates. */
-static const struct cub_syscall tap_syscalls[] = { CUB_SYSCALL_IOCTL(TUNSETOFFLOAD) };
+/* Once the VM runs: the offloads the guest's driver negotiates, and the
+ * policy's maps (the allow list changed through the API, the guest's
+ * address, the counters): lookup, update, delete, next key. */
+static const struct cub_syscall tap_syscalls[] = {
+	CUB_SYSCALL_IOCTL(TUNSETOFFLOAD),
+	CUB_SYSCALL_ARG("bpf", 0, 0xffffffffu, BPF_MAP_LOOKUP_ELEM),
+	CUB_SYSCALL_ARG("bpf", 0, 0xffffffffu, BPF_MAP_UPDATE_ELEM),
+	CUB_SYSCALL_ARG("bpf", 0, 0xffffffffu, BPF_MAP_DELETE_ELEM),
+	CUB_SYSCALL_ARG("bpf", 0, 0xffffffffu, BPF_MAP_GET_NEXT_KEY),
+};
 
 CUB_PLUGIN({
 	CUB_PLUGIN_ABI(4),
