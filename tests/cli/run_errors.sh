@@ -55,6 +55,14 @@ expect "unknown command" 2 "unknown command 'fly'" -- fly
 expect "run without config" 2 "exactly one CONFIG" -- run
 expect "bad option" 2 "run: unknown option --frobnicate" -- run --frobnicate x.cfg
 expect "bad --log-level" 2 "--log-level loud" -- run --log-level loud x.cfg
+expect "bad --seccomp" 2 "--seccomp strict: expected enforce, log or off" -- run --seccomp strict x.cfg
+sc=${CUBICLE_SECCOMP-unset} # a cross build's make check sets it (off)
+CUBICLE_SECCOMP=lax; export CUBICLE_SECCOMP
+expect "bad CUBICLE_SECCOMP" 2 "CUBICLE_SECCOMP=lax: expected enforce, log or off" -- run x.cfg
+if [ "$sc" = unset ]; then unset CUBICLE_SECCOMP; else CUBICLE_SECCOMP=$sc; fi
+expect "--jail-* without --jail" 2 "the --jail-\* options need --jail DIR" -- run --jail-pids-max 64 x.cfg
+expect "--jail without a config" 2 "--jail needs a CONFIG file" -- run --jail "$tmp/j" --api-sock "$tmp/a.sock"
+expect "bad --jail-uid" 2 "--jail-uid nobody: expected a number" -- run --jail "$tmp/j" --jail-uid nobody x.cfg
 expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"
 cfg "$good_boot" "machine = { vcpus = = 1; };"
 expect "syntax error" 1 "vm.cfg:2: syntax error" -- run "$tmp/vm.cfg"
