@@ -45,7 +45,7 @@
 
 #define SECTOR 512u
 #define ZERO_CHUNK (256u << 10) /* write_zeroes fallback: zeroes per write */
-#define BOUNCE_MAX (1u << 20)   /* direct I/O bounce buffer: bytes per chunk */
+#define BOUNCE_MAX (1u << 18)   /* direct I/O bounce buffer: bytes per chunk */
 
 struct raw_cfg {
 	const char *path;

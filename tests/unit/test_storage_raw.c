@@ -346,7 +346,7 @@ static void test_direct(void)
 	raw_close(priv, cfg);
 }
 
-/* A misaligned request larger than the bounce buffer (1 MiB) goes through
+/* A misaligned request larger than the bounce buffer (256 KiB) goes through
  * it chunk by chunk, segments straddling the chunk edges. */
 static void test_direct_bounce_chunks(void)
 {
@@ -679,7 +679,7 @@ int main(void)
 		{ "read-only refuses writes", test_read_only },
 		{ "one writer per image", test_lock },
 		{ "O_DIRECT with bounce and fallback", test_direct },
-		{ "O_DIRECT bounce in 1 MiB chunks", test_direct_bounce_chunks },
+		{ "O_DIRECT bounce in 256 KiB chunks", test_direct_bounce_chunks },
 		{ "snapshot copies, rollback brings back", test_snapshot_rollback },
 		{ "the same with O_DIRECT", test_snapshot_rollback_direct },
 		{ "a rolled back image keeps its lock", test_rollback_keeps_lock },
