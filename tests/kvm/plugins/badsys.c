@@ -141,7 +141,7 @@ static int badsys_create(struct cub_inst *in, const struct cub_host *h, const vo
 	struct cub_region r = { .want = CUB_BUS_MMIO, .class = "testdev", .len = 0x10,
 				.io = badsys_io };
 	struct badsys *b;
-	int err;
+	int err = 0;
 
 	if (!CUB_HOST_HAS(h, thread_enter))
 		return h->fail(in, -ENOTSUP, "this host has no thread_enter (ABI 1.7)");
@@ -155,9 +155,10 @@ static int badsys_create(struct cub_inst *in, const struct cub_host *h, const vo
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_cond_init(&b->cond, NULL);
 	r.priv = b;
-	if (b->efd < 0 || (err = h->fd_watch(in, b->efd, EPOLLIN, on_event, b)) ||
-	    (err = h->region_add(in, &r))) {
-		err = b->efd < 0 ? -errno : err;
+	err = b->efd < 0 ? -errno : h->fd_watch(in, b->efd, EPOLLIN, on_event, b);
+	if (!err)
+		err = h->region_add(in, &r);
+	if (err) {
 		badsys_destroy(b);
 		return h->fail(in, err, "setup failed (%d)", err);
 	}
