@@ -17,6 +17,7 @@
 #include <linux/vm_sockets.h> /* after sys/socket.h: it uses sa_family_t */
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -202,6 +203,63 @@ static void rpc_body(struct conn *c, const char *body, size_t len)
 	rpc_dispatch(c, http_path(c), body, len, stream);
 }
 
+/*
+ * POST /init (envd's, sent by `cubicle serve` to a fresh clone and to a
+ * resumed sandbox): {"accessToken": T} makes T the token from now on,
+ * {"envVars": {K: V}} adds to every later process's environment, and
+ * {"timestamp": RFC 3339} sets the clock (a restored guest's is the
+ * snapshot's). Other members are ignored.
+ */
+static void init_body(struct conn *c, const char *body, size_t len)
+{
+	static char *token;
+	json_error_t jerr;
+	json_t *j = json_loadb(body, len, 0, &jerr), *envs, *v;
+	const char *k, *tok, *ts;
+	struct tm tm;
+	char *rest;
+
+	if (!json_is_object(j)) {
+		http_reply_json(c, 400, json_pack("{s:i,s:s}", "code", 400, "message",
+						  "/init: the body is not a JSON object"));
+		json_decref(j);
+		return;
+	}
+	envs = json_object_get(j, "envVars");
+	json_object_foreach(envs, k, v)
+		if (json_is_string(v) && *k && !strchr(k, '='))
+			setenv(k, json_string_value(v), 1);
+	ts = json_string_value(json_object_get(j, "timestamp"));
+	memset(&tm, 0, sizeof(tm));
+	if (ts && (rest = strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm))) {
+		struct timespec now = { .tv_sec = timegm(&tm) };
+
+		if (*rest == '.') {
+			long ns = 0, scale = 100000000;
+
+			for (rest++; *rest >= '0' && *rest <= '9'; rest++, scale /= 10)
+				ns += (*rest - '0') * scale;
+			now.tv_nsec = ns;
+		}
+		if (now.tv_sec > 0 && clock_settime(CLOCK_REALTIME, &now) < 0)
+			fprintf(stderr, "cubicle-agent: /init: setting the clock: %s\n", strerror(errno));
+	}
+	tok = json_string_value(json_object_get(j, "accessToken"));
+	if (tok && *tok) {
+		char *t = strdup(tok);
+
+		if (!t) {
+			http_reply_json(c, 500, json_pack("{s:i,s:s}", "code", 500, "message", "out of memory"));
+			json_decref(j);
+			return;
+		}
+		free(token);
+		agent_token = token = t;
+	}
+	json_decref(j);
+	http_reply(c, 204, NULL, NULL, 0);
+}
+
 /* The user named by Authorization: Basic (for /files; RPC reads it itself). */
 static void basic_user(struct conn *c, char *out, size_t len)
 {
@@ -237,6 +295,13 @@ void http_route(struct conn *c, int method, const char *path, const char *query)
 		else
 			http_reply_json(c, 401, json_pack("{s:s,s:s}", "code", "unauthenticated",
 					"message", "invalid access token"));
+		return;
+	}
+	if (!strcmp(path, "/init")) {
+		if (method != HTTP_POST)
+			http_reply_json(c, 405, json_pack("{s:i,s:s}", "code", 405, "message", "POST /init"));
+		else
+			http_buffer_body(c, init_body);
 		return;
 	}
 	if (!strcmp(path, "/files")) {

@@ -28,6 +28,17 @@ int helper_exec(const char *sub, const char *prog, int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/%s/%s", CUB_BUILD_DIR, sub, prog);
 	else
 		snprintf(path, sizeof(path), "%s/%s", CUB_LIBEXEC_DIR, prog);
+	/* The helper may run cubicle itself (serve runs a VMM per sandbox):
+	 * this very binary, not another one on the PATH. */
+	if (!getenv("CUBICLE_BIN")) {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n > 0) {
+			self[n] = '\0';
+			setenv("CUBICLE_BIN", self, 1);
+		}
+	}
 	av[0] = (char *)prog;
 	for (int i = 1; i < argc; i++)
 		av[i] = argv[i];

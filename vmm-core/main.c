@@ -58,6 +58,9 @@ static const char usage_text[] =
 	"                      (-i stdin, -t pty; `cubicle exec --help`)\n"
 	"  cp SRC DST          copy a file into or out of the guest, one side VM:PATH\n"
 	"                      (`cubicle cp --help`)\n"
+	"  serve               E2B's sandbox API on this host: a VMM per sandbox,\n"
+	"                      cloned from a template (`cubicle serve --help`)\n"
+	"  template build NAME CONFIG  boot CONFIG, snapshot it as a serve template\n"
 	"  help [COMMAND]      show help\n"
 	"\n"
 	"Run options:\n"
@@ -796,5 +799,9 @@ int main(int argc, char **argv)
 		return helper_exec("tools/exec", "cubicle-exec", argc - 1, argv + 1);
 	if (!strcmp(cmd, "cp"))
 		return helper_exec("tools/exec", "cubicle-cp", argc - 1, argv + 1);
+	if (!strcmp(cmd, "serve"))
+		return helper_exec("tools/serve", "cubicle-serve", argc - 1, argv + 1);
+	if (!strcmp(cmd, "template"))
+		return helper_exec("tools/serve", "cubicle-serve", argc, argv);
 	return usage_error("unknown command '%s'", cmd);
 }

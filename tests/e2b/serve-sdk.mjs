@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0
+// The real E2B JavaScript SDK against `cubicle serve`: E2B_API_URL and
+// E2B_SANDBOX_URL both point at it, nothing else changes.
+//
+// Usage: node serve-sdk.mjs URL API_KEY MODE [N]
+//   MODE full   create -> commands.run('echo hi') -> files.write/read/list ->
+//               setTimeout -> list by metadata -> a command past its timeout ->
+//               a wrong access token -> pause -> connect (resumed, the file still
+//               there) -> kill; then a sandbox whose timeout expires disappears.
+//   MODE v1     the same first steps with SDK 2.46.1 (POST /sandboxes, the v1 connect).
+//   MODE many   N sandboxes created at once, each runs a command, all killed.
+//   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
+// Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
+const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
+if (!url || !apiKey) {
+  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many [N]');
+  process.exit(2);
+}
+const { Sandbox, CommandExitError } = await import(mode === 'v1' ? 'e2b-v1' : 'e2b');
+const dir = process.env.SDK_TEST_DIR || '/tmp/serve-sdk';
+const opts = { apiKey, apiUrl: url, sandboxUrl: url, requestTimeoutMs: 120000 };
+
+let pass = 0;
+let fail = 0;
+async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    const why = await fn();
+    if (why === true || why === undefined) {
+      console.log(`ok - ${name} (${Date.now() - t0} ms)`);
+      pass++;
+    } else {
+      console.log(`not ok - ${name}: ${why}`);
+      fail++;
+    }
+  } catch (e) {
+    console.log(`not ok - ${name}: ${e?.name}: ${e?.message}`);
+    fail++;
+  }
+}
+const done = () => {
+  console.log(`${pass} passed, ${fail} failed`);
+  process.exit(fail ? 1 : 0);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+if (mode === 'many') {
+  const n = Number(nArg);
+  let boxes = [];
+  await check(`${n} sandboxes created at once`, async () => {
+    const t0 = Date.now();
+    const res = await Promise.allSettled(Array.from({ length: n }, () => Sandbox.create('base', { ...opts, timeoutMs: 600000 })));
+    boxes = res.filter((r) => r.status === 'fulfilled').map((r) => r.value);
+    const bad = res.filter((r) => r.status === 'rejected').map((r) => r.reason?.message);
+    console.log(`# ${boxes.length} of ${n} created in ${Date.now() - t0} ms`);
+    return boxes.length === n || `${n - boxes.length} failed: ${bad.slice(0, 3).join('; ')}`;
+  });
+  await check('each runs a command of its own', async () => {
+    const outs = await Promise.all(boxes.map((b, i) => b.commands.run(`echo box${i}`).then((r) => r.stdout, (e) => `error ${e.message}`)));
+    const wrong = outs.filter((o, i) => o !== `box${i}\n`);
+    return !wrong.length || `${wrong.length} wrong: ${JSON.stringify(wrong.slice(0, 3))}`;
+  });
+  await check('all listed as running', async () => {
+    const ids = new Set((await Sandbox.list({ ...opts, limit: 100 }).nextItems()).map((s) => s.sandboxId));
+    const missing = boxes.filter((b) => !ids.has(b.sandboxId));
+    return !missing.length || `${missing.length} missing`;
+  });
+  await check('all killed', async () => {
+    const r = await Promise.all(boxes.map((b) => b.kill().then(() => true, (e) => e.message)));
+    const bad = r.filter((x) => x !== true);
+    return !bad.length || JSON.stringify(bad.slice(0, 3));
+  });
+  await check('none listed afterwards', async () => {
+    const left = await Sandbox.list(opts).nextItems();
+    return !left.length || `${left.length} left: ${left.map((s) => s.sandboxId).join(' ')}`;
+  });
+  done();
+}
+
+let sbx;
+const meta = { test: `serve-${process.pid}` };
+await check(`Sandbox.create (${mode === 'v1' ? 'SDK 2.46.1, POST /sandboxes' : 'SDK 2.51.0, POST /v2/sandboxes'})`, async () => {
+  sbx = await Sandbox.create('base', { ...opts, timeoutMs: 120000, metadata: meta });
+  return /^[a-z0-9]+$/.test(sbx.sandboxId) || `sandboxId ${sbx.sandboxId}`;
+});
+if (!sbx) done();
+await check("commands.run('echo hi')", async () => {
+  const r = await sbx.commands.run('echo hi');
+  return (r.stdout === 'hi\n' && r.exitCode === 0) || `stdout ${JSON.stringify(r.stdout)} exit ${r.exitCode}`;
+});
+await check('commands.run: exit 3 is a CommandExitError', async () => {
+  try {
+    await sbx.commands.run('echo err >&2; exit 3');
+    return 'no error';
+  } catch (e) {
+    if (!(e instanceof CommandExitError)) throw e;
+    return (e.exitCode === 3 && e.stderr === 'err\n') || `exit ${e.exitCode} stderr ${JSON.stringify(e.stderr)}`;
+  }
+});
+const text = `written through cubicle serve ${Date.now()}\n`;
+await check('files.write, files.read, files.list', async () => {
+  await sbx.files.write(`${dir}/note.txt`, text);
+  const back = await sbx.files.read(`${dir}/note.txt`);
+  if (back !== text) return `read ${JSON.stringify(back)}`;
+  const names = (await sbx.files.list(dir)).map((e) => e.name);
+  return names.includes('note.txt') || `list ${JSON.stringify(names)}`;
+});
+if (mode === 'v1') {
+  await check('Sandbox.connect (POST /sandboxes/ID/connect) then a command', async () => {
+    const again = await Sandbox.connect(sbx.sandboxId, opts);
+    const r = await again.commands.run('cat ' + `${dir}/note.txt`);
+    return r.stdout === text || JSON.stringify(r.stdout);
+  });
+  await check('kill', async () => (await sbx.kill()) === undefined || true);
+  done();
+}
+await check('setTimeout moves endAt', async () => {
+  await sbx.setTimeout(300000);
+  const info = await sbx.getInfo();
+  const left = (new Date(info.endAt) - Date.now()) / 1000;
+  return (left > 240 && left <= 301) || `endAt ${info.endAt}: ${left} s left`;
+});
+await check('Sandbox.list by metadata finds it, running', async () => {
+  const items = await Sandbox.list({ ...opts, query: { metadata: meta } }).nextItems();
+  return (items.length === 1 && items[0].sandboxId === sbx.sandboxId && items[0].state === 'running') ||
+    JSON.stringify(items);
+});
+await check('getMetrics', async () => {
+  const m = await sbx.getMetrics();
+  return (Array.isArray(m) && m.length >= 1 && m[0].memTotal > 0) || JSON.stringify(m);
+});
+await check('a command that runs longer than its timeout is stopped', async () => {
+  const t0 = Date.now();
+  try {
+    await sbx.commands.run('sleep 60', { timeoutMs: 2000 });
+    return 'it finished';
+  } catch (e) {
+    const s = (Date.now() - t0) / 1000;
+    return (s < 30 && /timeout|deadline|aborted/i.test(`${e.name} ${e.message}`)) || `${e.name}: ${e.message} after ${s} s`;
+  }
+});
+await check('a wrong access token is refused (401)', async () => {
+  const r = await fetch(`${url}/files?path=${encodeURIComponent(dir + '/note.txt')}`, {
+    headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': 'wrong' },
+  });
+  return r.status === 401 || `HTTP ${r.status}`;
+});
+await check('pause', async () => {
+  const r = await Sandbox.pause(sbx.sandboxId, opts);
+  const info = await Sandbox.getInfo(sbx.sandboxId, opts);
+  return (r === true && info.state === 'paused') || `pause ${r}, state ${info.state}`;
+});
+await check('pause again: already paused (409 -> false)', async () => {
+  const r = await Sandbox.pause(sbx.sandboxId, opts);
+  return r === false || `pause answered ${r}`;
+});
+await check('Sandbox.connect resumes it; the written file is still there', async () => {
+  const again = await Sandbox.connect(sbx.sandboxId, opts);
+  const back = await again.files.read(`${dir}/note.txt`);
+  const info = await again.getInfo();
+  return (back === text && info.state === 'running') || `read ${JSON.stringify(back)}, state ${info.state}`;
+});
+await check('kill; then it is not found', async () => {
+  await sbx.kill();
+  try {
+    await Sandbox.getInfo(sbx.sandboxId, opts);
+    return 'getInfo still answers';
+  } catch (e) {
+    return /not found/i.test(`${e.name} ${e.message}`) || `${e.name}: ${e.message}`;
+  }
+});
+await check('a sandbox whose timeout expires disappears', async () => {
+  const s = await Sandbox.create('base', { ...opts, timeoutMs: 3000 });
+  for (let i = 0; i < 60; i++) {
+    await sleep(500);
+    const items = await Sandbox.list(opts).nextItems();
+    if (!items.some((x) => x.sandboxId === s.sandboxId)) return true;
+  }
+  return 'still listed 30 s later';
+});
+done();

@@ -1,0 +1,118 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# `cubicle serve` on any host (no KVM needed): its VMMs are played by
+# tests/serve/fake-vmm.py, which joins the sandbox's vsock socket to a real
+# cubicle-agent on this host. What is tested is serve itself, with the real
+# npm e2b SDK (2.51.0 and 2.46.1) as its client:
+#   1. the SDK's whole flow (create, commands, files, setTimeout, list by
+#      metadata, a command past its timeout, pause, connect, kill, expiry),
+#      and the v1 paths of SDK 2.46.1;
+#   2. 20 sandboxes created at once, each runs a command, all killed;
+#   4. bad requests and 200 concurrent ones (tests/serve/serve-checks.py);
+#   and a restart of serve: a running sandbox is found again and answers, a
+#   VMM killed behind serve's back is reported and cleaned; afterwards no
+#   process, socket or sandbox folder remains.
+# The VMM side (a real clone of a real snapshot) is tests/e2e/run_serve.sh.
+what="serve host test"
+. "${top_srcdir:-.}/tests/agent/common.sh"
+[ "${CUBICLE_E2E_SKIP:-0}" = 1 ] && { echo "SKIP: CUBICLE_E2E_SKIP=1"; exit 77; }
+command -v node >/dev/null || skip "node is not installed (the SDK test needs Node.js >= 18 and npm)"
+command -v python3 >/dev/null || skip "python3 is not installed"
+serve=$bd/tools/serve/cubicle-serve
+[ -x "$serve" ] && [ -x "$agent" ] || { echo "FAIL: $serve or $agent was not built"; exit 1; }
+"$sd/tests/e2b/prepare.sh" "$sd" "$bd" >/dev/null || skip "npm ci failed (no registry?)"
+work=$bd/tests/e2b
+
+tmp=$(mktemp -d /tmp/cubserve.XXXXXX) # short: sockets live under it
+state=$tmp/state
+spid=
+fail=0
+cleanup() {
+	[ -n "$spid" ] && kill "$spid" 2>/dev/null
+	pkill -KILL -f "fake-vmm.py restore $state" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+bad() { echo "not ok - $*"; fail=1; }
+
+# The template: a snapshot manifest naming a vsock device and a file console
+# (what clone_sets moves into each sandbox's folder).
+mkdir -p "$state/templates/base/snap"
+cat >"$state/templates/base/snap/manifest.json" <<EOF
+{"format": "cubicle-snapshot", "vcpus": 1, "memory_mib": 128,
+ "config": {"tree": {"devices": [
+   {"type": "serial8250", "id": "com1", "console": "file", "path": "/nonexistent/com1.log"},
+   {"type": "virtio-vsock", "id": "vsock0", "guest_cid": 3, "uds_path": "/nonexistent/v.sock"}]}}}
+EOF
+export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent
+start_serve() {
+	"$serve" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
+	spid=$!
+	i=0
+	port=
+	while [ $i -lt 100 ] && [ -z "$port" ]; do
+		sleep 0.1
+		port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$tmp/serve.log" | tail -n 1)
+		i=$((i + 1))
+	done
+	[ -n "$port" ] || { echo "FAIL: serve did not start:"; cat "$tmp/serve.log"; exit 1; }
+	url=http://127.0.0.1:$port
+}
+start_serve
+key=$(cat "$state/api-key")
+echo "# serve on $url, state $state"
+export SDK_TEST_DIR=$tmp/guest
+mkdir -p "$SDK_TEST_DIR"
+
+node "$work/serve-sdk.mjs" "$url" "$key" full || fail=1
+node "$work/serve-sdk.mjs" "$url" "$key" v1 || fail=1
+node "$work/serve-sdk.mjs" "$url" "$key" many 20 || fail=1
+python3 "$sd/tests/serve/serve-checks.py" "$url" "$key" || fail=1
+
+# A restart: serve stops, its sandbox runs on; the new serve finds it.
+api() { curl -s -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $key" "$@"; }
+code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+[ "$code" = 201 ] && [ -n "$id" ] || bad "create before the restart: HTTP $code $(cat "$tmp/out")"
+code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
+id2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+kill "$spid"
+wait "$spid"
+spid=
+pgrep -f "fake-vmm.py restore $state/templates/base/snap" >/dev/null &&
+	echo "ok - serve stopped; its sandboxes' VMMs run on" || bad "the VMMs ended with serve"
+# one VMM dies while serve is away
+pkill -KILL -f "fake-vmm.py restore .*--id $id2" || bad "no VMM of $id2 to kill"
+start_serve
+code=$(api "$url/sandboxes/$id")
+grep -q "sandbox $id: found running" "$tmp/serve.log" && [ "$code" = 200 ] &&
+	echo "ok - a restarted serve finds the running sandbox again" ||
+	bad "after the restart: GET $id: HTTP $code; log: $(tail -n 5 "$tmp/serve.log")"
+grep -q "sandbox $id2: its VMM ended while serve was away; removed" "$tmp/serve.log" && [ ! -e "$state/sandboxes/$id2" ] &&
+	echo "ok - a VMM that died meanwhile is reported and its sandbox cleaned" ||
+	bad "the dead VMM of $id2: $(grep "$id2" "$tmp/serve.log" | tail -n 2)"
+tok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$state/sandboxes/$id/sandbox.json")
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: $id" -H "X-Access-Token: $tok" \
+	"$url/files?path=$state/sandboxes/$id/sandbox.json")
+[ "$code" = 200 ] && echo "ok - its agent answers through the new serve" || bad "data plane after the restart: HTTP $code"
+# a VMM that dies while serve runs
+pkill -KILL -f "fake-vmm.py restore .*--id $id" || bad "no VMM of $id to kill"
+i=0
+while [ $i -lt 50 ] && [ -e "$state/sandboxes/$id" ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "sandbox $id: its VMM (pid [0-9]*) ended on its own" "$tmp/serve.log" && [ ! -e "$state/sandboxes/$id" ] &&
+	echo "ok - a VMM that dies under a running serve is reported and cleaned" ||
+	bad "the killed VMM of $id: $(grep "$id" "$tmp/serve.log" | tail -n 2)"
+
+# Nothing left: no VMM, no agent, no sandbox folder or socket.
+kill "$spid"
+wait "$spid"
+spid=
+sleep 0.2
+left=$(pgrep -af "fake-vmm.py restore $state|cubicle-agent --listen unix:$state" || true)
+dirs=$(ls "$state/sandboxes" 2>/dev/null)
+socks=$(find "$state" -type s 2>/dev/null)
+[ -z "$left$dirs$socks" ] && echo "ok - nothing left: no VMM or agent process, sandbox folder or socket" ||
+	bad "left behind: processes [$left] folders [$dirs] sockets [$socks]"
+[ $fail = 0 ] || { echo "# serve's log:"; sed 's/^/#   /' "$tmp/serve.log" | tail -n 60; }
+exit $fail

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""`cubicle serve` under bad and heavy use (issue 15, part 4), over plain HTTP.
+
+Usage: serve-checks.py URL API_KEY
+Wrong API key, unknown sandbox, malformed JSON, a wrong access token, a
+client that disconnects mid-stream, then 200 concurrent requests: each
+gets its documented status and {"code", "message"} body, and the server
+keeps serving. Needs a template "base". Prints TAP-ish lines; exit 1 on a
+failure.
+"""
+import http.client
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+url, key = sys.argv[1], sys.argv[2]
+u = urllib.parse.urlparse(url)
+host, port = u.hostname, u.port
+fails = 0
+
+
+def ok(cond, name, why=""):
+    global fails
+    print(("ok - " if cond else "not ok - ") + name + ("" if cond else ": " + why), flush=True)
+    if not cond:
+        fails += 1
+
+
+def call(method, path, body=None, headers=None, raw=None):
+    c = http.client.HTTPConnection(host, port, timeout=60)
+    h = {"X-API-Key": key}
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    b = r.read()
+    c.close()
+    try:
+        j = json.loads(b) if b else None
+    except ValueError:
+        j = b
+    return r.status, j, r
+
+
+def err_body(j, code):
+    return isinstance(j, dict) and j.get("code") == code and isinstance(j.get("message"), str)
+
+
+st, j, _ = call("GET", "/v2/sandboxes", headers={"X-API-Key": "e2b_wrong"})
+ok(st == 401 and err_body(j, 401), "a wrong API key: 401 {code, message}", f"{st} {j}")
+st, j, _ = call("GET", "/sandboxes", headers={"X-API-Key": ""})
+ok(st == 401 and err_body(j, 401), "no API key: 401", f"{st} {j}")
+st, j, _ = call("GET", "/sandboxes", headers={"X-API-Key": "", "Authorization": "Bearer " + key})
+ok(st == 200 and isinstance(j, list), "Authorization: Bearer KEY is accepted", f"{st} {j}")
+for m, p in (("GET", "/sandboxes/nosuchbox"), ("DELETE", "/sandboxes/nosuchbox"),
+             ("POST", "/sandboxes/nosuchbox/pause"), ("POST", "/v2/sandboxes/nosuchbox/connect"),
+             ("POST", "/sandboxes/nosuchbox/timeout")):
+    st, j, _ = call(m, p, body={"timeout": 10} if m == "POST" else None)
+    ok(st == 404 and err_body(j, 404), f"unknown sandbox: {m} {p}: 404", f"{st} {j}")
+st, j, _ = call("POST", "/v2/sandboxes", raw="{not json")
+ok(st == 400 and err_body(j, 400), "malformed JSON: 400", f"{st} {j}")
+st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "no-such-template"})
+ok(st == 404 and err_body(j, 404) and "no-such-template" in j["message"], "unknown template: 404", f"{st} {j}")
+st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": 7})
+ok(st == 400 and err_body(j, 400), "templateID not a string: 400", f"{st} {j}")
+st, j, _ = call("GET", "/nowhere")
+ok(st == 404 and err_body(j, 404), "unknown path: 404", f"{st} {j}")
+st, j, _ = call("GET", "/health", headers={"E2b-Sandbox-Id": "nosuchbox", "E2b-Sandbox-Port": "49983"})
+ok(st == 502 and err_body(j, 502), "data plane, unknown sandbox: 502", f"{st} {j}")
+
+# one sandbox for the data-plane checks
+st, sbx, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "timeout": 300})
+ok(st == 201 and sbx.get("sandboxID") and sbx.get("envdAccessToken"), "create: 201 with sandboxID and envdAccessToken", f"{st} {sbx}")
+sid, tok = sbx["sandboxID"], sbx["envdAccessToken"]
+dp = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983"}
+st, j, _ = call("GET", "/files?path=/etc/hostname", headers=dict(dp, **{"X-Access-Token": "wrong"}))
+ok(st == 401, "a wrong access token: 401 from the agent", f"{st} {j}")
+st, j, _ = call("GET", "/files?path=/etc/hostname", headers=dp)
+ok(st == 401, "no access token: 401", f"{st} {j}")
+st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "8080"}))
+ok(st == 502 and err_body(j, 502), "a port nothing listens on: 502", f"{st} {j}")
+
+
+def start_stream(cmd):
+    """A raw Connect server stream (process.Process/Start): the socket, once the start event came."""
+    s = socket.create_connection((host, port), timeout=30)
+    msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", cmd]}}).encode()
+    body = b"\0" + struct.pack(">I", len(msg)) + msg
+    s.sendall(("POST /process.Process/Start HTTP/1.1\r\nHost: x\r\nE2b-Sandbox-Id: %s\r\n"
+               "E2b-Sandbox-Port: 49983\r\nX-Access-Token: %s\r\nContent-Type: application/connect+json\r\n"
+               "Connect-Protocol-Version: 1\r\nContent-Length: %d\r\n\r\n" % (sid, tok, len(body))).encode() + body)
+    got = b""
+    while b'"start"' not in got:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+    return s, got
+
+
+# a client that goes away mid-stream, five times
+for i in range(5):
+    s, got = start_stream("while :; do echo tick; sleep 0.2; done")
+    if i == 0:
+        ok(b"200 OK" in got and b'"start"' in got, "a streamed command starts through the proxy", repr(got[:200]))
+    s.close()
+time.sleep(0.5)
+st, j, _ = call("GET", f"/sandboxes/{sid}")
+ok(st == 200 and j.get("state") == "running", "after 5 clients left mid-stream the server still answers", f"{st} {j}")
+s, got = start_stream("echo after")
+while b'"end"' not in got and len(got) < 65536:
+    d = s.recv(4096)
+    if not d:
+        break
+    got += d
+s.close()
+ok(b"YWZ0ZXIK" in got, "and the sandbox still runs commands", repr(got[-300:]))
+
+# 200 concurrent requests: control plane and data plane mixed
+res = []
+lock = threading.Lock()
+
+
+def one(i):
+    t0 = time.time()
+    try:
+        if i % 2:
+            st, j, _ = call("GET", "/v2/sandboxes")
+        else:
+            st, j, _ = call("GET", "/health", headers=dp)
+        good = st in (200, 204)
+    except Exception as e:  # noqa: BLE001 - any failure is a finding
+        good, st = False, repr(e)
+    with lock:
+        res.append((good, st, time.time() - t0))
+
+
+t0 = time.time()
+ths = [threading.Thread(target=one, args=(i,)) for i in range(200)]
+for t in ths:
+    t.start()
+for t in ths:
+    t.join(120)
+wall = time.time() - t0
+bad = [r for r in res if not r[0]]
+ok(len(res) == 200 and not bad and wall < 60,
+   f"200 concurrent requests: all answered in {wall:.1f} s (slowest {max(r[2] for r in res):.2f} s)",
+   f"{len(res)} answered, {len(bad)} bad {bad[:3]}, {wall:.1f} s")
+st, j, _ = call("DELETE", f"/sandboxes/{sid}")
+ok(st == 204, "kill: 204", f"{st} {j}")
+st, j, _ = call("DELETE", f"/sandboxes/{sid}")
+ok(st == 404 and err_body(j, 404), "kill again: 404", f"{st} {j}")
+print(f"# {fails} failed")
+sys.exit(1 if fails else 0)

@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What a request is for: the data plane (a sandbox named by the headers
+ * E2b-Sandbox-Id/-Port or by a Host PORT-ID.DOMAIN), E2B's control plane
+ * (REST + JSON, v1 and v2 paths, an API key), or the status page.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "serve.h"
+
+#define BODY_MAX (1u << 20)
+
+/* ---- small helpers ---- */
+
+static bool same(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char d = la != lb;
+
+	for (size_t i = 0; i < la; i++)
+		d |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+	return !d;
+}
+
+static int hexval(int c)
+{
+	return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+/* Percent-decodes (and '+' as space) @n bytes of @s into @out. */
+static void pct_decode(const char *s, size_t n, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && o + 1 < len; i++) {
+		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+			i += 2;
+		} else {
+			out[o++] = s[i] == '+' ? ' ' : s[i];
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Calls @fn for each name=value of a query string (decoded). */
+static void query_each(const char *q, void (*fn)(void *, const char *, const char *), void *arg)
+{
+	while (q && *q) {
+		size_t n = strcspn(q, "&"), k = strcspn(q, "=");
+		char name[256], value[2048];
+
+		if (k > n)
+			k = n;
+		pct_decode(q, k, name, sizeof(name));
+		pct_decode(q + k + (k < n), k < n ? n - k - 1 : 0, value, sizeof(value));
+		fn(arg, name, value);
+		q += n + (q[n] == '&');
+	}
+}
+
+static bool key_ok(const struct hreq *r)
+{
+	const char *k = hreq_header(r, "X-API-Key"), *a = hreq_header(r, "Authorization");
+	bool ok = false;
+
+	if (!srv.n_keys)
+		return true;
+	if ((!k || !*k) && a && !strncasecmp(a, "Bearer ", 7))
+		k = a + 7;
+	if (!k || !*k)
+		return false;
+	for (unsigned i = 0; i < srv.n_keys; i++)
+		ok |= same(k, srv.keys[i]);
+	return ok;
+}
+
+/* ---- JSON of a sandbox ---- */
+
+static json_t *sbx_json(struct sandbox *s, bool created)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s}", "sandboxID", s->id, "templateID",
+			      s->template_id, "alias", s->template_id, "clientID", "cubicle",
+			      "envdVersion", ENVD_VERSION);
+
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "domain", srv.domain ? json_string(srv.domain) : json_null());
+	if (created) {
+		json_object_set_new(j, "envdAccessToken", json_string(s->token));
+		json_object_set_new(j, "trafficAccessToken",
+				    s->public_traffic ? json_null() : json_string(s->traffic_token));
+	}
+	return j;
+}
+
+static json_t *listed_json(struct sandbox *s, bool detail)
+{
+	char a[40], b[40];
+	json_t *j;
+
+	pthread_mutex_lock(&srv.lock);
+	iso_time(s->started, a, sizeof(a));
+	iso_time(s->end, b, sizeof(b));
+	j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:O,s:s,s:s}", "sandboxID", s->id,
+		      "templateID", s->template_id, "alias", s->template_id, "clientID", "cubicle",
+		      "startedAt", a, "endAt", b, "cpuCount", (int)s->vcpus, "memoryMB",
+		      (int)s->memory_mib, "diskSizeMB", 0, "metadata", s->metadata, "state",
+		      s->state == SBX_PAUSED || s->state == SBX_RESUMING ? "paused" : "running",
+		      "envdVersion", ENVD_VERSION);
+	pthread_mutex_unlock(&srv.lock);
+	if (j && detail) {
+		json_object_set_new(j, "envdAccessToken", json_string(s->token));
+		json_object_set_new(j, "domain", srv.domain ? json_string(srv.domain) : json_null());
+		json_object_set_new(j, "network", json_pack("{s:b}", "allowPublicTraffic",
+							    s->public_traffic));
+		json_object_set_new(j, "lifecycle", json_pack("{s:b,s:s}", "autoResume", false,
+							      "onTimeout",
+							      s->auto_pause ? "pause" : "kill"));
+	}
+	return j;
+}
+
+/* ---- list ---- */
+
+struct filter {
+	json_t *meta;        /* key -> value that must match */
+	bool running, paused;
+	long limit, from;
+	bool bad;
+};
+
+static void filter_meta(void *arg, const char *k, const char *v)
+{
+	struct filter *f = arg;
+	char kk[256], vv[2048];
+
+	/* the SDK percent-encodes each key and value before it encodes the pairs */
+	pct_decode(k, strlen(k), kk, sizeof(kk));
+	pct_decode(v, strlen(v), vv, sizeof(vv));
+	json_object_set_new(f->meta, kk, json_string(vv));
+}
+
+static void filter_param(void *arg, const char *k, const char *v)
+{
+	struct filter *f = arg;
+	char *end;
+
+	if (!strcmp(k, "metadata")) {
+		query_each(v, filter_meta, f);
+	} else if (!strcmp(k, "state")) {
+		for (const char *p = v; *p;) {
+			size_t n = strcspn(p, ",");
+
+			if (n == 7 && !strncmp(p, "running", 7))
+				f->running = true;
+			else if (n == 6 && !strncmp(p, "paused", 6))
+				f->paused = true;
+			else
+				f->bad = true;
+			p += n + (p[n] == ',');
+		}
+	} else if (!strcmp(k, "limit")) {
+		f->limit = strtol(v, &end, 10);
+		if (*end || f->limit < 1 || f->limit > 1000)
+			f->bad = true;
+	} else if (!strcmp(k, "nextToken")) {
+		f->from = strtol(v, &end, 10);
+		if (*end || f->from < 0)
+			f->bad = true;
+	}
+}
+
+static bool matches(struct sandbox *s, const struct filter *f)
+{
+	const char *k;
+	json_t *v;
+	bool paused = s->state == SBX_PAUSED || s->state == SBX_RESUMING;
+
+	if (s->state == SBX_STARTING || s->state == SBX_GONE)
+		return false;
+	if (paused ? !f->paused : !f->running)
+		return false;
+	json_object_foreach(f->meta, k, v) {
+		const char *have = json_string_value(json_object_get(s->metadata, k));
+
+		if (!have || strcmp(have, json_string_value(v)))
+			return false;
+	}
+	return true;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct sandbox *x = *(struct sandbox *const *)a, *y = *(struct sandbox *const *)b;
+
+	if (x->started != y->started)
+		return x->started < y->started ? 1 : -1;
+	return strcmp(x->id, y->id);
+}
+
+static void list(struct hconn *c, struct hreq *r, bool v2)
+{
+	struct filter f = { .meta = json_object(), .limit = 100 };
+	struct sandbox **all;
+	unsigned n = 0, cap;
+	json_t *out = json_array();
+	char hdr[64] = "";
+
+	query_each(r->query, filter_param, &f);
+	if (!f.running && !f.paused) {
+		f.running = true;
+		f.paused = v2; /* v1 lists running sandboxes */
+	}
+	if (f.bad) {
+		json_decref(f.meta);
+		json_decref(out);
+		hio_error(c, 400, "bad query: state is running and/or paused, limit 1-1000, nextToken from X-Next-Token");
+		return;
+	}
+	pthread_mutex_lock(&srv.lock);
+	cap = srv.n_sandboxes;
+	all = calloc(cap + 1, sizeof(*all));
+	for (struct sandbox *s = srv.list; all && s; s = s->next)
+		if (matches(s, &f) && n < cap) {
+			s->refs++;
+			all[n++] = s;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	qsort(all, n, sizeof(*all), by_start);
+	for (unsigned i = 0; i < n; i++) {
+		if (i >= f.from && i < f.from + f.limit)
+			json_array_append_new(out, listed_json(all[i], false));
+		sbx_put(all[i]);
+	}
+	if (f.from + f.limit < n)
+		snprintf(hdr, sizeof(hdr), "X-Next-Token: %ld\r\n", f.from + f.limit);
+	free(all);
+	json_decref(f.meta);
+	hio_reply_json(c, 200, out, hdr);
+}
+
+/* ---- one sandbox ---- */
+
+static json_t *body_json(struct hconn *c, struct hreq *r, bool need)
+{
+	json_error_t e;
+	json_t *j;
+	int st = hio_read_body(c, r, BODY_MAX);
+
+	if (st == 413) {
+		hio_error(c, 413, "the body is larger than %u bytes", BODY_MAX);
+		return NULL;
+	}
+	if (st) {
+		c->close = true;
+		return NULL;
+	}
+	if (!r->body_len && !need)
+		return json_object();
+	j = json_loadb(r->body, r->body_len, 0, &e);
+	if (!json_is_object(j)) {
+		hio_error(c, 400, "malformed JSON body: %s", j ? "not an object" : e.text);
+		json_decref(j);
+		return NULL;
+	}
+	return j;
+}
+
+static void create(struct hconn *c, struct hreq *r)
+{
+	json_t *req = body_json(c, r, true), *t;
+	struct sandbox *s;
+	char msg[600];
+	int st;
+
+	if (!req)
+		return;
+	t = json_object_get(req, "templateID");
+	if (t && !json_is_string(t)) {
+		json_decref(req);
+		hio_error(c, 400, "templateID must be a string");
+		return;
+	}
+	st = sbx_create(t ? json_string_value(t) : "base", req, &s, msg, sizeof(msg));
+	json_decref(req);
+	if (st) {
+		hio_error(c, (unsigned)st, "%s", msg);
+		return;
+	}
+	hio_reply_json(c, 201, sbx_json(s, true), NULL);
+	sbx_put(s);
+}
+
+static unsigned timeout_of(json_t *req, bool *bad)
+{
+	json_t *t = json_object_get(req, "timeout");
+
+	*bad = t && (!json_is_integer(t) || json_integer_value(t) < 0);
+	return json_is_integer(t) && json_integer_value(t) >= 0
+		       ? (unsigned)(json_integer_value(t) > 1000000000 ? 1000000000 : json_integer_value(t))
+		       : srv.default_timeout;
+}
+
+static void metrics(struct hconn *c, struct sandbox *s)
+{
+	unsigned long long rss;
+	double cpu, age = difftime(time(NULL), s->started);
+
+	sbx_usage(s, &rss, &cpu);
+	hio_reply_json(c, 200,
+		       json_pack("[{s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}]", "timestampUnix",
+				 (json_int_t)time(NULL), "cpuCount", (int)s->vcpus, "cpuUsedPct",
+				 age > 0 && s->vcpus ? 100.0 * cpu / age / s->vcpus : 0.0, "memUsed",
+				 (json_int_t)rss << 10, "memTotal", (json_int_t)s->memory_mib << 20,
+				 "memCache", (json_int_t)0, "diskUsed", (json_int_t)0, "diskTotal",
+				 (json_int_t)0),
+		       NULL);
+}
+
+static void one(struct hconn *c, struct hreq *r, const char *id, const char *verb, bool v2)
+{
+	struct sandbox *s = sbx_get(id);
+	json_t *req;
+	char msg[600];
+	bool bad;
+	int st;
+
+	if (!s) {
+		c->close = !r->done;
+		hio_error(c, 404, "sandbox %s not found", id);
+		return;
+	}
+	if (!verb && r->method == HTTP_GET) {
+		hio_reply_json(c, 200, listed_json(s, true), NULL);
+	} else if (!verb && r->method == HTTP_DELETE) {
+		st = sbx_kill(s, msg, sizeof(msg));
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
+	} else if (verb && !strcmp(verb, "metrics") && r->method == HTTP_GET) {
+		metrics(c, s);
+	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "timeout")) {
+		if ((req = body_json(c, r, true))) {
+			unsigned t = timeout_of(req, &bad);
+
+			if (bad || !json_object_get(req, "timeout"))
+				hio_error(c, 400, "timeout must be a number of seconds >= 0");
+			else if (s->state != SBX_RUNNING && s->state != SBX_PAUSED)
+				hio_error(c, 404, "sandbox %s not found", id);
+			else
+				sbx_set_timeout(s, t), hio_reply(c, 204, NULL, NULL, 0, NULL);
+			json_decref(req);
+		}
+	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "pause")) {
+		if ((req = body_json(c, r, false))) {
+			st = sbx_pause(s, msg, sizeof(msg));
+			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
+			json_decref(req);
+		}
+	} else if (verb && r->method == HTTP_POST &&
+		   (!strcmp(verb, "connect") || !strcmp(verb, "resume"))) {
+		if ((req = body_json(c, r, false))) {
+			unsigned t = timeout_of(req, &bad);
+
+			if (bad)
+				hio_error(c, 400, "timeout must be a number of seconds >= 0");
+			else if (!strcmp(verb, "resume") && s->state == SBX_RUNNING)
+				hio_error(c, 409, "sandbox %s is already running", id);
+			else if ((st = sbx_resume(s, t, msg, sizeof(msg))) && st != 201)
+				hio_error(c, (unsigned)st, "%s", msg);
+			else
+				hio_reply_json(c, st ? 201 : 200, sbx_json(s, true), NULL);
+			json_decref(req);
+		}
+	} else {
+		c->close = !r->done;
+		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
+				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
+				     strcmp(verb, "resume") ? 404 : 405,
+			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
+			  v2 ? "" : "");
+	}
+	sbx_put(s);
+}
+
+/* ---- routing ---- */
+
+/* The sandbox and port a request is for: from the headers, or from a Host
+ * PORT-ID.DOMAIN. False when it is for the server itself. */
+static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
+{
+	const char *h = hreq_header(r, "E2b-Sandbox-Id"), *p = hreq_header(r, "E2b-Sandbox-Port");
+	char *end;
+
+	*port = AGENT_PORT;
+	if (h) {
+		snprintf(id, idlen, "%s", h);
+		if (p) {
+			unsigned long v = strtoul(p, &end, 10);
+
+			*port = *end || !v || v > 0xffffffffu ? 0 : (unsigned)v;
+		}
+		return true;
+	}
+	h = hreq_header(r, "Host");
+	if (!h || !srv.domain || !isdigit((unsigned char)h[0]))
+		return false;
+	unsigned long v = strtoul(h, &end, 10);
+	size_t dl = strlen(srv.domain), n;
+	const char *dot;
+
+	if (*end != '-' || !(dot = strchr(end + 1, '.')))
+		return false;
+	n = (size_t)(dot - end - 1);
+	if (strncasecmp(dot + 1, srv.domain, dl) || (dot[1 + dl] && dot[1 + dl] != ':') || n >= idlen)
+		return false;
+	memcpy(id, end + 1, n);
+	id[n] = '\0';
+	*port = v && v <= 0xffffffffu ? (unsigned)v : 0;
+	return true;
+}
+
+static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port)
+{
+	struct sandbox *s = sbx_get(id);
+	const char *t;
+
+	c->close = c->close || !r->done; /* an error answer leaves a body unread */
+	if (!s) {
+		hio_error(c, 502, "sandbox %s not found", id);
+		return;
+	}
+	if (!port) {
+		hio_error(c, 400, "E2b-Sandbox-Port is not a port");
+	} else if (s->state != SBX_RUNNING) {
+		hio_error(c, 502, "sandbox %s is %s", id, sbx_state_name(s->state));
+	} else if (port != AGENT_PORT && !s->public_traffic &&
+		   (!(t = hreq_header(r, "E2b-Traffic-Access-Token")) || !same(t, s->traffic_token))) {
+		hio_error(c, 403, "sandbox %s: port %u wants its traffic access token", id, port);
+	} else {
+		c->close = false;
+		proxy_request(c, r, s, port);
+	}
+	sbx_put(s);
+}
+
+void status_page(struct hconn *c);
+
+void api_handle(struct hconn *c, struct hreq *r)
+{
+	char id[64], path[512];
+	unsigned port;
+	const char *p;
+	bool v2 = false;
+
+	if (target(r, id, sizeof(id), &port)) {
+		data_plane(c, r, id, port);
+		return;
+	}
+	if (!key_ok(r) && !(r->method == HTTP_GET && !strcmp(r->path, "/health"))) {
+		c->close = !r->done;
+		hio_error(c, 401, "Invalid API key: send it in X-API-Key (or Authorization: Bearer)");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", r->path);
+	p = path;
+	if (!strncmp(p, "/v2/", 4) || !strncmp(p, "/v1/", 4)) {
+		v2 = p[2] == '2';
+		p += 3;
+	}
+	if (!strcmp(p, "/") && r->method == HTTP_GET) {
+		status_page(c);
+	} else if (!strcmp(p, "/health") && r->method == HTTP_GET) {
+		hio_reply(c, 204, NULL, NULL, 0, NULL);
+	} else if (!strcmp(p, "/sandboxes")) {
+		if (r->method == HTTP_POST)
+			create(c, r);
+		else if (r->method == HTTP_GET)
+			list(c, r, v2);
+		else
+			c->close = !r->done, hio_error(c, 405, "GET or POST %s", r->path);
+	} else if (!strncmp(p, "/sandboxes/", 11) && p[11]) {
+		char *sid = (char *)p + 11, *verb = strchr(sid, '/');
+
+		if (verb)
+			*verb++ = '\0';
+		if (verb && strchr(verb, '/'))
+			c->close = !r->done, hio_error(c, 404, "no %s here", r->path);
+		else
+			one(c, r, sid, verb, v2);
+	} else {
+		c->close = !r->done;
+		hio_error(c, 404, "no %s %s here", http_method_str((enum http_method)r->method), r->path);
+	}
+}

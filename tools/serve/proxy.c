@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The data plane: one request of a client, forwarded to a port of a
+ * sandbox's guest through its vsock socket, and the answer back, both
+ * streamed as they come (a command's output, a big upload) and never held
+ * whole. The guest side is parsed too, only to know where its answer ends:
+ * the client's connection then goes on with its next request, and the
+ * guest connection is kept for the next request to the same port.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "serve.h"
+
+struct resp {
+	bool done, head_req, started;
+};
+
+static int resp_headers(http_parser *p)
+{
+	struct resp *r = p->data;
+
+	return r->head_req ? 1 : 0; /* 1: no body follows */
+}
+
+static int resp_begin(http_parser *p)
+{
+	((struct resp *)p->data)->started = true;
+	return 0;
+}
+
+static int resp_done(http_parser *p)
+{
+	((struct resp *)p->data)->done = true;
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings resp_settings = {
+	.on_message_begin = resp_begin,
+	.on_headers_complete = resp_headers,
+	.on_message_complete = resp_done,
+};
+
+/* A kept guest connection that is still quiet (nothing unasked, not closed). */
+static bool idle_ok(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&pf, 1, 0) == 0;
+}
+
+static void drop_up(struct hconn *c)
+{
+	if (c->up_fd >= 0)
+		close(c->up_fd);
+	c->up_fd = -1;
+	c->up_id[0] = '\0';
+}
+
+/* The guest's answer to the client: 0 when it ended cleanly, 1 when the
+ * guest connection must not be reused, -1 when the exchange broke (the
+ * client connection must end too). */
+static int stream_back(struct hconn *c, int up, bool head_req, bool *sent)
+{
+	struct resp rs = { .head_req = head_req };
+	http_parser p;
+	char buf[32768];
+
+	http_parser_init(&p, HTTP_RESPONSE);
+	p.data = &rs;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = up, .events = POLLIN },
+					{ .fd = c->fd, .events = POLLRDHUP } };
+		ssize_t n;
+		size_t off = 0;
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (pf[1].revents & (POLLRDHUP | POLLHUP | POLLERR))
+			return -1; /* the client went away mid-answer */
+		if (!pf[0].revents)
+			continue;
+		n = recv(up, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			/* an answer that ends when its connection does */
+			http_parser_execute(&p, &resp_settings, NULL, 0);
+			if (!rs.done)
+				return -1;
+			c->close = true;
+			return 1;
+		}
+		while (off < (size_t)n) {
+			size_t m = http_parser_execute(&p, &resp_settings, buf + off, (size_t)n - off);
+			enum http_errno e = HTTP_PARSER_ERRNO(&p);
+
+			if (e != HPE_OK && e != HPE_PAUSED)
+				return -1;
+			if (m && hio_write_all(c->fd, buf + off, m))
+				return -1;
+			*sent = *sent || m;
+			off += m;
+			if (!rs.done)
+				continue;
+			if (p.status_code >= 100 && p.status_code < 200 && p.status_code != 101) {
+				/* an interim answer (100 Continue): the real one follows */
+				rs.done = false;
+				http_parser_init(&p, HTTP_RESPONSE);
+				p.data = &rs;
+				continue;
+			}
+			if (p.upgrade || off < (size_t)n)
+				return -1; /* bytes nobody asked for */
+			return http_should_keep_alive(&p) ? 0 : 1;
+		}
+	}
+}
+
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port)
+{
+	bool sent = false;
+	int ret;
+
+	if (c->up_fd >= 0 && (strcmp(c->up_id, s->id) || c->up_port != port || !idle_ok(c->up_fd)))
+		drop_up(c);
+	if (c->up_fd < 0) {
+		int fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
+
+		if (fd < 0) {
+			int e = errno;
+
+			c->close = !r->done; /* its body was not read */
+			hio_error(c, 502, "sandbox %s: nothing answers on port %u: %s", s->id, port,
+				  strerror(e));
+			return;
+		}
+		c->up_fd = fd;
+		snprintf(c->up_id, sizeof(c->up_id), "%s", s->id);
+		c->up_port = port;
+	}
+	if (hio_write_all(c->up_fd, r->head, r->head_len) || hio_forward_body(c, r, c->up_fd)) {
+		drop_up(c);
+		c->close = true;
+		hio_error(c, 502, "sandbox %s: the request could not be passed on", s->id);
+		return;
+	}
+	ret = stream_back(c, c->up_fd, r->method == HTTP_HEAD, &sent);
+	if (ret)
+		drop_up(c);
+	if (ret < 0) {
+		c->close = true;
+		if (!sent)
+			hio_error(c, 502, "sandbox %s: the guest's answer broke off", s->id);
+	}
+	if (!r->keep_alive)
+		c->close = true;
+}

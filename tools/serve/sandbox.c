@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Sandboxes: create (a clone of a template's snapshot), kill, pause (a
+ * snapshot to disk, the VMM ended), resume, timeouts, and the state folder
+ * that lets a restarted serve find them again. Each sandbox has its folder
+ * STATE/sandboxes/ID holding everything it owns (sockets, logs, disk
+ * clones, pause snapshots): removing the folder removes the sandbox.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "serve.h"
+#include "vmm.h"
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
+}
+
+static int rm_tree(const char *dir)
+{
+	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *sbx_state_name(enum sbx_state st)
+{
+	switch (st) {
+	case SBX_STARTING: return "starting";
+	case SBX_RUNNING: return "running";
+	case SBX_PAUSING: return "pausing";
+	case SBX_PAUSED: return "paused";
+	case SBX_RESUMING: return "resuming";
+	default: return "gone";
+	}
+}
+
+/* ---- the state file ---- */
+
+static int save(const struct sandbox *s)
+{
+	char path[300], tmp[310];
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:O}",
+			      "id", s->id, "template", s->template_id, "token", s->token,
+			      "traffic_token", s->traffic_token, "state",
+			      s->state == SBX_PAUSED ? "paused" : "running", "pid", (int)s->pid,
+			      "pid_start", (json_int_t)s->pid_start, "pause_gen", (int)s->pause_gen,
+			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
+			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
+			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "metadata",
+			      s->metadata ? s->metadata : json_object());
+	int ret;
+
+	if (!j)
+		return -1;
+	snprintf(path, sizeof(path), "%s/sandbox.json", s->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	ret = json_dump_file(j, tmp, JSON_COMPACT);
+	json_decref(j);
+	if (!ret) {
+		int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			fsync(fd);
+			close(fd);
+		}
+		ret = rename(tmp, path);
+	}
+	if (ret)
+		serve_log("sandbox %s: cannot write %s: %s", s->id, path, strerror(errno));
+	return ret;
+}
+
+static struct sandbox *sbx_new(const char *id)
+{
+	struct sandbox *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	pthread_mutex_init(&s->op, NULL);
+	s->refs = 1;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	snprintf(s->dir, sizeof(s->dir), "%s/sandboxes/%s", srv.state_dir, id);
+	s->public_traffic = true;
+	return s;
+}
+
+static void link_in(struct sandbox *s)
+{
+	pthread_mutex_lock(&srv.lock);
+	s->next = srv.list;
+	srv.list = s;
+	srv.n_sandboxes++;
+	pthread_mutex_unlock(&srv.lock);
+}
+
+/* Off the list (its reference with it): under srv.lock. */
+static void unlink_locked(struct sandbox *s)
+{
+	for (struct sandbox **pp = &srv.list; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			srv.n_sandboxes--;
+			s->state = SBX_GONE;
+			if (!--s->refs) {
+				json_decref(s->metadata);
+				free(s);
+			}
+			return;
+		}
+}
+
+struct sandbox *sbx_get(const char *id)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		if (!strcmp(s->id, id) && s->state != SBX_GONE) {
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	return s;
+}
+
+void sbx_put(struct sandbox *s)
+{
+	bool last;
+
+	pthread_mutex_lock(&srv.lock);
+	last = !--s->refs;
+	pthread_mutex_unlock(&srv.lock);
+	if (last) {
+		json_decref(s->metadata);
+		free(s);
+	}
+}
+
+static void set_state(struct sandbox *s, enum sbx_state st)
+{
+	pthread_mutex_lock(&srv.lock);
+	s->state = st;
+	pthread_mutex_unlock(&srv.lock);
+}
+
+/* Everything of @s gone: its VMM, its folder, its place in the list. */
+static void destroy(struct sandbox *s)
+{
+	vmm_end(s);
+	if (rm_tree(s->dir) && errno != ENOENT)
+		serve_log("sandbox %s: removing %s: %s", s->id, s->dir, strerror(errno));
+	pthread_mutex_lock(&srv.lock);
+	unlink_locked(s);
+	pthread_mutex_unlock(&srv.lock);
+}
+
+/* ---- create ---- */
+
+static const char *text(json_t *v)
+{
+	if (json_is_string(v))
+		return json_string_value(v);
+	return json_string_value(json_object_get(v, "="));
+}
+
+/*
+ * The --set options that give a clone its own files: every device's
+ * vsock socket (uds_path), file console (path) and disk (backend.path)
+ * named in the template's snapshot moves into the sandbox's folder.
+ */
+static unsigned clone_sets(const struct sandbox *s, json_t *tree, char **sets, unsigned max)
+{
+	json_t *devs = json_object_get(tree, "devices"), *d;
+	unsigned n = 0;
+	size_t i;
+
+	json_array_foreach(devs, i, d) {
+		const char *id = text(json_object_get(d, "id"));
+		json_t *b = json_object_get(d, "backend");
+		char *set;
+
+		if (!id || strpbrk(id, "=/ "))
+			continue;
+		if (text(json_object_get(d, "uds_path")) && n < max &&
+		    asprintf(&set, "devices.%s.uds_path=%s/v.sock", id, s->dir) > 0)
+			sets[n++] = set;
+		if (text(json_object_get(d, "path")) && n < max &&
+		    asprintf(&set, "devices.%s.path=%s/%s.log", id, s->dir, id) > 0)
+			sets[n++] = set;
+		if (json_is_object(b) && text(json_object_get(b, "path")) && n < max &&
+		    asprintf(&set, "devices.%s.backend.path=%s/%s.img", id, s->dir, id) > 0)
+			sets[n++] = set;
+	}
+	return n;
+}
+
+static void record_latency(double ms)
+{
+	pthread_mutex_lock(&srv.lock);
+	srv.lat[srv.n_lat++ % (sizeof(srv.lat) / sizeof(srv.lat[0]))] = ms;
+	pthread_mutex_unlock(&srv.lock);
+}
+
+void sbx_set_timeout(struct sandbox *s, unsigned timeout)
+{
+	if (timeout > srv.max_timeout)
+		timeout = srv.max_timeout;
+	pthread_mutex_lock(&srv.lock);
+	s->end = time(NULL) + timeout;
+	pthread_mutex_unlock(&srv.lock);
+	if (s->state == SBX_RUNNING || s->state == SBX_PAUSED)
+		save(s);
+}
+
+int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
+{
+	char snap[300], mpath[320], id[ID_LEN + 1], *sets[VMM_SETS_MAX];
+	json_t *m, *tok, *net;
+	json_int_t timeout = srv.default_timeout;
+	struct sandbox *s;
+	unsigned n_sets;
+	double t0 = now_ms();
+
+	*out = NULL;
+	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
+		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
+	snprintf(snap, sizeof(snap), "%s/templates/%s/snap", srv.state_dir, tmpl);
+	snprintf(mpath, sizeof(mpath), "%s/manifest.json", snap);
+	m = json_load_file(mpath, 0, NULL);
+	if (!m)
+		return snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
+				tmpl, mpath, tmpl), 404;
+	pthread_mutex_lock(&srv.lock);
+	if (srv.n_sandboxes >= srv.max_sandboxes) {
+		pthread_mutex_unlock(&srv.lock);
+		json_decref(m);
+		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
+				srv.max_sandboxes), 429;
+	}
+	pthread_mutex_unlock(&srv.lock);
+	id[0] = 'i';
+	rand_hex(id + 1, ID_LEN - 1);
+	s = sbx_new(id);
+	if (!s) {
+		json_decref(m);
+		return snprintf(msg, len, "out of memory"), 500;
+	}
+	snprintf(s->template_id, sizeof(s->template_id), "%s", tmpl);
+	rand_hex(s->token, 64);
+	s->vcpus = (unsigned)json_integer_value(json_object_get(m, "vcpus"));
+	s->memory_mib = (unsigned)json_integer_value(json_object_get(m, "memory_mib"));
+	s->metadata = json_object_get(req, "metadata");
+	s->metadata = json_is_object(s->metadata) ? json_deep_copy(s->metadata) : json_object();
+	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
+	net = json_object_get(req, "network");
+	if (json_is_false(json_object_get(net, "allowPublicTraffic"))) {
+		s->public_traffic = false;
+		uuid4(s->traffic_token);
+	}
+	tok = json_object_get(req, "timeout");
+	if (json_is_integer(tok) && json_integer_value(tok) >= 0)
+		timeout = json_integer_value(tok);
+	if (timeout > srv.max_timeout)
+		timeout = srv.max_timeout;
+	s->started = time(NULL);
+	s->end = s->started + timeout;
+	s->state = SBX_STARTING;
+	if (mkdir(s->dir, 0700)) {
+		snprintf(msg, len, "%s: %s", s->dir, strerror(errno));
+		json_decref(m);
+		sbx_put(s);
+		return 500;
+	}
+	link_in(s);
+	pthread_mutex_lock(&srv.lock);
+	s->refs++; /* the caller's */
+	pthread_mutex_unlock(&srv.lock);
+	pthread_mutex_lock(&s->op); /* a kill waits until it is made */
+	n_sets = clone_sets(s, json_object_get(json_object_get(m, "config"), "tree"), sets,
+			    VMM_SETS_MAX);
+	json_decref(m);
+	int ret = vmm_spawn(s, snap, sets, n_sets);
+
+	for (unsigned i = 0; i < n_sets; i++)
+		free(sets[i]);
+	if (ret) {
+		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(errno));
+	} else {
+		save(s); /* a restart mid-create finds the VMM to end */
+		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+	}
+	if (ret) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, len, "sandbox %s from template '%s' did not start: %s", s->id, tmpl, why);
+		serve_log("%s", msg);
+		destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return 500;
+	}
+	s->create_ms = now_ms() - t0;
+	record_latency(s->create_ms);
+	set_state(s, SBX_RUNNING);
+	save(s);
+	pthread_mutex_unlock(&s->op);
+	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d)", s->id, tmpl, s->create_ms,
+		  (int)s->pid);
+	*out = s;
+	return 0;
+}
+
+/* ---- kill, pause, resume ---- */
+
+int sbx_kill(struct sandbox *s, char *msg, size_t len)
+{
+	pthread_mutex_lock(&s->op);
+	if (s->state == SBX_GONE) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
+	}
+	destroy(s);
+	pthread_mutex_unlock(&s->op);
+	serve_log("sandbox %s: killed", s->id);
+	return 0;
+}
+
+static void pause_dir(const struct sandbox *s, unsigned gen, char *out, size_t len)
+{
+	snprintf(out, len, "%s/pause-%u", s->dir, gen);
+}
+
+int sbx_pause(struct sandbox *s, char *msg, size_t len)
+{
+	char dir[320], body[400], old[320];
+	int ret = 0;
+
+	pthread_mutex_lock(&s->op);
+	if (s->state == SBX_PAUSED) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s is already paused", s->id), 409;
+	}
+	if (s->state != SBX_RUNNING) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
+	}
+	set_state(s, SBX_PAUSING);
+	pause_dir(s, s->pause_gen + 1, dir, sizeof(dir));
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", dir);
+	if (vmm_api(s, "PATCH", "/vm", "{\"state\":\"Paused\"}", 10000, msg, len) ||
+	    vmm_api(s, "PUT", "/snapshot/create", body, 600000, msg, len)) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, len, "sandbox %s: pausing failed: %s", s->id, why);
+		serve_log("%s", msg);
+		vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, why, sizeof(why));
+		set_state(s, SBX_RUNNING);
+		pthread_mutex_unlock(&s->op);
+		return 500;
+	}
+	vmm_end(s);
+	if (s->pause_gen) {
+		pause_dir(s, s->pause_gen, old, sizeof(old));
+		rm_tree(old);
+	}
+	s->pause_gen++;
+	set_state(s, SBX_PAUSED);
+	save(s);
+	pthread_mutex_unlock(&s->op);
+	serve_log("sandbox %s: paused to %s", s->id, dir);
+	return ret;
+}
+
+int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
+{
+	char dir[320];
+	double t0 = now_ms();
+
+	pthread_mutex_lock(&s->op);
+	if (s->state == SBX_RUNNING) {
+		pthread_mutex_unlock(&s->op);
+		sbx_set_timeout(s, timeout);
+		return 0;
+	}
+	if (s->state != SBX_PAUSED) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
+	}
+	set_state(s, SBX_RESUMING);
+	pause_dir(s, s->pause_gen, dir, sizeof(dir));
+	if (vmm_spawn(s, dir, NULL, 0) || vmm_wait_agent(s, s->token, NULL, msg, len)) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "%s", errno && !*msg ? strerror(errno) : msg);
+		snprintf(msg, len, "sandbox %s: resuming from %s failed: %s", s->id, dir, why);
+		serve_log("%s", msg);
+		vmm_end(s);
+		set_state(s, SBX_PAUSED); /* the snapshot is still there: try again later */
+		pthread_mutex_unlock(&s->op);
+		return 500;
+	}
+	s->create_ms = now_ms() - t0;
+	set_state(s, SBX_RUNNING);
+	sbx_set_timeout(s, timeout);
+	pthread_mutex_unlock(&s->op);
+	serve_log("sandbox %s: resumed in %.1f ms (VMM pid %d)", s->id, s->create_ms, (int)s->pid);
+	return 201;
+}
+
+/* ---- usage ---- */
+
+void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	*rss_kib = 0;
+	*cpu_s = 0;
+	if (s->pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	if ((f = fopen(path, "re"))) {
+		while (fgets(buf, sizeof(buf), f))
+			if (sscanf(buf, "VmRSS: %llu", rss_kib) == 1)
+				break;
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)s->pid);
+	if ((f = fopen(path, "re"))) {
+		if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+			*cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+		fclose(f);
+	}
+}
+
+/* ---- the reaper ---- */
+
+void *sbx_reaper(void *arg)
+{
+	(void)arg;
+	while (!srv.stopping) {
+		struct sandbox *todo[64];
+		unsigned n = 0;
+		time_t now = time(NULL);
+
+		pthread_mutex_lock(&srv.lock);
+		for (struct sandbox *s = srv.list; s && n < 64; s = s->next)
+			if (s->state == SBX_RUNNING) {
+				s->refs++;
+				todo[n++] = s;
+			}
+		pthread_mutex_unlock(&srv.lock);
+		for (unsigned i = 0; i < n; i++) {
+			struct sandbox *s = todo[i];
+			char msg[512];
+
+			if (pthread_mutex_trylock(&s->op) == 0) {
+				if (s->state == SBX_RUNNING && !vmm_alive(s)) {
+					char tail[300];
+
+					vmm_log_tail(s, tail, sizeof(tail));
+					serve_log("sandbox %s: its VMM (pid %d) ended on its own%s%s; removed",
+						  s->id, (int)s->pid, *tail ? ": " : "", tail);
+					destroy(s);
+				}
+				pthread_mutex_unlock(&s->op);
+			}
+			if (s->state == SBX_RUNNING && s->end <= now) {
+				if (s->auto_pause && !sbx_pause(s, msg, sizeof(msg)))
+					serve_log("sandbox %s: its timeout passed: paused", s->id);
+				else if (!sbx_kill(s, msg, sizeof(msg)))
+					serve_log("sandbox %s: its timeout passed: killed", s->id);
+			}
+			sbx_put(s);
+		}
+		usleep(250000);
+	}
+	return NULL;
+}
+
+/* ---- a restart: find what the state folder holds ---- */
+
+static struct sandbox *load(const char *id)
+{
+	char path[320];
+	json_t *j, *md;
+	struct sandbox *s = sbx_new(id);
+	const char *st;
+
+	if (!s)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/sandbox.json", s->dir);
+	j = json_load_file(path, 0, NULL);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return s; /* state 0 (starting): cleaned up */
+	}
+#define STR(f, k) snprintf(s->f, sizeof(s->f), "%s", json_string_value(json_object_get(j, k)) ?: "")
+	STR(template_id, "template");
+	STR(token, "token");
+	STR(traffic_token, "traffic_token");
+#undef STR
+	st = json_string_value(json_object_get(j, "state"));
+	s->pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+	s->pid_start = (unsigned long long)json_integer_value(json_object_get(j, "pid_start"));
+	s->pause_gen = (unsigned)json_integer_value(json_object_get(j, "pause_gen"));
+	s->started = (time_t)json_integer_value(json_object_get(j, "started"));
+	s->end = (time_t)json_integer_value(json_object_get(j, "end"));
+	s->auto_pause = json_is_true(json_object_get(j, "auto_pause"));
+	s->public_traffic = !json_is_false(json_object_get(j, "public_traffic"));
+	s->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
+	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
+	md = json_object_get(j, "metadata");
+	s->metadata = json_is_object(md) ? json_incref(md) : json_object();
+	s->state = st && !strcmp(st, "paused") ? SBX_PAUSED : st && !strcmp(st, "running") ? SBX_RUNNING
+											      : SBX_STARTING;
+	json_decref(j);
+	return s;
+}
+
+int sbx_adopt_all(void)
+{
+	char dir[300];
+	struct dirent *e;
+	DIR *d;
+	unsigned kept = 0, gone = 0;
+
+	snprintf(dir, sizeof(dir), "%s/sandboxes", srv.state_dir);
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return serve_log("%s: %s", dir, strerror(errno)), -1;
+	d = opendir(dir);
+	if (!d)
+		return serve_log("%s: %s", dir, strerror(errno)), -1;
+	while ((e = readdir(d))) {
+		struct sandbox *s;
+
+		if (e->d_name[0] == '.' || strlen(e->d_name) != ID_LEN)
+			continue;
+		s = load(e->d_name);
+		if (!s)
+			continue;
+		link_in(s);
+		if (s->state == SBX_PAUSED) {
+			kept++;
+			s->pid = 0;
+			continue;
+		}
+		if (s->state == SBX_RUNNING && vmm_alive(s)) {
+			kept++;
+			serve_log("sandbox %s: found running (VMM pid %d)", s->id, (int)s->pid);
+			continue;
+		}
+		serve_log("sandbox %s: %s; removed", s->id,
+			  s->state == SBX_RUNNING ? "its VMM ended while serve was away"
+						  : "it was being made when serve stopped");
+		destroy(s);
+		gone++;
+	}
+	closedir(d);
+	if (kept || gone)
+		serve_log("state %s: %u sandboxes found again, %u removed", srv.state_dir, kept, gone);
+	return 0;
+}

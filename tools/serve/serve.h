@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cubicle-serve: E2B's sandbox service on one host. The parts share these types. */
+#ifndef CUBICLE_SERVE_H
+#define CUBICLE_SERVE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "hio.h"
+
+#define AGENT_PORT 49983
+#define ENVD_VERSION "0.6.2"
+#define ID_LEN 20
+
+enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_GONE };
+
+struct sandbox {
+	struct sandbox *next;
+	unsigned refs;              /* under srv.lock */
+	pthread_mutex_t op;         /* held by one lifecycle step at a time */
+	enum sbx_state state;       /* under srv.lock */
+	char id[ID_LEN + 1];
+	char template_id[64];
+	char token[65];             /* envdAccessToken */
+	char traffic_token[37];     /* UUID v4, when allowPublicTraffic is false */
+	char dir[256];              /* STATE/sandboxes/ID */
+	pid_t pid;                  /* the VMM, 0 when paused */
+	unsigned long long pid_start; /* its start time (/proc/PID/stat field 22) */
+	bool child;                 /* started by this serve (else adopted) */
+	unsigned pause_gen;         /* the paused snapshot is DIR/pause-GEN */
+	time_t started, end;        /* wall clock */
+	bool auto_pause, public_traffic;
+	unsigned vcpus, memory_mib;
+	json_t *metadata;           /* an object of strings */
+	double create_ms;           /* create or resume to agent ready */
+};
+
+struct server {
+	pthread_mutex_t lock;
+	struct sandbox *list;
+	unsigned n_sandboxes;
+	const char *state_dir;      /* absolute */
+	const char *cubicle;        /* the cubicle binary for VMMs */
+	const char *domain;
+	const char *seccomp;        /* --seccomp for the VMMs, or NULL */
+	char **keys;                /* accepted API keys */
+	unsigned n_keys;
+	unsigned max_sandboxes, max_conns, default_timeout, max_timeout;
+	unsigned agent_wait_ms;
+	unsigned conns;             /* open client connections, under lock */
+	volatile int stopping;
+	/* recent create latencies (ms), a ring, under lock */
+	double lat[64];
+	unsigned n_lat;
+};
+
+extern struct server srv;
+
+/* ---- sandbox.c ---- */
+/* Loads STATE/sandboxes: running ones whose VMM lives are adopted, the rest cleaned. */
+int sbx_adopt_all(void);
+/* The reaper: ends expired sandboxes, notices dead VMMs (a thread). */
+void *sbx_reaper(void *arg);
+/* A new sandbox from template @tmpl: 0 and *out (a reference), or an HTTP status with @msg. */
+int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len);
+/* A reference to sandbox @id, or NULL. */
+struct sandbox *sbx_get(const char *id);
+void sbx_put(struct sandbox *s);
+/* Kill (remove everything), pause (to disk), resume: 0 or an HTTP status with @msg. */
+int sbx_kill(struct sandbox *s, char *msg, size_t len);
+int sbx_pause(struct sandbox *s, char *msg, size_t len);
+int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len);
+void sbx_set_timeout(struct sandbox *s, unsigned timeout);
+const char *sbx_state_name(enum sbx_state st);
+/* A connection to guest port @port through the sandbox's vsock socket, or -1 (errno). */
+int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
+/* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
+void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s);
+
+/* ---- api.c ---- */
+/* One request of a client connection (control plane, status page, or proxied). */
+void api_handle(struct hconn *c, struct hreq *r);
+
+/* ---- proxy.c ---- */
+/* Forwards request @r (its body still to come) to the sandbox's guest port. */
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port);
+
+/* ---- util ---- */
+void serve_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+double now_ms(void);
+void rand_hex(char *out, size_t n_chars);
+void iso_time(time_t t, char *out, size_t len);
+/* A random UUID v4, 36 characters and a NUL. */
+void uuid4(char *out);
+
+#endif

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One sandbox's VMM process and its guest agent, seen from cubicle-serve:
+ * starting `cubicle restore` in a session of its own (it outlives a
+ * restart of serve), knowing whether it still lives (pid and start time,
+ * so a reused pid is never mistaken for it), its API socket, and the
+ * agent behind its vsock socket.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "serve.h"
+#include "vmm.h"
+
+unsigned long long proc_start_time(pid_t pid, char *state)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the name may hold anything */
+	if (!p || p[1] != ' ')
+		return 0;
+	if (state)
+		*state = p[2];
+	p += 2;
+	/* field 3 is the state; start time is field 22 */
+	for (int f = 3; f < 22 && p; f++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (p)
+		v = strtoull(p, NULL, 10);
+	return v;
+}
+
+bool vmm_alive(struct sandbox *s)
+{
+	char st = 0;
+
+	if (s->pid <= 0)
+		return false;
+	if (s->child) {
+		int status;
+		pid_t r = waitpid(s->pid, &status, WNOHANG);
+
+		if (r == s->pid || (r < 0 && errno == ECHILD))
+			return false;
+	}
+	return proc_start_time(s->pid, &st) == s->pid_start && st != 'Z' && st != 'X';
+}
+
+void vmm_end(struct sandbox *s)
+{
+	if (s->pid <= 0)
+		return;
+	if (vmm_alive(s))
+		kill(s->pid, SIGKILL);
+	for (int i = 0; i < 500 && vmm_alive(s); i++)
+		usleep(10000);
+	if (s->child)
+		waitpid(s->pid, NULL, WNOHANG);
+	s->pid = 0;
+	s->pid_start = 0;
+}
+
+int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets)
+{
+	char api[300], log[300], *argv[32 + 2 * VMM_SETS_MAX];
+	unsigned n = 0;
+	pid_t pid;
+	int lfd;
+
+	snprintf(api, sizeof(api), "%s/api.sock", s->dir);
+	snprintf(log, sizeof(log), "%s/vmm.log", s->dir);
+	argv[n++] = (char *)srv.cubicle;
+	argv[n++] = "restore";
+	argv[n++] = (char *)snap;
+	argv[n++] = "--api-sock";
+	argv[n++] = api;
+	argv[n++] = "--id";
+	argv[n++] = s->id;
+	if (srv.seccomp) {
+		argv[n++] = "--seccomp";
+		argv[n++] = (char *)srv.seccomp;
+	}
+	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
+		argv[n++] = "--set";
+		argv[n++] = sets[i];
+	}
+	argv[n] = NULL;
+	unlink(api);
+	lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(lfd);
+		return -1;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		sigset_t none;
+
+		/* its own session: a signal to serve's group (Ctrl-C) is not its */
+		setsid();
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
+			_exit(127);
+		execv(srv.cubicle, argv);
+		dprintf(2, "cubicle serve: %s: %s\n", srv.cubicle, strerror(errno));
+		_exit(127);
+	}
+	close(lfd);
+	s->pid = pid;
+	s->child = true;
+	/* its start time is known once the kernel has it: right away */
+	s->pid_start = proc_start_time(pid, NULL);
+	return 0;
+}
+
+void vmm_log_tail(const struct sandbox *s, char *out, size_t len)
+{
+	char path[300], buf[4096];
+	ssize_t n;
+	off_t end;
+	int fd;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "%s/vmm.log", s->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	if (end > (off_t)sizeof(buf) - 1)
+		lseek(fd, end - (off_t)sizeof(buf) + 1, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* the last error line says most; else the last line */
+	char *line = NULL, *p = buf, *last = NULL;
+
+	while (p && *p) {
+		char *nl = strchr(p, '\n');
+
+		if (nl)
+			*nl = '\0';
+		if (*p)
+			last = p;
+		if (strstr(p, "error"))
+			line = p;
+		p = nl ? nl + 1 : NULL;
+	}
+	snprintf(out, len, "%s", line ? line : last ? last : "");
+}
+
+int unix_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return errno = ENAMETOOLONG, -1;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int e = errno;
+
+		close(fd);
+		return errno = e, -1;
+	}
+	return fd;
+}
+
+int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms)
+{
+	char path[300];
+
+	snprintf(path, sizeof(path), "%s/v.sock", s->dir);
+	return vsock_connect(path, port, timeout_ms);
+}
+
+int vsock_connect(const char *path, unsigned port, int timeout_ms)
+{
+	char line[64];
+	size_t n = 0;
+	int fd;
+
+	fd = unix_connect(path);
+	if (fd < 0)
+		return -1;
+	n = (size_t)snprintf(line, sizeof(line), "CONNECT %u\n", port);
+	if (hio_write_all(fd, line, n))
+		goto fail;
+	/* "OK <host port>\n", read a byte at a time: what follows is the guest's */
+	for (n = 0; n < sizeof(line) - 1;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		ssize_t got;
+
+		if (poll(&pf, 1, timeout_ms) <= 0) {
+			errno = ETIMEDOUT;
+			goto fail;
+		}
+		got = read(fd, line + n, 1);
+		if (got <= 0) {
+			errno = got ? errno : ECONNREFUSED; /* closed: nothing listens there */
+			goto fail;
+		}
+		if (line[n++] == '\n')
+			break;
+	}
+	line[n] = '\0';
+	if (strncmp(line, "OK ", 3)) {
+		errno = ECONNREFUSED;
+		goto fail;
+	}
+	return fd;
+fail:
+	{
+		int e = errno;
+
+		close(fd);
+		errno = e;
+	}
+	return -1;
+}
+
+int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,
+	    int timeout_ms, char *msg, size_t len)
+{
+	char sock[300], *out = NULL;
+	unsigned st;
+	int fd, ret;
+
+	snprintf(sock, sizeof(sock), "%s/api.sock", s->dir);
+	fd = unix_connect(sock);
+	if (fd < 0) {
+		snprintf(msg, len, "%s: %s", sock, strerror(errno));
+		return -1;
+	}
+	ret = hio_call(fd, method, path, body, NULL, timeout_ms, &st, &out);
+	close(fd);
+	if (ret) {
+		snprintf(msg, len, "%s %s on %s: %s", method, path, sock, strerror(errno));
+		return -1;
+	}
+	if (st / 100 != 2) {
+		json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+		const char *f = json_string_value(json_object_get(j, "fault_message"));
+
+		snprintf(msg, len, "%s %s: HTTP %u%s%s", method, path, st, f ? ": " : "", f ? f : "");
+		json_decref(j);
+		free(out);
+		return -1;
+	}
+	free(out);
+	return 0;
+}
+
+/* One call to the agent on a fresh connection: 0 with *st, or -1. */
+static int agent_call(const char *uds, const char *method, const char *path,
+		      const char *body, const char *hdrs, unsigned *st, int timeout_ms)
+{
+	int fd = vsock_connect(uds, AGENT_PORT, timeout_ms), ret;
+
+	if (fd < 0)
+		return -1;
+	ret = hio_call(fd, method, path, body, hdrs, timeout_ms, st, NULL);
+	close(fd);
+	return ret;
+}
+
+int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)
+{
+	double t0 = now_ms();
+	unsigned st = 0;
+
+	for (;;) {
+		if (!agent_call(uds, "GET", "/health", NULL, NULL, &st, 2000) && st / 100 == 2)
+			return 0;
+		if (!vmm_alive(s)) {
+			char tail[300];
+
+			vmm_log_tail(s, tail, sizeof(tail));
+			snprintf(msg, len, "its VMM ended before the agent answered%s%s",
+				 *tail ? ": " : "", tail);
+			return -1;
+		}
+		if (now_ms() - t0 > srv.agent_wait_ms) {
+			snprintf(msg, len, "the guest agent did not answer within %u ms",
+				 srv.agent_wait_ms);
+			return -1;
+		}
+		usleep(st ? 50000 : 10000);
+	}
+}
+
+int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg, size_t len)
+{
+	char uds[300], hdr[128] = "", when[40], *body;
+	unsigned st = 0;
+	struct timespec ts;
+	struct tm tm;
+	json_t *init;
+	int ret;
+
+	snprintf(uds, sizeof(uds), "%s/v.sock", s->dir);
+	if (vmm_wait_health(s, uds, msg, len))
+		return -1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	strftime(when, 24, "%Y-%m-%dT%H:%M:%S", gmtime_r(&ts.tv_sec, &tm));
+	snprintf(when + strlen(when), sizeof(when) - strlen(when), ".%09ldZ", ts.tv_nsec);
+	init = json_pack("{s:s,s:s}", "accessToken", s->token, "timestamp", when);
+	if (init && env)
+		json_object_set(init, "envVars", env);
+	body = init ? json_dumps(init, JSON_COMPACT) : NULL;
+	json_decref(init);
+	if (token && *token)
+		snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", token);
+	ret = body ? agent_call(uds, "POST", "/init", body, hdr, &st, 5000) : -1;
+	free(body);
+	if (ret || st != 204) {
+		snprintf(msg, len, "the guest agent refused /init (%s)",
+			 ret ? strerror(errno) : st == 404 ? "an agent without /init" : "HTTP error");
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A sandbox's VMM process, its API socket and its guest agent (vmm.c). */
+#ifndef CUBICLE_SERVE_VMM_H
+#define CUBICLE_SERVE_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#define VMM_SETS_MAX 16
+
+struct sandbox;
+
+/* /proc/PID/stat's start time (0: no such process) and state letter. */
+unsigned long long proc_start_time(pid_t pid, char *state);
+/* The sandbox's VMM still runs (same pid, same start time, not a zombie). */
+bool vmm_alive(struct sandbox *s);
+/* SIGKILL it and wait (at most 5 s) until it is gone; pid becomes 0. */
+void vmm_end(struct sandbox *s);
+/* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
+ * its own, output to DIR/vmm.log: 0, or -1 (errno). */
+int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets);
+/* The last error line (or last line) of DIR/vmm.log. */
+void vmm_log_tail(const struct sandbox *s, char *out, size_t len);
+/* A call to the VMM's API: 0 on a 2xx answer, else -1 with @msg. */
+int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,
+	    int timeout_ms, char *msg, size_t len);
+/* A connected Unix socket, or -1 (errno). */
+int unix_connect(const char *path);
+/* A connection to guest port @port through the vsock socket @path (the
+ * CONNECT handshake done), or -1 (errno). */
+int vsock_connect(const char *path, unsigned port, int timeout_ms);
+/* Waits (srv.agent_wait_ms) until the agent behind @uds answers /health
+ * while the VMM lives: 0, or -1 with @msg. */
+int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len);
+/* Waits until the agent answers /health, then POST /init with s->token,
+ * @env (may be NULL) and the clock; @token is the agent's current token
+ * (NULL: none yet). 0, or -1 with @msg. */
+int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg, size_t len);
+
+#endif
