@@ -141,7 +141,7 @@ static int listen_on(const char *addr)
 	} else {
 		return -EINVAL;
 	}
-	if (listen(fd, 64))
+	if (listen(fd, SOMAXCONN))
 		goto fail;
 	return fd;
 fail:

@@ -39,7 +39,7 @@ step "ASan+UBSan: unit and kvm payload tests"
 # is in each clone's code path, not in their number; the 50 ran above).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	CUBICLE_CLONES=10 make -C "$src/build-asan" -j2 check \
-	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh' ||
+	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh tests/serve/run_serve_host.sh' ||
 	failed "$src/build-asan"
 
 step "fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-20} s, two at a time"

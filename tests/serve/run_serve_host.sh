@@ -79,7 +79,9 @@ code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
 id2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
 kill "$spid"
 wait "$spid"
+st=$?
 spid=
+[ $st = 0 ] && echo "ok - serve ends with status 0 on SIGTERM" || bad "serve ended with status $st on SIGTERM"
 pgrep -f "fake-vmm.py restore $state/templates/base/snap" >/dev/null &&
 	echo "ok - serve stopped; its sandboxes' VMMs run on" || bad "the VMMs ended with serve"
 # one VMM dies while serve is away
@@ -107,7 +109,9 @@ grep -q "sandbox $id: its VMM (pid [0-9]*) ended on its own" "$tmp/serve.log" &&
 # Nothing left: no VMM, no agent, no sandbox folder or socket.
 kill "$spid"
 wait "$spid"
+st=$?
 spid=
+[ $st = 0 ] || bad "the restarted serve ended with status $st on SIGTERM"
 sleep 0.2
 left=$(pgrep -af "fake-vmm.py restore $state|cubicle-agent --listen unix:$state" || true)
 dirs=$(ls "$state/sandboxes" 2>/dev/null)

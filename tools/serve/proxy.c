@@ -137,6 +137,13 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 	if (c->up_fd < 0) {
 		int fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
 
+		/* A refusal may be a full accept queue in the guest (a burst of
+		 * connections): a few more tries, 50 to 800 ms apart. */
+		for (unsigned wait = 50; fd < 0 && errno == ECONNREFUSED && wait <= 800; wait *= 2) {
+			usleep(wait * 1000);
+			fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
+		}
+
 		if (fd < 0) {
 			int e = errno;
 

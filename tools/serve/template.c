@@ -48,44 +48,36 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
 }
 
-/* The uds_path of the VM's vsock device, from its API (GET /vm/config). */
+/* The uds_path of the VM's vsock device, from its API (GET /vm/config),
+ * asked again until the VM is made (at most a minute). */
 static int vsock_path(struct sandbox *s, char *out, size_t len)
 {
 	char sock[300];
-	json_t *j;
-	const char *p;
-	int fd = -1, ret = -1;
 
 	snprintf(sock, sizeof(sock), "%s/api.sock", s->dir);
-	for (int i = 0; i < 600 && fd < 0 && vmm_alive(s); i++) {
+	for (int i = 0; i < 600 && vmm_alive(s); i++, usleep(100000)) {
 		char *body = NULL;
-		unsigned st;
-		int sfd;
+		const char *p;
+		unsigned st = 0;
+		json_t *j = NULL;
+		int fd = unix_connect(sock), ret;
 
-		if (access(sock, F_OK)) {
-			usleep(100000);
+		if (fd < 0)
 			continue;
-		}
-		sfd = unix_connect(sock);
-		if (sfd < 0) {
-			usleep(100000);
-			continue;
-		}
-		fd = sfd;
-		if (!hio_call(fd, "GET", "/vm/config", NULL, NULL, 10000, &st, &body) && st == 200 &&
-		    (j = json_loads(body ? body : "", 0, NULL))) {
-			p = json_string_value(json_object_get(json_object_get(j, "vsock"), "uds_path"));
-			if (p && strlen(p) < len) {
-				strcpy(out, p);
-				ret = 0;
-			}
-			json_decref(j);
-		}
-		free(body);
-	}
-	if (fd >= 0)
+		ret = hio_call(fd, "GET", "/vm/config", NULL, NULL, 10000, &st, &body);
 		close(fd);
-	return ret;
+		if (!ret && st == 200)
+			j = json_loads(body ? body : "", 0, NULL);
+		free(body);
+		p = json_string_value(json_object_get(json_object_get(j, "vsock"), "uds_path"));
+		if (p && strlen(p) < len) {
+			strcpy(out, p);
+			json_decref(j);
+			return 0;
+		}
+		json_decref(j);
+	}
+	return -1;
 }
 
 static int build(int argc, char **argv, const char *state)

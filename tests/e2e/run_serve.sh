@@ -1,0 +1,115 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# `cubicle serve` with real VMMs and the real E2B SDK (issue 15), directly
+# or nested in L1:
+#   - `cubicle template build base` boots the example kernel with an
+#     initramfs carrying cubicle-agent, waits for the agent, snapshots;
+#   - `cubicle serve` clones its sandboxes from that snapshot; npm e2b
+#     2.51.0 with E2B_API_URL = E2B_SANDBOX_URL = serve: create ->
+#     commands.run('echo hi') -> files.write/read/list -> setTimeout -> list
+#     by metadata -> a command past its timeout -> a wrong access token ->
+#     pause (a snapshot to disk, the VMM ends) -> Sandbox.connect (resumed,
+#     the written file still there) -> kill; a sandbox whose timeout expires
+#     disappears; SDK 2.46.1 through the v1 paths;
+#   - 20 sandboxes created at once each run a command and are killed;
+#   - bad requests, a client leaving mid-stream, 200 concurrent requests
+#     (tests/serve/serve-checks.py);
+#   - afterwards no VMM process, socket or sandbox folder is left.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${CUBICLE_E2E_TIMEOUT:=900}"
+export CUBICLE_E2E_TIMEOUT
+e2e_init
+w=$e2e_work
+command -v node >/dev/null && command -v npm >/dev/null ||
+	e2e_skip "node and npm are needed (apt-get install nodejs npm)"
+command -v python3 >/dev/null || e2e_skip "python3 is needed"
+[ -x "$e2e_builddir/tools/serve/cubicle-serve" ] || e2e_skip "cubicle-serve is not built"
+"$e2e_top/tests/e2b/prepare.sh" "$e2e_top" "$e2e_builddir" >"$w/npm.log" 2>&1 ||
+	{ cat "$w/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
+e2e_agent_initramfs "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport"
+many=${CUBICLE_SERVE_MANY:-20}
+
+cat >"$w/serve.sh" <<'SCRIPT'
+#!/bin/bash
+# Where KVM is: $1 work folder, $2 kernel, $3 cubicle, $4 source tree, $5
+# the build's tests/e2b (the SDK), $6 how many sandboxes at once.
+set -u
+w=$1 k=$2 cub=$3 top=$4 e2b=$5 many=$6
+t=$(mktemp -d) # sockets: a 9p share cannot hold them
+state=$t/s
+fail=0
+ok() { echo "ok - $*"; }
+bad() { echo "not ok - $*"; fail=1; }
+cat >"$w/vm.cfg" <<CFG
+machine = { vcpus = 1; memory_mib = 256; };
+boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
+  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent"; };
+devices = (
+  { type = "serial8250"; id = "com1"; console = "file"; path = "$t/template-console.log"; },
+  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/template.sock"; }
+);
+CFG
+t0=$(date +%s.%N)
+if "$cub" template build base "$w/vm.cfg" --state "$state" >"$w/template.out" 2>&1; then
+	ok "cubicle template build base: $(tail -n 1 "$w/template.out")"
+else
+	bad "cubicle template build: $(tail -n 5 "$w/template.out")"
+	cat "$state"/templates/.base.build-*/build.log 2>/dev/null | tail -n 20
+	exit 1
+fi
+cat >"$t/serve.cfg" <<CFG
+# the nested guest is slow: give agents time to answer
+agent_wait_ms = 240000;
+max_sandboxes = 64;
+CFG
+"$cub" serve --config "$t/serve.cfg" --state "$state" --listen 127.0.0.1:0 >"$w/serve.log" 2>&1 &
+spid=$!
+port=
+for _ in $(seq 100); do
+	port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$w/serve.log")
+	[ -n "$port" ] && break
+	sleep 0.2
+done
+[ -n "$port" ] || { bad "serve did not start: $(cat "$w/serve.log")"; exit 1; }
+url=http://127.0.0.1:$port
+key=$(cat "$state/api-key")
+export SDK_TEST_DIR=/tmp/serve-sdk
+node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+node "$e2b/serve-sdk.mjs" "$url" "$key" v1 || fail=1
+node "$e2b/serve-sdk.mjs" "$url" "$key" many "$many" || fail=1
+python3 "$top/tests/serve/serve-checks.py" "$url" "$key" || fail=1
+curl -s -H "X-API-Key: $key" "$url/" >"$w/status.html"
+grep -q '<h1>cubicle serve</h1>' "$w/status.html" && grep -q '<polyline' "$w/status.html" &&
+	ok "the status page lists sandboxes and plots create latencies" || bad "status page: $(head -c 300 "$w/status.html")"
+kill "$spid"
+wait "$spid"
+sleep 0.5
+left=$(pgrep -af "cubicle restore" || true)
+dirs=$(ls "$state/sandboxes" 2>/dev/null)
+socks=$(find "$state" -type s 2>/dev/null)
+[ -z "$left$dirs$socks" ] && ok "nothing left: no VMM process, sandbox folder or socket" ||
+	bad "left behind: processes [$left] folders [$dirs] sockets [$socks]"
+# create latencies, for the note
+grep -o "created from 'base' in [0-9.]* ms" "$w/serve.log" | awk '{ print $5 }' | sort -n |
+	awk '{ a[NR] = $1 } END { if (NR) printf "# %d creates: p50 %.0f ms, max %.0f ms\n", NR, a[int((NR + 1) / 2)], a[NR] }'
+pkill -KILL -f "cubicle restore" 2>/dev/null
+rm -rf "$t"
+exit $fail
+SCRIPT
+
+if [ $e2e_mode = nested ]; then
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch x86_64 --mem 4096 \
+		--timeout $((e2e_timeout + 180)) --cmd-timeout "$e2e_timeout" --rw "$w" -- \
+		bash "$w/serve.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" "$e2e_top" \
+		"$e2e_builddir/tests/e2b" "$many" | tee "$w/out.log"
+else
+	timeout -k 5 "$e2e_timeout" bash "$w/serve.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" "$e2e_top" \
+		"$e2e_builddir/tests/e2b" "$many" | tee "$w/out.log"
+fi
+rc=${PIPESTATUS[0]}
+if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
+	e2e_dump "$w/serve.log" "$w/template.out"
+	exit 1
+fi
+exit 0
