@@ -16,6 +16,8 @@
 what="serve host test"
 . "${top_srcdir:-.}/tests/agent/common.sh"
 [ "${CUBICLE_E2E_SKIP:-0}" = 1 ] && { echo "SKIP: CUBICLE_E2E_SKIP=1"; exit 77; }
+# scripts/test.sh runs it once, in its sanitizer build
+[ "${CUBICLE_SERVE_HOST_SKIP:-0}" = 1 ] && { echo "SKIP: CUBICLE_SERVE_HOST_SKIP=1"; exit 77; }
 command -v node >/dev/null || skip "node is not installed (the SDK test needs Node.js >= 18 and npm)"
 command -v python3 >/dev/null || skip "python3 is not installed"
 serve=$bd/tools/serve/cubicle-serve
@@ -45,6 +47,10 @@ cat >"$state/templates/base/snap/manifest.json" <<EOF
    {"type": "serial8250", "id": "com1", "console": "file", "path": "/nonexistent/com1.log"},
    {"type": "virtio-vsock", "id": "vsock0", "guest_cid": 3, "uds_path": "/nonexistent/v.sock"}]}}}
 EOF
+# A template whose VMM fails at once (fake-vmm finds no vsock device in it).
+mkdir -p "$state/templates/broken/snap"
+echo '{"vcpus": 1, "memory_mib": 128, "config": {"tree": {"devices": []}}}' \
+	>"$state/templates/broken/snap/manifest.json"
 export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent
 start_serve() {
 	"$serve" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
@@ -70,8 +76,16 @@ node "$work/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" many 20 || fail=1
 python3 "$sd/tests/serve/serve-checks.py" "$url" "$key" || fail=1
 
-# A restart: serve stops, its sandbox runs on; the new serve finds it.
+# A clone whose VMM fails: 500 naming why, nothing of it left.
 api() { curl -s -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $key" "$@"; }
+n0=$(ls "$state/sandboxes" | wc -l)
+code=$(api -X POST -d '{"templateID":"broken"}' "$url/v2/sandboxes")
+[ "$code" = 500 ] && grep -q "did not start: its VMM ended before the agent answered" "$tmp/out" &&
+	[ "$(ls "$state/sandboxes" | wc -l)" = "$n0" ] &&
+	echo "ok - a clone whose VMM fails: 500 with its error, its folder removed" ||
+	bad "a failing VMM: HTTP $code $(cat "$tmp/out")"
+
+# A restart: serve stops, its sandbox runs on; the new serve finds it.
 code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
 id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
 [ "$code" = 201 ] && [ -n "$id" ] || bad "create before the restart: HTTP $code $(cat "$tmp/out")"
