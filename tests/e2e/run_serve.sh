@@ -14,7 +14,9 @@
 #   - 20 sandboxes created at once each run a command and are killed;
 #   - bad requests, a client leaving mid-stream, 200 concurrent requests
 #     (tests/serve/serve-checks.py);
-#   - afterwards no VMM process, socket or sandbox folder is left.
+#   - a warm pool of 2 restored-and-paused clones serves some creates;
+#   - afterwards (serve stopped: it ends its pool) no VMM process, socket or
+#     sandbox folder is left.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${CUBICLE_E2E_TIMEOUT:=900}"
@@ -62,6 +64,8 @@ cat >"$t/serve.cfg" <<CFG
 # the nested guest is slow: give agents time to answer
 agent_wait_ms = 240000;
 max_sandboxes = 64;
+# two clones kept restored and paused, for creates to resume
+pool_size = 2;
 CFG
 "$cub" serve --config "$t/serve.cfg" --state "$state" --listen 127.0.0.1:0 >"$w/serve.log" 2>&1 &
 spid=$!
@@ -82,6 +86,8 @@ python3 "$top/tests/serve/serve-checks.py" "$url" "$key" || fail=1
 curl -s -H "X-API-Key: $key" "$url/" >"$w/status.html"
 grep -q '<h1>cubicle serve</h1>' "$w/status.html" && grep -q '<polyline' "$w/status.html" &&
 	ok "the status page lists sandboxes and plots create latencies" || bad "status page: $(head -c 300 "$w/status.html")"
+n=$(grep -c "from the warm pool" "$w/serve.log")
+[ "$n" -ge 1 ] && ok "$n creates resumed a warm clone (pool_size 2)" || bad "no create took a warm clone"
 kill "$spid"
 wait "$spid"
 sleep 0.5

@@ -12,7 +12,7 @@ the data plane, lifecycle, state folder, restarts) is tested on any host:
     socket beside the API socket (so the SDK talks to the real agent);
   - its guest is this host: files and commands are the host's.
 It is not the VMM and tests nothing of it; the nested tests do that.
-Usage: fake-vmm.py restore SNAP --api-sock PATH --id ID [--seccomp M] [--set K=V]...
+Usage: fake-vmm.py restore SNAP --api-sock PATH --id ID [--paused] [--seccomp M] [--set K=V]...
 Environment: FAKE_AGENT (the cubicle-agent binary), FAKE_VMM_FAIL=1 to exit at once.
 """
 import ctypes
@@ -84,7 +84,7 @@ def main():
         if os.path.exists(agent_sock):
             break
         time.sleep(0.01)
-    state = {"paused": False}
+    state = {"paused": "--paused" in a}
 
     def pipe(src, dst):
         try:
@@ -170,6 +170,8 @@ def main():
             agent.kill()
             os.unlink(api)
             os._exit(0)
+        elif method == "GET" and path == "/":
+            reply(c, 200, json.dumps({"state": "Paused" if state["paused"] else "Running"}).encode())
         elif method == "GET" and path == "/vm/config":
             reply(c, 200, json.dumps({"vsock": {"uds_path": vs}}).encode())
         else:

@@ -52,8 +52,9 @@ mkdir -p "$state/templates/broken/snap"
 echo '{"vcpus": 1, "memory_mib": 128, "config": {"tree": {"devices": []}}}' \
 	>"$state/templates/broken/snap/manifest.json"
 export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent
+printf 'pool_size = 2;\n' >"$tmp/serve.cfg"
 start_serve() {
-	"$serve" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
+	"$serve" --config "$tmp/serve.cfg" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
 	spid=$!
 	i=0
 	port=
@@ -75,6 +76,9 @@ node "$work/serve-sdk.mjs" "$url" "$key" full || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" many 20 || fail=1
 python3 "$sd/tests/serve/serve-checks.py" "$url" "$key" || fail=1
+
+n=$(grep -c "from the warm pool" "$tmp/serve.log")
+[ "$n" -ge 2 ] && echo "ok - $n creates took a warm clone (pool_size 2)" || bad "no create took a warm clone"
 
 # A clone whose VMM fails: 500 naming why, nothing of it left.
 api() { curl -s -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $key" "$@"; }

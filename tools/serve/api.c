@@ -181,7 +181,7 @@ static bool matches(struct sandbox *s, const struct filter *f)
 	json_t *v;
 	bool paused = s->state == SBX_PAUSED || s->state == SBX_RESUMING;
 
-	if (s->state == SBX_STARTING || s->state == SBX_GONE)
+	if (s->state == SBX_STARTING || s->state == SBX_GONE || s->state == SBX_POOLED)
 		return false;
 	if (paused ? !f->paused : !f->running)
 		return false;

@@ -240,8 +240,9 @@ static void usage(FILE *f)
 	      "\n"
 	      "Config file keys: listen, state_dir, api_keys, domain, max_sandboxes,\n"
 	      "max_connections, default_timeout and max_timeout (seconds), agent_wait_ms,\n"
-	      "seccomp. Sandboxes outlive serve: a restarted serve finds them in the state\n"
-	      "folder. See cubicle-serve(1).\n",
+	      "seccomp, pool_size (warm clones kept restored and paused, 0) and\n"
+	      "pool_template (\"base\"). Sandboxes outlive serve: a restarted serve finds\n"
+	      "them in the state folder. See cubicle-serve(1).\n",
 	      f);
 }
 
@@ -263,7 +264,8 @@ static int read_config(struct opts *o)
 {
 	static const char *const known[] = { "listen", "state_dir", "api_keys", "domain",
 					     "max_sandboxes", "max_connections", "default_timeout",
-					     "max_timeout", "agent_wait_ms", "seccomp", NULL };
+					     "max_timeout", "agent_wait_ms", "seccomp", "pool_size",
+					     "pool_template", NULL };
 	config_t cf;
 	config_setting_t *root;
 	const char *s;
@@ -291,7 +293,7 @@ static int read_config(struct opts *o)
 			ret = -1;
 			continue;
 		}
-		bool num = k >= 4 && k <= 8;
+		bool num = (k >= 4 && k <= 8) || k == 10;
 
 		if (num ? config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) < 0
 			: config_setting_type(e) != CONFIG_TYPE_STRING) {
@@ -313,6 +315,8 @@ static int read_config(struct opts *o)
 		case 7: srv.max_timeout = (unsigned)config_setting_get_int(e); break;
 		case 8: srv.agent_wait_ms = (unsigned)config_setting_get_int(e); break;
 		case 9: if (!srv.seccomp) srv.seccomp = dup_str(s); break;
+		case 10: srv.pool_size = (unsigned)config_setting_get_int(e); break;
+		case 11: srv.pool_template = dup_str(s); break;
 		}
 	}
 	config_destroy(&cf);
@@ -424,6 +428,8 @@ static int serve_main(int argc, char **argv)
 		return 2;
 	if (have_max)
 		srv.max_sandboxes = maxs;
+	if (!srv.pool_template)
+		srv.pool_template = "base";
 	if (srv.seccomp && strcmp(srv.seccomp, "enforce") && strcmp(srv.seccomp, "log") &&
 	    strcmp(srv.seccomp, "off")) {
 		fprintf(stderr, "cubicle serve: seccomp %s: expected enforce, log or off\n", srv.seccomp);
@@ -501,6 +507,7 @@ static int serve_main(int argc, char **argv)
 		  abs);
 	close(lfd);
 	pthread_join(reaper, NULL);
+	sbx_pool_drain();
 	return 0;
 }
 

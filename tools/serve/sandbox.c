@@ -39,6 +39,7 @@ const char *sbx_state_name(enum sbx_state st)
 	case SBX_PAUSING: return "pausing";
 	case SBX_PAUSED: return "paused";
 	case SBX_RESUMING: return "resuming";
+	case SBX_POOLED: return "pooled";
 	default: return "gone";
 	}
 }
@@ -124,7 +125,7 @@ struct sandbox *sbx_get(const char *id)
 
 	pthread_mutex_lock(&srv.lock);
 	for (s = srv.list; s; s = s->next)
-		if (!strcmp(s->id, id) && s->state != SBX_GONE) {
+		if (!strcmp(s->id, id) && s->state != SBX_GONE && s->state != SBX_POOLED) {
 			s->refs++;
 			break;
 		}
@@ -221,64 +222,75 @@ void sbx_set_timeout(struct sandbox *s, unsigned timeout)
 		save(s);
 }
 
-int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
+/* What a create asks of its sandbox (not of its VMM). */
+static void apply_req(struct sandbox *s, json_t *req)
 {
-	char snap[300], mpath[320], id[ID_LEN + 1], *sets[VMM_SETS_MAX];
-	json_t *m, *tok, *net;
+	json_t *t = json_object_get(req, "timeout"), *md = json_object_get(req, "metadata");
 	json_int_t timeout = srv.default_timeout;
-	struct sandbox *s;
-	unsigned n_sets;
-	double t0 = now_ms();
 
-	*out = NULL;
-	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
-		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
-	snprintf(snap, sizeof(snap), "%s/templates/%s/snap", srv.state_dir, tmpl);
+	json_decref(s->metadata);
+	s->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
+	if (json_is_false(json_object_get(json_object_get(req, "network"), "allowPublicTraffic"))) {
+		s->public_traffic = false;
+		uuid4(s->traffic_token);
+	}
+	if (json_is_integer(t) && json_integer_value(t) >= 0)
+		timeout = json_integer_value(t);
+	if (timeout > srv.max_timeout)
+		timeout = srv.max_timeout;
+	s->started = time(NULL);
+	s->end = s->started + timeout;
+}
+
+/* The template's snapshot folder and manifest, or NULL with a 404 message. */
+static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char *msg, size_t len)
+{
+	char mpath[320];
+	json_t *m;
+
+	snprintf(snap, snaplen, "%s/templates/%s/snap", srv.state_dir, tmpl);
 	snprintf(mpath, sizeof(mpath), "%s/manifest.json", snap);
 	m = json_load_file(mpath, 0, NULL);
 	if (!m)
-		return snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
-				tmpl, mpath, tmpl), 404;
-	pthread_mutex_lock(&srv.lock);
-	if (srv.n_sandboxes >= srv.max_sandboxes) {
-		pthread_mutex_unlock(&srv.lock);
-		json_decref(m);
-		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
-				srv.max_sandboxes), 429;
-	}
-	pthread_mutex_unlock(&srv.lock);
+		snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
+			 tmpl, mpath, tmpl);
+	return m;
+}
+
+/*
+ * A new clone of template @tmpl (manifest @m, snapshot @snap): listed in
+ * state @st, its folder made, its VMM started (--paused when @paused). The
+ * caller holds a reference and s->op. NULL, with @msg, when it could not be
+ * started (then nothing of it is left).
+ */
+static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, enum sbx_state st,
+				 bool paused, char *msg, size_t len)
+{
+	char id[ID_LEN + 1], *sets[VMM_SETS_MAX];
+	struct sandbox *s;
+	unsigned n_sets;
+	int ret;
+
 	id[0] = 'i';
 	rand_hex(id + 1, ID_LEN - 1);
 	s = sbx_new(id);
 	if (!s) {
-		json_decref(m);
-		return snprintf(msg, len, "out of memory"), 500;
+		snprintf(msg, len, "out of memory");
+		return NULL;
 	}
 	snprintf(s->template_id, sizeof(s->template_id), "%s", tmpl);
 	rand_hex(s->token, 64);
 	s->vcpus = (unsigned)json_integer_value(json_object_get(m, "vcpus"));
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(m, "memory_mib"));
-	s->metadata = json_object_get(req, "metadata");
-	s->metadata = json_is_object(s->metadata) ? json_deep_copy(s->metadata) : json_object();
-	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
-	net = json_object_get(req, "network");
-	if (json_is_false(json_object_get(net, "allowPublicTraffic"))) {
-		s->public_traffic = false;
-		uuid4(s->traffic_token);
-	}
-	tok = json_object_get(req, "timeout");
-	if (json_is_integer(tok) && json_integer_value(tok) >= 0)
-		timeout = json_integer_value(tok);
-	if (timeout > srv.max_timeout)
-		timeout = srv.max_timeout;
+	s->metadata = json_object();
 	s->started = time(NULL);
-	s->end = s->started + timeout;
-	s->state = SBX_STARTING;
+	s->end = s->started + srv.default_timeout;
+	s->state = st;
 	if (mkdir(s->dir, 0700)) {
 		snprintf(msg, len, "%s: %s", s->dir, strerror(errno));
-		json_decref(m);
 		sbx_put(s);
-		return 500;
+		return NULL;
 	}
 	link_in(s);
 	pthread_mutex_lock(&srv.lock);
@@ -287,17 +299,42 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	pthread_mutex_lock(&s->op); /* a kill waits until it is made */
 	n_sets = clone_sets(s, json_object_get(json_object_get(m, "config"), "tree"), sets,
 			    VMM_SETS_MAX);
-	json_decref(m);
-	int ret = vmm_spawn(s, snap, sets, n_sets);
-
+	ret = vmm_spawn(s, snap, sets, n_sets, paused);
 	for (unsigned i = 0; i < n_sets; i++)
 		free(sets[i]);
 	if (ret) {
 		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(errno));
-	} else {
-		save(s); /* a restart mid-create finds the VMM to end */
-		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+		destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return NULL;
 	}
+	return s;
+}
+
+/* A warm-pool clone of @tmpl taken for a create (state STARTING, s->op
+ * held, a reference), or NULL when the pool has none ready. */
+static struct sandbox *pool_take(const char *tmpl)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		if (s->state == SBX_POOLED && !strcmp(s->template_id, tmpl)) {
+			s->state = SBX_STARTING;
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	if (s)
+		pthread_mutex_lock(&s->op);
+	return s;
+}
+
+/* The last step of a create: the agent answered, /init done (or not). */
+static int create_end(struct sandbox *s, const char *tmpl, int ret, double t0, bool pooled,
+		      char *msg, size_t len)
+{
 	if (ret) {
 		char why[400];
 
@@ -314,10 +351,129 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	set_state(s, SBX_RUNNING);
 	save(s);
 	pthread_mutex_unlock(&s->op);
-	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d)", s->id, tmpl, s->create_ms,
-		  (int)s->pid);
+	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d%s)", s->id, tmpl, s->create_ms,
+		  (int)s->pid, pooled ? ", from the warm pool" : "");
+	return 0;
+}
+
+int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
+{
+	char snap[300];
+	json_t *m;
+	struct sandbox *s;
+	double t0 = now_ms();
+	int ret;
+
+	*out = NULL;
+	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
+		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
+	m = template_open(tmpl, snap, sizeof(snap), msg, len);
+	if (!m)
+		return 404;
+	/* A warm clone: its VMM has restored the template and waits paused. */
+	while ((s = pool_take(tmpl))) {
+		apply_req(s, req);
+		ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
+		if (!ret)
+			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+		if (!create_end(s, tmpl, ret, t0, true, msg, len)) {
+			json_decref(m);
+			*out = s;
+			return 0;
+		}
+		/* that one failed (and is gone): another, or a fresh clone */
+	}
+	pthread_mutex_lock(&srv.lock);
+	if (srv.n_sandboxes >= srv.max_sandboxes) {
+		pthread_mutex_unlock(&srv.lock);
+		json_decref(m);
+		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
+				srv.max_sandboxes), 429;
+	}
+	pthread_mutex_unlock(&srv.lock);
+	s = clone_new(tmpl, m, snap, SBX_STARTING, false, msg, len);
+	json_decref(m);
+	if (!s)
+		return 500;
+	apply_req(s, req);
+	save(s); /* a restart mid-create finds the VMM to end */
+	ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+	if (create_end(s, tmpl, ret, t0, false, msg, len))
+		return 500;
 	*out = s;
 	return 0;
+}
+
+/*
+ * The warm pool (pool_size clones of pool_template, restored and paused,
+ * ready for a create to resume): topped up one clone at a time by the
+ * reaper. Pool clones are not listed and are not saved: a restarted serve
+ * removes them and makes new ones.
+ */
+static void pool_fill(void)
+{
+	static bool said;
+	unsigned have = 0, all;
+	char snap[300], msg[600];
+	struct sandbox *s;
+	json_t *m;
+
+	if (!srv.pool_size || !srv.pool_template)
+		return;
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		have += s->state == SBX_POOLED && !strcmp(s->template_id, srv.pool_template);
+	all = srv.n_sandboxes;
+	pthread_mutex_unlock(&srv.lock);
+	if (have >= srv.pool_size || all >= srv.max_sandboxes)
+		return;
+	m = template_open(srv.pool_template, snap, sizeof(snap), msg, sizeof(msg));
+	if (!m) {
+		if (!said)
+			serve_log("warm pool: %s", msg);
+		said = true;
+		return;
+	}
+	said = false;
+	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, msg, sizeof(msg));
+	json_decref(m);
+	if (!s) {
+		serve_log("warm pool: %s", msg);
+		return;
+	}
+	/* ready when its API answers (the VM made, waiting paused) */
+	double t0 = now_ms();
+	int ret;
+
+	while ((ret = vmm_api(s, "GET", "/", NULL, 2000, msg, sizeof(msg))) && vmm_alive(s) &&
+	       now_ms() - t0 < srv.agent_wait_ms && !srv.stopping)
+		usleep(20000);
+	if (ret) {
+		serve_log("warm pool: a clone of '%s' did not start: %s", srv.pool_template, msg);
+		destroy(s);
+	} else {
+		set_state(s, SBX_POOLED);
+	}
+	pthread_mutex_unlock(&s->op);
+	sbx_put(s);
+}
+
+void sbx_pool_drain(void)
+{
+	struct sandbox *s;
+
+	for (;;) {
+		pthread_mutex_lock(&srv.lock);
+		for (s = srv.list; s && s->state != SBX_POOLED; s = s->next)
+			;
+		if (s)
+			s->refs++;
+		pthread_mutex_unlock(&srv.lock);
+		if (!s)
+			return;
+		destroy(s);
+		sbx_put(s);
+	}
 }
 
 /* ---- kill, pause, resume ---- */
@@ -399,7 +555,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 	}
 	set_state(s, SBX_RESUMING);
 	pause_dir(s, s->pause_gen, dir, sizeof(dir));
-	if (vmm_spawn(s, dir, NULL, 0) || vmm_wait_agent(s, s->token, NULL, msg, len)) {
+	if (vmm_spawn(s, dir, NULL, 0, false) || vmm_wait_agent(s, s->token, NULL, msg, len)) {
 		char why[400];
 
 		snprintf(why, sizeof(why), "%s", errno && !*msg ? strerror(errno) : msg);
@@ -458,7 +614,7 @@ void *sbx_reaper(void *arg)
 
 		pthread_mutex_lock(&srv.lock);
 		for (struct sandbox *s = srv.list; s && n < 64; s = s->next)
-			if (s->state == SBX_RUNNING) {
+			if (s->state == SBX_RUNNING || s->state == SBX_POOLED) {
 				s->refs++;
 				todo[n++] = s;
 			}
@@ -468,7 +624,7 @@ void *sbx_reaper(void *arg)
 			char msg[512];
 
 			if (pthread_mutex_trylock(&s->op) == 0) {
-				if (s->state == SBX_RUNNING && !vmm_alive(s)) {
+				if ((s->state == SBX_RUNNING || s->state == SBX_POOLED) && !vmm_alive(s)) {
 					char tail[300];
 
 					vmm_log_tail(s, tail, sizeof(tail));
@@ -486,6 +642,7 @@ void *sbx_reaper(void *arg)
 			}
 			sbx_put(s);
 		}
+		pool_fill();
 		usleep(250000);
 	}
 	return NULL;

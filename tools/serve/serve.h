@@ -16,7 +16,7 @@
 #define ENVD_VERSION "0.6.2"
 #define ID_LEN 20
 
-enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_GONE };
+enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_POOLED, SBX_GONE };
 
 struct sandbox {
 	struct sandbox *next;
@@ -51,6 +51,8 @@ struct server {
 	unsigned n_keys;
 	unsigned max_sandboxes, max_conns, default_timeout, max_timeout;
 	unsigned agent_wait_ms;
+	unsigned pool_size;         /* warm clones of pool_template kept ready */
+	const char *pool_template;
 	unsigned conns;             /* open client connections, under lock */
 	volatile int stopping;
 	/* recent create latencies (ms), a ring, under lock */
@@ -67,6 +69,8 @@ int sbx_adopt_all(void);
 void *sbx_reaper(void *arg);
 /* A new sandbox from template @tmpl: 0 and *out (a reference), or an HTTP status with @msg. */
 int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len);
+/* Ends the warm pool's clones (serve is stopping; sandboxes stay). */
+void sbx_pool_drain(void);
 /* A reference to sandbox @id, or NULL. */
 struct sandbox *sbx_get(const char *id);
 void sbx_put(struct sandbox *s);

@@ -85,7 +85,7 @@ void vmm_end(struct sandbox *s)
 	s->pid_start = 0;
 }
 
-int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets)
+int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
 	char api[300], log[300], *argv[32 + 2 * VMM_SETS_MAX];
 	unsigned n = 0;
@@ -101,6 +101,8 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 	argv[n++] = api;
 	argv[n++] = "--id";
 	argv[n++] = s->id;
+	if (paused)
+		argv[n++] = "--paused";
 	if (srv.seccomp) {
 		argv[n++] = "--seccomp";
 		argv[n++] = (char *)srv.seccomp;

@@ -20,8 +20,9 @@ bool vmm_alive(struct sandbox *s);
 /* SIGKILL it and wait (at most 5 s) until it is gone; pid becomes 0. */
 void vmm_end(struct sandbox *s);
 /* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
- * its own, output to DIR/vmm.log: 0, or -1 (errno). */
-int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets);
+ * its own, output to DIR/vmm.log, with --paused when @paused (the VM waits
+ * for PATCH /vm Resumed): 0, or -1 (errno). */
+int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused);
 /* The last error line (or last line) of DIR/vmm.log. */
 void vmm_log_tail(const struct sandbox *s, char *out, size_t len);
 /* A call to the VMM's API: 0 on a 2xx answer, else -1 with @msg. */
