@@ -3,6 +3,7 @@
  * Only this file decides to exit the process. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -173,9 +174,23 @@ static int seccomp_mode(const struct shared_opts *o, int *mode)
 	return 0;
 }
 
+/* --plugin-dir @dir names a folder: 0, or a usage error's exit status. */
+static int plugin_dir_opt(const char *dir)
+{
+	struct stat sb;
+
+	if (stat(dir, &sb))
+		return usage_error("--plugin-dir %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(sb.st_mode))
+		return usage_error("--plugin-dir %s: not a folder", dir);
+	return 0;
+}
+
 /* 0, or a usage error's exit status. */
 static int shared_opt(int c, struct shared_opts *o)
 {
+	if (c == 'P' && plugin_dir_opt(optarg))
+		return 2;
 	if (c == 's' || c == 'P') {
 		unsigned *n = c == 's' ? &o->n_sets : &o->n_dirs;
 
@@ -619,6 +634,8 @@ static int cmd_plugins(int argc, char **argv)
 	int c, status = 0;
 
 	while ((c = getopt_long(argc, argv, "P:h", opts, NULL)) != -1) {
+		if (c == 'P' && plugin_dir_opt(optarg))
+			return 2;
 		if (c == 'P' && n_dirs < MAX_OPTS)
 			dirs[n_dirs++] = optarg;
 		else if (c == 'h')
@@ -755,6 +772,33 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return usage_error("%s", "missing COMMAND: run, plugins, check-host or disk");
 	cmd = argv[1];
+	if (!strcmp(cmd, "help") && argc == 3) {
+		/* `cubicle help CMD`: a command that is a program of its own
+		 * answers its own --help; the rest are on the main page. */
+		static const char *const own[][3] = {
+			{ "ctl", "tools/ctl", "cubicle-ctl" },	   { "disk", "tools/disk", "cubicle-disk" },
+			{ "exec", "tools/exec", "cubicle-exec" },   { "cp", "tools/exec", "cubicle-cp" },
+			{ "serve", "tools/serve", "cubicle-serve" },
+		};
+		char help[] = "--help", tmpl[] = "template", *av[] = { argv[2], help, NULL };
+
+		for (unsigned i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+			if (!strcmp(argv[2], own[i][0]))
+				return helper_exec(own[i][1], own[i][2], 2, av);
+		if (!strcmp(argv[2], "template")) {
+			char *tv[] = { tmpl, tmpl, help, NULL };
+
+			return helper_exec("tools/serve", "cubicle-serve", 3, tv);
+		}
+		static const char *const mine[] = { "run", "restore", "snapshot", "rollback",
+						    "compress", "plugins", "check-host", "help" };
+		unsigned k = 0;
+
+		while (k < sizeof(mine) / sizeof(mine[0]) && strcmp(argv[2], mine[k]))
+			k++;
+		if (k == sizeof(mine) / sizeof(mine[0]))
+			return usage_error("help %s: no such command", argv[2]);
+	}
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
 		return usage(stdout, 0);
 	if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {

@@ -203,6 +203,17 @@ expect "compress with a bad thread count" 2 "compress: --threads 0: expected 1 .
 expect "compress of a folder that is no snapshot" 1 "manifest.json:.*(No such file|unable to open)" -- compress "$tmp"
 expect "compress of a snapshot without memory" 1 "snap/manifest.json: 'memory' is missing or wrong" -- compress "$tmp/snap"
 expect "snapshot without a folder" 2 "'snapshot' takes a SOCKET and a snapshot folder" -- snapshot "$tmp/api.sock"
+expect "--plugin-dir that does not exist" 2 "--plugin-dir /nonexistent: No such file or directory" -- plugins -P /nonexistent
+expect "--plugin-dir that is a file" 2 "--plugin-dir $tmp/junk.so: not a folder" -- run --plugin-dir "$tmp/junk.so" "$tmp/vm.cfg"
+expect "help of no such command" 2 "help fly: no such command" -- help fly
+# `cubicle help CMD` of a command that is a program of its own: its own help
+for c in serve template ctl disk exec cp; do
+	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then
+		echo "ok - help $c"; pass=$((pass + 1))
+	else
+		echo "not ok - help $c: $($runner "$cub" help $c 2>&1 | head -n 2)"; fail=$((fail + 1))
+	fi
+done
 if $runner "$cub" --help | grep -q 'Usage: cubicle' && $runner "$cub" --version | grep -q 'plugin ABI 1'; then
 	echo "ok - --help and --version"; pass=$((pass + 1))
 else
