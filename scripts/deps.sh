@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages cubicle needs to build, test and boot its
-# example guest. Uses sudo when not root. Safe to run again.
+# example guest (--test: and what only the tests use). Uses sudo when not root. Safe to run again.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
 libconfig-dev libffi-dev libzstd-dev libseccomp-dev zlib1g-dev libbpf-dev libcunit1-dev
@@ -9,6 +9,9 @@ libhttp-parser-dev libjansson-dev libcurl4-gnutls-dev curl
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
 e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler
 python3 file"
+# --test: also what only the test suite uses (headless Chromium for the
+# status page of cubicle serve)
+[ "${1:-}" = --test ] && pkgs="$pkgs chromium"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" ||

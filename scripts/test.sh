@@ -22,7 +22,7 @@ failed() {
 	done
 	exit 1
 }
-"$src/scripts/deps.sh"
+"$src/scripts/deps.sh" --test
 "$src/scripts/fetch-guest.sh"
 export CUBICLE_E2E_REQUIRE=1 # a missing kernel or QEMU fails instead of skipping
 

@@ -95,6 +95,27 @@ id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"
 [ "$code" = 201 ] && [ -n "$id" ] || bad "create before the restart: HTTP $code $(cat "$tmp/out")"
 code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
 id2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+# The status page, as a browser shows it: headless Chromium's screenshot
+# (kept as tests/serve/status.png in the build folder).
+curl -s "$url/?api_key=$key" >"$tmp/status.html"
+grep -q "$id" "$tmp/status.html" && grep -q "$id2" "$tmp/status.html" && grep -q '<polyline' "$tmp/status.html" &&
+	echo "ok - the status page lists both sandboxes and plots create latencies" ||
+	bad "status page: $(head -c 300 "$tmp/status.html")"
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$chrome" ]; then
+	mkdir -p "$bd/tests/serve"
+	rm -f "$bd/tests/serve/status.png"
+	timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,700 \
+		--screenshot="$bd/tests/serve/status.png" "$url/?api_key=$key" >"$tmp/chrome.log" 2>&1
+	sz=$(stat -c %s "$bd/tests/serve/status.png" 2>/dev/null || echo 0)
+	[ "$(head -c 4 "$bd/tests/serve/status.png" 2>/dev/null | od -An -c | tr -d ' ')" = "211PNG" ] && [ "$sz" -gt 8000 ] &&
+		echo "ok - headless Chromium renders the status page ($bd/tests/serve/status.png, $sz bytes)" ||
+		bad "Chromium's screenshot: $sz bytes; $(tail -n 3 "$tmp/chrome.log")"
+elif [ "$req" = 1 ]; then
+	bad "chromium is not installed (scripts/deps.sh --test installs it)"
+else
+	echo "# no chromium: the status page's screenshot is left out (apt-get install chromium)"
+fi
 kill "$spid"
 wait "$spid"
 st=$?

@@ -63,15 +63,32 @@ static void query_each(const char *q, void (*fn)(void *, const char *, const cha
 	}
 }
 
+struct qkey {
+	char key[256];
+};
+
+static void find_key(void *arg, const char *k, const char *v)
+{
+	if (!strcmp(k, "api_key"))
+		snprintf(((struct qkey *)arg)->key, sizeof(((struct qkey *)arg)->key), "%s", v);
+}
+
+/* The API key in X-API-Key or Authorization: Bearer; for the status page
+ * (GET /, which a browser opens) also ?api_key=KEY. */
 static bool key_ok(const struct hreq *r)
 {
 	const char *k = hreq_header(r, "X-API-Key"), *a = hreq_header(r, "Authorization");
+	struct qkey q = { "" };
 	bool ok = false;
 
 	if (!srv.n_keys)
 		return true;
 	if ((!k || !*k) && a && !strncasecmp(a, "Bearer ", 7))
 		k = a + 7;
+	if ((!k || !*k) && r->method == HTTP_GET && !strcmp(r->path, "/")) {
+		query_each(r->query, find_key, &q);
+		k = q.key;
+	}
 	if (!k || !*k)
 		return false;
 	for (unsigned i = 0; i < srv.n_keys; i++)

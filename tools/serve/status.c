@@ -63,9 +63,13 @@ void status_page(struct hconn *c)
 	      "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}"
 	      ".running{color:#080}.paused{color:#a60}</style></head><body>"
 	      "<h1>cubicle serve</h1>", f);
+	unsigned pooled = 0;
+
 	pthread_mutex_lock(&srv.lock);
-	fprintf(f, "<p>%u sandboxes (at most %u); state folder <code>", srv.n_sandboxes,
-		srv.max_sandboxes);
+	for (struct sandbox *s = srv.list; s; s = s->next)
+		pooled += s->state == SBX_POOLED;
+	fprintf(f, "<p>%u sandboxes and %u warm pool clones (at most %u in all); state folder <code>",
+		srv.n_sandboxes - pooled, pooled, srv.max_sandboxes);
 	esc(f, srv.state_dir);
 	fputs("</code></p><table><tr><th>sandbox</th><th>state</th><th>template</th><th>age</th>"
 	      "<th>memory (VMM RSS)</th><th>ends in</th></tr>", f);
@@ -77,8 +81,12 @@ void status_page(struct hconn *c)
 		fprintf(f, "<tr><td><code>%s</code></td><td class=\"%s\">%s</td><td>", s->id,
 			sbx_state_name(s->state), sbx_state_name(s->state));
 		esc(f, s->template_id);
-		fprintf(f, "</td><td>%lld s</td><td>%.1f MiB</td><td>%lld s</td></tr>",
-			(long long)(now - s->started), rss / 1024.0, (long long)(s->end - now));
+		fprintf(f, "</td><td>%lld s</td><td>%.1f MiB</td>", (long long)(now - s->started),
+			rss / 1024.0);
+		if (s->state == SBX_POOLED)
+			fputs("<td>&ndash;</td></tr>", f);
+		else
+			fprintf(f, "<td>%lld s</td></tr>", (long long)(s->end - now));
 	}
 	n_lat = srv.n_lat < 64 ? srv.n_lat : 64;
 	total = srv.n_lat;
