@@ -86,5 +86,5 @@ int hostcheck_report(FILE *out, const char *dir, const struct registry *reg)
 	if (fd < 0)
 		return 1;
 	close(fd);
-	return 0;
+	return linux_ok ? 0 : 2;
 }

@@ -9,8 +9,9 @@ struct registry;
 
 /* Print one "key  value" line per fact about KVM, then one per plugin in reg
  * that probes the host (cub_plugin.host_check), run with dir (the disk
- * images' folder) as the current folder. Returns 0 if /dev/kvm is usable,
- * else 1. */
+ * images' folder) as the current folder. Returns 0 if this host boots
+ * stock Linux kernels, 2 if /dev/kvm works but cannot (PVM, no VT-x/AMD-V),
+ * 1 if /dev/kvm is not usable. */
 int hostcheck_report(FILE *out, const char *dir, const struct registry *reg);
 
 #endif

@@ -205,6 +205,20 @@ expect "compress of a snapshot without memory" 1 "snap/manifest.json: 'memory' i
 expect "snapshot without a folder" 2 "'snapshot' takes a SOCKET and a snapshot folder" -- snapshot "$tmp/api.sock"
 expect "--plugin-dir that does not exist" 2 "--plugin-dir /nonexistent: No such file or directory" -- plugins -P /nonexistent
 expect "--plugin-dir that is a file" 2 "--plugin-dir $tmp/junk.so: not a folder" -- run --plugin-dir "$tmp/junk.so" "$tmp/vm.cfg"
+# check-host's status says whether stock kernels boot here; --quiet prints nothing
+$runner "$cub" check-host >/dev/null 2>&1
+st=$?
+qout=$($runner "$cub" check-host --quiet 2>&1)
+qst=$?
+case $st in
+0) want="yes" ;; 1) want="unusable" ;; 3) want="PVM|VT-x|AMD-V|cannot|no " ;; *) want="status $st" ;;
+esac
+if [ $st = $qst ] && [ -z "$qout" ] && { [ $st = 1 ] && $runner "$cub" check-host | grep -q '^/dev/kvm  *unusable' ||
+	$runner "$cub" check-host | grep -Eq "^boots stock Linux kernels  *($want)"; }; then
+	echo "ok - check-host: status $st matches what it prints; --quiet prints nothing"; pass=$((pass + 1))
+else
+	echo "not ok - check-host: status $st, --quiet status $qst and output '$qout'"; fail=$((fail + 1))
+fi
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
