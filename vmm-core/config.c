@@ -139,15 +139,47 @@ static char *widen_ints(const char *in, const char *path, char *err, size_t errl
 	return out;
 }
 
-static int finish(struct arena *ar, config_t *lc, bool ok, const char *path, struct cnode **root,
-		  char *err, size_t errlen)
+/* Line @n of @text (or of file @path when @text is NULL), trimmed, into @out. */
+static void line_text(const char *text, const char *path, int n, char *out, size_t len)
+{
+	char buf[512];
+	FILE *f = text ? fmemopen((void *)text, strlen(text), "r") : fopen(path, "re");
+	size_t l;
+
+	out[0] = '\0';
+	if (!f || n < 1) {
+		if (f)
+			fclose(f);
+		return;
+	}
+	while (fgets(buf, sizeof(buf), f))
+		if (--n == 0) {
+			char *b = buf + strspn(buf, " \t");
+
+			l = strcspn(b, "\r\n");
+			while (l && (b[l - 1] == ' ' || b[l - 1] == '\t'))
+				l--;
+			snprintf(out, len, "%.*s", (int)l, b);
+			break;
+		}
+	fclose(f);
+}
+
+static int finish(struct arena *ar, config_t *lc, bool ok, const char *path, const char *text,
+		  struct cnode **root, char *err, size_t errlen)
 {
 	int ret = 0;
 
-	if (!ok)
-		ret = errf(err, errlen, -EINVAL, "%s:%d: %s",
-			   config_error_file(lc) ? config_error_file(lc) : path,
-			   config_error_line(lc), config_error_text(lc));
+	if (!ok) {
+		const char *file = config_error_file(lc) ? config_error_file(lc) : path;
+		char at[160];
+
+		/* libconfig knows the line, not the column: show the line */
+		line_text(config_error_file(lc) ? NULL : text, file, config_error_line(lc), at,
+			  sizeof(at));
+		ret = errf(err, errlen, -EINVAL, "%s:%d: %s%s%s%s", file, config_error_line(lc),
+			   config_error_text(lc), *at ? " in \"" : "", at, *at ? "\"" : "");
+	}
 	else if (!(*root = convert(ar, config_root_setting(lc), path, path)))
 		ret = errf(err, errlen, -ENOMEM, "out of memory");
 	config_destroy(lc);
@@ -164,7 +196,7 @@ int config_load_text(struct arena *ar, const char *text, const char *path, struc
 	if (!wide)
 		return -EINVAL;
 	config_init(&lc);
-	ret = finish(ar, &lc, config_read_string(&lc, wide), path, root, err, errlen);
+	ret = finish(ar, &lc, config_read_string(&lc, wide), path, text, root, err, errlen);
 	free(wide);
 	return ret;
 }
@@ -220,7 +252,7 @@ int config_load_file(struct arena *ar, const char *path, char *const *sets, unsi
 	config_init(&lc);
 	config_set_include_dir(&lc, dir);
 	free(dir);
-	ret = finish(ar, &lc, config_read_string(&lc, wide), path, root, err, errlen);
+	ret = finish(ar, &lc, config_read_string(&lc, wide), path, NULL, root, err, errlen);
 	free(wide);
 	for (unsigned i = 0; !ret && i < n_sets; i++)
 		ret = config_apply_set(ar, *root, sets[i], err, errlen);

@@ -119,7 +119,9 @@ static int bad_option(const char *cmd, char **argv)
 {
 	const char *opt = argv[optind - 1];
 
-	if (optopt && optopt != '?' && (opt[0] != '-' || opt[1] == '-' || opt[1] != optopt))
+	if (optopt && optopt != '?' && opt[0] == '-' && opt[1] == '-')
+		return usage_error("%s: option %s needs a value", cmd, opt); /* --set */
+	if (optopt && optopt != '?' && (opt[0] != '-' || opt[1] != optopt))
 		return usage_error("%s: option -%c needs a value", cmd, optopt);
 	if (optopt && opt[1] == optopt && !opt[2])
 		return usage_error("%s: option %s needs a value", cmd, opt);

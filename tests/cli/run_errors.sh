@@ -65,7 +65,7 @@ expect "--jail without a config" 2 "--jail needs a CONFIG file" -- run --jail "$
 expect "bad --jail-uid" 2 "--jail-uid nobody: expected a number" -- run --jail "$tmp/j" --jail-uid nobody x.cfg
 expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"
 cfg "$good_boot" "machine = { vcpus = = 1; };"
-expect "syntax error" 1 "vm.cfg:2: syntax error" -- run "$tmp/vm.cfg"
+expect "syntax error" 1 "vm.cfg:2: syntax error in \".+\"" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = {" "  cpus = 2;" "};"
 expect "unknown key" 1 "vm.cfg:3: unknown key 'machine.cpus'; expected one of: vcpus" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { vcpus = \"two\"; };"
@@ -219,6 +219,9 @@ if [ $st = $qst ] && [ -z "$qout" ] && { [ $st = 1 ] && $runner "$cub" check-hos
 else
 	echo "not ok - check-host: status $st, --quiet status $qst and output '$qout'"; fail=$((fail + 1))
 fi
+expect "a long option without its value is named as typed" 2 "run: option --set needs a value" -- run --set
+printf 'hello, not a disk\n' >"$tmp/text.img"
+expect "disk inspect of a text file" 1 "text.img: not a disk image: 18 bytes.*looks like text" -- disk inspect "$tmp/text.img"
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do

@@ -449,6 +449,13 @@ int disk_inspect(int argc, char **argv)
 		       path, why);
 		return 0;
 	}
+	if (st.st_size % 512) {
+		fprintf(stderr,
+			"cubicle disk: %s: not a disk image: %llu bytes, not a whole number of 512-byte sectors%s\n",
+			path, (unsigned long long)st.st_size,
+			memchr(magic, 0, sizeof(magic)) ? "" : " (it looks like text)");
+		return 1;
+	}
 	printf("%s: raw image\n", path);
 	printf("  size            %s (%llu bytes)%s\n", human((uint64_t)st.st_size, a, sizeof(a)),
 	       (unsigned long long)st.st_size, st.st_size % 512 ? ", not a multiple of 512" : "");
