@@ -568,6 +568,46 @@ static int cmd_restore(int argc, char **argv)
 
 /* ---- plugins ---- */
 
+/* Levenshtein distance (short names only: longer ones count as far). */
+static unsigned edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned row[65];
+
+	if (la > 64 || lb > 64)
+		return ~0u;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned diag = row[0], up;
+
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned sub = diag + (a[i - 1] != b[j - 1]);
+
+			up = row[j];
+			row[j] = sub < up + 1 ? sub : up + 1;
+			if (row[j - 1] + 1 < row[j])
+				row[j] = row[j - 1] + 1;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* @name is the plugin file's name (virtio_blk.so), or that without .so. */
+static bool same_file_name(const char *path, const char *name)
+{
+	const char *base = strrchr(path, '/');
+	size_t n;
+
+	base = base ? base + 1 : path;
+	n = strlen(base);
+	if (n > 3 && !strcmp(base + n - 3, ".so"))
+		n -= 3;
+	return !strcmp(base, name) || (strlen(name) == n && !strncmp(base, name, n));
+}
+
 static void describe(const struct plugin *p)
 {
 	const struct cub_plugin *d = p->d;
@@ -603,6 +643,15 @@ static void describe(const struct plugin *p)
 				printf(" %s", prm->choices[j]);
 			printf("\n");
 		}
+	}
+	/* read by cubicle itself for each virtio device */
+	if (d->kind == CUB_KIND_DEVICE && !strncmp(d->name, "virtio-", 7)) {
+		char def[32];
+
+		snprintf(def, sizeof(def), "= \"%s\"", arch_virtio_default_transport());
+		printf("    %-14s %-9s %-18s %s\n", "transport", "enum", def,
+		       "how the guest finds the device (read by cubicle for every virtio device)");
+		printf("    %-14s choices: pci mmio\n", "");
 	}
 	if (d->n_methods)
 		printf("  methods:\n");
@@ -664,15 +713,29 @@ static int cmd_plugins(int argc, char **argv)
 	if (load_registry(&reg, dirs, n_dirs, CUB_LOG_WARN) < 0)
 		return VM_EXIT_ERROR;
 	if (optind < argc) {
-		unsigned found = 0;
+		unsigned found = 0, best_d = ~0u;
+		const char *best = NULL;
 
 		for (unsigned i = 0; i < reg.n; i++) {
-			if (!strcmp(reg.p[i]->d->name, argv[optind])) {
+			if (!strcmp(reg.p[i]->d->name, argv[optind]) ||
+			    same_file_name(reg.p[i]->path, argv[optind])) {
 				describe(reg.p[i]);
 				found++;
 			}
 		}
-		if (!found) {
+		for (unsigned i = 0; !found && i < reg.n; i++) {
+			unsigned dist = edit_distance(reg.p[i]->d->name, argv[optind]);
+
+			if (dist < best_d) {
+				best_d = dist;
+				best = reg.p[i]->d->name;
+			}
+		}
+		if (!found && best && best_d <= 3) {
+			log_err("no plugin named '%s'; did you mean %s? (`cubicle plugins` lists them)",
+				argv[optind], best);
+			status = VM_EXIT_ERROR;
+		} else if (!found) {
 			log_err("no plugin named '%s' (run `cubicle plugins` to list them)",
 				argv[optind]);
 			status = VM_EXIT_ERROR;

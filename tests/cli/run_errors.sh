@@ -222,6 +222,19 @@ fi
 expect "a long option without its value is named as typed" 2 "run: option --set needs a value" -- run --set
 printf 'hello, not a disk\n' >"$tmp/text.img"
 expect "disk inspect of a text file" 1 "text.img: not a disk image: 18 bytes.*looks like text" -- disk inspect "$tmp/text.img"
+expect "a plugin name one letter off" 1 "no plugin named 'virtio-bl'; did you mean virtio-blk\\?" -- plugins virtio-bl
+for n in virtio_blk.so virtio_blk; do
+	if $runner "$cub" plugins $n 2>&1 | head -n 1 | grep -q '^virtio-blk (device plugin'; then
+		echo "ok - plugins $n: the file's name finds the plugin"; pass=$((pass + 1))
+	else
+		echo "not ok - plugins $n: $($runner "$cub" plugins $n 2>&1 | head -n 2)"; fail=$((fail + 1))
+	fi
+done
+if $runner "$cub" plugins virtio-net | grep -Eq '^    transport +enum +=' ; then
+	echo "ok - plugins virtio-net lists transport"; pass=$((pass + 1))
+else
+	echo "not ok - plugins virtio-net lists no transport"; fail=$((fail + 1))
+fi
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
