@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
 static int level = CUB_LOG_INFO;
 static bool show_level; /* info lines say "info: " too (PUT /logger show_level) */
+static int stamp = -1;   /* lines start with the time (stderr is no terminal); -1: not known yet */
 static struct timespec start_ts;
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -19,6 +21,16 @@ void log_set_level(int lvl)
 {
 	if (lvl >= CUB_LOG_ERR && lvl <= CUB_LOG_DEBUG)
 		level = lvl;
+}
+
+void log_check_output(void)
+{
+	stamp = !isatty(2);
+}
+
+void log_set_timestamps(bool on)
+{
+	stamp = on;
 }
 
 void log_set_show_level(bool on)
@@ -78,13 +90,26 @@ void log_vmsg(int lvl, const char *prefix, const char *fmt, va_list ap)
 		lvl = CUB_LOG_ERR;
 	if (lvl > CUB_LOG_DEBUG)
 		lvl = CUB_LOG_DEBUG;
+	/* Not to a terminal (a file, a pipe, a journal): the wall-clock time,
+	 * UTC, first (known from log_check_output: no isatty() here, where a
+	 * thread's seccomp filter may forbid the ioctl). */
+	n = 0;
+	if (stamp > 0) {
+		struct timespec ts;
+		struct tm tm;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = (int)strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ".%03ldZ ", ts.tv_nsec / 1000000);
+	}
 	if (level >= CUB_LOG_DEBUG) /* with debug on, every line carries the time since start */
-		n = snprintf(buf, sizeof(buf), "cubicle: [%9.3f ms] %s%s%s",
-			     (double)clock_since_start_us() / 1000.0, prefix ? prefix : "",
-			     prefix ? ": " : "", tag[lvl]);
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "cubicle: [%9.3f ms] %s%s%s",
+			      (double)clock_since_start_us() / 1000.0, prefix ? prefix : "",
+			      prefix ? ": " : "", tag[lvl]);
 	else
-		n = snprintf(buf, sizeof(buf), "cubicle: %s%s%s", prefix ? prefix : "",
-			     prefix ? ": " : "", tag[lvl]);
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "cubicle: %s%s%s",
+			      prefix ? prefix : "", prefix ? ": " : "", tag[lvl]);
 	if (n < 0)
 		return;
 	if ((size_t)n < sizeof(buf))

@@ -11,6 +11,11 @@
 
 /* lvl below CUB_LOG_ERR: nothing is printed. */
 void log_set_level(int lvl);
+/* Look at stderr once (call it again when fd 2 changes): lines that do
+ * not go to a terminal start with the UTC time. */
+void log_check_output(void);
+/* Lines start with the time, or not, whatever stderr is. */
+void log_set_timestamps(bool on);
 /* Tag info lines with "info: " as the other levels are tagged. */
 void log_set_show_level(bool on);
 int log_get_level(void);

@@ -3,6 +3,7 @@
  * Only this file decides to exit the process. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -71,6 +72,8 @@ static const char usage_text[] =
 	"                         boot.cmdline=\"...\", devices.ID.PARAM=...); repeatable\n"
 	"  -P, --plugin-dir DIR   search DIR for plugins first; repeatable\n"
 	"  -l, --log-level LEVEL  err, warn, info or debug (overrides log_level)\n"
+	"      --log-file FILE    messages to FILE (appended) instead of stderr; they\n"
+	"                         carry the time whenever they do not go to a terminal\n"
 	"      --no-host-check    boot even if this host's KVM looks unable to run Linux\n"
 	"      --api-sock PATH    serve the control API on this Unix socket (overrides\n"
 	"                         the config's api.socket)\n"
@@ -178,6 +181,8 @@ static int seccomp_mode(const struct shared_opts *o, int *mode)
 	return 0;
 }
 
+enum { OPT_LOG_FILE = 900 };
+
 /* --plugin-dir @dir names a folder: 0, or a usage error's exit status. */
 static int plugin_dir_opt(const char *dir)
 {
@@ -193,6 +198,22 @@ static int plugin_dir_opt(const char *dir)
 /* 0, or a usage error's exit status. */
 static int shared_opt(int c, struct shared_opts *o)
 {
+	if (c == OPT_LOG_FILE) {
+		/* stderr itself becomes the file: every message, a plugin's or a
+		 * library's too, goes there, and a jail keeps it (fd 2) */
+		int fd = open(optarg, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+
+		if (fd < 0)
+			return usage_error("--log-file %s: %s", optarg, strerror(errno));
+		fflush(stderr);
+		if (dup2(fd, 2) < 0) {
+			close(fd);
+			return usage_error("--log-file %s: %s", optarg, strerror(errno));
+		}
+		close(fd);
+		log_check_output();
+		return 0;
+	}
 	if (c == 'P' && plugin_dir_opt(optarg))
 		return 2;
 	if (c == 's' || c == 'P') {
@@ -329,6 +350,7 @@ static int cmd_run(int argc, char **argv)
 		{ "set", required_argument, NULL, 's' },
 		{ "plugin-dir", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "no-host-check", no_argument, NULL, 'H' },
 		{ "api-sock", required_argument, NULL, 'a' },
 		{ "id", required_argument, NULL, 'i' },
@@ -363,6 +385,7 @@ static int cmd_run(int argc, char **argv)
 		case 's':
 		case 'P':
 		case 'l':
+		case OPT_LOG_FILE:
 			if ((ret = shared_opt(c, &o)))
 				return ret;
 			break;
@@ -498,6 +521,7 @@ static int cmd_restore(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "plugin-dir", required_argument, NULL, 'P' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
 		{ "api-sock", required_argument, NULL, 'a' },
 		{ "id", required_argument, NULL, 'i' },
 		{ "paused", no_argument, NULL, 'p' },
@@ -519,6 +543,7 @@ static int cmd_restore(int argc, char **argv)
 		case 's':
 		case 'P':
 		case 'l':
+		case OPT_LOG_FILE:
 			if ((ret = shared_opt(c, &o)))
 				return ret;
 			break;
@@ -847,6 +872,7 @@ int main(int argc, char **argv)
 	clock_mark_start();
 	/* A console whose reader went away is the device's business (EPIPE). */
 	signal(SIGPIPE, SIG_IGN);
+	log_check_output();
 	if (argc < 2)
 		return usage_error("%s", "missing COMMAND: run, plugins, check-host or disk");
 	cmd = argv[1];

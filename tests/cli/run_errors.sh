@@ -235,6 +235,15 @@ if $runner "$cub" plugins virtio-net | grep -Eq '^    transport +enum +=' ; then
 else
 	echo "not ok - plugins virtio-net lists no transport"; fail=$((fail + 1))
 fi
+# --log-file: the messages go there, each with the UTC time (not a terminal)
+rm -f "$tmp/cub.log"
+$runner "$cub" run "$tmp/nope.cfg" --log-file "$tmp/cub.log" >"$tmp/out" 2>"$tmp/err"
+if [ ! -s "$tmp/err" ] && grep -Eq '^20[0-9-]{8}T[0-9:]{8}\.[0-9]{3}Z cubicle: error: .*nope.cfg: cannot open config' "$tmp/cub.log"; then
+	echo "ok - --log-file: the error is there, with the time"; pass=$((pass + 1))
+else
+	echo "not ok - --log-file: stderr '$(head -c 200 "$tmp/err")', file '$(head -c 200 "$tmp/cub.log" 2>/dev/null)'"; fail=$((fail + 1))
+fi
+expect "--log-file in no folder" 2 "--log-file /nonexistent/x.log: No such file" -- run --log-file /nonexistent/x.log "$tmp/vm.cfg"
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do

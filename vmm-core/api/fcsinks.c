@@ -148,6 +148,7 @@ int fc_put_logger(struct api *a, const char *id, json_t *in, json_t **out, char 
 			return errf(err, errlen, 500, "logger: %s", strerror(ret));
 		}
 		close(fd);
+		log_set_timestamps(true); /* a file or a pipe, never a terminal */
 	}
 	log_set_level(level);
 	log_set_show_level(json_is_true(json_object_get(in, "show_level")));
