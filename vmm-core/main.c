@@ -94,8 +94,9 @@ static const char usage_text[] =
 	"\n"
 	"Exit status of run: 0 the guest rebooted or powered off; 1 a cubicle error;\n"
 	"2 bad usage; 3 the guest kernel panicked; 4 the guest crashed (triple\n"
-	"fault, KVM failure); 159 a thread made a system call its seccomp filter\n"
-	"forbids; a test device may choose any other status.\n"
+	"fault, KVM failure); 130 you stopped it at the console (Ctrl-A x); 159 a\n"
+	"thread made a system call its seccomp filter forbids; a test device may\n"
+	"choose any other status.\n"
 	"See cubicle(1) for the config file format.\n";
 
 static int usage(FILE *f, int status)

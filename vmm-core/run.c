@@ -544,7 +544,11 @@ int run_finish(struct run_ctx *r)
 	/* After the teardown, so that the line tells how long stopping took:
 	 * from the request (a signal, the guest, a device) to every vCPU
 	 * joined and every device destroyed. */
-	log_msg(status ? CUB_LOG_WARN : CUB_LOG_INFO, NULL, "%s: exit status %d (stopped in %ld ms)",
-		exit_reason, status, ms_since(&exit_at));
+	/* A warning only when something went wrong: a status a device chose
+	 * (a test device's verdict, Ctrl-A x) is news, not trouble. */
+	log_msg(status == VM_EXIT_ERROR || status == VM_EXIT_PANIC || status == VM_EXIT_CRASH ||
+			status == CONFINE_EXIT_STATUS ? CUB_LOG_WARN : CUB_LOG_INFO,
+		NULL, "%s: exit status %d (stopped in %ld ms)", exit_reason, status,
+		ms_since(&exit_at));
 	return status;
 }

@@ -247,7 +247,7 @@ static bool input_take(struct hostcon *hc, int fd, bool escapes)
 		hc->input(hc->arg);
 	if (quit) {
 		hc->h->log(hc->in, CUB_LOG_INFO, "Ctrl-A x: terminating the VM");
-		hc->h->vm_exit(hc->in, CUB_EXIT_OK);
+		hc->h->vm_exit(hc->in, CUB_EXIT_STOPPED);
 	}
 	return true;
 }

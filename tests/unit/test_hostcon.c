@@ -353,7 +353,7 @@ static void test_stdin_tty_escape(void)
 	type(m, "0123456789\001X");
 	CU_ASSERT_TRUE(fake_log_has(&fh, "dropped some"));
 	CU_ASSERT_EQUAL(fh.exit_calls, 1);
-	CU_ASSERT_EQUAL(fh.exit_status, 0);
+	CU_ASSERT_EQUAL(fh.exit_status, CUB_EXIT_STOPPED);
 	CU_ASSERT_TRUE(fake_log_has(&fh, "Ctrl-A x: terminating the VM"));
 	CU_ASSERT_STRING_EQUAL(drain(), "01234567");
 	hostcon_close(hc);

@@ -460,7 +460,7 @@ static void test_stdin_tty_escape(void)
 	usleep(10000);
 	CU_ASSERT_EQUAL(fake_watch_fire(&fh, 0), 0);
 	CU_ASSERT_EQUAL(fh.exit_calls, 1);
-	CU_ASSERT_EQUAL(fh.exit_status, 0);
+	CU_ASSERT_EQUAL(fh.exit_status, CUB_EXIT_STOPPED);
 	CU_ASSERT_TRUE(fake_log_has(&fh, "Ctrl-A x"));
 	CU_ASSERT_EQUAL(rd(LSR) & 0x01, 0);
 	stop();

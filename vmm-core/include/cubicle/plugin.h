@@ -181,8 +181,9 @@ struct cub_region {
 
 enum cub_log_level { CUB_LOG_ERR = 0, CUB_LOG_WARN, CUB_LOG_INFO, CUB_LOG_DEBUG };
 
-/* Exit statuses a device may ask the VM to end with (vm_exit). */
-enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1 };
+/* Exit statuses a device may ask the VM to end with (vm_exit);
+ * CUB_EXIT_STOPPED: the user stopped it at the console (Ctrl-A x), 128 + SIGINT. */
+enum { CUB_EXIT_OK = 0, CUB_EXIT_ERROR = 1, CUB_EXIT_STOPPED = 130 };
 
 /*
  * struct cub_host - services the host hands each instance at create time.
