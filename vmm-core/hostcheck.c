@@ -10,16 +10,29 @@
 
 #include <linux/kvm.h>
 
+#include <jansson.h>
+
 #include "arch.h"
 #include "hostcheck.h"
 #include "loader.h"
 
+/* Where the facts go: text lines, or members of a JSON object. */
+struct sink {
+	FILE *f;
+	json_t *j;
+};
+
 static void line(const char *key, const char *val, void *arg)
 {
-	fprintf(arg, "%-28s %s\n", key, val);
+	struct sink *s = arg;
+
+	if (s->j)
+		json_object_set_new(s->j, key, json_string(val));
+	else
+		fprintf(s->f, "%-28s %s\n", key, val);
 }
 
-static void cap(FILE *out, int fd, const char *name, int c)
+static void cap(struct sink *out, int fd, const char *name, int c)
 {
 	char buf[32];
 	int r = ioctl(fd, KVM_CHECK_EXTENSION, c);
@@ -35,7 +48,7 @@ static void cap(FILE *out, int fd, const char *name, int c)
 
 /* One line per plugin that probes the host (cub_plugin.host_check), run in
  * dir: a probe that needs a folder (reflinks) uses the current one. */
-static void plugin_lines(FILE *out, const char *dir, const struct registry *reg)
+static void plugin_lines(struct sink *out, const char *dir, const struct registry *reg)
 {
 	char buf[512];
 
@@ -56,8 +69,9 @@ static void plugin_lines(FILE *out, const char *dir, const struct registry *reg)
 	}
 }
 
-int hostcheck_report(FILE *out, const char *dir, const struct registry *reg)
+int hostcheck_report(FILE *f, json_t *j, const char *dir, const struct registry *reg)
 {
+	struct sink sk = { f, j }, *out = &sk;
 	char why[256], buf[512];
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	bool linux_ok;

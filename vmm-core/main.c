@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,10 +53,12 @@ static const char usage_text[] =
 	"  rollback SOCKET DIR roll a running cubicle's VM back to snapshot DIR in place\n"
 	"  compress DIR        compress a snapshot's memory into memory.zst (zstd's\n"
 	"                      seekable format; --threads N, --level N)\n"
-	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file)\n"
+	"  plugins [NAME|FILE] list plugins, or describe one (a path checks that file;\n"
+	"                      --json for programs)\n"
 	"  check-host          print what this host's KVM can do; exit status 0 when\n"
 	"                      it boots stock kernels, 3 when KVM cannot (PVM, no\n"
-	"                      VT-x/AMD-V), 1 without /dev/kvm (--quiet: no output)\n"
+	"                      VT-x/AMD-V), 1 without /dev/kvm (--quiet: no output;\n"
+	"                      --json: the facts as one JSON object)\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
 	"  ctl SOCKET VERB     drive a running cubicle's API (`cubicle ctl --help`)\n"
 	"  exec VM -- CMD ...  run a command in the guest through cubicle-agent\n"
@@ -700,19 +703,83 @@ static void describe(const struct plugin *p)
 	}
 }
 
+/* `plugins NAME --json`: what describe() prints, as one JSON object, the
+ * defaults in their own type. */
+static void describe_json(const struct plugin *p)
+{
+	const struct cub_plugin *d = p->d;
+	json_t *o = json_pack("{s:s,s:s,s:s?,s:s?,s:s?,s:s,s:[],s:[]}", "name", d->name, "kind",
+			      loader_kind_name(d->kind), "version", d->version, "license",
+			      d->license, "summary", d->summary, "file", p->path, "parameters",
+			      "methods");
+	json_t *params = json_object_get(o, "parameters"), *methods = json_object_get(o, "methods");
+
+	for (unsigned i = 0; o && i < d->n_params; i++) {
+		const struct cub_param *prm = &p->params[i];
+		json_t *e = json_pack("{s:s,s:s,s:b,s:s?}", "name", prm->name, "type",
+				      loader_ptype_name(prm->type), "required", !prm->def, "doc",
+				      prm->doc);
+		json_t *def = NULL;
+
+		if (!e)
+			continue;
+		if (prm->def && (prm->type == CUB_P_BOOL))
+			def = json_boolean(!strcmp(prm->def, "true"));
+		else if (prm->def && (prm->type == CUB_P_INT || prm->type == CUB_P_U64) &&
+			 *prm->def && strspn(prm->def, "-0123456789") == strlen(prm->def))
+			def = json_integer(strtoll(prm->def, NULL, 10));
+		else if (prm->def && prm->type != CUB_P_STORAGE && prm->type != CUB_P_NET &&
+			 prm->type != CUB_P_RATELIMIT)
+			def = json_string(prm->def);
+		if (def)
+			json_object_set_new(e, "default", def);
+		if (prm->min)
+			json_object_set_new(e, "min", json_string(prm->min));
+		if (prm->max)
+			json_object_set_new(e, "max", json_string(prm->max));
+		if (prm->type == CUB_P_ENUM) {
+			json_t *ch = json_array();
+
+			for (int k = 0; prm->choices[k]; k++)
+				json_array_append_new(ch, json_string(prm->choices[k]));
+			json_object_set_new(e, "choices", ch);
+		}
+		json_array_append_new(params, e);
+	}
+	if (o && d->kind == CUB_KIND_DEVICE && !strncmp(d->name, "virtio-", 7))
+		json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:s,s:[s,s],s:s}", "name",
+							"transport", "type", "enum", "required", 0,
+							"default", arch_virtio_default_transport(),
+							"choices", "pci", "mmio", "doc",
+							"how the guest finds the device (read by cubicle)"));
+	for (unsigned i = 0; o && i < d->n_methods; i++)
+		json_array_append_new(methods, json_pack("{s:s,s:s,s:s?}", "name", d->methods[i].name,
+							 "signature", d->methods[i].sig, "doc",
+							 d->methods[i].doc));
+	json_dumpf(o, stdout, JSON_INDENT(2));
+	putchar('\n');
+	json_decref(o);
+}
+
 static int cmd_plugins(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "plugin-dir", required_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *dirs[MAX_OPTS];
 	unsigned n_dirs = 0;
 	struct registry reg = { 0 };
+	bool json = false;
 	int c, status = 0;
 
-	while ((c = getopt_long(argc, argv, "P:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "P:jh", opts, NULL)) != -1) {
+		if (c == 'j') {
+			json = true;
+			continue;
+		}
 		if (c == 'P' && plugin_dir_opt(optarg))
 			return 2;
 		if (c == 'P' && n_dirs < MAX_OPTS)
@@ -732,7 +799,7 @@ static int cmd_plugins(int argc, char **argv)
 			log_err("%s", err);
 			return VM_EXIT_ERROR;
 		}
-		describe(p);
+		json ? describe_json(p) : describe(p);
 		loader_close(p);
 		return 0;
 	}
@@ -745,7 +812,7 @@ static int cmd_plugins(int argc, char **argv)
 		for (unsigned i = 0; i < reg.n; i++) {
 			if (!strcmp(reg.p[i]->d->name, argv[optind]) ||
 			    same_file_name(reg.p[i]->path, argv[optind])) {
-				describe(reg.p[i]);
+				json ? describe_json(reg.p[i]) : describe(reg.p[i]);
 				found++;
 			}
 		}
@@ -769,6 +836,20 @@ static int cmd_plugins(int argc, char **argv)
 	} else if (!reg.n) {
 		log_err("no plugins found; use --plugin-dir or CUBICLE_PLUGIN_PATH");
 		status = VM_EXIT_ERROR;
+	} else if (json) {
+		json_t *all = json_array();
+
+		for (unsigned i = 0; all && i < reg.n; i++) {
+			const struct cub_plugin *d = reg.p[i]->d;
+
+			json_array_append_new(all, json_pack("{s:s,s:s,s:s?,s:s?,s:s}", "name", d->name,
+							     "kind", loader_kind_name(d->kind), "version",
+							     d->version, "summary", d->summary, "file",
+							     reg.p[i]->path));
+		}
+		json_dumpf(all, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(all);
 	} else {
 		printf("%-14s %-8s %-8s %s\n", "NAME", "KIND", "VERSION", "SUMMARY");
 		for (unsigned i = 0; i < reg.n; i++) {
@@ -788,6 +869,7 @@ static int cmd_check_host(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "dir", required_argument, NULL, 'd' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -795,13 +877,18 @@ static int cmd_check_host(int argc, char **argv)
 	struct registry reg = { 0 };
 	FILE *out = stdout;
 	bool quiet = false;
+	json_t *j = NULL;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "d:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "d:qjh", opts, NULL)) != -1) {
 		if (c == 'd')
 			dir = optarg;
 		else if (c == 'q')
 			quiet = true;
+		else if (c == 'j') {
+			if (!j && !(j = json_object()))
+				return VM_EXIT_ERROR;
+		}
 		else if (c == 'h')
 			return usage(stdout, 0);
 		else
@@ -815,7 +902,13 @@ static int cmd_check_host(int argc, char **argv)
 		return VM_EXIT_ERROR;
 	/* 0: boots stock kernels; 1: no usable /dev/kvm; 3: KVM, but not for
 	 * a stock kernel (PVM, no VT-x/AMD-V) */
-	status = hostcheck_report(out, dir, &reg);
+	status = hostcheck_report(out, j, dir, &reg);
+	if (j) {
+		json_object_set_new(j, "status", json_integer(status == 2 ? 3 : status));
+		json_dumpf(j, out, JSON_INDENT(2));
+		fputc('\n', out);
+		json_decref(j);
+	}
 	if (out != stdout)
 		fclose(out);
 	registry_free(&reg);

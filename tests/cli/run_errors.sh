@@ -244,6 +244,20 @@ else
 	echo "not ok - --log-file: stderr '$(head -c 200 "$tmp/err")', file '$(head -c 200 "$tmp/cub.log" 2>/dev/null)'"; fail=$((fail + 1))
 fi
 expect "--log-file in no folder" 2 "--log-file /nonexistent/x.log: No such file" -- run --log-file /nonexistent/x.log "$tmp/vm.cfg"
+# --json: the same facts, for programs
+if $runner "$cub" plugins --json | python3 -c 'import json,sys; a=json.load(sys.stdin); assert any(p["name"]=="virtio-blk" and p["kind"]=="device" for p in a)' &&
+	$runner "$cub" plugins virtio-blk --json | python3 -c 'import json,sys; o=json.load(sys.stdin); p={x["name"]: x for x in o["parameters"]}; assert p["read_only"]["default"] is False and p["num_queues"]["default"] == 1 and p["backend"]["required"] and "transport" in p'; then
+	echo "ok - plugins --json and plugins NAME --json (defaults in their type)"; pass=$((pass + 1))
+else
+	echo "not ok - plugins --json"; fail=$((fail + 1))
+fi
+$runner "$cub" check-host --json >"$tmp/ch.json" 2>/dev/null
+st=$?
+if python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["status"] == int(sys.argv[2]) and "arch" in o and "/dev/kvm" in o' "$tmp/ch.json" $st; then
+	echo "ok - check-host --json (status $st in it too)"; pass=$((pass + 1))
+else
+	echo "not ok - check-host --json: $(head -c 300 "$tmp/ch.json")"; fail=$((fail + 1))
+fi
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
