@@ -103,6 +103,19 @@ run hostile-accesses wild long 1 42 'testdev\[pio\]: guest: string io ok'
 run triple-fault fault long 1 4 'triple'
 run i8042-reset reset real 1 0 'reset'
 run panic-warm-reset reset_panic real 1 3 'panic'
+# The example payload guest (examples/payload/, the VM file make writes):
+# its line on the console, status 0 after its i8042 reset.
+ex=$(cd "$bd" && pwd)/examples/payload/hello.cfg
+timeout -k 5 60 "$cub" run "$ex" >"$tmp/example.out" 2>"$tmp/example.err" </dev/null
+got=$?
+if [ $got = 0 ] && grep -q '^Hello from a cubicle payload guest' "$tmp/example.out"; then
+	echo "ok - examples/payload/hello.cfg (status 0, its line on the console)"
+	pass=$((pass + 1))
+else
+	echo "not ok - examples/payload/hello.cfg: status $got, console '$(head -c 200 "$tmp/example.out")'"
+	sed 's/^/#   /' "$tmp/example.err" | tail -n 5
+	fail=$((fail + 1))
+fi
 # A payload must not depend on the host check, and log levels are honoured.
 run debug-log long long 1 42 'debug: ' --log-level debug
 # The virtio core and its MMIO transport, driven by a guest, with a real device.
