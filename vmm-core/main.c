@@ -220,6 +220,9 @@ static int shared_opt(int c, struct shared_opts *o)
 	}
 	if (c == 'P' && plugin_dir_opt(optarg))
 		return 2;
+	/* the form is the command line's business (2); what it names, the config's (1) */
+	if (c == 's' && (!strchr(optarg, '=') || optarg[0] == '=' || optarg[0] == '.'))
+		return usage_error("--set %s: expected PATH=VALUE, e.g. machine.vcpus=2", optarg);
 	if (c == 's' || c == 'P') {
 		unsigned *n = c == 's' ? &o->n_sets : &o->n_dirs;
 

@@ -74,7 +74,7 @@ cfg "boot = {" "  kernel = \"missing-kernel\";" "};"
 expect "missing kernel" 1 "vm.cfg:2: boot.kernel: cannot read .*missing-kernel: No such file" -- run "$tmp/vm.cfg"
 cfg "$good_boot"
 expect "--set out of range" 1 "--set machine.vcpus=0: 'machine.vcpus' is 0" -- run "$tmp/vm.cfg" --set machine.vcpus=0
-expect "--set malformed" 1 "expected PATH=VALUE" -- run "$tmp/vm.cfg" --set machine.vcpus
+expect "--set malformed (after the config)" 2 "expected PATH=VALUE" -- run "$tmp/vm.cfg" --set machine.vcpus
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"warp-drive\"; id = \"w\"; }" ");"
 expect "unknown plugin" 1 "vm.cfg:4: no device plugin named 'warp-drive'" -- run "$tmp/vm.cfg"
 cfg "$good_boot" "machine = { host_check = false; };" "devices = (" "  { type = \"serial8250\"; id = \"com1\";" "    colour = \"red\"; }" ");"
@@ -258,6 +258,8 @@ if python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["status
 else
 	echo "not ok - check-host --json: $(head -c 300 "$tmp/ch.json")"; fail=$((fail + 1))
 fi
+expect "--set without =" 2 "--set machine.vcpus: expected PATH=VALUE" -- run --set machine.vcpus "$tmp/vm.cfg"
+expect "--set without a path" 2 "--set =3: expected PATH=VALUE" -- restore --set =3 "$tmp"
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
