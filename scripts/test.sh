@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # README command 2: the whole test suite. Installs dependencies and the guest
 # kernel, builds with warnings as errors, runs `make check` (unit, KVM payload,
-# Linux end-to-end), the unit and payload tests again under ASan+UBSan, the
-# libFuzzer smoke run and `make distcheck`; then the ARM64 cross build
+# Linux end-to-end), the unit and payload tests again under ASan+UBSan beside
+# the libFuzzer smoke run, and `make distcheck`; then the ARM64 cross build
 # (build-arm64/) with its unit tests under qemu-user, and the ARM64 nested boot.
 # Each step's header carries the seconds since the start.
 set -eu
@@ -36,17 +36,26 @@ step "build and make check (unit, kvm payloads, e2e)"
 CUBICLE_SERVE_HOST_SKIP=1 CUBICLE_EXEC_BIG_MIB=${CUBICLE_EXEC_BIG_MIB:-64} make -C "$src/build" -j2 check ||
 	failed "$src/build"
 
-step "ASan+UBSan: unit, kvm payload and serve host tests"
+step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz smoke"
 "$src/scripts/build.sh" "$src/build-asan" --enable-werror --enable-sanitizers
+# The fuzz smoke (each libFuzzer harness for FUZZ_SECONDS, one at a time)
+# runs beside the sanitizer tests, whose long part (the payloads in a
+# nested L1) keeps one core busy and leaves the other mostly idle.
+make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$src/build/fuzz-smoke.log" 2>&1 &
+fuzz=$!
 # The snapshot group's clones: 10 under the sanitizers (what they look for
 # is in each clone's code path, not in their number; the 50 ran above).
+asan=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	CUBICLE_CLONES=10 make -C "$src/build-asan" -j2 check \
 	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh tests/serve/run_serve_host.sh' ||
-	failed "$src/build-asan"
-
-step "fuzz smoke: each libFuzzer harness for ${FUZZ_SECONDS:-15} s, two at a time"
-make -C "$src/build" -j2 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
+	asan=1
+step "fuzz smoke (started beside the sanitizer tests): waiting for it"
+fuzz_rc=0
+wait $fuzz || fuzz_rc=$?
+cat "$src/build/fuzz-smoke.log" >&2
+[ $asan = 0 ] || failed "$src/build-asan"
+[ $fuzz_rc = 0 ] || { echo "test.sh: the fuzz smoke failed (its log is above)" >&2; exit 1; }
 
 step "make distcheck (e2e skipped inside it: already run above)"
 CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck >/dev/null
