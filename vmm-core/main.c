@@ -108,6 +108,91 @@ static int usage(FILE *f, int status)
 	return status;
 }
 
+static const char help_run[] =
+	"Usage: cubicle run CONFIG [OPTIONS]\n"
+	"       cubicle run --api-sock PATH [--id ID]\n"
+	"       cubicle run --config-file VM.json [--api-sock PATH | --no-api]\n"
+	"\n"
+	"Boot the VM a libconfig file describes (or wait on a control socket to be\n"
+	"configured, Firecracker's way; or boot Firecracker's JSON description).\n"
+	"\n"
+	"  -s, --set PATH=VALUE   override a config value; repeatable\n"
+	"  -P, --plugin-dir DIR   search DIR for plugins first; repeatable\n"
+	"  -l, --log-level LEVEL  err, warn, info or debug\n"
+	"      --log-file FILE    messages to FILE instead of stderr\n"
+	"      --no-host-check    boot even if this host's KVM looks unable to run Linux\n"
+	"      --api-sock PATH    serve the control API on this Unix socket\n"
+	"      --id ID            the instance id the API reports\n"
+	"      --config-file FILE Firecracker's JSON VM description\n"
+	"      --no-api           serve no API, even when the config has api.socket\n"
+	"      --seccomp MODE     enforce (default), log or off\n"
+	"      --jail DIR         run jailed (root; --jail-uid, --jail-gid, --jail-cgroup,\n"
+	"                         --jail-cpu-max, --jail-memory-max, --jail-pids-max,\n"
+	"                         --jail-io-max, --jail-nofile, --jail-fsize)\n"
+	"\n"
+	"Exit status: 0 the guest rebooted or powered off; 1 a cubicle error; 2 bad\n"
+	"usage; 3 guest panic; 4 guest crash; 130 Ctrl-A x; 159 a forbidden system\n"
+	"call. See cubicle(1).\n";
+
+static const char help_restore[] =
+	"Usage: cubicle restore DIR [OPTIONS]\n"
+	"\n"
+	"Run the VM a snapshot folder holds, from where it was, in this process.\n"
+	"\n"
+	"  -s, --set devices.ID.KEY=VALUE  a clone's own files (its disk copy, its\n"
+	"                         vsock socket, its console); repeatable\n"
+	"      --api-sock PATH    drive it through the control API\n"
+	"      --id ID            the instance id the API reports\n"
+	"      --paused           wait paused (PATCH /vm Resumed starts it)\n"
+	"      --mem-backend MODE file (default: the memory file mapped privately) or\n"
+	"                         uffd (pages filled on demand by a handler thread)\n"
+	"  -P, --plugin-dir DIR, -l, --log-level LEVEL, --log-file FILE, --seccomp MODE\n"
+	"                         as for run\n"
+	"\n"
+	"Exit status as for run. See cubicle(1), SNAPSHOTS.\n";
+
+static const char help_plugins[] =
+	"Usage: cubicle plugins [NAME | FILE] [--plugin-dir DIR]... [--json]\n"
+	"\n"
+	"List the plugins found (name, kind, version, summary), or describe one:\n"
+	"its parameters (type, default, range, choices), methods and the system\n"
+	"calls it needs beyond the seccomp allow-lists. A path (with a '/') loads\n"
+	"and checks that one file. --json prints the same as JSON.\n";
+
+static const char help_check_host[] =
+	"Usage: cubicle check-host [--dir DIR] [--quiet] [--json]\n"
+	"\n"
+	"Print what this host can do: KVM and its capabilities, PVM, whether it boots\n"
+	"stock Linux kernels, then what each plugin that probes the host says (run\n"
+	"in DIR, default the current folder: reflinks there, BPF, libzstd).\n"
+	"\n"
+	"Exit status: 0 this host boots stock kernels; 3 its KVM cannot (PVM, no\n"
+	"VT-x/AMD-V); 1 no usable /dev/kvm. --quiet prints nothing; --json prints\n"
+	"the facts and the status as one JSON object.\n";
+
+static const char help_compress[] =
+	"Usage: cubicle compress DIR [--threads N] [--level N]\n"
+	"\n"
+	"Compress a snapshot folder's memory into memory.zst (zstd's seekable format:\n"
+	"a restore reads the frames it needs; `zstd -d` reads it too). --threads\n"
+	"1 to 64 (default: the CPUs, at most 16), --level 1 to 19 (default: zstd's, 3).\n";
+
+/* `cubicle CMD --help` and `cubicle help CMD` of a built-in command. */
+static int cmd_help(const char *cmd)
+{
+	static const struct { const char *name, *text; } pages[] = {
+		{ "run", help_run }, { "restore", help_restore }, { "plugins", help_plugins },
+		{ "check-host", help_check_host }, { "compress", help_compress },
+	};
+
+	for (unsigned i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
+		if (!strcmp(cmd, pages[i].name)) {
+			fputs(pages[i].text, stdout);
+			return 0;
+		}
+	return usage(stdout, 0);
+}
+
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...)
 {
@@ -416,7 +501,7 @@ static int cmd_run(int argc, char **argv)
 				return ret;
 			break;
 		case 'h':
-			return usage(stdout, 0);
+			return cmd_help("run");
 		default:
 			if (c >= OPT_JAIL && c <= OPT_JAIL_PROBE) {
 				if ((ret = jail_opt(c, optarg, &jail)))
@@ -574,7 +659,7 @@ static int cmd_restore(int argc, char **argv)
 				return ret;
 			break;
 		case 'h':
-			return usage(stdout, 0);
+			return cmd_help("restore");
 		default:
 			return bad_option("restore", argv);
 		}
@@ -788,7 +873,7 @@ static int cmd_plugins(int argc, char **argv)
 		if (c == 'P' && n_dirs < MAX_OPTS)
 			dirs[n_dirs++] = optarg;
 		else if (c == 'h')
-			return usage(stdout, 0);
+			return cmd_help("plugins");
 		else
 			return bad_option("plugins", argv);
 	}
@@ -893,7 +978,7 @@ static int cmd_check_host(int argc, char **argv)
 				return VM_EXIT_ERROR;
 		}
 		else if (c == 'h')
-			return usage(stdout, 0);
+			return cmd_help("check-host");
 		else
 			return bad_option("check-host", argv);
 	}
@@ -935,7 +1020,7 @@ static int cmd_compress(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "t:L:h", opts, NULL)) != -1) {
 		if (c == 'h')
-			return usage(stdout, 0);
+			return cmd_help("compress");
 		if (c != 't' && c != 'L')
 			return bad_option("compress", argv);
 		errno = 0;
@@ -999,6 +1084,7 @@ int main(int argc, char **argv)
 			k++;
 		if (k == sizeof(mine) / sizeof(mine[0]))
 			return usage_error("help %s: no such command", argv[2]);
+		return cmd_help(argv[2]);
 	}
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help"))
 		return usage(stdout, 0);

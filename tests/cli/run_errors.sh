@@ -261,6 +261,15 @@ fi
 expect "--set without =" 2 "--set machine.vcpus: expected PATH=VALUE" -- run --set machine.vcpus "$tmp/vm.cfg"
 expect "--set without a path" 2 "--set =3: expected PATH=VALUE" -- restore --set =3 "$tmp"
 expect "help of no such command" 2 "help fly: no such command" -- help fly
+# every built-in command has a page of its own, by --help and by help CMD
+for c in run restore plugins check-host compress; do
+	if $runner "$cub" $c --help | head -n 1 | grep -q "^Usage: cubicle $c" &&
+		$runner "$cub" help $c | head -n 1 | grep -q "^Usage: cubicle $c"; then
+		echo "ok - $c --help and help $c"; pass=$((pass + 1))
+	else
+		echo "not ok - $c --help: $($runner "$cub" $c --help 2>&1 | head -n 1)"; fail=$((fail + 1))
+	fi
+done
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then
