@@ -270,6 +270,13 @@ for c in run restore plugins check-host compress; do
 		echo "not ok - $c --help: $($runner "$cub" $c --help 2>&1 | head -n 1)"; fail=$((fail + 1))
 	fi
 done
+for c in create clone compress decompress inspect check; do
+	if $runner "$cub" disk $c --help | head -n 1 | grep -q "^Usage: cubicle disk $c"; then
+		echo "ok - disk $c --help"; pass=$((pass + 1))
+	else
+		echo "not ok - disk $c --help: $($runner "$cub" disk $c --help 2>&1 | head -n 1)"; fail=$((fail + 1))
+	fi
+done
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then

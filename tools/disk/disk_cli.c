@@ -112,6 +112,13 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < DISK_ARRAY_SIZE(disk_cmds); i++) {
 		if (strcmp(argv[1], disk_cmds[i].name))
 			continue;
+		/* `disk SUB --help` (anywhere among its arguments): its line */
+		for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
+			if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+				printf("Usage: cubicle disk %s %s\n\n%s.\nSee DISK COMMANDS in cubicle(1).\n",
+				       disk_cmds[i].name, disk_cmds[i].args, disk_cmds[i].help);
+				return 0;
+			}
 		optind = 1;
 		opterr = 0;
 		return disk_cmds[i].fn(argc - 1, argv + 1);
