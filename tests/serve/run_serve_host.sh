@@ -95,6 +95,11 @@ id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"
 [ "$code" = 201 ] && [ -n "$id" ] || bad "create before the restart: HTTP $code $(cat "$tmp/out")"
 code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
 id2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+# and one paused across the restart
+code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
+id3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+code=$(api -X POST -d '{}' "$url/sandboxes/$id3/pause")
+[ "$code" = 204 ] || bad "pause before the restart: HTTP $code $(cat "$tmp/out")"
 # The status page, as a browser shows it: headless Chromium's screenshot
 # (kept as tests/serve/status.png in the build folder).
 curl -s "$url/?api_key=$key" >"$tmp/status.html"
@@ -137,6 +142,14 @@ tok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])'
 code=$(curl -s -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: $id" -H "X-Access-Token: $tok" \
 	"$url/files?path=$state/sandboxes/$id/sandbox.json")
 [ "$code" = 200 ] && echo "ok - its agent answers through the new serve" || bad "data plane after the restart: HTTP $code"
+code=$(api "$url/sandboxes/$id3")
+st3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["state"])' "$tmp/out" 2>/dev/null)
+code2=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id3/connect")
+[ "$code" = 200 ] && [ "$st3" = paused ] && [ "$code2" = 201 ] &&
+	echo "ok - a sandbox paused before the restart is paused after it, and connect resumes it (201)" ||
+	bad "paused across the restart: GET $code state $st3, connect $code2 $(cat "$tmp/out")"
+code=$(api -X DELETE "$url/sandboxes/$id3")
+[ "$code" = 204 ] || bad "kill $id3: HTTP $code"
 # a VMM that dies while serve runs
 pkill -KILL -f "fake-vmm.py restore .*--id $id" || bad "no VMM of $id to kill"
 i=0

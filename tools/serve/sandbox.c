@@ -52,7 +52,13 @@ static int save(const struct sandbox *s)
 	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:O}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
-			      s->state == SBX_PAUSED ? "paused" : "running", "pid", (int)s->pid,
+			      /* one still being made (or resumed) is not adopted by a
+			       * restarted serve: its agent may not have its token yet */
+			      s->state == SBX_PAUSED ? "paused"
+			      : s->state == SBX_RESUMING ? "resuming"
+			      : s->state == SBX_RUNNING || s->state == SBX_PAUSING ? "running"
+										 : "starting",
+			      "pid", (int)s->pid,
 			      "pid_start", (json_int_t)s->pid_start, "pause_gen", (int)s->pause_gen,
 			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
 			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
@@ -542,6 +548,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 {
 	char dir[320];
 	double t0 = now_ms();
+	int ret;
 
 	pthread_mutex_lock(&s->op);
 	if (s->state == SBX_RUNNING) {
@@ -555,7 +562,14 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 	}
 	set_state(s, SBX_RESUMING);
 	pause_dir(s, s->pause_gen, dir, sizeof(dir));
-	if (vmm_spawn(s, dir, NULL, 0, false) || vmm_wait_agent(s, s->token, NULL, msg, len)) {
+	msg[0] = '\0';
+	errno = 0;
+	ret = vmm_spawn(s, dir, NULL, 0, false);
+	if (!ret) {
+		save(s); /* a restart meanwhile ends this VMM and keeps the snapshot */
+		ret = vmm_wait_agent(s, s->token, NULL, msg, len);
+	}
+	if (ret) {
 		char why[400];
 
 		snprintf(why, sizeof(why), "%s", errno && !*msg ? strerror(errno) : msg);
@@ -563,6 +577,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 		serve_log("%s", msg);
 		vmm_end(s);
 		set_state(s, SBX_PAUSED); /* the snapshot is still there: try again later */
+		save(s);
 		pthread_mutex_unlock(&s->op);
 		return 500;
 	}
@@ -682,8 +697,10 @@ static struct sandbox *load(const char *id)
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
 	md = json_object_get(j, "metadata");
 	s->metadata = json_is_object(md) ? json_incref(md) : json_object();
-	s->state = st && !strcmp(st, "paused") ? SBX_PAUSED : st && !strcmp(st, "running") ? SBX_RUNNING
-											      : SBX_STARTING;
+	/* "resuming": paused, with a VMM that may still be starting (ended below) */
+	s->state = st && (!strcmp(st, "paused") || !strcmp(st, "resuming")) ? SBX_PAUSED
+		   : st && !strcmp(st, "running")			       ? SBX_RUNNING
+									       : SBX_STARTING;
 	json_decref(j);
 	return s;
 }
@@ -712,7 +729,14 @@ int sbx_adopt_all(void)
 		link_in(s);
 		if (s->state == SBX_PAUSED) {
 			kept++;
+			if (s->pid > 0 && vmm_alive(s)) {
+				serve_log("sandbox %s: a resume was under way when serve stopped: its VMM (pid %d) ended; the sandbox stays paused",
+					  s->id, (int)s->pid);
+				s->child = false;
+				vmm_end(s);
+			}
 			s->pid = 0;
+			save(s);
 			continue;
 		}
 		if (s->state == SBX_RUNNING && vmm_alive(s)) {
