@@ -26,7 +26,7 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
 }
 
-static int rm_tree(const char *dir)
+int rm_tree(const char *dir)
 {
 	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -623,7 +623,7 @@ void *sbx_reaper(void *arg)
 {
 	(void)arg;
 	while (!srv.stopping) {
-		struct sandbox *todo[64];
+		struct sandbox *live[64];
 		unsigned n = 0;
 		time_t now = time(NULL);
 
@@ -631,11 +631,11 @@ void *sbx_reaper(void *arg)
 		for (struct sandbox *s = srv.list; s && n < 64; s = s->next)
 			if (s->state == SBX_RUNNING || s->state == SBX_POOLED) {
 				s->refs++;
-				todo[n++] = s;
+				live[n++] = s;
 			}
 		pthread_mutex_unlock(&srv.lock);
 		for (unsigned i = 0; i < n; i++) {
-			struct sandbox *s = todo[i];
+			struct sandbox *s = live[i];
 			char msg[512];
 
 			if (pthread_mutex_trylock(&s->op) == 0) {

@@ -94,6 +94,8 @@ void api_handle(struct hconn *c, struct hreq *r);
 void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port);
 
 /* ---- util ---- */
+/* Removes @dir and all it holds (not following links): 0 or -1 (errno). */
+int rm_tree(const char *dir);
 void serve_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double now_ms(void);
 void rand_hex(char *out, size_t n_chars);

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,13 +38,6 @@ static void tusage(FILE *f)
 	      "      --wait SECONDS  how long the agent may take to answer (default 300)\n"
 	      "      --force         replace a template of that name\n",
 	      f);
-}
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
 }
 
 /* The uds_path of the VM's vsock device, from its API (GET /vm/config),
@@ -192,7 +184,7 @@ static int build(int argc, char **argv, const char *state)
 			fprintf(stderr, "cubicle template: %s: %s\n", final, strerror(errno));
 			goto fail;
 		}
-		nftw(old, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+		rm_tree(old);
 	} else if (rename(tdir, final)) {
 		fprintf(stderr, "cubicle template: %s: %s\n", final, strerror(errno));
 		goto fail;
@@ -244,7 +236,7 @@ int template_main(int argc, char **argv)
 			if (access(dir, F_OK))
 				return fprintf(stderr, "cubicle template rm: %s: %s\n", dir, strerror(errno)), 1;
 			/* running sandboxes keep what they map of it: the files go, their inodes stay */
-			return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) ? 1 : 0;
+			return rm_tree(dir) ? 1 : 0;
 		}
 		snprintf(dir, sizeof(dir), "%s/templates", state);
 		if (!(d = opendir(dir)))
