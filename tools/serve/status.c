@@ -63,17 +63,30 @@ void status_page(struct hconn *c)
 	      "td,th{border:1px solid #ccc;padding:4px 10px;text-align:left}"
 	      ".running{color:#080}.paused{color:#a60}</style></head><body>"
 	      "<h1>cubicle serve</h1>", f);
-	unsigned pooled = 0;
+	unsigned pooled = 0, n = 0, cap;
+	struct sandbox **all;
 
+	/* The list, referenced, under the lock; /proc is read after it. */
 	pthread_mutex_lock(&srv.lock);
-	for (struct sandbox *s = srv.list; s; s = s->next)
+	cap = srv.n_sandboxes;
+	all = calloc(cap + 1, sizeof(*all));
+	for (struct sandbox *s = srv.list; all && s && n < cap; s = s->next) {
+		s->refs++;
+		all[n++] = s;
 		pooled += s->state == SBX_POOLED;
+	}
+	n_lat = srv.n_lat < 64 ? srv.n_lat : 64;
+	total = srv.n_lat;
+	for (unsigned i = 0; i < n_lat; i++)
+		lat[i] = srv.lat[(total - n_lat + i) % 64];
+	pthread_mutex_unlock(&srv.lock);
 	fprintf(f, "<p>%u sandboxes and %u warm pool clones (at most %u in all); state folder <code>",
-		srv.n_sandboxes - pooled, pooled, srv.max_sandboxes);
+		n - pooled, pooled, srv.max_sandboxes);
 	esc(f, srv.state_dir);
 	fputs("</code></p><table><tr><th>sandbox</th><th>state</th><th>template</th><th>age</th>"
 	      "<th>memory (VMM RSS)</th><th>ends in</th></tr>", f);
-	for (struct sandbox *s = srv.list; s; s = s->next) {
+	for (unsigned i = 0; i < n; i++) {
+		struct sandbox *s = all[i];
 		unsigned long long rss;
 		double cpu;
 
@@ -87,12 +100,9 @@ void status_page(struct hconn *c)
 			fputs("<td>&ndash;</td></tr>", f);
 		else
 			fprintf(f, "<td>%lld s</td></tr>", (long long)(s->end - now));
+		sbx_put(s);
 	}
-	n_lat = srv.n_lat < 64 ? srv.n_lat : 64;
-	total = srv.n_lat;
-	for (unsigned i = 0; i < n_lat; i++)
-		lat[i] = srv.lat[(total - n_lat + i) % 64];
-	pthread_mutex_unlock(&srv.lock);
+	free(all);
 	iso_time(now, a, sizeof(a));
 	fprintf(f, "</table><h2>Create latency (last %u of %u creates: template clone to agent ready)</h2>",
 		n_lat, total);
