@@ -44,11 +44,12 @@ step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz s
 make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$src/build/fuzz-smoke.log" 2>&1 &
 fuzz=$!
 # The snapshot group's clones: 10 under the sanitizers (what they look for
-# is in each clone's code path, not in their number; the 50 ran above).
+# is in each clone's code path, not in their number; the 50 ran above);
+# likewise 100 create/destroy cycles (the 1000 ran above).
 asan=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	CUBICLE_CLONES=10 make -C "$src/build-asan" -j2 check \
-	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh tests/serve/run_serve_host.sh' ||
+	CUBICLE_CLONES=10 CUBICLE_CYCLES=100 make -C "$src/build-asan" -j2 check \
+	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh tests/kvm/run_cycles.sh tests/serve/run_serve_host.sh' ||
 	asan=1
 step "fuzz smoke (started beside the sanitizer tests): waiting for it"
 fuzz_rc=0

@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,8 +52,18 @@ int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen)
 	}
 	if (!abs)
 		return errf(err, errlen, -ENOMEM, "out of memory");
+	j->read_only[j->n_paths] = false;
 	j->paths[j->n_paths++] = abs;
 	return 0;
+}
+
+int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t errlen)
+{
+	int ret = jail_add(j, path, err, errlen);
+
+	if (!ret && path && *path)
+		j->read_only[j->n_paths - 1] = true;
+	return ret;
 }
 
 static int add_inst(struct jail_cfg *j, const struct plan_inst *pi, char *err, size_t errlen)
@@ -147,8 +158,8 @@ static int in_root(char *out, size_t len, const char *root, const char *path)
 /* Bind the host's @path at the same path under @root. A path that does not
  * exist yet (a socket or an image cubicle makes) gets its folder made
  * there instead: from outside it appears as ROOT/PATH. */
-static int bind_in(const char *root, const char *path, bool skip, uid_t uid, gid_t gid,
-		   char *err, size_t errlen)
+static int bind_in(const char *root, const char *path, bool skip, bool ro, uid_t uid,
+		   gid_t gid, char *err, size_t errlen)
 {
 	char dst[PATH_MAX], parent[PATH_MAX], *slash;
 	struct stat st;
@@ -176,6 +187,10 @@ static int bind_in(const char *root, const char *path, bool skip, uid_t uid, gid
 	}
 	if (mount(path, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return errf(err, errlen, -errno, "jail: binding %s: %s", path, strerror(errno));
+	if (ro && mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+			NULL) < 0)
+		return errf(err, errlen, -errno, "jail: making %s read-only: %s", path,
+			    strerror(errno));
 	return 0;
 }
 
@@ -185,13 +200,14 @@ static void noop(int sig)
 }
 
 /* What the jailed process sees (--jail-probe, for tests): one line. */
-static void probe(void)
+static void probe(const struct jail_cfg *j)
 {
 	char roots[512] = "", procs[256] = "", ifs[256] = "";
 	struct if_nameindex *ni;
+	struct statvfs sv;
 	struct dirent *e;
 	DIR *d;
-	unsigned n = 0;
+	unsigned n = 0, n_ro = 0, ro = 0;
 
 	if ((d = opendir("/"))) {
 		while ((e = readdir(d)))
@@ -214,8 +230,13 @@ static void probe(void)
 			snprintf(ifs + strlen(ifs), sizeof(ifs) - strlen(ifs), " %s", i->if_name);
 		if_freenameindex(ni);
 	}
-	log_info("jail probe: uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s",
-		 (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs);
+	for (unsigned i = 0; i < j->n_paths; i++)
+		if (j->read_only[i]) {
+			n_ro++;
+			ro += !statvfs(j->paths[i], &sv) && (sv.f_flag & ST_RDONLY);
+		}
+	log_info("jail probe: uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s; read-only binds: %u of %u",
+		 (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
 }
 
 /* The child: everything after the fork. 0, or -errno after a message. */
@@ -249,10 +270,10 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 		return errf(err, errlen, -errno, "jail: mounts: %s", strerror(errno));
 	for (unsigned i = 0; i < j->n_paths; i++)
 		if ((ret = bind_in(j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
-				   j->uid, j->gid, err, errlen)))
+				   j->read_only[i], j->uid, j->gid, err, errlen)))
 			return ret;
 	for (unsigned i = 0; i < sizeof(devs) / sizeof(*devs); i++)
-		if ((ret = bind_in(j->dir, devs[i], false, 0, 0, err, errlen)))
+		if ((ret = bind_in(j->dir, devs[i], false, false, 0, 0, err, errlen)))
 			return ret;
 	if ((ret = in_root(p, sizeof(p), j->dir, "/proc")) || (ret = mkdirs(p, 0, 0)) ||
 	    (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 && (ret = -errno)))
@@ -306,7 +327,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 	log_info("jailed in %s as uid %u gid %u, cgroup %s", j->dir, (unsigned)j->uid,
 		 (unsigned)j->gid, cg);
 	if (j->probe)
-		probe();
+		probe(j);
 	return 0;
 }
 

@@ -29,6 +29,7 @@ struct jail_cfg {
 	uint64_t fsize;      /* RLIMIT_FSIZE in bytes; 0: unlimited */
 	/* Files bound in at their own paths (made absolute by jail_add). */
 	char *paths[JAIL_MAX_PATHS];
+	bool read_only[JAIL_MAX_PATHS]; /* bound read-only (jail_add_read_only) */
 	unsigned n_paths;
 	const char *skip;    /* a path never bound (the API socket: made inside) */
 	bool probe;          /* log what the jailed process sees (tests) */
@@ -36,6 +37,8 @@ struct jail_cfg {
 
 /* Add @path (and nothing if NULL or ""): 0 or -errno with a message. */
 int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen);
+/* The same, bound read-only (a snapshot a restore only reads). */
+int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t errlen);
 /* Add every path a plan names: its kernel, initrd and every path parameter
  * of its devices and their backends; and whether it has a tap (new_net
  * false then). */

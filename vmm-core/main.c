@@ -148,6 +148,9 @@ static const char help_restore[] =
 	"                         uffd (pages filled on demand by a handler thread)\n"
 	"  -P, --plugin-dir DIR, -l, --log-level LEVEL, --log-file FILE, --seccomp MODE\n"
 	"                         as for run\n"
+	"      --jail DIR         run jailed, as for run (the snapshot folder is bound\n"
+	"                         in read-only; the files a restore makes, its disk\n"
+	"                         copies and sockets, are DIR/PATH from outside)\n"
 	"\n"
 	"Exit status as for run. See cubicle(1), SNAPSHOTS.\n";
 
@@ -370,6 +373,20 @@ enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CP
        OPT_JAIL_MEM, OPT_JAIL_PIDS, OPT_JAIL_IO, OPT_JAIL_NOFILE, OPT_JAIL_FSIZE,
        OPT_JAIL_PROBE };
 
+/* The --jail* options of run and restore (jail_opt reads them). */
+#define JAIL_OPTIONS                                                              \
+	{ "jail", required_argument, NULL, OPT_JAIL },                            \
+	{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },                    \
+	{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },                    \
+	{ "jail-cgroup", required_argument, NULL, OPT_JAIL_CGROUP },              \
+	{ "jail-cpu-max", required_argument, NULL, OPT_JAIL_CPU },                \
+	{ "jail-memory-max", required_argument, NULL, OPT_JAIL_MEM },             \
+	{ "jail-pids-max", required_argument, NULL, OPT_JAIL_PIDS },              \
+	{ "jail-io-max", required_argument, NULL, OPT_JAIL_IO },                  \
+	{ "jail-nofile", required_argument, NULL, OPT_JAIL_NOFILE },              \
+	{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },                \
+	{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE }
+
 /* A --jail* option into @j: 0, 1 when @c is not one, or a usage error's
  * exit status. */
 static int jail_opt(int c, const char *arg, struct jail_cfg *j)
@@ -401,25 +418,15 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	}
 }
 
-/*
- * Into the jail, for `run CONFIG --jail DIR`: the host check first (the
- * jail has no /sys), what loads lazily loaded now (the jail has no
- * libraries), then jail_enter. Returns only in the jailed child: 0, or a
- * cubicle exit status.
- */
-static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
+/* Into the jail once its paths are named (@sock, the API socket, is made
+ * inside): what loads lazily loaded now (the jail has no libraries), then
+ * jail_enter. Returns only in the jailed child: 0, or a cubicle exit status. */
+static int enter_jail(struct jail_cfg *j, const char *sock)
 {
 	char err[1024] = "";
-	int ret;
+	int ret = 0;
 
-	if (r->host_check && r->cfg.host_check && r->cfg.boot.format != BOOT_FLAT &&
-	    !arch_host_can_boot_linux(err, sizeof(err))) {
-		log_err("%s (or pass --no-host-check to try anyway)", err);
-		return VM_EXIT_ERROR;
-	}
-	r->host_check = false;
-	ret = jail_add_plan(j, &r->cfg, err, sizeof(err));
-	if (!ret && sock && !(ret = jail_add(j, sock, err, sizeof(err))))
+	if (sock && !(ret = jail_add(j, sock, err, sizeof(err))))
 		j->skip = j->paths[j->n_paths - 1];
 	if (!ret && sock)
 		ret = http_load(err, sizeof(err));
@@ -436,6 +443,56 @@ static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 	return 0;
 }
 
+/* `run CONFIG --jail DIR`: the host check first (the jail has no /sys),
+ * then the paths the plan names. */
+static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
+{
+	char err[1024] = "";
+
+	if (r->host_check && r->cfg.host_check && r->cfg.boot.format != BOOT_FLAT &&
+	    !arch_host_can_boot_linux(err, sizeof(err))) {
+		log_err("%s (or pass --no-host-check to try anyway)", err);
+		return VM_EXIT_ERROR;
+	}
+	r->host_check = false;
+	if (jail_add_plan(j, &r->cfg, err, sizeof(err))) {
+		log_err("%s", err);
+		return VM_EXIT_ERROR;
+	}
+	return enter_jail(j, sock);
+}
+
+/* `restore DIR --jail ROOT`: the paths of the plan the snapshot holds (with
+ * the --set overrides), the snapshot folder and a Diff's parents. A restore
+ * makes its disk copies inside: from outside they are ROOT/PATH. */
+static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir,
+			  const char *sock)
+{
+	struct snap_image im;
+	struct plan p = { 0 };
+	char err[1024] = "", **dirs;
+	int ret = snap_open(&im, dir, err, sizeof(err));
+
+	if (!ret) {
+		ret = snap_plan(&im, &p, &r->reg, r->sets, r->n_sets, err, sizeof(err));
+		if (!ret)
+			ret = jail_add_plan(j, &p, err, sizeof(err));
+		snap_close(&im);
+	}
+	plan_free(&p);
+	dirs = ret ? NULL : snap_chain_dirs(dir);
+	if (!ret && !dirs)
+		ret = errf(err, sizeof(err), -EINVAL, "%s: its Diff chain cannot be read", dir);
+	for (char **d = dirs; !ret && *d; d++)
+		ret = jail_add_read_only(j, *d, err, sizeof(err));
+	snap_names_free(dirs);
+	if (ret) {
+		log_err("%s", err);
+		return VM_EXIT_ERROR;
+	}
+	return enter_jail(j, sock);
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -449,17 +506,7 @@ static int cmd_run(int argc, char **argv)
 		{ "config-file", required_argument, NULL, 'C' },
 		{ "no-api", no_argument, NULL, 'N' },
 		{ "seccomp", required_argument, NULL, 'S' },
-		{ "jail", required_argument, NULL, OPT_JAIL },
-		{ "jail-uid", required_argument, NULL, OPT_JAIL_UID },
-		{ "jail-gid", required_argument, NULL, OPT_JAIL_GID },
-		{ "jail-cgroup", required_argument, NULL, OPT_JAIL_CGROUP },
-		{ "jail-cpu-max", required_argument, NULL, OPT_JAIL_CPU },
-		{ "jail-memory-max", required_argument, NULL, OPT_JAIL_MEM },
-		{ "jail-pids-max", required_argument, NULL, OPT_JAIL_PIDS },
-		{ "jail-io-max", required_argument, NULL, OPT_JAIL_IO },
-		{ "jail-nofile", required_argument, NULL, OPT_JAIL_NOFILE },
-		{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },
-		{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE },
+		JAIL_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -620,10 +667,13 @@ static int cmd_restore(int argc, char **argv)
 		{ "mem-backend", required_argument, NULL, 'm' },
 		{ "set", required_argument, NULL, 's' },
 		{ "seccomp", required_argument, NULL, 'S' },
+		JAIL_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct shared_opts o = { .level = -1, .seccomp = -1 };
+	struct jail_cfg jail = { 0 };
+	bool jail_opts = false;
 	const char *sock = NULL, *id = NULL;
 	bool paused = false;
 	int c, ret;
@@ -661,6 +711,12 @@ static int cmd_restore(int argc, char **argv)
 		case 'h':
 			return cmd_help("restore");
 		default:
+			if (c >= OPT_JAIL && c <= OPT_JAIL_PROBE) {
+				if ((ret = jail_opt(c, optarg, &jail)))
+					return ret;
+				jail_opts = true;
+				break;
+			}
 			return bad_option("restore", argv);
 		}
 	}
@@ -670,12 +726,18 @@ static int cmd_restore(int argc, char **argv)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
 	if ((ret = seccomp_mode(&o, &r.seccomp)))
 		return ret;
+	if (jail_opts && !jail.dir)
+		return usage_error("%s", "the --jail-* options need --jail DIR");
 	if (o.level >= 0)
 		log_set_level(o.level);
 	if (load_restore_registry(&r.reg, &o, argv[optind]) < 0)
 		return VM_EXIT_ERROR;
 	r.sets = o.sets;
 	r.n_sets = o.n_sets;
+	if (jail.dir && (ret = restore_jailed(&r, &jail, argv[optind], sock))) {
+		registry_free(&r.reg);
+		return ret;
+	}
 	ret = run_prepare(&r, err, sizeof(err));
 	if (!ret && sock)
 		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));

@@ -220,6 +220,13 @@ if [ "${CUBICLE_PAYLOAD_ONLY:-}" = snapshots ]; then
 	[ "$fail" -eq 0 ]
 	exit
 fi
+# CUBICLE_PAYLOAD_ONLY=cycles: only the create/destroy cycles (run_cycles.sh).
+if [ "${CUBICLE_PAYLOAD_ONLY:-}" = cycles ]; then
+	. "$sd/tests/kvm/cycles.sh"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
+fi
 # CUBICLE_PAYLOAD_ONLY=vsock: only the virtio-vsock group (run_vsock_payloads.sh).
 if [ "${CUBICLE_PAYLOAD_ONLY:-}" = vsock ]; then
 	. "$sd/tests/kvm/vsock.sh"

@@ -512,3 +512,47 @@ if [ -n "$s" ]; then
 		fi
 	fi
 fi
+
+# 7. A jailed restore (--jail, issue 14): the diskcount snapshot restored as
+#    uid 65534 in namespaces of its own and a cgroup, the snapshot folder
+#    bound in read-only, the clone's disk copy and its API socket made inside
+#    the jail (ROOT/PATH from outside). It counts on, is driven through that
+#    socket, sees none of the host's files or processes; the snapshot's copy
+#    is unchanged and the cgroup is gone after SIGTERM. Root and cgroup v2
+#    only (in the nested harness's L1, which mounts none, cgroup2 is mounted
+#    here).
+[ "$nested_l1" = 1 ] && ! [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+if [ -n "${sk:-}" ] && { [ "$(id -u)" != 0 ] || { ! [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+     ! [ -e /sys/fs/cgroup/unified/cgroup.controllers ]; }; }; then
+	echo "# restore --jail: skipped (it needs root and a cgroup v2 hierarchy)"
+elif [ -n "${sk:-}" ]; then
+	jr=$tmp/jail-root
+	mkdir -p "$jr" && chown 65534:65534 "$jr"
+	"$cub" restore "$ds" --jail "$jr" --jail-probe --api-sock "$tmp/jr.sock" -l info \
+		--set "devices.disk.backend.path=$tmp/jclone.img" >/dev/null 2>"$tmp/jrestore.err" </dev/null &
+	p=$!
+	jsk= probe=
+	if wait_line $p "$tmp/jrestore.err" "guest: count $((sk + 2))\$" &&
+	   "$cub" ctl "$jr$tmp/jr.sock" pause >>"$tmp/jrestore.out" 2>&1 &&
+	   jsk=$(scratch "$jr$tmp/jr.sock") &&
+	   "$cub" ctl "$jr$tmp/jr.sock" resume >>"$tmp/jrestore.out" 2>&1; then
+		probe=$(sed -n 's/.*jail probe: //p' "$tmp/jrestore.err")
+	fi
+	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jrestore.err")
+	kill -TERM $p 2>/dev/null
+	wait $p 2>/dev/null
+	got=$?
+	set -- $(sector1 "$jr$tmp/jclone.img")
+	if [ -n "$jsk" ] && [ $got = 143 ] &&
+	   echo "$probe" | grep -q '^uid 65534 gid 65534; / holds:.*; 1 processes: 1; network interfaces: lo; read-only binds: 1 of 1$' &&
+	   ! echo "$probe" | grep -Eq '/ holds:.* (etc|usr|bin|home|root|sys)( |;)' &&
+	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
+	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
+		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup $cg gone"
+	else
+		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}'$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'" >>"$tmp/jrestore.out"
+		tail -n 15 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
+		notok "restore --jail" "$tmp/jrestore.out"
+	fi
+fi

@@ -237,12 +237,16 @@ static void usage(FILE *f)
 	      "      --domain NAME      sandboxes also answer at Host PORT-ID.NAME\n"
 	      "      --max-sandboxes N  (default 100)\n"
 	      "      --seccomp MODE     the VMMs' seccomp mode: enforce (default), log, off\n"
+	      "      --jail-user UID:GID  run each VMM jailed (cubicle restore --jail) as\n"
+	      "                         UID:GID, in a cgroup of its own (serve as root)\n"
 	      "\n"
 	      "Config file keys: listen, state_dir, api_keys, domain, max_sandboxes,\n"
 	      "max_connections, default_timeout and max_timeout (seconds), agent_wait_ms,\n"
-	      "seccomp, pool_size (warm clones kept restored and paused, 0) and\n"
-	      "pool_template (\"base\"). Sandboxes outlive serve: a restarted serve finds\n"
-	      "them in the state folder. See cubicle-serve(1).\n",
+	      "seccomp, pool_size (warm clones kept restored and paused, 0),\n"
+	      "pool_template (\"base\"), jail_user, jail_cgroup (the parent cgroup,\n"
+	      "default /sys/fs/cgroup/cubicle), jail_memory_max, jail_cpu_max and\n"
+	      "jail_pids_max (cgroup v2 values for each VMM). Sandboxes outlive serve:\n"
+	      "a restarted serve finds them in the state folder. See cubicle-serve(1).\n",
 	      f);
 }
 
@@ -265,7 +269,8 @@ static int read_config(struct opts *o)
 	static const char *const known[] = { "listen", "state_dir", "api_keys", "domain",
 					     "max_sandboxes", "max_connections", "default_timeout",
 					     "max_timeout", "agent_wait_ms", "seccomp", "pool_size",
-					     "pool_template", NULL };
+					     "pool_template", "jail_user", "jail_cgroup",
+					     "jail_memory_max", "jail_cpu_max", "jail_pids_max", NULL };
 	config_t cf;
 	config_setting_t *root;
 	const char *s;
@@ -317,6 +322,11 @@ static int read_config(struct opts *o)
 		case 9: if (!srv.seccomp) srv.seccomp = dup_str(s); break;
 		case 10: srv.pool_size = (unsigned)config_setting_get_int(e); break;
 		case 11: srv.pool_template = dup_str(s); break;
+		case 12: if (!srv.jail_user) srv.jail_user = dup_str(s); break;
+		case 13: srv.jail_cgroup = dup_str(s); break;
+		case 14: srv.jail_memory_max = dup_str(s); break;
+		case 15: srv.jail_cpu_max = dup_str(s); break;
+		case 16: srv.jail_pids_max = dup_str(s); break;
 		}
 	}
 	config_destroy(&cf);
@@ -379,6 +389,37 @@ static void on_stop(int sig)
 	srv.stopping = 1;
 }
 
+/* jail_user is UID:GID, both numbers and neither 0; jail_cgroup defaults
+ * to what `cubicle --jail` uses. 0, or -1 after a message. */
+static int jail_check(void)
+{
+	unsigned long uid, gid;
+	char *end;
+
+	errno = 0;
+	uid = strtoul(srv.jail_user, &end, 10);
+	if (end == srv.jail_user || *end != ':' || !end[1])
+		goto bad;
+	gid = strtoul(end + 1, &end, 10);
+	if (*end || errno || !uid || !gid || uid > 0xfffffffe || gid > 0xfffffffe)
+		goto bad;
+	if (!srv.jail_cgroup)
+		srv.jail_cgroup = access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
+					  !access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK)
+				  ? "/sys/fs/cgroup/unified/cubicle"
+				  : "/sys/fs/cgroup/cubicle";
+	if (geteuid()) {
+		fprintf(stderr, "cubicle serve: jail_user %s: jailed VMMs need serve to run as root\n",
+			srv.jail_user);
+		return -1;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "cubicle serve: jail_user %s: expected UID:GID, two numbers other than 0\n",
+		srv.jail_user);
+	return -1;
+}
+
 static int serve_main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -390,6 +431,7 @@ static int serve_main(int argc, char **argv)
 		{ "domain", required_argument, NULL, 'D' },
 		{ "max-sandboxes", required_argument, NULL, 'M' },
 		{ "seccomp", required_argument, NULL, 'S' },
+		{ "jail-user", required_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -416,6 +458,7 @@ static int serve_main(int argc, char **argv)
 			have_max = true;
 			break;
 		case 'S': srv.seccomp = optarg; break;
+		case 'J': srv.jail_user = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -435,6 +478,8 @@ static int serve_main(int argc, char **argv)
 		fprintf(stderr, "cubicle serve: seccomp %s: expected enforce, log or off\n", srv.seccomp);
 		return 2;
 	}
+	if (srv.jail_user && jail_check())
+		return 2;
 	srv.cubicle = getenv("CUBICLE_BIN");
 	if (!srv.cubicle || access(srv.cubicle, X_OK)) {
 		fprintf(stderr, "cubicle serve: run it as `cubicle serve` (CUBICLE_BIN names the cubicle "

@@ -49,7 +49,7 @@ const char *sbx_state_name(enum sbx_state st)
 static int save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:O}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:O}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
 			      /* one still being made (or resumed) is not adopted by a
@@ -62,8 +62,8 @@ static int save(const struct sandbox *s)
 			      "pid_start", (json_int_t)s->pid_start, "pause_gen", (int)s->pause_gen,
 			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
 			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
-			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "metadata",
-			      s->metadata ? s->metadata : json_object());
+			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "jailed",
+			      s->jailed, "metadata", s->metadata ? s->metadata : json_object());
 	int ret;
 
 	if (!j)
@@ -193,18 +193,23 @@ static unsigned clone_sets(const struct sandbox *s, json_t *tree, char **sets, u
 	json_array_foreach(devs, i, d) {
 		const char *id = text(json_object_get(d, "id"));
 		json_t *b = json_object_get(d, "backend");
-		char *set;
+		char *set, name[160], path[320];
 
-		if (!id || strpbrk(id, "=/ "))
+		if (!id || strpbrk(id, "=/ ") || strlen(id) > 64)
 			continue;
+		sbx_file(s, "v.sock", true, path, sizeof(path));
 		if (text(json_object_get(d, "uds_path")) && n < max &&
-		    asprintf(&set, "devices.%s.uds_path=%s/v.sock", id, s->dir) > 0)
+		    asprintf(&set, "devices.%s.uds_path=%s", id, path) > 0)
 			sets[n++] = set;
+		snprintf(name, sizeof(name), "%s.log", id);
+		sbx_file(s, name, true, path, sizeof(path));
 		if (text(json_object_get(d, "path")) && n < max &&
-		    asprintf(&set, "devices.%s.path=%s/%s.log", id, s->dir, id) > 0)
+		    asprintf(&set, "devices.%s.path=%s", id, path) > 0)
 			sets[n++] = set;
+		snprintf(name, sizeof(name), "%s.img", id);
+		sbx_file(s, name, true, path, sizeof(path));
 		if (json_is_object(b) && text(json_object_get(b, "path")) && n < max &&
-		    asprintf(&set, "devices.%s.backend.path=%s/%s.img", id, s->dir, id) > 0)
+		    asprintf(&set, "devices.%s.backend.path=%s", id, path) > 0)
 			sets[n++] = set;
 	}
 	return n;
@@ -293,6 +298,7 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 	s->started = time(NULL);
 	s->end = s->started + srv.default_timeout;
 	s->state = st;
+	s->jailed = srv.jail_user != NULL;
 	if (mkdir(s->dir, 0700)) {
 		snprintf(msg, len, "%s: %s", s->dir, strerror(errno));
 		sbx_put(s);
@@ -497,9 +503,13 @@ int sbx_kill(struct sandbox *s, char *msg, size_t len)
 	return 0;
 }
 
-static void pause_dir(const struct sandbox *s, unsigned gen, char *out, size_t len)
+/* Its paused snapshot @gen, as serve (@inside false) or its VMM sees it. */
+static void pause_dir(const struct sandbox *s, unsigned gen, bool inside, char *out, size_t len)
 {
-	snprintf(out, len, "%s/pause-%u", s->dir, gen);
+	char name[32];
+
+	snprintf(name, sizeof(name), "pause-%u", gen);
+	sbx_file(s, name, inside, out, len);
 }
 
 int sbx_pause(struct sandbox *s, char *msg, size_t len)
@@ -517,8 +527,9 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
 	}
 	set_state(s, SBX_PAUSING);
-	pause_dir(s, s->pause_gen + 1, dir, sizeof(dir));
+	pause_dir(s, s->pause_gen + 1, true, dir, sizeof(dir));
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", dir);
+	pause_dir(s, s->pause_gen + 1, false, dir, sizeof(dir));
 	if (vmm_api(s, "PATCH", "/vm", "{\"state\":\"Paused\"}", 10000, msg, len) ||
 	    vmm_api(s, "PUT", "/snapshot/create", body, 600000, msg, len)) {
 		char why[400];
@@ -533,7 +544,7 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 	}
 	vmm_end(s);
 	if (s->pause_gen) {
-		pause_dir(s, s->pause_gen, old, sizeof(old));
+		pause_dir(s, s->pause_gen, false, old, sizeof(old));
 		rm_tree(old);
 	}
 	s->pause_gen++;
@@ -561,7 +572,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
 	}
 	set_state(s, SBX_RESUMING);
-	pause_dir(s, s->pause_gen, dir, sizeof(dir));
+	pause_dir(s, s->pause_gen, false, dir, sizeof(dir));
 	msg[0] = '\0';
 	errno = 0;
 	ret = vmm_spawn(s, dir, NULL, 0, false);
@@ -695,6 +706,7 @@ static struct sandbox *load(const char *id)
 	s->public_traffic = !json_is_false(json_object_get(j, "public_traffic"));
 	s->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
+	s->jailed = json_is_true(json_object_get(j, "jailed"));
 	md = json_object_get(j, "metadata");
 	s->metadata = json_is_object(md) ? json_incref(md) : json_object();
 	/* "resuming": paused, with a VMM that may still be starting (ended below) */

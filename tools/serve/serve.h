@@ -37,6 +37,7 @@ struct sandbox {
 	unsigned vcpus, memory_mib;
 	json_t *metadata;           /* an object of strings */
 	double create_ms;           /* create or resume to agent ready */
+	bool jailed;                /* its VMM runs `--jail DIR/j` (files: sbx_file) */
 };
 
 struct server {
@@ -53,6 +54,8 @@ struct server {
 	unsigned agent_wait_ms;
 	unsigned pool_size;         /* warm clones of pool_template kept ready */
 	const char *pool_template;
+	/* Jailed VMMs (jail_user set): uid and gid, the parent cgroup, limits. */
+	const char *jail_user, *jail_cgroup, *jail_memory_max, *jail_cpu_max, *jail_pids_max;
 	unsigned conns;             /* open client connections, under lock */
 	volatile int stopping;
 	/* recent create latencies (ms), a ring, under lock */
@@ -61,6 +64,10 @@ struct server {
 };
 
 extern struct server srv;
+
+/* Inside a jail, the folder that holds a sandbox's files (its VMM's view);
+ * from outside DIR/j/vm (short: a socket path must fit in 108 bytes). */
+#define JAIL_BOX "/vm"
 
 /* ---- sandbox.c ---- */
 /* Loads STATE/sandboxes: running ones whose VMM lives are adopted, the rest cleaned. */

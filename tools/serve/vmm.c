@@ -71,28 +71,62 @@ bool vmm_alive(struct sandbox *s)
 	return proc_start_time(s->pid, &st) == s->pid_start && st != 'Z' && st != 'X';
 }
 
+void sbx_file(const struct sandbox *s, const char *name, bool inside, char *out, size_t len)
+{
+	if (!s->jailed)
+		snprintf(out, len, "%s/%s", s->dir, name);
+	else if (inside)
+		snprintf(out, len, JAIL_BOX "/%s", name);
+	else
+		snprintf(out, len, "%s/j" JAIL_BOX "/%s", s->dir, name);
+}
+
+/* The cgroup `cubicle --jail` made for the VMM whose supervisor is @pid. */
+static void jail_cgroup(pid_t pid, char *out, size_t len)
+{
+	snprintf(out, len, "%s/vm-%d", srv.jail_cgroup, (int)pid);
+}
+
 void vmm_end(struct sandbox *s)
 {
+	char cg[320];
+	int i = 0;
+
 	if (s->pid <= 0)
 		return;
+	if (s->jailed && vmm_alive(s)) {
+		kill(s->pid, SIGTERM);
+		for (; i < 300 && vmm_alive(s); i++)
+			usleep(10000);
+	}
 	if (vmm_alive(s))
 		kill(s->pid, SIGKILL);
-	for (int i = 0; i < 500 && vmm_alive(s); i++)
+	for (i = 0; i < 500 && vmm_alive(s); i++)
 		usleep(10000);
 	if (s->child)
 		waitpid(s->pid, NULL, WNOHANG);
+	if (s->jailed) {
+		jail_cgroup(s->pid, cg, sizeof(cg));
+		for (i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
+			usleep(10000);
+		if (!access(cg, F_OK))
+			serve_log("sandbox %s: cannot remove the cgroup %s: %s", s->id, cg,
+				  strerror(errno));
+	}
 	s->pid = 0;
 	s->pid_start = 0;
 }
 
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
-	char api[300], log[300], *argv[32 + 2 * VMM_SETS_MAX];
+	char api[300], host_api[300], log[300], root[300], *argv[48 + 2 * VMM_SETS_MAX];
+	char uid[32] = "", *gid;
 	unsigned n = 0;
 	pid_t pid;
 	int lfd;
 
-	snprintf(api, sizeof(api), "%s/api.sock", s->dir);
+	sbx_file(s, "api.sock", true, api, sizeof(api));
+	sbx_file(s, "api.sock", false, host_api, sizeof(host_api));
 	snprintf(log, sizeof(log), "%s/vmm.log", s->dir);
 	argv[n++] = (char *)srv.cubicle;
 	argv[n++] = "restore";
@@ -107,12 +141,41 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 		argv[n++] = "--seccomp";
 		argv[n++] = (char *)srv.seccomp;
 	}
+	if (s->jailed) {
+		/* UID:GID, checked when serve started */
+		snprintf(uid, sizeof(uid), "%s", srv.jail_user);
+		gid = strchr(uid, ':');
+		if (!gid)
+			return errno = EINVAL, -1;
+		*gid++ = '\0';
+		snprintf(root, sizeof(root), "%s/j", s->dir);
+		argv[n++] = "--jail";
+		argv[n++] = root;
+		argv[n++] = "--jail-uid";
+		argv[n++] = uid;
+		argv[n++] = "--jail-gid";
+		argv[n++] = gid;
+		argv[n++] = "--jail-cgroup";
+		argv[n++] = (char *)srv.jail_cgroup;
+		if (srv.jail_memory_max) {
+			argv[n++] = "--jail-memory-max";
+			argv[n++] = (char *)srv.jail_memory_max;
+		}
+		if (srv.jail_cpu_max) {
+			argv[n++] = "--jail-cpu-max";
+			argv[n++] = (char *)srv.jail_cpu_max;
+		}
+		if (srv.jail_pids_max) {
+			argv[n++] = "--jail-pids-max";
+			argv[n++] = (char *)srv.jail_pids_max;
+		}
+	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
 		argv[n++] = "--set";
 		argv[n++] = sets[i];
 	}
 	argv[n] = NULL;
-	unlink(api);
+	unlink(host_api);
 	lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (lfd < 0)
 		return -1;
@@ -207,7 +270,7 @@ int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms)
 {
 	char path[300];
 
-	snprintf(path, sizeof(path), "%s/v.sock", s->dir);
+	sbx_file(s, "v.sock", false, path, sizeof(path));
 	return vsock_connect(path, port, timeout_ms);
 }
 
@@ -263,7 +326,7 @@ int vmm_api(const struct sandbox *s, const char *method, const char *path, const
 	unsigned st;
 	int fd, ret;
 
-	snprintf(sock, sizeof(sock), "%s/api.sock", s->dir);
+	sbx_file(s, "api.sock", false, sock, sizeof(sock));
 	fd = unix_connect(sock);
 	if (fd < 0) {
 		snprintf(msg, len, "%s: %s", sock, strerror(errno));
@@ -335,7 +398,7 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	json_t *init;
 	int ret;
 
-	snprintf(uds, sizeof(uds), "%s/v.sock", s->dir);
+	sbx_file(s, "v.sock", false, uds, sizeof(uds));
 	if (vmm_wait_health(s, uds, msg, len))
 		return -1;
 	clock_gettime(CLOCK_REALTIME, &ts);

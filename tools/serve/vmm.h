@@ -15,9 +15,15 @@ struct sandbox;
 
 /* /proc/PID/stat's start time (0: no such process) and state letter. */
 unsigned long long proc_start_time(pid_t pid, char *state);
+/* File @name of sandbox @s: where serve finds it (@inside false) or the
+ * path its VMM names it by (@inside true); they differ when it is jailed
+ * (DIR/j/vm/NAME from outside, /vm/NAME inside). */
+void sbx_file(const struct sandbox *s, const char *name, bool inside, char *out, size_t len);
 /* The sandbox's VMM still runs (same pid, same start time, not a zombie). */
 bool vmm_alive(struct sandbox *s);
-/* SIGKILL it and wait (at most 5 s) until it is gone; pid becomes 0. */
+/* SIGKILL it and wait (at most 5 s) until it is gone; pid becomes 0. A
+ * jailed one gets SIGTERM first (its supervisor then removes its cgroup;
+ * else serve does). */
 void vmm_end(struct sandbox *s);
 /* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
  * its own, output to DIR/vmm.log, with --paused when @paused (the VM waits

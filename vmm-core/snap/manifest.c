@@ -218,3 +218,37 @@ void snap_names_free(char **names)
 		free(*n);
 	free(names);
 }
+
+char **snap_chain_dirs(const char *dir)
+{
+	char **dirs = calloc(SNAP_DIFF_DEPTH_MAX + 2, sizeof(*dirs));
+	unsigned n = 0;
+
+	if (!dirs || !(dirs[n++] = strdup(dir)))
+		goto fail;
+	while (n <= SNAP_DIFF_DEPTH_MAX) {
+		char *path;
+		json_t *m;
+		const char *type, *parent;
+
+		if (asprintf(&path, "%s/manifest.json", dirs[n - 1]) < 0)
+			goto fail;
+		m = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+		free(path);
+		if (!m)
+			goto fail;
+		type = json_string_value(json_object_get(m, "type"));
+		parent = json_string_value(json_object_get(m, "parent"));
+		if (!type || strcmp(type, "Diff") || !parent) {
+			json_decref(m);
+			return dirs;
+		}
+		dirs[n] = strdup(parent);
+		json_decref(m);
+		if (!dirs[n++])
+			goto fail;
+	}
+fail:
+	snap_names_free(dirs);
+	return NULL;
+}

@@ -101,8 +101,6 @@ static json_int_t jint(const json_t *o, const char *a, const char *b)
 	return json_is_integer(v) ? json_integer_value(v) : -1;
 }
 
-#define DIFF_DEPTH_MAX 64
-
 static int open_at(struct snap_image *im, const char *dir, unsigned depth, char *err,
 		   size_t errlen);
 
@@ -121,9 +119,9 @@ static int open_parents(struct snap_image *im, unsigned depth, char *err, size_t
 		return errf(err, errlen, -EINVAL,
 			    "%s/manifest.json: 'type' is neither Full nor a Diff with an absolute 'parent'",
 			    im->dir);
-	if (depth >= DIFF_DEPTH_MAX)
+	if (depth >= SNAP_DIFF_DEPTH_MAX)
 		return errf(err, errlen, -ELOOP, "%s: more than %d Diff snapshots over one Full",
-			    im->dir, DIFF_DEPTH_MAX);
+			    im->dir, SNAP_DIFF_DEPTH_MAX);
 	ret = open_at(&p, parent, depth + 1, err, errlen);
 	if (!ret && (p.mem_bytes != im->mem_bytes || p.vcpus != im->vcpus))
 		ret = errf(err, errlen, -EINVAL, "%s: its parent %s is of another machine", im->dir,

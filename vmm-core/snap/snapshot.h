@@ -157,6 +157,9 @@ int snap_compress(const char *dir, const struct snap_zst_opts *o, struct snap_zs
 int snap_zst_memfd(const char *path, uint64_t bytes, unsigned threads, int *fd, char *err,
 		   size_t errlen);
 
+/* The most Diff snapshots over one Full. */
+#define SNAP_DIFF_DEPTH_MAX 64
+
 /* manifest.c: the VM description tree as JSON and back (tagged: a text
  * value given on the command line is {"=": "..."}). */
 struct cnode;
@@ -169,5 +172,9 @@ struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char
  * (snap_open then says why): a restore loads only those. */
 char **snap_plugin_names(const char *dir);
 void snap_names_free(char **names);
+/* @dir and, for a Diff, each parent down to its Full (what a restore of it
+ * reads): NULL-ended and malloc'd (snap_names_free), or NULL when a manifest
+ * on the way cannot be read (the restore then says why). */
+char **snap_chain_dirs(const char *dir);
 
 #endif
