@@ -258,6 +258,17 @@ if python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); assert o["status
 else
 	echo "not ok - check-host --json: $(head -c 300 "$tmp/ch.json")"; fail=$((fail + 1))
 fi
+# disk inspect --json: a raw image and its seekable zstd copy
+$runner "$cub" disk create "$tmp/j.img" 1M >/dev/null 2>&1
+printf 'cubicle' | dd of="$tmp/j.img" bs=1 seek=4096 conv=notrunc 2>/dev/null
+$runner "$cub" disk compress "$tmp/j.img" "$tmp/j.zst" --frame-size 64K >/dev/null 2>&1
+if $runner "$cub" disk inspect "$tmp/j.img" --json | python3 -c 'import json,sys; o=json.load(sys.stdin); assert o["format"] == "raw" and o["size"] == 1048576 and o["allocated"] >= 0' &&
+   $runner "$cub" disk inspect --json "$tmp/j.zst" | python3 -c 'import json,sys; o=json.load(sys.stdin); assert o["format"] == "zstd seekable" and o["disk_size"] == 1048576 and o["frames"] == 16 and o["frame_size"] == 65536 and o["zstd_snap_base"] is True' &&
+   ! $runner "$cub" disk inspect "$tmp/j.img" --json --bogus >/dev/null 2>&1; then
+	echo "ok - disk inspect --json (a raw image, a seekable zstd one)"; pass=$((pass + 1))
+else
+	echo "not ok - disk inspect --json: $($runner "$cub" disk inspect --json "$tmp/j.zst" 2>&1 | head -c 300)"; fail=$((fail + 1))
+fi
 expect "--set without =" 2 "--set machine.vcpus: expected PATH=VALUE" -- run --set machine.vcpus "$tmp/vm.cfg"
 expect "--set without a path" 2 "--set =3: expected PATH=VALUE" -- restore --set =3 "$tmp"
 expect "help of no such command" 2 "help fly: no such command" -- help fly

@@ -16,7 +16,10 @@
 #     (tests/serve/serve-checks.py);
 #   - a warm pool of 2 restored-and-paused clones serves some creates;
 #   - afterwards (serve stopped: it ends its pool) no VMM process, socket or
-#     sandbox folder is left.
+#     sandbox folder is left;
+#   - a second serve with jail_user runs the SDK's flow again with every VMM
+#     jailed (as 65534, its root holding only its files, a cgroup with
+#     limits); killed, a sandbox leaves no cgroup, folder or process.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${CUBICLE_E2E_TIMEOUT:=900}"
@@ -67,17 +70,21 @@ max_sandboxes = 64;
 # two clones kept restored and paused, for creates to resume
 pool_size = 2;
 CFG
-"$cub" serve --config "$t/serve.cfg" --state "$state" --listen 127.0.0.1:0 >"$w/serve.log" 2>&1 &
-spid=$!
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$w/serve.log")
-	[ -n "$port" ] && break
-	sleep 0.2
-done
-[ -n "$port" ] || { bad "serve did not start: $(cat "$w/serve.log")"; exit 1; }
-url=http://127.0.0.1:$port
-key=$(cat "$state/api-key")
+# start_serve CONFIG LOG: serve in the background ($spid), $url and $key.
+start_serve() {
+	"$cub" serve --config "$1" --state "$state" --listen 127.0.0.1:0 >"$2" 2>&1 &
+	spid=$!
+	port=
+	for _ in $(seq 100); do
+		port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$2")
+		[ -n "$port" ] && break
+		sleep 0.2
+	done
+	[ -n "$port" ] || { bad "serve did not start: $(cat "$2")"; exit 1; }
+	url=http://127.0.0.1:$port
+	key=$(cat "$state/api-key")
+}
+start_serve "$t/serve.cfg" "$w/serve.log"
 export SDK_TEST_DIR=/tmp/serve-sdk
 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
 node "$e2b/serve-sdk.mjs" "$url" "$key" v1 || fail=1
@@ -99,6 +106,58 @@ socks=$(find "$state" -type s 2>/dev/null)
 # create latencies, for the note
 grep -o "created from 'base' in [0-9.]* ms" "$w/serve.log" | awk '{ print $5 }' | sort -n |
 	awk '{ a[NR] = $1 } END { if (NR) printf "# %d creates: p50 %.0f ms, max %.0f ms\n", NR, a[int((NR + 1) / 2)], a[NR] }'
+
+# ---- the same service with each VMM jailed (jail_user: cubicle restore
+# --jail as 65534:65534, a cgroup with limits per VMM). Root and cgroup v2
+# (L1 mounts none: mounted here).
+[ -e /sys/fs/cgroup/cgroup.controllers ] || [ -e /sys/fs/cgroup/unified/cgroup.controllers ] ||
+	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+cgbase=/sys/fs/cgroup/cubicle
+[ -e /sys/fs/cgroup/cgroup.controllers ] || cgbase=/sys/fs/cgroup/unified/cubicle
+if [ "$(id -u)" != 0 ] || ! [ -e "${cgbase%/cubicle}/cgroup.controllers" ]; then
+	echo "# jailed serve: skipped (it needs root and a cgroup v2 hierarchy)"
+else
+	cat >"$t/jserve.cfg" <<CFG
+agent_wait_ms = 240000;
+jail_user = "65534:65534";
+jail_memory_max = "1G";
+jail_pids_max = "64";
+CFG
+	start_serve "$t/jserve.cfg" "$w/jserve.log"
+	SDK_TEST_DIR=/tmp/serve-sdk-jailed node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+	# One more by hand, to look at its VMM from outside.
+	id=$(curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
+		-d '{"templateID":"base"}' "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p')
+	sup= vmm= cg= uid= root= lim=
+	for p in $(pgrep -f "cubicle restore .*--id $id" 2>/dev/null); do
+		if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" = 0 ]; then sup=$p; else vmm=$p; fi
+	done
+	if [ -n "$id" ] && [ -n "$sup" ] && [ -n "$vmm" ]; then
+		uid=$(awk '/^Uid:/ { print $2 }' "/proc/$vmm/status")
+		cg=$cgbase/vm-$sup
+		lim="pids.max $(cat "$cg/pids.max" 2>/dev/null), memory.max $(cat "$cg/memory.max" 2>/dev/null)"
+		root=$(ls /proc/$vmm/root/ 2>/dev/null | tr '\n' ' ')
+	fi
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "X-API-Key: $key" "$url/sandboxes/$id")
+	sleep 0.5
+	# its / holds the folders of the files it was given (the kernel under
+	# ~/.cache, the snapshot) and vm/ (its sockets), never etc, usr, bin, lib
+	if [ "$uid" = 65534 ] && [ "$lim" = "pids.max 64, memory.max 1073741824" ] &&
+	   ! echo " $root" | grep -Eq ' (etc|usr|bin|home|sys|lib) ' && echo " $root" | grep -q ' vm ' &&
+	   [ "$code" = 204 ] && ! [ -e "$cg" ] && ! [ -e "$state/sandboxes/$id" ]; then
+		ok "jailed serve: sandbox $id's VMM ran as uid $uid, its / held only: $root; its cgroup had $lim; killed (204): the cgroup and its folder gone"
+	else
+		bad "jailed serve: sandbox '$id': supervisor '$sup' VMM '$vmm' uid '$uid', / '$root', cgroup $cg: '$lim'$([ -e "$cg" ] && echo ' still there'), DELETE $code"
+	fi
+	kill "$spid"
+	wait "$spid"
+	sleep 0.5
+	left=$(pgrep -af "cubicle restore" || true)
+	dirs=$(ls "$state/sandboxes" 2>/dev/null)
+	cgs=$(ls -d "$cgbase"/vm-* 2>/dev/null)
+	[ -z "$left$dirs$cgs" ] && ok "jailed serve: nothing left: no VMM process, sandbox folder or cgroup" ||
+		bad "jailed serve left behind: processes [$left] folders [$dirs] cgroups [$cgs]"
+fi
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
 exit $fail

@@ -116,6 +116,17 @@ else
 	sed 's/^/#   /' "$tmp/example.err" | tail -n 5
 	fail=$((fail + 1))
 fi
+# Ctrl-A x typed at a stdio console on a terminal ends cubicle with 130
+# (tests/cli/console-escape.py drives it through a pseudo-terminal).
+extra_dev=',
+  { type = "serial8250"; id = "com1"; console = "stdio"; }'
+mkcfg escape idle long 1
+extra_dev=
+if python3 "$sd/tests/cli/console-escape.py" "$cub" "$tmp/escape.cfg"; then
+	pass=$((pass + 1))
+else
+	fail=$((fail + 1))
+fi
 # A payload must not depend on the host check, and log levels are honoured.
 run debug-log long long 1 42 'debug: ' --log-level debug
 # The virtio core and its MMIO transport, driven by a guest, with a real device.

@@ -29,7 +29,7 @@ static const struct disk_cmd disk_cmds[] = {
 	  "make a zstd seekable image (zstd-snap's base; `zstd -d` restores it)", disk_compress },
 	{ "decompress", "IN.zst OUT [--force]",
 	  "restore the raw image from a seekable one (sparse where zero)", disk_decompress },
-	{ "inspect", "FILE",
+	{ "inspect", "FILE [--json]",
 	  "format (raw, zstd seekable, zstd-snap delta), sizes, ratio, frames, delta usage",
 	  disk_inspect },
 	{ "check", "FILE", "verify a seekable image's seek table and every frame", disk_check },

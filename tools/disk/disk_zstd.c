@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `cubicle disk compress|decompress|inspect|check`: make, restore, describe and verify zstd seekable images and zstd-snap deltas. */
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -340,13 +341,36 @@ int disk_check(int argc, char **argv)
 
 /* ---- inspect ---- */
 
-static int inspect_map(const char *delta, const char *map)
+/* What inspect found, as JSON (--json) or as text. */
+static int inspect_out(json_t *j, bool json, const char *text)
+{
+	char *dump = json ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(j);
+	if (json && !dump)
+		return fail("inspect", "out of memory");
+	fputs(json ? dump : text, stdout);
+	if (json)
+		fputc('\n', stdout);
+	free(dump);
+	return 0;
+}
+
+static char *hex64(uint64_t v, char *out, size_t len)
+{
+	snprintf(out, len, "%016llx", (unsigned long long)v);
+	return out;
+}
+
+static int inspect_map(const char *delta, const char *map, bool json)
 {
 	struct zmap_hdr h;
 	struct stat ds, ms;
-	char why[256], a[32], b[32], c[32];
+	char why[256], a[32], b[32], c[32], t[32], text[1024];
 	uint64_t set = 0, word;
-	int fd = open_input(map);
+	int fd = open_input(map), n, derr;
+	bool have_delta;
+	json_t *j;
 
 	if (fd < 0)
 		return fail("inspect", "cannot open %s: %s", map, input_why());
@@ -366,55 +390,93 @@ static int inspect_map(const char *delta, const char *map)
 		set += (uint64_t)__builtin_popcountll(word);
 	}
 	close(fd);
-	printf("%s: zstd-snap delta\n", delta);
-	printf("  disk size       %s (%llu bytes)\n", human(h.disk_size, a, sizeof(a)),
-	       (unsigned long long)h.disk_size);
-	printf("  map             %s (%llu blocks of %u bytes)\n", map,
-	       (unsigned long long)h.n_blocks, h.block_size);
-	printf("  base            %llu bytes, seek table %016llx\n",
-	       (unsigned long long)h.base_size, (unsigned long long)h.base_table);
-	printf("  written blocks  %llu (%s, %.2f%% of the disk)\n", (unsigned long long)set,
-	       human(set * h.block_size, b, sizeof(b)),
-	       h.n_blocks ? 100.0 * (double)set / (double)h.n_blocks : 0.0);
-	if (!stat(delta, &ds))
-		printf("  delta on disk   %s allocated\n",
-		       human((uint64_t)ds.st_blocks * 512, c, sizeof(c)));
-	else
-		printf("  delta on disk   missing (%s)\n", strerror(errno));
-	return 0;
+	have_delta = !stat(delta, &ds);
+	derr = errno;
+	j = json_pack("{s:s,s:s,s:I,s:s,s:I,s:i,s:I,s:s,s:I,s:I}", "path", delta, "format",
+		      "zstd-snap delta", "disk_size", (json_int_t)h.disk_size, "map", map, "blocks",
+		      (json_int_t)h.n_blocks, "block_size", (int)h.block_size, "base_size",
+		      (json_int_t)h.base_size, "base_seek_table", hex64(h.base_table, t, sizeof(t)),
+		      "written_blocks", (json_int_t)set, "written_bytes",
+		      (json_int_t)(set * h.block_size));
+	if (!j)
+		return fail("inspect", "out of memory");
+	json_object_set_new(j, "delta_allocated",
+			    have_delta ? json_integer((json_int_t)ds.st_blocks * 512) : json_null());
+	n = snprintf(text, sizeof(text),
+		     "%s: zstd-snap delta\n"
+		     "  disk size       %s (%llu bytes)\n"
+		     "  map             %s (%llu blocks of %u bytes)\n"
+		     "  base            %llu bytes, seek table %s\n"
+		     "  written blocks  %llu (%s, %.2f%% of the disk)\n",
+		     delta, human(h.disk_size, a, sizeof(a)), (unsigned long long)h.disk_size, map,
+		     (unsigned long long)h.n_blocks, h.block_size, (unsigned long long)h.base_size, t,
+		     (unsigned long long)set, human(set * h.block_size, b, sizeof(b)),
+		     h.n_blocks ? 100.0 * (double)set / (double)h.n_blocks : 0.0);
+	if (n > 0 && (size_t)n < sizeof(text)) {
+		if (have_delta)
+			snprintf(text + n, sizeof(text) - (size_t)n, "  delta on disk   %s allocated\n",
+				 human((uint64_t)ds.st_blocks * 512, c, sizeof(c)));
+		else
+			snprintf(text + n, sizeof(text) - (size_t)n, "  delta on disk   missing (%s)\n",
+				 strerror(derr));
+	}
+	return inspect_out(j, json, text);
 }
 
-static void inspect_seekable(const char *path, const struct zseek *z)
+static int inspect_seekable(const char *path, const struct zseek *z, bool json)
 {
-	char a[32], b[32];
+	char a[32], b[32], t[32], text[1024];
+	bool base = z->size && !(z->size % 512);
+	json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:f,s:i,s:i,s:i,s:b,s:s,s:b}", "path", path, "format",
+			      "zstd seekable", "disk_size", (json_int_t)z->size, "file_size",
+			      (json_int_t)z->file_size, "ratio",
+			      z->file_size ? (double)z->size / (double)z->file_size : 0.0, "frames",
+			      (int)z->n_frames, "frame_size", (int)z->frame_size,
+			      "largest_compressed_frame", (int)z->csize_max, "checksums",
+			      z->checksums, "seek_table", hex64(z->table_hash, t, sizeof(t)),
+			      "zstd_snap_base", base);
 
-	printf("%s: zstd seekable image\n", path);
-	printf("  disk size       %s (%llu bytes)\n", human(z->size, a, sizeof(a)),
-	       (unsigned long long)z->size);
-	printf("  file size       %s (ratio %.2f)\n", human(z->file_size, b, sizeof(b)),
-	       z->file_size ? (double)z->size / (double)z->file_size : 0.0);
-	printf("  frames          %u, %s%u bytes each, largest compressed %u\n", z->n_frames,
-	       z->frame_size ? "" : "mixed sizes, up to ",
-	       z->frame_size ? z->frame_size : z->frame_max, z->csize_max);
-	printf("  checksums       %s\n", z->checksums ? "XXH64 per frame" : "none");
-	printf("  seek table      %016llx\n", (unsigned long long)z->table_hash);
-	printf("  zstd-snap base  %s\n", z->size && !(z->size % 512) ? "yes" :
-	       "no (not a whole number of 512-byte sectors)");
+	if (!j)
+		return fail("inspect", "out of memory");
+	snprintf(text, sizeof(text),
+		 "%s: zstd seekable image\n"
+		 "  disk size       %s (%llu bytes)\n"
+		 "  file size       %s (ratio %.2f)\n"
+		 "  frames          %u, %s%u bytes each, largest compressed %u\n"
+		 "  checksums       %s\n"
+		 "  seek table      %s\n"
+		 "  zstd-snap base  %s\n",
+		 path, human(z->size, a, sizeof(a)), (unsigned long long)z->size,
+		 human(z->file_size, b, sizeof(b)),
+		 z->file_size ? (double)z->size / (double)z->file_size : 0.0, z->n_frames,
+		 z->frame_size ? "" : "mixed sizes, up to ",
+		 z->frame_size ? z->frame_size : z->frame_max, z->csize_max,
+		 z->checksums ? "XXH64 per frame" : "none", t,
+		 base ? "yes" : "no (not a whole number of 512-byte sectors)");
+	return inspect_out(j, json, text);
 }
 
 int disk_inspect(int argc, char **argv)
 {
-	const char *path;
-	char why[512], a[32], b[32], *map = NULL;
+	const char *path = NULL;
+	char why[512], a[32], b[32], *map = NULL, text[1024];
 	uint8_t magic[8] = { 0 };
 	struct stat st;
 	struct zseek z;
+	bool json = false;
 	size_t len;
 	int fd, ret;
 
-	if (argc != 2 || argv[1][0] == '-')
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (argv[i][0] == '-' || path)
+			return disk_usage_error("inspect", "needs one FILE (and --json)");
+		else
+			path = argv[i];
+	}
+	if (!path)
 		return disk_usage_error("inspect", "needs one FILE");
-	path = argv[1];
 	len = strlen(path);
 	fd = open_input(path);
 	if (fd < 0 || fstat(fd, &st) < 0)
@@ -426,28 +488,31 @@ int disk_inspect(int argc, char **argv)
 		char *delta = strndup(path, len - 4);
 
 		close(fd);
-		ret = delta ? inspect_map(delta, path) : fail("inspect", "out of memory");
+		ret = delta ? inspect_map(delta, path, json) : fail("inspect", "out of memory");
 		free(delta);
 		return ret;
 	}
 	if (!zseek_open(&z, fd, why, sizeof(why))) {
-		inspect_seekable(path, &z);
+		ret = inspect_seekable(path, &z, json);
 		zseek_close(&z);
 		close(fd);
-		return 0;
+		return ret;
 	}
 	close(fd);
 	/* A delta is known by the map beside it. */
 	if (asprintf(&map, "%s.map", path) >= 0 && !access(map, F_OK)) {
-		ret = inspect_map(path, map);
+		ret = inspect_map(path, map, json);
 		free(map);
 		return ret;
 	}
 	free(map);
 	if (magic[0] == 0x28 && magic[1] == 0xb5 && magic[2] == 0x2f && magic[3] == 0xfd) {
-		printf("%s: zstd, not seekable (%s): `cubicle disk compress` makes a seekable one\n",
-		       path, why);
-		return 0;
+		snprintf(text, sizeof(text),
+			 "%s: zstd, not seekable (%s): `cubicle disk compress` makes a seekable one\n",
+			 path, why);
+		return inspect_out(json_pack("{s:s,s:s,s:s}", "path", path, "format",
+					     "zstd (not seekable)", "why", why),
+				   json, text);
 	}
 	if (st.st_size % 512) {
 		fprintf(stderr,
@@ -456,9 +521,11 @@ int disk_inspect(int argc, char **argv)
 			memchr(magic, 0, sizeof(magic)) ? "" : " (it looks like text)");
 		return 1;
 	}
-	printf("%s: raw image\n", path);
-	printf("  size            %s (%llu bytes)%s\n", human((uint64_t)st.st_size, a, sizeof(a)),
-	       (unsigned long long)st.st_size, st.st_size % 512 ? ", not a multiple of 512" : "");
-	printf("  allocated       %s\n", human((uint64_t)st.st_blocks * 512, b, sizeof(b)));
-	return 0;
+	snprintf(text, sizeof(text), "%s: raw image\n  size            %s (%llu bytes)\n  allocated       %s\n",
+		 path, human((uint64_t)st.st_size, a, sizeof(a)), (unsigned long long)st.st_size,
+		 human((uint64_t)st.st_blocks * 512, b, sizeof(b)));
+	return inspect_out(json_pack("{s:s,s:s,s:I,s:I}", "path", path, "format", "raw", "size",
+				     (json_int_t)st.st_size, "allocated",
+				     (json_int_t)st.st_blocks * 512),
+			   json, text);
 }

@@ -606,20 +606,28 @@ void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu
 {
 	char path[64], buf[1024], *p;
 	unsigned long long ut = 0, st = 0;
+	int pid = (int)s->pid, child;
 	FILE *f;
 
 	*rss_kib = 0;
 	*cpu_s = 0;
-	if (s->pid <= 0)
+	if (pid <= 0)
 		return;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)s->pid);
+	/* jailed: s->pid is the jail's supervisor; the VMM is its one child */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (s->jailed && (f = fopen(path, "re"))) {
+		if (fscanf(f, "%d", &child) == 1 && child > 0)
+			pid = child;
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	if ((f = fopen(path, "re"))) {
 		while (fgets(buf, sizeof(buf), f))
 			if (sscanf(buf, "VmRSS: %llu", rss_kib) == 1)
 				break;
 		fclose(f);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)s->pid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	if ((f = fopen(path, "re"))) {
 		if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
 		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)

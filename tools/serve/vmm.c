@@ -190,6 +190,9 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 
 		/* its own session: a signal to serve's group (Ctrl-C) is not its */
 		setsid();
+		/* every path it is given is absolute; a jail makes no working folder */
+		if (chdir("/"))
+			_exit(127);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
