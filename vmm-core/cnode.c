@@ -119,3 +119,10 @@ int errf(char *err, size_t len, int ret, const char *fmt, ...)
 	va_end(ap);
 	return ret;
 }
+
+void strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}

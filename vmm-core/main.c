@@ -250,6 +250,37 @@ struct shared_opts {
 	int seccomp; /* enum confine_mode; -1: not given */
 };
 
+/* Only the plugins @names names (NULL-ended, malloc'd, freed here), for a
+ * VM whose description names them: scanning every plugin file (each a
+ * dlopen, some pulling in libbpf or libzstd) is most of what a start costs
+ * before the VM exists, and each stays mapped. Every plugin when @names is
+ * NULL or a name was not found in a file named after it (the plan then says
+ * what is wrong, with every name known). */
+static int load_named_registry(struct registry *reg, const struct shared_opts *o, char **names)
+{
+	char **dirs;
+	int warn_lvl = CUB_LOG_WARN, ret;
+
+	if (!names)
+		return load_registry(reg, o->dirs, o->n_dirs, CUB_LOG_WARN);
+	dirs = loader_dirs(o->dirs, o->n_dirs);
+	if (!dirs) {
+		strv_free(names);
+		log_err("out of memory");
+		return -ENOMEM;
+	}
+	ret = registry_scan_names(reg, dirs, names, scan_warn, &warn_lvl);
+	for (char **p = names; !ret && *p; p++)
+		if (!registry_has(reg, *p)) {
+			registry_free(reg);
+			ret = registry_scan(reg, dirs, scan_warn, &warn_lvl);
+			break;
+		}
+	loader_dirs_free(dirs);
+	strv_free(names);
+	return ret;
+}
+
 /* --seccomp MODE: 0, or a usage error's exit status. */
 static int seccomp_opt(struct shared_opts *o, const char *arg)
 {
@@ -485,7 +516,7 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 		ret = errf(err, sizeof(err), -EINVAL, "%s: its Diff chain cannot be read", dir);
 	for (char **d = dirs; !ret && *d; d++)
 		ret = jail_add_read_only(j, *d, err, sizeof(err));
-	snap_names_free(dirs);
+	strv_free(dirs);
 	if (ret) {
 		log_err("%s", err);
 		return VM_EXIT_ERROR;
@@ -517,6 +548,7 @@ static int cmd_run(int argc, char **argv)
 	bool no_api = false;
 	int c, ret;
 	struct run_ctx r = { .host_check = true };
+	struct cnode *root = NULL;
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
@@ -580,10 +612,19 @@ static int cmd_run(int argc, char **argv)
 		return usage_error("%s", "--jail needs a CONFIG file: the jail holds the files its plan names, which an API-built VM names only later");
 	if (o.level >= 0)
 		log_set_level(o.level);
-	if (load_registry(&r.reg, o.dirs, o.n_dirs, CUB_LOG_WARN) < 0)
+	/* A config file: read first, then only the plugins it names load
+	 * (an API-built VM may name any, later). */
+	if (config && plan_read(&r.cfg, config, o.sets, o.n_sets, &root, err, sizeof(err))) {
+		log_err("%s", err);
+		plan_free(&r.cfg);
 		return VM_EXIT_ERROR;
+	}
+	if (load_named_registry(&r.reg, &o, config ? plan_type_names(root) : NULL) < 0) {
+		plan_free(&r.cfg);
+		return VM_EXIT_ERROR;
+	}
 	/* The whole VM description is checked before any plugin code runs. */
-	if (config && plan_load(&r.cfg, config, o.sets, o.n_sets, &r.reg, err, sizeof(err))) {
+	if (config && plan_build_file(&r.cfg, root, config, &r.reg, err, sizeof(err))) {
 		log_err("%s", err);
 		plan_free(&r.cfg);
 		registry_free(&r.reg);
@@ -607,16 +648,14 @@ static int cmd_run(int argc, char **argv)
 	return run_go(&r, ret, config ? make_booted : NULL, NULL, "setup", err, sizeof(err));
 }
 
-/* A restore loads only the plugins its snapshot names (and any type a
- * --set gives): the scan of every plugin file is most of what a restore
- * costs before the VM exists. Everything, when the manifest cannot be read
- * (the restore then says why) or a name was in a file named otherwise. */
+/* A restore loads the plugins its snapshot names (and any type a --set
+ * gives); every one when the manifest cannot be read (the restore then
+ * says why). */
 static int load_restore_registry(struct registry *reg, const struct shared_opts *o,
 				 const char *dir)
 {
-	char **names = snap_plugin_names(dir), **dirs;
+	char **names = snap_plugin_names(dir);
 	unsigned n = 0;
-	int warn_lvl = CUB_LOG_WARN, ret;
 
 	for (char **p = names; p && *p; p++)
 		n++;
@@ -628,31 +667,14 @@ static int load_restore_registry(struct registry *reg, const struct shared_opts 
 			continue;
 		grown = realloc(names, (n + 2) * sizeof(*names));
 		if (!grown || !(grown[n] = strdup(eq + 1))) {
-			snap_names_free(grown ? grown : names);
+			strv_free(grown ? grown : names);
 			names = NULL;
 			break;
 		}
 		names = grown;
 		names[++n] = NULL;
 	}
-	if (!names)
-		return load_registry(reg, o->dirs, o->n_dirs, CUB_LOG_WARN);
-	dirs = loader_dirs(o->dirs, o->n_dirs);
-	if (!dirs) {
-		snap_names_free(names);
-		log_err("out of memory");
-		return -ENOMEM;
-	}
-	ret = registry_scan_names(reg, dirs, names, scan_warn, &warn_lvl);
-	for (char **p = names; !ret && *p; p++)
-		if (!registry_has(reg, *p)) {
-			registry_free(reg);
-			ret = registry_scan(reg, dirs, scan_warn, &warn_lvl);
-			break;
-		}
-	loader_dirs_free(dirs);
-	snap_names_free(names);
-	return ret;
+	return load_named_registry(reg, o, names);
 }
 
 static int cmd_restore(int argc, char **argv)

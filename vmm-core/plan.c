@@ -449,22 +449,70 @@ int plan_build(struct plan *p, const struct cnode *root, const char *path, const
 	return plan_devices(p, cnode_get(root, "devices"), reg, err, len);
 }
 
-int plan_load(struct plan *p, const char *path, char *const *sets, unsigned n_sets,
-	      const struct registry *reg, char *err, size_t len)
+int plan_read(struct plan *p, const char *path, char *const *sets, unsigned n_sets,
+	      struct cnode **root, char *err, size_t len)
+{
+	return config_load_file(&p->ar, path, sets, n_sets, root, err, len);
+}
+
+int plan_build_file(struct plan *p, const struct cnode *root, const char *path,
+		    const struct registry *reg, char *err, size_t len)
 {
 	const char *slash = strrchr(path, '/');
-	struct cnode *root;
 	char *dir;
-	int ret;
 
-	ret = config_load_file(&p->ar, path, sets, n_sets, &root, err, len);
-	if (ret)
-		return ret;
 	dir = slash ? arena_printf(&p->ar, "%.*s", (int)(slash - path + (slash == path)), path) :
 		arena_strdup(&p->ar, ".");
 	if (!dir)
 		return errf(err, len, -ENOMEM, "out of memory");
 	return plan_build(p, root, path, dir, reg, err, len);
+}
+
+int plan_load(struct plan *p, const char *path, char *const *sets, unsigned n_sets,
+	      const struct registry *reg, char *err, size_t len)
+{
+	struct cnode *root;
+	int ret = plan_read(p, path, sets, n_sets, &root, err, len);
+
+	return ret ? ret : plan_build_file(p, root, path, reg, err, len);
+}
+
+static int collect_types(const struct cnode *n, char ***names, unsigned *count, unsigned depth)
+{
+	if (depth > 16)
+		return 0;
+	for (unsigned i = 0; i < n->n_kids; i++) {
+		const struct cnode *k = n->kids[i];
+		char **grown;
+
+		if (k->type == CN_GROUP || k->type == CN_LIST) {
+			if (collect_types(k, names, count, depth + 1))
+				return -ENOMEM;
+			continue;
+		}
+		if (!k->name || strcmp(k->name, "type") || (k->type != CN_STR && k->type != CN_TEXT))
+			continue;
+		grown = realloc(*names, (*count + 2) * sizeof(**names));
+		if (!grown)
+			return -ENOMEM;
+		*names = grown;
+		if (!(grown[*count] = strdup(k->s)))
+			return -ENOMEM;
+		grown[++*count] = NULL;
+	}
+	return 0;
+}
+
+char **plan_type_names(const struct cnode *root)
+{
+	char **names = NULL;
+	unsigned n = 0;
+
+	if (collect_types(root, &names, &n, 0) || !n) {
+		strv_free(names);
+		return NULL;
+	}
+	return names;
 }
 
 int plan_devices_text(struct plan *p, const char *text, const char *path, const char *dir,

@@ -85,6 +85,17 @@ int plan_devices(struct plan *p, const struct cnode *list, const struct registry
 /* A config file with --set overrides: config_load_file + plan_build. */
 int plan_load(struct plan *p, const char *path, char *const *sets, unsigned n_sets,
 	      const struct registry *reg, char *err, size_t errlen);
+/* plan_load in two steps, for a caller that loads only the plugins the
+ * file names: read the file and overrides into *root (in p's arena), then
+ * build the plan from it. */
+int plan_read(struct plan *p, const char *path, char *const *sets, unsigned n_sets,
+	      struct cnode **root, char *err, size_t errlen);
+int plan_build_file(struct plan *p, const struct cnode *root, const char *path,
+		    const struct registry *reg, char *err, size_t errlen);
+/* Every "type" a tree names, at any depth (the plugins it needs): NULL-ended
+ * and malloc'd (strv_free), or NULL when out of memory or the tree names
+ * none. */
+char **plan_type_names(const struct cnode *root);
 /* The devices list of a config text alone (unit tests, benchmarks). */
 int plan_devices_text(struct plan *p, const char *text, const char *path, const char *dir,
 		      const struct registry *reg, char *err, size_t len);

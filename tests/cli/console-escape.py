@@ -5,9 +5,9 @@
     console-escape.py CUBICLE CONFIG
 
 Runs `CUBICLE run CONFIG` on a pseudo-terminal (its console is stdio), waits
-until the console has said which escapes it takes (it is then in raw mode),
-types Ctrl-A x and checks the exit status: 130, "stopped at the console",
-not 0 (a guest reboot). Prints one TAP line; exits 0 or 1. The VM must
+for the guest, types Ctrl-A h until the console lists its escapes (it is
+then in raw mode and reading), types Ctrl-A x and checks the exit status:
+130, "stopped at the console", not 0 (a guest reboot). Prints one TAP line; exits 0 or 1. The VM must
 still run when the keys come (an idle payload guest).
 """
 import os
@@ -25,6 +25,7 @@ def main():
     seen = b""
     deadline = time.monotonic() + 120
     sent = False
+    asked = 0.0
     while time.monotonic() < deadline:
         r, _, _ = select.select([fd], [], [], 0.2)
         if r:
@@ -35,9 +36,13 @@ def main():
             if not chunk:
                 break
             seen += chunk
-        if not sent and b"Ctrl-A x" in seen and b"guest: up" in seen:
-            os.write(fd, b"\x01x")
-            sent = True
+        if not sent and b"guest: up" in seen:
+            if b"escapes: Ctrl-A x" in seen:
+                os.write(fd, b"\x01x")
+                sent = True
+            elif time.monotonic() - asked > 2:
+                os.write(fd, b"\x01h")
+                asked = time.monotonic()
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             break

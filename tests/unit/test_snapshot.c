@@ -778,7 +778,7 @@ static void test_plugin_names(void)
 	CU_ASSERT_STRING_EQUAL(names[1], "virtio-blk");
 	CU_ASSERT_STRING_EQUAL(names[2], "raw");
 	CU_ASSERT_STRING_EQUAL(names[3], "reflink");
-	snap_names_free(names);
+	strv_free(names);
 	CU_ASSERT_PTR_NULL(snap_plugin_names("/nonexistent/snap"));
 }
 

@@ -208,15 +208,8 @@ char **snap_plugin_names(const char *dir)
 		return names;
 	}
 	json_decref(m);
-	snap_names_free(names);
+	strv_free(names);
 	return NULL;
-}
-
-void snap_names_free(char **names)
-{
-	for (char **n = names; n && *n; n++)
-		free(*n);
-	free(names);
 }
 
 char **snap_chain_dirs(const char *dir)
@@ -249,6 +242,6 @@ char **snap_chain_dirs(const char *dir)
 			goto fail;
 	}
 fail:
-	snap_names_free(dirs);
+	strv_free(dirs);
 	return NULL;
 }

@@ -168,12 +168,11 @@ void *snap_tree_to_json(const struct cnode *n);
 struct cnode *snap_tree_from_json(struct arena *ar, const void *json, const char *where,
 				  char *err, size_t errlen);
 /* The plugins the VM description in DIR/manifest.json names (every "type"),
- * NULL-ended and malloc'd (snap_names_free), or NULL when it cannot be read
+ * NULL-ended and malloc'd (strv_free), or NULL when it cannot be read
  * (snap_open then says why): a restore loads only those. */
 char **snap_plugin_names(const char *dir);
-void snap_names_free(char **names);
 /* @dir and, for a Diff, each parent down to its Full (what a restore of it
- * reads): NULL-ended and malloc'd (snap_names_free), or NULL when a manifest
+ * reads): NULL-ended and malloc'd (strv_free), or NULL when a manifest
  * on the way cannot be read (the restore then says why). */
 char **snap_chain_dirs(const char *dir);
 
