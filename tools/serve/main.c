@@ -486,6 +486,13 @@ static int serve_main(int argc, char **argv)
 				"that runs the VMMs)\n");
 		return 1;
 	}
+	/* the VMMs start in / (vmm_spawn): the path must not be relative */
+	srv.cubicle = realpath(srv.cubicle, NULL);
+	if (!srv.cubicle) {
+		fprintf(stderr, "cubicle serve: CUBICLE_BIN %s: %s\n", getenv("CUBICLE_BIN"),
+			strerror(errno));
+		return 1;
+	}
 	if (!o.state)
 		o.state = "/var/lib/cubicle/serve";
 	if (mkdir(o.state, 0700) && errno != EEXIST) {
