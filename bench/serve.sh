@@ -31,9 +31,10 @@ rm -rf "$w" && mkdir -p "$w"
 	"$guest/modules" "$w/initramfs.cpio.gz" 2>"$w/initramfs.log"
 cat >"$w/inner.sh" <<'SCRIPT'
 #!/bin/bash
-# $1 work folder, $2 kernel, $3 cubicle, $4 the build's tests/e2b, $5 runs, $6 idle
+# $1 work folder, $2 kernel, $3 cubicle, $4 the build's tests/e2b, $5 runs, $6 idle,
+# $7 the source tree
 set -eu
-w=$1 k=$2 cub=$3 e2b=$4 runs=$5 idle=$6
+w=$1 k=$2 cub=$3 e2b=$4 runs=$5 idle=$6 top=$7
 t=$(mktemp -d)
 trap 'pkill -KILL -f "cubicle restore" 2>/dev/null; pkill -f "cubicle-serve" 2>/dev/null; rm -rf "$t"' EXIT
 cat >"$w/vm.cfg" <<CFG
@@ -64,12 +65,8 @@ echo "cold boot -> first command: $cold_ms ms (median of$cold)"
 "$cub" template build base "$w/vm.cfg" --state "$t/s" >"$w/template.log" 2>&1
 printf 'agent_wait_ms = 300000;\nmax_sandboxes = %d;\n' $((idle + 20)) >"$t/serve.cfg"
 "$cub" serve --config "$t/serve.cfg" --state "$t/s" --listen 127.0.0.1:0 >"$w/serve.log" 2>&1 &
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$w/serve.log")
-	[ -n "$port" ] && break
-	sleep 0.1
-done
+port=$(sh "$top/tests/serve/serve-port.sh" "$w/serve.log") ||
+	{ echo "bench-serve: serve did not start: $(cat "$w/serve.log")" >&2; exit 1; }
 mkfifo "$t/hold"
 node "$e2b/serve-bench.mjs" "http://127.0.0.1:$port" "$(cat "$t/s/api-key")" "$runs" "$idle" <"$t/hold" >"$t/out" 2>&1 &
 node=$!
@@ -93,7 +90,7 @@ grep '^create' "$t/out" | while read -r what c p50 p95 n; do
 done
 echo "idle: $n sandboxes, PSS $((pss / 1024)) MiB in all: $(awk "BEGIN { printf \"%.1f\", $pss / 1024 / ($n ? $n : 1) }") MiB each (goal < 25); serve itself $((sp / 1024)) MiB"
 SCRIPT
-set -- bash "$w/inner.sh" "$w" "$guest/vmlinuz" "$bd/cubicle" "$bd/tests/e2b" "$runs" "$idle"
+set -- bash "$w/inner.sh" "$w" "$guest/vmlinuz" "$bd/cubicle" "$bd/tests/e2b" "$runs" "$idle" "$top"
 . "$top/tests/e2e/lib.sh"
 if host_boots_linux; then
 	exec "$@"

@@ -74,13 +74,8 @@ CFG
 start_serve() {
 	"$cub" serve --config "$1" --state "$state" --listen 127.0.0.1:0 >"$2" 2>&1 &
 	spid=$!
-	port=
-	for _ in $(seq 100); do
-		port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$2")
-		[ -n "$port" ] && break
-		sleep 0.2
-	done
-	[ -n "$port" ] || { bad "serve did not start: $(cat "$2")"; exit 1; }
+	port=$(sh "$top/tests/serve/serve-port.sh" "$2") ||
+		{ bad "serve did not start: $(cat "$2")"; exit 1; }
 	url=http://127.0.0.1:$port
 	key=$(cat "$state/api-key")
 }

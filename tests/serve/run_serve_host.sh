@@ -56,14 +56,8 @@ printf 'pool_size = 2;\n' >"$tmp/serve.cfg"
 start_serve() {
 	"$serve" --config "$tmp/serve.cfg" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
 	spid=$!
-	i=0
-	port=
-	while [ $i -lt 100 ] && [ -z "$port" ]; do
-		sleep 0.1
-		port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\) .*/\1/p' "$tmp/serve.log" | tail -n 1)
-		i=$((i + 1))
-	done
-	[ -n "$port" ] || { echo "FAIL: serve did not start:"; cat "$tmp/serve.log"; exit 1; }
+	port=$(sh "$sd/tests/serve/serve-port.sh" "$tmp/serve.log") ||
+		{ echo "FAIL: serve did not start:"; cat "$tmp/serve.log"; exit 1; }
 	url=http://127.0.0.1:$port
 }
 start_serve
