@@ -384,6 +384,7 @@ static void *cfg_build(const struct cub_plugin *p, bool ro, unsigned nq)
 			*(const char *const **)slot = no_strings;
 			break;
 		case CUB_P_NET:
+		case CUB_P_RATELIMIT: /* none: the slot stays NULL, the device unlimited */
 			break;
 		}
 	}

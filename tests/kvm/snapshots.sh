@@ -529,7 +529,13 @@ if [ -n "${sk:-}" ] && { [ "$(id -u)" != 0 ] || { ! [ -e /sys/fs/cgroup/cgroup.c
 elif [ -n "${sk:-}" ]; then
 	jr=$tmp/jail-root
 	mkdir -p "$jr" && chown 65534:65534 "$jr"
-	"$cub" restore "$ds" --jail "$jr" --jail-probe --api-sock "$tmp/jr.sock" -l info \
+	# Under ASan, LeakSanitizer's exit check ptraces the process from a
+	# forked task: the jail refuses that, and the SEGV ASan then dies of
+	# cannot end the pid 1 of a pid namespace (it spins). Leaks are
+	# checked everywhere else; here the jail is what is tested.
+	jenv=
+	[ $asan = 1 ] && jenv="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	env $jenv "$cub" restore "$ds" --jail "$jr" --jail-probe --api-sock "$tmp/jr.sock" -l info \
 		--set "devices.disk.backend.path=$tmp/jclone.img" >/dev/null 2>"$tmp/jrestore.err" </dev/null &
 	p=$!
 	jsk= probe=
@@ -541,6 +547,10 @@ elif [ -n "${sk:-}" ]; then
 	fi
 	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jrestore.err")
 	kill -TERM $p 2>/dev/null
+	# bounded: a jailed VMM that does not end must fail this test, not hang the run
+	i=0
+	while [ $i -lt 60 ] && kill -0 $p 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+	kill -0 $p 2>/dev/null && { echo "# still running 30 s after SIGTERM: SIGKILL" >>"$tmp/jrestore.out"; pkill -KILL -f "restore $ds --jail"; }
 	wait $p 2>/dev/null
 	got=$?
 	set -- $(sector1 "$jr$tmp/jclone.img")
