@@ -288,6 +288,11 @@ for c in create clone compress decompress inspect check; do
 		echo "not ok - disk $c --help: $($runner "$cub" disk $c --help 2>&1 | head -n 1)"; fail=$((fail + 1))
 	fi
 done
+# serve's jail settings are checked before anything starts
+expect "serve --jail-user as root (0:0)" 2 "jail_user 0:0: expected UID:GID, two numbers other than 0" -- \
+	serve --jail-user 0:0 --state "$tmp/serve-state"
+expect "serve --jail-user without a gid" 2 "jail_user 65534: expected UID:GID" -- \
+	serve --jail-user 65534 --state "$tmp/serve-state"
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then
