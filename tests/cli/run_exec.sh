@@ -193,9 +193,34 @@ run exec --timeout 1 "$tmp/dead.sock" -- true
 kill $dpid 2>/dev/null
 [ $st -eq 125 ] && grep -q "nothing listens on guest port 49983" "$tmp/err" &&
 	ok "exec: no agent behind the vsock socket: 125 and why" || notok "exec no agent: status $st"
-run exec "$tmp/absent.sock" -- true
-[ $st -eq 125 ] && grep -q "cannot connect to $tmp/absent.sock" "$tmp/err" &&
-	ok "exec: a wrong VM path is named" || notok "exec wrong path: status $st"
+t0=$(date +%s%N)
+run exec --timeout 1 "$tmp/absent.sock" -- true
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $st -eq 125 ] && grep -q "cannot connect to $tmp/absent.sock" "$tmp/err" && [ $ms -ge 900 ] &&
+	ok "exec: a wrong VM path is named, after --timeout 1 ($ms ms)" ||
+	notok "exec wrong path: status $st after $ms ms"
+# A VM being started or restored binds its socket late, or over a stale one
+# left by the process before it: exec waits for it (within --timeout).
+for how in late stale; do
+	rm -f "$tmp/$how.sock"
+	if [ $how = stale ]; then
+		"$shim" "$tmp/$how.sock" "$tmp/agent.sock" >/dev/null 2>&1 &
+		lpid=$!
+		wait_sock "$tmp/$how.sock"
+		kill $lpid; wait $lpid 2>/dev/null
+	fi
+	timeout 60 "$cub" exec --timeout 20 "$tmp/$how.sock" -- echo $how >"$tmp/out" 2>"$tmp/err" &
+	epid=$!
+	sleep 1
+	"$shim" "$tmp/$how.sock" "$tmp/agent.sock" >/dev/null 2>&1 &
+	lpid=$!
+	wait $epid
+	st=$?
+	kill $lpid 2>/dev/null; wait $lpid 2>/dev/null
+	[ $st -eq 0 ] && [ "$(cat "$tmp/out")" = $how ] &&
+		ok "exec: a VM socket bound 1 s late is waited for ($how: $([ $how = late ] && echo no file before it || echo a dead socket file before it))" ||
+		notok "exec on a $how socket: status $st"
+done
 run exec "$vm" -- echo "$(printf 'bad\377')"
 [ $st -eq 125 ] && grep -q "not UTF-8" "$tmp/err" && ok "exec: an argument JSON cannot carry is refused, not dropped" ||
 	notok "exec non-UTF-8: status $st"

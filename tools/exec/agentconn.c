@@ -36,9 +36,12 @@ static int unix_connect(struct agent *a, const char *path)
 	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path, strerror(errno));
+		int e = errno;
+
+		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path, strerror(e));
 		if (fd >= 0)
 			close(fd);
+		errno = e;
 		return -1;
 	}
 	return fd;
@@ -268,7 +271,18 @@ int agent_resolve(struct agent *a)
 
 	if (!c)
 		return fprintf(stderr, "%s: libcurl failed to start\n", a->prog), -1;
-	fd = unix_connect(a, a->vm);
+	/* A VMM starting (or restoring) has not bound its socket yet, or a
+	 * stale one from the process before it is still there: wait for it,
+	 * as for an agent still starting. */
+	for (long deadline = now_ms() + a->timeout_ms;;) {
+		struct timespec pause = { 0, 50 * 1000 * 1000 };
+
+		fd = unix_connect(a, a->vm);
+		if (fd >= 0 || (errno != ENOENT && errno != ECONNREFUSED) ||
+		    now_ms() + 50 >= deadline)
+			break;
+		nanosleep(&pause, NULL);
+	}
 	if (fd < 0) {
 		curl_easy_cleanup(c);
 		return fprintf(stderr, "%s: %s\n", a->prog, a->why), -1;
