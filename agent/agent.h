@@ -78,6 +78,9 @@ const char *json_cstr(const json_t *v);
 /* Reads a JSON integer that may be written as a number or a string (proto3 int64). */
 int json_get_u64(const json_t *v, uint64_t *out);
 
+/* net.c: POST /init's "cubicleNetwork" (an address, up, a default route). */
+int net_configure(json_t *n, char *why, size_t len);
+
 /* ---- the RPC methods (process.c, fs.c) ---- */
 void proc_start(struct conn *c, json_t *req, const struct user *u);
 void proc_connect(struct conn *c, json_t *req);

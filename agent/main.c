@@ -208,7 +208,10 @@ static void rpc_body(struct conn *c, const char *body, size_t len)
  * resumed sandbox): {"accessToken": T} makes T the token from now on,
  * {"envVars": {K: V}} adds to every later process's environment, and
  * {"timestamp": RFC 3339} sets the clock (a restored guest's is the
- * snapshot's). Other members are ignored.
+ * snapshot's). cubicle's own {"cubicleNetwork": {"interface", "address":
+ * "A.B.C.D/N", "gateway"}} gives the guest its address (each clone of a
+ * template its own); it is done first, and its failure is a 500 with
+ * nothing else applied. Other members are ignored.
  */
 static void init_body(struct conn *c, const char *body, size_t len)
 {
@@ -224,6 +227,16 @@ static void init_body(struct conn *c, const char *body, size_t len)
 						  "/init: the body is not a JSON object"));
 		json_decref(j);
 		return;
+	}
+	if (json_object_get(j, "cubicleNetwork")) {
+		char why[200];
+
+		if (net_configure(json_object_get(j, "cubicleNetwork"), why, sizeof(why))) {
+			fprintf(stderr, "cubicle-agent: /init: %s\n", why);
+			http_reply_json(c, 500, json_pack("{s:i,s:s}", "code", 500, "message", why));
+			json_decref(j);
+			return;
+		}
 	}
 	envs = json_object_get(j, "envVars");
 	json_object_foreach(envs, k, v)

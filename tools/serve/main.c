@@ -239,13 +239,18 @@ static void usage(FILE *f)
 	      "      --seccomp MODE     the VMMs' seccomp mode: enforce (default), log, off\n"
 	      "      --jail-user UID:GID  run each VMM jailed (cubicle restore --jail) as\n"
 	      "                         UID:GID, in a cgroup of its own (serve as root)\n"
+	      "      --network-subnet CIDR  give each sandbox of a template with a tap device\n"
+	      "                         a /30 of CIDR, a tap of its own and an egress policy\n"
+	      "                         (serve as root)\n"
 	      "\n"
 	      "Config file keys: listen, state_dir, api_keys, domain, max_sandboxes,\n"
 	      "max_connections, default_timeout and max_timeout (seconds), agent_wait_ms,\n"
 	      "seccomp, pool_size (warm clones kept restored and paused, 0),\n"
 	      "pool_template (\"base\"), jail_user, jail_cgroup (the parent cgroup,\n"
 	      "default /sys/fs/cgroup/cubicle), jail_memory_max, jail_cpu_max and\n"
-	      "jail_pids_max (cgroup v2 values for each VMM). Sandboxes outlive serve:\n"
+	      "jail_pids_max (cgroup v2 values for each VMM), network_subnet,\n"
+	      "network_interface (the guest's, \"eth0\"), network_default (\"allow\": what\n"
+	      "an absent allow_internet_access means; or \"deny\"). Sandboxes outlive serve:\n"
 	      "a restarted serve finds them in the state folder. See cubicle-serve(1).\n",
 	      f);
 }
@@ -270,7 +275,9 @@ static int read_config(struct opts *o)
 					     "max_sandboxes", "max_connections", "default_timeout",
 					     "max_timeout", "agent_wait_ms", "seccomp", "pool_size",
 					     "pool_template", "jail_user", "jail_cgroup",
-					     "jail_memory_max", "jail_cpu_max", "jail_pids_max", NULL };
+					     "jail_memory_max", "jail_cpu_max", "jail_pids_max",
+					     "network_subnet", "network_interface", "network_default",
+					     NULL };
 	config_t cf;
 	config_setting_t *root;
 	const char *s;
@@ -327,6 +334,16 @@ static int read_config(struct opts *o)
 		case 14: srv.jail_memory_max = dup_str(s); break;
 		case 15: srv.jail_cpu_max = dup_str(s); break;
 		case 16: srv.jail_pids_max = dup_str(s); break;
+		case 17: if (!srv.net_subnet) srv.net_subnet = dup_str(s); break;
+		case 18: srv.net_if = dup_str(s); break;
+		case 19:
+			if (strcmp(s, "allow") && strcmp(s, "deny")) {
+				fprintf(stderr, "cubicle serve: %s:%d: network_default must be \"allow\" or \"deny\"\n",
+					o->config, config_setting_source_line(e));
+				ret = -1;
+			}
+			srv.net_deny_default = !strcmp(s, "deny");
+			break;
 		}
 	}
 	config_destroy(&cf);
@@ -432,6 +449,7 @@ static int serve_main(int argc, char **argv)
 		{ "max-sandboxes", required_argument, NULL, 'M' },
 		{ "seccomp", required_argument, NULL, 'S' },
 		{ "jail-user", required_argument, NULL, 'J' },
+		{ "network-subnet", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -459,6 +477,7 @@ static int serve_main(int argc, char **argv)
 			break;
 		case 'S': srv.seccomp = optarg; break;
 		case 'J': srv.jail_user = optarg; break;
+		case 'N': srv.net_subnet = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -480,6 +499,19 @@ static int serve_main(int argc, char **argv)
 	}
 	if (srv.jail_user && jail_check())
 		return 2;
+	{
+		char why[300];
+
+		if (net_server_init(why, sizeof(why))) {
+			fprintf(stderr, "cubicle serve: %s\n", why);
+			return 2;
+		}
+		if (srv.net_if && (!*srv.net_if || strlen(srv.net_if) >= 16)) {
+			fprintf(stderr, "cubicle serve: network_interface '%s' is not an interface name\n",
+				srv.net_if);
+			return 2;
+		}
+	}
 	srv.cubicle = getenv("CUBICLE_BIN");
 	if (!srv.cubicle || access(srv.cubicle, X_OK)) {
 		fprintf(stderr, "cubicle serve: run it as `cubicle serve` (CUBICLE_BIN names the cubicle "

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "netpolicy.h"
 #include "serve.h"
 #include "vmm.h"
 
@@ -49,7 +50,7 @@ const char *sbx_state_name(enum sbx_state st)
 static int save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:O}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:O,s:i,s:s,s:O}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
 			      /* one still being made (or resumed) is not adopted by a
@@ -63,7 +64,9 @@ static int save(const struct sandbox *s)
 			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
 			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
 			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "jailed",
-			      s->jailed, "metadata", s->metadata ? s->metadata : json_object());
+			      s->jailed, "metadata", s->metadata ? s->metadata : json_object(),
+			      "net_slot", s->net_slot, "net_dev", s->net_dev, "net_allow",
+			      s->net_allow ? s->net_allow : json_array());
 	int ret;
 
 	if (!j)
@@ -97,6 +100,7 @@ static struct sandbox *sbx_new(const char *id)
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	snprintf(s->dir, sizeof(s->dir), "%s/sandboxes/%s", srv.state_dir, id);
 	s->public_traffic = true;
+	s->net_slot = -1;
 	return s;
 }
 
@@ -119,6 +123,7 @@ static void unlink_locked(struct sandbox *s)
 			s->state = SBX_GONE;
 			if (!--s->refs) {
 				json_decref(s->metadata);
+				json_decref(s->net_allow);
 				free(s);
 			}
 			return;
@@ -148,6 +153,7 @@ void sbx_put(struct sandbox *s)
 	pthread_mutex_unlock(&srv.lock);
 	if (last) {
 		json_decref(s->metadata);
+		json_decref(s->net_allow);
 		free(s);
 	}
 }
@@ -172,7 +178,7 @@ static void destroy(struct sandbox *s)
 
 /* ---- create ---- */
 
-static const char *text(json_t *v)
+const char *cfg_text(json_t *v)
 {
 	if (json_is_string(v))
 		return json_string_value(v);
@@ -191,24 +197,24 @@ static unsigned clone_sets(const struct sandbox *s, json_t *tree, char **sets, u
 	size_t i;
 
 	json_array_foreach(devs, i, d) {
-		const char *id = text(json_object_get(d, "id"));
+		const char *id = cfg_text(json_object_get(d, "id"));
 		json_t *b = json_object_get(d, "backend");
 		char *set, name[160], path[320];
 
 		if (!id || strpbrk(id, "=/ ") || strlen(id) > 64)
 			continue;
 		sbx_file(s, "v.sock", true, path, sizeof(path));
-		if (text(json_object_get(d, "uds_path")) && n < max &&
+		if (cfg_text(json_object_get(d, "uds_path")) && n < max &&
 		    asprintf(&set, "devices.%s.uds_path=%s", id, path) > 0)
 			sets[n++] = set;
 		snprintf(name, sizeof(name), "%s.log", id);
 		sbx_file(s, name, true, path, sizeof(path));
-		if (text(json_object_get(d, "path")) && n < max &&
+		if (cfg_text(json_object_get(d, "path")) && n < max &&
 		    asprintf(&set, "devices.%s.path=%s", id, path) > 0)
 			sets[n++] = set;
 		snprintf(name, sizeof(name), "%s.img", id);
 		sbx_file(s, name, true, path, sizeof(path));
-		if (json_is_object(b) && text(json_object_get(b, "path")) && n < max &&
+		if (json_is_object(b) && cfg_text(json_object_get(b, "path")) && n < max &&
 		    asprintf(&set, "devices.%s.backend.path=%s", id, path) > 0)
 			sets[n++] = set;
 	}
@@ -309,8 +315,21 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 	s->refs++; /* the caller's */
 	pthread_mutex_unlock(&srv.lock);
 	pthread_mutex_lock(&s->op); /* a kill waits until it is made */
-	n_sets = clone_sets(s, json_object_get(json_object_get(m, "config"), "tree"), sets,
-			    VMM_SETS_MAX);
+	json_t *tree = json_object_get(json_object_get(m, "config"), "tree");
+	char dev[65];
+
+	n_sets = clone_sets(s, tree, sets, VMM_SETS_MAX);
+	ret = net_template_dev(tree, dev, sizeof(dev), msg, len);
+	if (ret > 0)
+		ret = net_clone(s, dev, sets, &n_sets, VMM_SETS_MAX, msg, len);
+	if (ret < 0) {
+		for (unsigned i = 0; i < n_sets; i++)
+			free(sets[i]);
+		destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return NULL;
+	}
 	ret = vmm_spawn(s, snap, sets, n_sets, paused);
 	for (unsigned i = 0; i < n_sets; i++)
 		free(sets[i]);
@@ -374,22 +393,32 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	json_t *m;
 	struct sandbox *s;
 	double t0 = now_ms();
+	json_t *allow;
 	int ret;
 
 	*out = NULL;
 	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
 		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
+	ret = net_allow_list(req, srv.net_deny_default, &allow, msg, len);
+	if (ret)
+		return ret;
 	m = template_open(tmpl, snap, sizeof(snap), msg, len);
-	if (!m)
+	if (!m) {
+		json_decref(allow);
 		return 404;
+	}
 	/* A warm clone: its VMM has restored the template and waits paused. */
 	while ((s = pool_take(tmpl))) {
 		apply_req(s, req);
-		ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
+		s->net_allow = json_incref(allow);
+		ret = net_attach(s, msg, len);
+		if (!ret)
+			ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
 		if (!ret)
 			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
 		if (!create_end(s, tmpl, ret, t0, true, msg, len)) {
 			json_decref(m);
+			json_decref(allow);
 			*out = s;
 			return 0;
 		}
@@ -399,17 +428,25 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	if (srv.n_sandboxes >= srv.max_sandboxes) {
 		pthread_mutex_unlock(&srv.lock);
 		json_decref(m);
+		json_decref(allow);
 		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
 				srv.max_sandboxes), 429;
 	}
 	pthread_mutex_unlock(&srv.lock);
 	s = clone_new(tmpl, m, snap, SBX_STARTING, false, msg, len);
 	json_decref(m);
-	if (!s)
+	if (!s) {
+		json_decref(allow);
 		return 500;
+	}
 	apply_req(s, req);
+	s->net_allow = allow;
 	save(s); /* a restart mid-create finds the VMM to end */
-	ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+	ret = s->net_slot >= 0 ? vmm_wait_api(s, msg, len) : 0;
+	if (!ret)
+		ret = net_attach(s, msg, len);
+	if (!ret)
+		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
 	if (create_end(s, tmpl, ret, t0, false, msg, len))
 		return 500;
 	*out = s;
@@ -454,13 +491,7 @@ static void pool_fill(void)
 		return;
 	}
 	/* ready when its API answers (the VM made, waiting paused) */
-	double t0 = now_ms();
-	int ret;
-
-	while ((ret = vmm_api(s, "GET", "/", NULL, 2000, msg, sizeof(msg))) && vmm_alive(s) &&
-	       now_ms() - t0 < srv.agent_wait_ms && !srv.stopping)
-		usleep(20000);
-	if (ret) {
+	if (vmm_wait_api(s, msg, sizeof(msg))) {
 		serve_log("warm pool: a clone of '%s' did not start: %s", srv.pool_template, msg);
 		destroy(s);
 	} else {
@@ -578,7 +609,11 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 	ret = vmm_spawn(s, dir, NULL, 0, false);
 	if (!ret) {
 		save(s); /* a restart meanwhile ends this VMM and keeps the snapshot */
-		ret = vmm_wait_agent(s, s->token, NULL, msg, len);
+		/* a new tap: its host side and the allow list again */
+		if (s->net_slot >= 0 && !(ret = vmm_wait_api(s, msg, len)))
+			ret = net_attach(s, msg, len);
+		if (!ret)
+			ret = vmm_wait_agent(s, s->token, NULL, msg, len);
 	}
 	if (ret) {
 		char why[400];
@@ -715,6 +750,12 @@ static struct sandbox *load(const char *id)
 	s->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
 	s->jailed = json_is_true(json_object_get(j, "jailed"));
+	if (json_is_integer(json_object_get(j, "net_slot")))
+		s->net_slot = (int)json_integer_value(json_object_get(j, "net_slot"));
+	snprintf(s->net_dev, sizeof(s->net_dev), "%s",
+		 json_string_value(json_object_get(j, "net_dev")) ?: "");
+	if (json_is_array(json_object_get(j, "net_allow")))
+		s->net_allow = json_incref(json_object_get(j, "net_allow"));
 	md = json_object_get(j, "metadata");
 	s->metadata = json_is_object(md) ? json_incref(md) : json_object();
 	/* "resuming": paused, with a VMM that may still be starting (ended below) */

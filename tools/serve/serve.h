@@ -38,6 +38,9 @@ struct sandbox {
 	json_t *metadata;           /* an object of strings */
 	double create_ms;           /* create or resume to agent ready */
 	bool jailed;                /* its VMM runs `--jail DIR/j` (files: sbx_file) */
+	int net_slot;               /* its /30 of the network_subnet, -1: no network */
+	char net_dev[65];           /* the tap device's id in its VM */
+	json_t *net_allow;          /* its egress allow list (strings) */
 };
 
 struct server {
@@ -56,6 +59,11 @@ struct server {
 	const char *pool_template;
 	/* Jailed VMMs (jail_user set): uid and gid, the parent cgroup, limits. */
 	const char *jail_user, *jail_cgroup, *jail_memory_max, *jail_cpu_max, *jail_pids_max;
+	/* Sandbox networks (network_subnet set): a /30 each from net_base. */
+	const char *net_subnet, *net_if;
+	uint32_t net_base;          /* host order */
+	unsigned net_slots;
+	bool net_deny_default;      /* allow_internet_access absent means false */
 	unsigned conns;             /* open client connections, under lock */
 	volatile int stopping;
 	/* recent create latencies (ms), a ring, under lock */
@@ -99,6 +107,24 @@ void api_handle(struct hconn *c, struct hreq *r);
 /* ---- proxy.c ---- */
 /* Forwards request @r (its body still to come) to the sandbox's guest port. */
 void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port);
+
+/* A value of a snapshot manifest's config tree as text ("x" or {"=": "x"}). */
+const char *cfg_text(json_t *v);
+
+/* ---- net.c ---- */
+/* Checks srv.net_subnet (when set): 0, or -1 with @why. */
+int net_server_init(char *why, size_t len);
+/* The template's tap device (config tree @tree): 1 with @id, 0 none, -1 with @msg. */
+int net_template_dev(json_t *tree, char *id, size_t idlen, char *msg, size_t len);
+/* A /30 for clone @s and the --set options for its tap (device @dev) appended
+ * to @sets: 0, or -1 with @msg. */
+int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsigned max,
+	      char *msg, size_t len);
+/* Once its VMM's API answers: the tap's host side and s->net_allow loaded. */
+int net_attach(struct sandbox *s, char *msg, size_t len);
+/* /init's "cubicleNetwork" for its guest. */
+json_t *net_init_json(const struct sandbox *s);
+void net_tap_name(const struct sandbox *s, char *out, size_t len);
 
 /* ---- util ---- */
 /* Removes @dir and all it holds (not following links): 0 or -1 (errno). */

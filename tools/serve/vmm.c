@@ -367,6 +367,17 @@ static int agent_call(const char *uds, const char *method, const char *path,
 	return ret;
 }
 
+int vmm_wait_api(struct sandbox *s, char *msg, size_t len)
+{
+	double t0 = now_ms();
+	int ret;
+
+	while ((ret = vmm_api(s, "GET", "/", NULL, 2000, msg, len)) && vmm_alive(s) &&
+	       now_ms() - t0 < srv.agent_wait_ms && !srv.stopping)
+		usleep(20000);
+	return ret;
+}
+
 int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)
 {
 	double t0 = now_ms();
@@ -410,6 +421,8 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	init = json_pack("{s:s,s:s}", "accessToken", s->token, "timestamp", when);
 	if (init && env)
 		json_object_set(init, "envVars", env);
+	if (init && s->net_slot >= 0)
+		json_object_set_new(init, "cubicleNetwork", net_init_json(s));
 	body = init ? json_dumps(init, JSON_COMPACT) : NULL;
 	json_decref(init);
 	if (token && *token)

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A sandbox's network, when serve has a network_subnet and the template a
+ * virtio-net device on the tap backend: each clone gets a /30 of the subnet
+ * (the host's side .1, the guest's .2), a tap of its own made by its VMM
+ * (gone with it), the host side's address set here, the guest's given to
+ * its agent in /init, and an egress allow list made from the create's
+ * allow_internet_access and network.allowOut / denyOut, loaded into the
+ * tap's eBPF policy through the VMM's API (an empty list, all denied,
+ * until then).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "serve.h"
+#include "vmm.h"
+
+static uint32_t mask(unsigned plen)
+{
+	return plen ? ~0u << (32 - plen) : 0;
+}
+
+int net_server_init(char *why, size_t len)
+{
+	char buf[40], *slash, *end;
+	struct in_addr a;
+	long plen;
+
+	if (!srv.net_subnet)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", srv.net_subnet);
+	slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+	plen = slash ? strtol(slash + 1, &end, 10) : -1;
+	if (!slash || end == slash + 1 || *end || inet_pton(AF_INET, buf, &a) != 1) {
+		snprintf(why, len, "network_subnet %s: expected an IPv4 CIDR such as 10.201.0.0/16",
+			 srv.net_subnet);
+		return -1;
+	}
+	if (plen < 8 || plen > 28) {
+		snprintf(why, len, "network_subnet %s: the prefix must be /8 to /28 (each sandbox takes a /30)",
+			 srv.net_subnet);
+		return -1;
+	}
+	if (ntohl(a.s_addr) & ~mask((unsigned)plen)) {
+		snprintf(why, len, "network_subnet %s: address bits past the prefix", srv.net_subnet);
+		return -1;
+	}
+	if (srv.jail_user) {
+		snprintf(why, len, "network_subnet with jail_user: a tap for a jailed VMM is not built yet "
+				   "(its user namespace cannot make one or attach the eBPF policy)");
+		return -1;
+	}
+	if (geteuid()) {
+		snprintf(why, len, "network_subnet %s: making taps needs serve to run as root",
+			 srv.net_subnet);
+		return -1;
+	}
+	srv.net_base = ntohl(a.s_addr);
+	srv.net_slots = 1u << (30 - plen);
+	if (!srv.net_if)
+		srv.net_if = "eth0";
+	return 0;
+}
+
+int net_template_dev(json_t *tree, char *id, size_t idlen, char *msg, size_t len)
+{
+	json_t *d;
+	size_t i;
+	int found = 0;
+
+	id[0] = '\0';
+	json_array_foreach(json_object_get(tree, "devices"), i, d) {
+		const char *type = cfg_text(json_object_get(json_object_get(d, "backend"), "type"));
+		const char *did = cfg_text(json_object_get(d, "id"));
+
+		if (!type || strcmp(type, "tap"))
+			continue;
+		if (found || !did || strpbrk(did, "=/ ,") || strlen(did) >= idlen) {
+			snprintf(msg, len, "the template has %s tap device%s: serve gives a clone one",
+				 found ? "more than one" : "an unnamed", found ? "s" : "");
+			return -1;
+		}
+		snprintf(id, idlen, "%s", did);
+		found = 1;
+	}
+	if (found && !srv.net_subnet) {
+		snprintf(msg, len, "the template has a network device (%s) and serve has no network_subnet "
+				   "to give each clone its own tap and addresses (see cubicle-serve(1))", id);
+		return -1;
+	}
+	return found;
+}
+
+/* ---- a clone's addresses and tap ---- */
+
+static void addr_of(unsigned slot, unsigned host, char *out, size_t len)
+{
+	struct in_addr a = { htonl(srv.net_base + 4 * slot + host) };
+
+	if (!inet_ntop(AF_INET, &a, out, (socklen_t)len))
+		out[0] = '\0';
+}
+
+void net_tap_name(const struct sandbox *s, char *out, size_t len)
+{
+	snprintf(out, len, "cub%.11s", s->id + 1);
+}
+
+int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsigned max, char *msg,
+	      size_t len)
+{
+	char tap[IFNAMSIZ], ip[20];
+	unsigned slot;
+
+	pthread_mutex_lock(&srv.lock);
+	for (slot = 0; slot < srv.net_slots; slot++) {
+		struct sandbox *o = srv.list;
+
+		while (o && (o == s || o->net_slot != (int)slot))
+			o = o->next;
+		if (!o)
+			break;
+	}
+	if (slot < srv.net_slots)
+		s->net_slot = (int)slot;
+	pthread_mutex_unlock(&srv.lock);
+	if (slot >= srv.net_slots)
+		return snprintf(msg, len, "network_subnet %s has no free /30 left", srv.net_subnet), -1;
+	snprintf(s->net_dev, sizeof(s->net_dev), "%s", dev);
+	net_tap_name(s, tap, sizeof(tap));
+	addr_of(slot, 2, ip, sizeof(ip));
+	if (*n + 4 > max)
+		return snprintf(msg, len, "too many --set options"), -1;
+	if (asprintf(&sets[*n], "devices.%s.backend.ifname=%s", dev, tap) < 0)
+		return snprintf(msg, len, "out of memory"), -1;
+	++*n;
+	if (asprintf(&sets[*n], "devices.%s.backend.create=true", dev) < 0)
+		return snprintf(msg, len, "out of memory"), -1;
+	++*n;
+	if (asprintf(&sets[*n], "devices.%s.backend.policy.ip=%s", dev, ip) < 0)
+		return snprintf(msg, len, "out of memory"), -1;
+	++*n;
+	if (asprintf(&sets[*n], "devices.%s.backend.policy.allow=", dev) < 0)
+		return snprintf(msg, len, "out of memory"), -1;
+	++*n;
+	return 0;
+}
+
+/* The host's side of the tap: its address (/30) and up. */
+static int host_side(const struct sandbox *s, char *msg, size_t len)
+{
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), ret = -1;
+	const char *step = "socket";
+
+	net_tap_name(s, ifr.ifr_name, sizeof(ifr.ifr_name));
+	if (fd < 0)
+		goto out;
+	sin.sin_addr.s_addr = htonl(srv.net_base + 4 * (unsigned)s->net_slot + 1);
+	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
+	step = "setting its address";
+	if (ioctl(fd, SIOCSIFADDR, &ifr) < 0)
+		goto out;
+	sin.sin_addr.s_addr = htonl(mask(30));
+	memcpy(&ifr.ifr_netmask, &sin, sizeof(sin));
+	step = "setting its netmask";
+	if (ioctl(fd, SIOCSIFNETMASK, &ifr) < 0)
+		goto out;
+	step = "bringing it up";
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		goto out;
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		goto out;
+	ret = 0;
+out:
+	if (ret)
+		snprintf(msg, len, "tap %s: %s: %s", ifr.ifr_name, step, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+int net_attach(struct sandbox *s, char *msg, size_t len)
+{
+	char path[160], body[200];
+	json_t *v;
+	size_t i;
+
+	if (s->net_slot < 0)
+		return 0;
+	if (host_side(s, msg, len))
+		return -1;
+	snprintf(path, sizeof(path), "/devices/%s/methods/policy_allow", s->net_dev);
+	json_array_foreach(s->net_allow, i, v) {
+		json_t *b = json_pack("{s:[O]}", "args", v);
+		char *d = b ? json_dumps(b, JSON_COMPACT) : NULL;
+
+		json_decref(b);
+		snprintf(body, sizeof(body), "%s", d ? d : "");
+		free(d);
+		if (vmm_api(s, "PUT", path, body, 10000, msg, len))
+			return -1;
+	}
+	return 0;
+}
+
+json_t *net_init_json(const struct sandbox *s)
+{
+	char addr[24], gw[20];
+
+	addr_of((unsigned)s->net_slot, 2, addr, sizeof(addr));
+	strcat(addr, "/30");
+	addr_of((unsigned)s->net_slot, 1, gw, sizeof(gw));
+	return json_pack("{s:s,s:s,s:s}", "interface", srv.net_if, "address", addr, "gateway", gw);
+}
