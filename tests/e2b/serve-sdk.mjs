@@ -9,11 +9,16 @@
 //               there) -> kill; then a sandbox whose timeout expires disappears.
 //   MODE v1     the same first steps with SDK 2.46.1 (POST /sandboxes, the v1 connect).
 //   MODE many   N sandboxes created at once, each runs a command, all killed.
+//   MODE net    N is IP:PORT of an HTTP server on the host answering /ok: the
+//               default sandbox reaches it; allowInternetAccess false does not;
+//               false with allowOut [IP/32] does, and still after pause and
+//               connect; denyOut [IP/32] does not; updateNetwork changes a
+//               running sandbox's list both ways; a domain name is refused.
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 // Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
 const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
 if (!url || !apiKey) {
-  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many [N]');
+  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many|net [N|IP:PORT]');
   process.exit(2);
 }
 const { Sandbox, CommandExitError } = await import(mode === 'v1' ? 'e2b-v1' : 'e2b');
@@ -73,6 +78,86 @@ if (mode === 'many') {
   await check('none listed afterwards', async () => {
     const left = await Sandbox.list(opts).nextItems();
     return !left.length || `${left.length} left: ${left.map((s) => s.sandboxId).join(' ')}`;
+  });
+  done();
+}
+
+if (mode === 'net') {
+  const [ip] = nArg.split(':');
+  const fetchCmd = `wget -q -T 4 -O - http://${nArg}/ok`;
+  // reaches(box): the guest's wget got the server's answer (exit 0, its text)
+  const reaches = async (b) => {
+    try {
+      const r = await b.commands.run(fetchCmd, { timeoutMs: 60000 });
+      return r.exitCode === 0 && r.stdout.includes('cubicle-net-ok');
+    } catch (e) {
+      if (e instanceof CommandExitError) return false;
+      throw e;
+    }
+  };
+  const kinds = {
+    default: {},
+    internetOff: { allowInternetAccess: false },
+    allowOut: { allowInternetAccess: false, network: { allowOut: [`${ip}/32`] } },
+    denyOut: { network: { denyOut: [`${ip}/32`] } },
+  };
+  const boxes = {};
+  await check('4 sandboxes with 4 network policies created at once', async () => {
+    const names = Object.keys(kinds);
+    const res = await Promise.allSettled(names.map((k) => Sandbox.create('base', { ...opts, timeoutMs: 600000, ...kinds[k] })));
+    res.forEach((r, i) => { if (r.status === 'fulfilled') boxes[names[i]] = r.value; });
+    const bad = res.filter((r) => r.status === 'rejected').map((r) => r.reason?.message);
+    return !bad.length || bad.join('; ');
+  });
+  const want = { default: true, internetOff: false, allowOut: true, denyOut: false };
+  for (const k of Object.keys(kinds)) {
+    await check(`${k} (${JSON.stringify(kinds[k])}): the host's server is ${want[k] ? '' : 'not '}reachable`, async () => {
+      if (!boxes[k]) return 'not created';
+      const got = await reaches(boxes[k]);
+      return got === want[k] || `reachable: ${got}`;
+    });
+  }
+  await check('each sandbox has an address of its own', async () => {
+    const addrs = await Promise.all(Object.values(boxes).map((b) =>
+      b.commands.run("ip addr show eth0 | awk '/inet / { print $2 }'").then((r) => r.stdout.trim(), (e) => `error ${e.message}`)));
+    console.log(`# guest addresses: ${addrs.join(' ')}`);
+    return (new Set(addrs).size === addrs.length && addrs.every((a) => /^\d+\.\d+\.\d+\.\d+\/30$/.test(a))) || JSON.stringify(addrs);
+  });
+  await check('allowOut: after pause and connect the policy still lets it through', async () => {
+    const b = boxes.allowOut;
+    if (!b) return 'not created';
+    await b.pause();
+    const again = await Sandbox.connect(b.sandboxId, { ...opts });
+    return (await reaches(again)) || 'not reachable after the resume';
+  });
+  await check('internetOff: after pause and connect still denied', async () => {
+    const b = boxes.internetOff;
+    if (!b) return 'not created';
+    await b.pause();
+    const again = await Sandbox.connect(b.sandboxId, { ...opts });
+    return !(await reaches(again)) || 'reachable after the resume';
+  });
+  await check('updateNetwork: allowOut added to a sandbox without internet, then taken away', async () => {
+    const b = boxes.internetOff;
+    if (!b) return 'not created';
+    await b.updateNetwork({ allowInternetAccess: false, allowOut: [`${ip}/32`] });
+    if (!(await reaches(b))) return 'not reachable after allowOut was added';
+    await b.updateNetwork({ allowInternetAccess: false });
+    return !(await reaches(b)) || 'still reachable after allowOut was taken away';
+  });
+  await check('a domain name in allowOut is refused (400, named)', async () => {
+    try {
+      const b = await Sandbox.create('base', { ...opts, allowInternetAccess: false, network: { allowOut: ['example.com'] } });
+      await b.kill();
+      return 'created';
+    } catch (e) {
+      return /domain names are not supported/.test(e.message) || e.message;
+    }
+  });
+  await check('all killed', async () => {
+    const r = await Promise.all(Object.values(boxes).map((b) => Sandbox.kill(b.sandboxId, opts).then(() => true, (e) => e.message)));
+    const bad = r.filter((x) => x !== true);
+    return !bad.length || JSON.stringify(bad);
   });
   done();
 }

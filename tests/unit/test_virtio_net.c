@@ -1127,9 +1127,59 @@ static void test_set_mac(void)
 	be_ops = NULL;
 }
 
+/* Snapshot state 1.1: the MAC the guest read; loaded, it replaces the one
+ * this device derived (a restore's config path differs) and the backend
+ * is told; a 1.0 blob (empty) and malformed blobs. */
+static void test_state_mac(void)
+{
+	static const char *const kv[] = { "mac", "52:54:00:aa:bb:cc", NULL };
+	static const uint8_t saved[6] = { 0x02, 0x11, 0x22, 0x33, 0x44, 0x55 };
+	static struct cub_net_ops ops;
+	const struct cub_device_ops *d = netp->ops;
+	uint8_t blob[16], mac[6];
+	size_t len = 0;
+
+	CU_ASSERT_EQUAL(d->state_version, CUB_STATE_VERSION(1, 1));
+	ops = *(const struct cub_net_ops *)sockp->ops;
+	ops.set_mac = rec_set_mac;
+	be_ops = &ops;
+	set_mac_ret = 0;
+	CU_ASSERT_EQUAL_FATAL(dev_open(kv, 0), 0);
+	CU_ASSERT_EQUAL(d->save(npriv, blob, 3, &len), -ENOSPC);
+	CU_ASSERT_EQUAL(len, 6);
+	CU_ASSERT_EQUAL(d->save(npriv, blob, sizeof(blob), &len), 0);
+	CU_ASSERT_EQUAL(len, 6);
+	CU_ASSERT_EQUAL(memcmp(blob, "\x52\x54\x00\xaa\xbb\xcc", 6), 0);
+	/* the snapshot's MAC wins over this device's own, backend told */
+	set_mac_calls = 0;
+	CU_ASSERT_EQUAL(d->load(npriv, saved, 6, 1), 0);
+	mac_of_dev(mac);
+	CU_ASSERT_EQUAL(memcmp(mac, saved, 6), 0);
+	CU_ASSERT_EQUAL(set_mac_calls, 1);
+	CU_ASSERT_EQUAL(memcmp(seen_mac, saved, 6), 0);
+	/* the same MAC again: nothing to tell */
+	CU_ASSERT_EQUAL(d->load(npriv, saved, 6, 1), 0);
+	CU_ASSERT_EQUAL(set_mac_calls, 1);
+	/* 1.0: empty, the MAC stays */
+	CU_ASSERT_EQUAL(d->load(npriv, NULL, 0, 0), 0);
+	CU_ASSERT_EQUAL(d->load(npriv, saved, 6, 0), -EINVAL);
+	/* malformed: refused, the device as it was */
+	CU_ASSERT_EQUAL(d->load(npriv, saved, 5, 1), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "a MAC is 6"));
+	/* a backend that refuses it: refused, the MAC unchanged */
+	set_mac_ret = -EINVAL;
+	CU_ASSERT_EQUAL(d->load(npriv, "\x02\0\0\0\0\x01", 6, 1), -EINVAL);
+	mac_of_dev(mac);
+	CU_ASSERT_EQUAL(memcmp(mac, saved, 6), 0);
+	set_mac_ret = 0;
+	dev_close();
+	be_ops = NULL;
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "snapshot state: the guest's MAC kept", test_state_mac },
 		{ "features and config", test_config },
 		{ "MAC derivation", test_mac_derivation },
 		{ "TX: header stripped, drops, stats", test_tx },

@@ -135,6 +135,9 @@ static json_t *listed_json(struct sandbox *s, bool detail)
 		json_object_set_new(j, "domain", srv.domain ? json_string(srv.domain) : json_null());
 		json_object_set_new(j, "network", json_pack("{s:b}", "allowPublicTraffic",
 							    s->public_traffic));
+		if (s->net_slot >= 0 && s->net_allow)
+			json_object_set(json_object_get(j, "network"), "cubicleAllowList",
+					s->net_allow);
 		json_object_set_new(j, "lifecycle", json_pack("{s:b,s:s}", "autoResume", false,
 							      "onTimeout",
 							      s->auto_pause ? "pause" : "kill"));
@@ -392,11 +395,17 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 				hio_reply_json(c, st ? 201 : 200, sbx_json(s, true), NULL);
 			json_decref(req);
 		}
+	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
+		if ((req = body_json(c, r, true))) {
+			st = sbx_set_network(s, req, msg, sizeof(msg));
+			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
+			json_decref(req);
+		}
 	} else {
 		c->close = !r->done;
 		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
 				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
-				     strcmp(verb, "resume") ? 404 : 405,
+				     strcmp(verb, "resume") && strcmp(verb, "network") ? 404 : 405,
 			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
 			  v2 ? "" : "");
 	}

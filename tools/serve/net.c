@@ -90,6 +90,12 @@ int net_template_dev(json_t *tree, char *id, size_t idlen, char *msg, size_t len
 				 found ? "more than one" : "an unnamed", found ? "s" : "");
 			return -1;
 		}
+		if (json_array_size(json_object_get(
+			    json_object_get(json_object_get(d, "backend"), "policy"), "allow"))) {
+			snprintf(msg, len, "the template's tap device %s has a policy.allow of its own: "
+					   "a clone's allow list comes from its create alone", did);
+			return -1;
+		}
 		snprintf(id, idlen, "%s", did);
 		found = 1;
 	}
@@ -150,7 +156,7 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 	if (asprintf(&sets[*n], "devices.%s.backend.policy.ip=%s", dev, ip) < 0)
 		return snprintf(msg, len, "out of memory"), -1;
 	++*n;
-	if (asprintf(&sets[*n], "devices.%s.backend.policy.allow=", dev) < 0)
+	if (asprintf(&sets[*n], "devices.%s.backend.policy.default=deny", dev) < 0)
 		return snprintf(msg, len, "out of memory"), -1;
 	++*n;
 	return 0;
@@ -192,9 +198,36 @@ out:
 	return ret;
 }
 
+/* Entry @v's policy call (@method policy_allow or policy_deny): 0 or -1. */
+static int policy_call(struct sandbox *s, const char *method, json_t *v, char *msg, size_t len)
+{
+	char path[160];
+	json_t *b = json_pack("{s:[O]}", "args", v);
+	char *d = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	int ret;
+
+	json_decref(b);
+	if (!d)
+		return snprintf(msg, len, "out of memory"), -1;
+	snprintf(path, sizeof(path), "/devices/%s/methods/%s", s->net_dev, method);
+	ret = vmm_api(s, "PUT", path, d, 10000, msg, len);
+	free(d);
+	return ret;
+}
+
+static bool has_entry(json_t *list, json_t *v)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(list, i, e)
+		if (json_equal(e, v))
+			return true;
+	return false;
+}
+
 int net_attach(struct sandbox *s, char *msg, size_t len)
 {
-	char path[160], body[200];
 	json_t *v;
 	size_t i;
 
@@ -202,17 +235,25 @@ int net_attach(struct sandbox *s, char *msg, size_t len)
 		return 0;
 	if (host_side(s, msg, len))
 		return -1;
-	snprintf(path, sizeof(path), "/devices/%s/methods/policy_allow", s->net_dev);
-	json_array_foreach(s->net_allow, i, v) {
-		json_t *b = json_pack("{s:[O]}", "args", v);
-		char *d = b ? json_dumps(b, JSON_COMPACT) : NULL;
-
-		json_decref(b);
-		snprintf(body, sizeof(body), "%s", d ? d : "");
-		free(d);
-		if (vmm_api(s, "PUT", path, body, 10000, msg, len))
+	json_array_foreach(s->net_allow, i, v)
+		if (policy_call(s, "policy_allow", v, msg, len))
 			return -1;
-	}
+	return 0;
+}
+
+int net_replace(struct sandbox *s, json_t *list, char *msg, size_t len)
+{
+	json_t *v;
+	size_t i;
+
+	/* the new entries first, then the old ones it lacks go: nothing both
+	 * lists allow is denied, even for an instant */
+	json_array_foreach(list, i, v)
+		if (!has_entry(s->net_allow, v) && policy_call(s, "policy_allow", v, msg, len))
+			return -1;
+	json_array_foreach(s->net_allow, i, v)
+		if (!has_entry(list, v) && policy_call(s, "policy_deny", v, msg, len))
+			return -1;
 	return 0;
 }
 

@@ -239,6 +239,41 @@ void sbx_set_timeout(struct sandbox *s, unsigned timeout)
 		save(s);
 }
 
+int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len)
+{
+	json_t *wrap, *list;
+	int st;
+
+	/* the update's members are the create's network ones, with
+	 * allow_internet_access beside them */
+	wrap = json_pack("{s:O}", "network", req);
+	if (!wrap)
+		return snprintf(msg, len, "out of memory"), 500;
+	if (json_object_get(req, "allow_internet_access"))
+		json_object_set(wrap, "allow_internet_access", json_object_get(req, "allow_internet_access"));
+	st = net_allow_list(wrap, srv.net_deny_default, &list, msg, len);
+	json_decref(wrap);
+	if (st)
+		return st;
+	pthread_mutex_lock(&s->op);
+	if (s->state != SBX_RUNNING && s->state != SBX_PAUSED)
+		st = 404, snprintf(msg, len, "sandbox %s not found", s->id);
+	else if (s->net_slot < 0)
+		st = 409, snprintf(msg, len, "sandbox %s has no network (its template has no tap device)",
+				   s->id);
+	else if (s->state == SBX_RUNNING && net_replace(s, list, msg, len))
+		st = 500;
+	if (!st) {
+		json_decref(s->net_allow);
+		s->net_allow = json_incref(list);
+		save(s);
+		serve_log("sandbox %s: network: %zu allow entries now", s->id, json_array_size(list));
+	}
+	pthread_mutex_unlock(&s->op);
+	json_decref(list);
+	return st;
+}
+
 /* What a create asks of its sandbox (not of its VMM). */
 static void apply_req(struct sandbox *s, json_t *req)
 {

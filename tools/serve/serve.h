@@ -94,6 +94,10 @@ int sbx_kill(struct sandbox *s, char *msg, size_t len);
 int sbx_pause(struct sandbox *s, char *msg, size_t len);
 int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len);
 void sbx_set_timeout(struct sandbox *s, unsigned timeout);
+/* PUT /sandboxes/ID/network (@req: allowOut, denyOut, allow_internet_access):
+ * the allow list replaced (a paused sandbox's when it resumes): 0 or an
+ * HTTP status with @msg. */
+int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len);
 const char *sbx_state_name(enum sbx_state st);
 /* A connection to guest port @port through the sandbox's vsock socket, or -1 (errno). */
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
@@ -122,6 +126,8 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 	      char *msg, size_t len);
 /* Once its VMM's API answers: the tap's host side and s->net_allow loaded. */
 int net_attach(struct sandbox *s, char *msg, size_t len);
+/* Its running VMM's allow list made @list (s->net_allow unchanged): 0 or -1. */
+int net_replace(struct sandbox *s, json_t *list, char *msg, size_t len);
 /* /init's "cubicleNetwork" for its guest. */
 json_t *net_init_json(const struct sandbox *s);
 void net_tap_name(const struct sandbox *s, char *out, size_t len);

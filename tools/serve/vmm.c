@@ -322,8 +322,9 @@ fail:
 	return -1;
 }
 
-int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,
-	    int timeout_ms, char *msg, size_t len)
+/* vmm_api, with the answer's body in *@reply (when not NULL; free it). */
+static int vmm_api_reply(const struct sandbox *s, const char *method, const char *path,
+			 const char *body, int timeout_ms, char **reply, char *msg, size_t len)
 {
 	char sock[300], *out = NULL;
 	unsigned st;
@@ -350,8 +351,17 @@ int vmm_api(const struct sandbox *s, const char *method, const char *path, const
 		free(out);
 		return -1;
 	}
-	free(out);
+	if (reply)
+		*reply = out;
+	else
+		free(out);
 	return 0;
+}
+
+int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,
+	    int timeout_ms, char *msg, size_t len)
+{
+	return vmm_api_reply(s, method, path, body, timeout_ms, NULL, msg, len);
 }
 
 /* One call to the agent on a fresh connection: 0 with *st, or -1. */
@@ -370,12 +380,34 @@ static int agent_call(const char *uds, const char *method, const char *path,
 int vmm_wait_api(struct sandbox *s, char *msg, size_t len)
 {
 	double t0 = now_ms();
-	int ret;
 
-	while ((ret = vmm_api(s, "GET", "/", NULL, 2000, msg, len)) && vmm_alive(s) &&
-	       now_ms() - t0 < srv.agent_wait_ms && !srv.stopping)
+	for (;;) {
+		char *out = NULL;
+		int ret = vmm_api_reply(s, "GET", "/", NULL, 2000, &out, msg, len);
+		json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+		const char *st = json_string_value(json_object_get(j, "state"));
+
+		/* the API answers while the restore still makes the VM */
+		if (!ret && (!st || strcmp(st, "Not started")))
+			ret = 1;
+		else if (!ret)
+			snprintf(msg, len, "its VM was not made within %u ms", srv.agent_wait_ms);
+		json_decref(j);
+		free(out);
+		if (ret == 1)
+			return 0;
+		if (!vmm_alive(s)) {
+			char tail[300];
+
+			vmm_log_tail(s, tail, sizeof(tail));
+			snprintf(msg, len, "its VMM ended before its VM was made%s%s", *tail ? ": " : "",
+				 tail);
+			return -1;
+		}
+		if (now_ms() - t0 >= srv.agent_wait_ms || srv.stopping)
+			return -1;
 		usleep(20000);
-	return ret;
+	}
 }
 
 int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)

@@ -39,8 +39,9 @@ int unix_connect(const char *path);
 /* A connection to guest port @port through the vsock socket @path (the
  * CONNECT handshake done), or -1 (errno). */
 int vsock_connect(const char *path, unsigned port, int timeout_ms);
-/* Waits (srv.agent_wait_ms) until the VMM's API answers (its VM made)
- * while it lives: 0, or -1 with @msg. */
+/* Waits (srv.agent_wait_ms) until the VMM's API answers with its VM made
+ * (GET / says a state other than "Not started") while it lives: 0, or -1
+ * with @msg. */
 int vmm_wait_api(struct sandbox *s, char *msg, size_t len);
 /* Waits (srv.agent_wait_ms) until the agent behind @uds answers /health
  * while the VMM lives: 0, or -1 with @msg. */

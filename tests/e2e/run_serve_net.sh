@@ -1,0 +1,141 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# `cubicle serve` sandbox networks (issue 15, must-show 3), directly or
+# nested in L1, in a network namespace of its own:
+#   - a template with a virtio-net device on a tap; serve with
+#     network_subnet gives each clone a /30, a tap and an egress policy;
+#   - an HTTP server on the host's side (192.0.2.1:8099, an address of the
+#     namespace's lo); the real npm e2b SDK creates 4 sandboxes at once: the
+#     default one reaches it, allowInternetAccess false does not, false with
+#     allowOut [192.0.2.1/32] does (also after pause and connect), denyOut
+#     [192.0.2.1/32] does not; a domain name in allowOut is a 400;
+#   - one create takes a warm-pool clone (its policy loaded before it runs);
+#   - a serve without network_subnet refuses that template with a reason;
+#   - afterwards no VMM process, tap or sandbox folder is left.
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+: "${CUBICLE_E2E_TIMEOUT:=600}"
+export CUBICLE_E2E_TIMEOUT
+e2e_init
+w=$e2e_work
+command -v node >/dev/null && command -v npm >/dev/null ||
+	e2e_skip "node and npm are needed (apt-get install nodejs npm)"
+for t in busybox curl unshare ip; do
+	command -v $t >/dev/null || e2e_skip "$t is needed"
+done
+[ "$(id -u)" = 0 ] || e2e_skip "root is needed (taps, eBPF)"
+[ -x "$e2e_builddir/tools/serve/cubicle-serve" ] || e2e_skip "cubicle-serve is not built"
+"$e2e_top/tests/e2b/prepare.sh" "$e2e_top" "$e2e_builddir" >"$w/npm.log" 2>&1 ||
+	{ cat "$w/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
+e2e_agent_initramfs "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport virtio_net"
+
+cat >"$w/net.sh" <<'SCRIPT'
+#!/bin/bash
+# Where KVM is, in a network namespace of its own: $1 work folder, $2 kernel,
+# $3 cubicle, $4 source tree, $5 the build's tests/e2b, $6 the L1 kernel's
+# modules, $7 1 when nested.
+set -u
+w=$1 k=$2 cub=$3 top=$4 e2b=$5 mods=$6 nested=$7
+t=$(mktemp -d) # sockets: a 9p share cannot hold them
+state=$t/s
+fail=0
+ok() { echo "ok - $*"; }
+bad() { echo "not ok - $*"; fail=1; }
+for m in "tun drivers/net" "sch_ingress net/sched" "cls_bpf net/sched"; do
+	sh "$top/tests/e2e/modload.sh" $m "$mods" "$nested" || { bad "cannot load module ${m% *}"; exit 1; }
+done
+ip link set lo up
+ip addr add 192.0.2.1/32 dev lo
+mkdir "$t/www"
+echo cubicle-net-ok >"$t/www/ok"
+busybox httpd -f -p 192.0.2.1:8099 -h "$t/www" &
+httpd=$!
+cat >"$w/vm.cfg" <<CFG
+machine = { vcpus = 1; memory_mib = 256; };
+boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
+  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent"; };
+devices = (
+  { type = "serial8250"; id = "com1"; console = "file"; path = "$t/template-console.log"; },
+  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/template.sock"; },
+  { type = "virtio-net"; id = "net0"; backend = { type = "tap"; create = true; ifname = "cubtpl0"; }; }
+);
+CFG
+if "$cub" template build base "$w/vm.cfg" --state "$state" >"$w/template.out" 2>&1; then
+	ok "cubicle template build base (a tap device): $(tail -n 1 "$w/template.out")"
+else
+	bad "cubicle template build: $(tail -n 5 "$w/template.out")"
+	cat "$state"/templates/.base.build-*/build.log 2>/dev/null | tail -n 20
+	exit 1
+fi
+# start_serve CONFIG LOG: serve in the background ($spid), $url and $key.
+start_serve() {
+	"$cub" serve --config "$1" --state "$state" --listen 127.0.0.1:0 >"$2" 2>&1 &
+	spid=$!
+	port=$(sh "$top/tests/serve/serve-port.sh" "$2") ||
+		{ bad "serve did not start: $(cat "$2")"; exit 1; }
+	url=http://127.0.0.1:$port
+	key=$(cat "$state/api-key")
+}
+
+# without network_subnet: the template is refused, with the reason
+echo 'agent_wait_ms = 240000;' >"$t/plain.cfg"
+start_serve "$t/plain.cfg" "$w/serve-plain.log"
+out=$(curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
+	-d '{"templateID":"base"}' -w ' HTTP %{http_code}' "$url/sandboxes")
+case $out in
+*"no network_subnet"*"HTTP 500") ok "serve without network_subnet refuses a template with a tap: $out" ;;
+*) bad "serve without network_subnet, a template with a tap: $out" ;;
+esac
+kill "$spid"
+wait "$spid"
+
+cat >"$t/serve.cfg" <<CFG
+agent_wait_ms = 240000;
+network_subnet = "10.201.0.0/24";
+pool_size = 1;
+CFG
+start_serve "$t/serve.cfg" "$w/serve.log"
+# the pool's clone ready first (restored and paused, its tap made, its
+# allow list empty until a create takes it): its API answers
+i=0
+until curl -sf --unix-socket "$(ls -d "$state"/sandboxes/*/ 2>/dev/null | head -n 1)api.sock" \
+	http://localhost/ >/dev/null 2>&1 || [ $i -ge 600 ]; do
+	sleep 0.2
+	i=$((i + 1))
+done
+sleep 1
+node "$e2b/serve-sdk.mjs" "$url" "$key" net 192.0.2.1:8099 || fail=1
+n=$(grep -c "from the warm pool" "$w/serve.log")
+[ "$n" -ge 1 ] && ok "$n create took the warm clone (its policy loaded before it ran)" ||
+	bad "no create took the warm clone"
+kill "$spid"
+wait "$spid"
+sleep 0.5
+left=$(pgrep -af "cubicle restore" || true)
+dirs=$(ls "$state/sandboxes" 2>/dev/null)
+taps=$(ip -o link show | awk -F': ' '$2 ~ /^cub/ { print $2 }' | tr '\n' ' ')
+[ -z "$left$dirs$taps" ] && ok "nothing left: no VMM process, sandbox folder or tap" ||
+	bad "left behind: processes [$left] folders [$dirs] taps [$taps]"
+kill $httpd 2>/dev/null
+pkill -KILL -f "cubicle restore" 2>/dev/null
+rm -rf "$t"
+exit $fail
+SCRIPT
+
+nested=0
+[ $e2e_mode = nested ] && nested=1
+if [ $e2e_mode = nested ]; then
+	"$e2e_top/tests/e2e/nested/run-nested.sh" --arch x86_64 --mem 4096 \
+		--timeout $((e2e_timeout + 180)) --cmd-timeout "$e2e_timeout" --rw "$w" -- \
+		unshare --net bash "$w/net.sh" "$w" "$e2e_guest/vmlinuz" "$CUBICLE" "$e2e_top" \
+		"$e2e_builddir/tests/e2b" "$e2e_guest/nested/modules" $nested | tee "$w/out.log"
+else
+	timeout -k 5 "$e2e_timeout" unshare --net bash "$w/net.sh" "$w" "$e2e_guest/vmlinuz" \
+		"$CUBICLE" "$e2e_top" "$e2e_builddir/tests/e2b" "" $nested | tee "$w/out.log"
+fi
+rc=${PIPESTATUS[0]}
+if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
+	e2e_dump "$w/serve.log" "$w/serve-plain.log" "$w/template.out"
+	exit 1
+fi
+exit 0
