@@ -83,9 +83,10 @@ if (mode === 'many') {
 }
 
 if (mode === 'net') {
-  const [ip] = nArg.split(':');
-  const fetchCmd = `wget -q -T 4 -O - http://${nArg}/ok`;
-  // reaches(box): the guest's wget got the server's answer (exit 0, its text)
+  const [ip, port] = nArg.split(':');
+  // (busybox nc: the static busybox's wget crashes in a guest without NSS files)
+  const fetchCmd = `printf 'GET /ok HTTP/1.0\\r\\n\\r\\n' | nc -w 10 ${ip} ${port}`;
+  // reaches(box): the guest's request got the server's answer (exit 0, its text)
   const reaches = async (b) => {
     try {
       const r = await b.commands.run(fetchCmd, { timeoutMs: 60000 });

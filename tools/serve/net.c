@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,16 @@ static int host_side(const struct sandbox *s, char *msg, size_t len)
 
 	net_tap_name(s, ifr.ifr_name, sizeof(ifr.ifr_name));
 	if (fd < 0)
+		goto out;
+	/* the same MAC for the same /30 each time: a resumed guest's ARP
+	 * cache still names the gateway by the MAC its tap had before */
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data,
+	       (unsigned char[6]){ 0x02, 0xcb, 0x0e, (unsigned char)(s->net_slot >> 16),
+				   (unsigned char)(s->net_slot >> 8), (unsigned char)s->net_slot },
+	       6);
+	step = "setting its MAC";
+	if (ioctl(fd, SIOCSIFHWADDR, &ifr) < 0)
 		goto out;
 	sin.sin_addr.s_addr = htonl(srv.net_base + 4 * (unsigned)s->net_slot + 1);
 	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
