@@ -293,6 +293,20 @@ expect "serve --jail-user as root (0:0)" 2 "jail_user 0:0: expected UID:GID, two
 	serve --jail-user 0:0 --state "$tmp/serve-state"
 expect "serve --jail-user without a gid" 2 "jail_user 65534: expected UID:GID" -- \
 	serve --jail-user 65534 --state "$tmp/serve-state"
+# ... and its network settings
+expect "serve --network-subnet with host bits" 2 "network_subnet 10.1.2.3/16: address bits past the prefix" -- \
+	serve --network-subnet 10.1.2.3/16 --state "$tmp/serve-state"
+expect "serve --network-subnet too small" 2 "network_subnet 10.0.0.0/30: the prefix must be /8 to /28" -- \
+	serve --network-subnet 10.0.0.0/30 --state "$tmp/serve-state"
+expect "serve --network-subnet not a CIDR" 2 "network_subnet tap0: expected an IPv4 CIDR" -- \
+	serve --network-subnet tap0 --state "$tmp/serve-state"
+printf 'network_default = "maybe";\n' >"$tmp/serve-net.cfg"
+expect "serve network_default neither allow nor deny" 2 "serve-net.cfg:1: network_default must be \"allow\" or \"deny\"" -- \
+	serve --config "$tmp/serve-net.cfg" --state "$tmp/serve-state"
+if [ "$(id -u)" = 0 ]; then
+	expect "serve network_subnet with jail_user: not built, said" 2 "a tap for a jailed VMM is not built yet" -- \
+		serve --network-subnet 10.201.0.0/16 --jail-user 65534:65534 --state "$tmp/serve-state"
+fi
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then
