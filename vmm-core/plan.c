@@ -30,7 +30,7 @@ static const struct key top_keys[] = {
 static const struct key api_keys[] = { { "socket", CN_STR }, { "id", CN_STR }, { NULL, 0 } };
 static const struct key machine_keys[] = {
 	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL },
-	{ "track_dirty_pages", CN_BOOL }, { NULL, 0 },
+	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { NULL, 0 },
 };
 static const struct key boot_keys[] = {
 	{ "kernel", CN_STR }, { "initrd", CN_STR }, { "cmdline", CN_STR }, { "format", CN_STR },
@@ -234,6 +234,7 @@ static int get_flag(const struct cnode *g, const char *key, bool *out, char *err
 
 static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t len)
 {
+	bool pit;
 	const struct cnode *s;
 	int64_t v;
 	int ret;
@@ -257,6 +258,10 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	}
 	if ((ret = get_flag(g, "host_check", &p->host_check, err, len)))
 		return ret;
+	pit = true;
+	if ((ret = get_flag(g, "pit", &pit, err, len)))
+		return ret;
+	p->no_pit = !pit;
 	return get_flag(g, "track_dirty_pages", &p->track_dirty, err, len);
 }
 

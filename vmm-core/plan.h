@@ -60,6 +60,7 @@ struct plan {
 	int log_level;
 	bool host_check;
 	bool track_dirty;     /* machine.track_dirty_pages: log dirty pages (Diff snapshots) */
+	bool no_pit;          /* machine.pit = false: x86 gets no in-kernel PIT */
 	struct boot_cfg boot;
 	struct plan_inst *devs;
 	unsigned n_devs;

@@ -233,10 +233,11 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 			return errf(err, errlen, ret, "state: %s", strerror(-ret));
 	}
 	memset(&pit, 0, sizeof(pit));
-	if (ioctl(vm->vm_fd, KVM_GET_PIT2, &pit) < 0)
+	if (!vm->cfg->no_pit && ioctl(vm->vm_fd, KVM_GET_PIT2, &pit) < 0)
 		return errf(err, errlen, -errno, "reading the PIT: %s", strerror(errno));
 	platform_save(xv, &ps);
-	snap_w_put(w, SNAP_K_MACHINE, "pit2", 0, V1, &pit, sizeof(pit));
+	if (!vm->cfg->no_pit) /* (machine.pit = false: the config says so, no record) */
+		snap_w_put(w, SNAP_K_MACHINE, "pit2", 0, V1, &pit, sizeof(pit));
 	snap_w_put(w, SNAP_K_MACHINE, "platform", 0, V1, &ps, sizeof(ps));
 	snap_w_put(w, SNAP_K_MACHINE, "clock", 0, V1, &xv->pause_clock, sizeof(xv->pause_clock));
 	genid_save(w, xv->vmgenid_gpa);
@@ -387,12 +388,21 @@ int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errl
 			return errf(err, errlen, -errno, "KVM refused the %s: %s", chip_names[i],
 				    strerror(errno));
 	}
-	d = need(r, SNAP_K_MACHINE, "pit2", 0, sizeof(pit), err, errlen);
-	if (!d)
-		return -EINVAL;
-	memcpy(&pit, d, sizeof(pit));
-	if (ioctl(vm->vm_fd, KVM_SET_PIT2, &pit) < 0)
-		return errf(err, errlen, -errno, "KVM refused the PIT: %s", strerror(errno));
+	if (vm->cfg->no_pit) {
+		if (snap_r_find(r, SNAP_K_MACHINE, "pit2", 0))
+			return errf(err, errlen, -EINVAL,
+				    "the snapshot's VM has a PIT and machine.pit is false: restore it with its PIT");
+	} else {
+		if (!snap_r_find(r, SNAP_K_MACHINE, "pit2", 0))
+			return errf(err, errlen, -EINVAL,
+				    "the snapshot's VM has no PIT (machine.pit = false) and this restore asks for one");
+		d = need(r, SNAP_K_MACHINE, "pit2", 0, sizeof(pit), err, errlen);
+		if (!d)
+			return -EINVAL;
+		memcpy(&pit, d, sizeof(pit));
+		if (ioctl(vm->vm_fd, KVM_SET_PIT2, &pit) < 0)
+			return errf(err, errlen, -errno, "KVM refused the PIT: %s", strerror(errno));
+	}
 	d = need(r, SNAP_K_MACHINE, "platform", 0, sizeof(ps), err, errlen);
 	if (!d)
 		return -EINVAL;

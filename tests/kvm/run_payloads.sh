@@ -99,6 +99,15 @@ run real-mode real real 1 42 'testdev\[pio\]: guest: real mode ok'
 run protected-mode protected protected 1 42 'testdev\[mmio\]: guest: protected mode ok'
 run long-mode long long 1 42 'testdev\[mmio\]: guest: long mode ok'
 run smp-4-vcpus long long 4 42 'long mode ok'
+# machine.pit = false: no in-kernel PIT, so the payload's read of port 0x40
+# leaves the kernel (and with it, does not)
+run no-pit long long 1 42 'unclaimed pio read 0x40 len 1' --set machine.pit=false -l debug
+run with-pit long long 1 42 'long mode ok' -l debug
+if grep -q 'unclaimed pio read 0x40' "$tmp/with-pit.err"; then
+	echo "not ok - with the PIT, port 0x40 still reached cubicle"; fail=$((fail + 1))
+else
+	echo "ok - with the PIT, port 0x40 stays in the kernel"; pass=$((pass + 1))
+fi
 run hostile-accesses wild long 1 42 'testdev\[pio\]: guest: string io ok'
 run triple-fault fault long 1 4 'triple'
 run i8042-reset reset real 1 0 'reset'

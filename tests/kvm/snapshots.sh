@@ -566,3 +566,44 @@ elif [ -n "${sk:-}" ]; then
 		notok "restore --jail" "$tmp/jrestore.out"
 	fi
 fi
+
+# 9. machine.pit = false (issue 16): a VM without the in-kernel PIT
+# snapshots without its record and restores without one; its snapshot
+# restored with a PIT asked for, and a PIT snapshot restored without, are
+# refused with a line saying why.
+snap=$tmp/snap-nopit
+mkcfg nopit counter long 1
+echo "api = { socket = \"$tmp/nopit.sock\"; };" >>"$tmp/nopit.cfg"
+"$cub" run "$tmp/nopit.cfg" --set machine.pit=false >/dev/null 2>"$tmp/nopit.err" </dev/null &
+pid=$!
+if wait_line $pid "$tmp/nopit.err" 'guest: count 3$' &&
+   "$cub" ctl "$tmp/nopit.sock" pause >"$tmp/nopit.out" 2>&1 &&
+   "$cub" snapshot "$tmp/nopit.sock" "$snap" >>"$tmp/nopit.out" 2>&1; then
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	"$cub" restore "$snap" >/dev/null 2>"$tmp/nopit-r.err" </dev/null &
+	rpid=$!
+	c=$(counts "$tmp/nopit.err" | tail -n 1)
+	if wait_line $rpid "$tmp/nopit-r.err" "guest: count $((c + 2))\$"; then
+		kill -9 $rpid 2>/dev/null
+		wait $rpid 2>/dev/null
+		timeout -k 5 30 "$cub" restore "$snap" --set machine.pit=true >"$tmp/nopit-r2.err" 2>&1 </dev/null
+		st1=$?
+		timeout -k 5 30 "$cub" restore "$tmp/snap-counter" --set machine.pit=false >"$tmp/nopit-r3.err" 2>&1 </dev/null
+		st2=$?
+		if [ $st1 != 0 ] && grep -q 'has no PIT (machine.pit = false)' "$tmp/nopit-r2.err" && [ $st2 != 0 ] &&
+		   grep -q 'has a PIT and machine.pit is false' "$tmp/nopit-r3.err"; then
+			ok "machine.pit = false: snapshot and restore (counts on past $c); a PIT asked of its snapshot and a PIT snapshot without one are refused ($(head -n 1 "$tmp/nopit-r3.err"))"
+		else
+			cat "$tmp/nopit-r2.err" "$tmp/nopit-r3.err" >>"$tmp/nopit.out"
+			notok "machine.pit = false: mismatched restores (status $st1, $st2)" "$tmp/nopit.out"
+		fi
+	else
+		kill -9 $rpid 2>/dev/null
+		notok "machine.pit = false: the restore did not count on past $c" "$tmp/nopit-r.err"
+	fi
+else
+	kill -9 $pid 2>/dev/null
+	cat "$tmp/nopit.err" >>"$tmp/nopit.out"
+	notok "machine.pit = false: the VM or its snapshot failed" "$tmp/nopit.out"
+fi

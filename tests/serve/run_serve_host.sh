@@ -54,9 +54,10 @@ echo '{"vcpus": 1, "memory_mib": 128, "config": {"tree": {"devices": []}}}' \
 export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent
 printf 'pool_size = 2;\n' >"$tmp/serve.cfg"
 start_serve() {
+	lines=$(cat "$tmp/serve.log" 2>/dev/null | wc -l)
 	"$serve" --config "$tmp/serve.cfg" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
 	spid=$!
-	port=$(sh "$sd/tests/serve/serve-port.sh" "$tmp/serve.log") ||
+	port=$(sh "$sd/tests/serve/serve-port.sh" "$tmp/serve.log" "$lines") ||
 		{ echo "FAIL: serve did not start:"; cat "$tmp/serve.log"; exit 1; }
 	url=http://127.0.0.1:$port
 }

@@ -46,6 +46,10 @@ static void test_minimal(void)
 	/* Relative paths are taken against the config file's folder. */
 	CU_ASSERT_PTR_NOT_NULL(strstr(c.boot.kernel, dir));
 	CU_ASSERT_EQUAL(c.n_devs, 0);
+	CU_ASSERT_FALSE(c.no_pit); /* a PIT unless asked: stock Linux calibrates with it */
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, "machine = { pit = false; };\n" KERNEL_OK, NULL, 0), 0);
+	CU_ASSERT_TRUE(c.no_pit);
 	plan_free(&c);
 }
 
@@ -70,6 +74,7 @@ static void test_errors(void)
 	expect_err(KERNEL_OK "machine = { vcpus = 0; };\n", ":2:", "expected 1 to 64");
 	expect_err(KERNEL_OK "machine = { vcpus = 65; };\n", ":2:", "expected 1 to 64");
 	expect_err(KERNEL_OK "machine = { memory_mib = 0; };\n", ":2:", "memory_mib");
+	expect_err(KERNEL_OK "machine = { pit = 0; };\n", ":2:", "machine.pit");
 	expect_err(KERNEL_OK "colour = \"red\";\n", ":2:", "unknown key 'colour'");
 	expect_err("machine = { vcpus = 1; };\n", "config.cfg", "no 'boot' group");
 	expect_err("boot = { cmdline = \"x\"; };\n", ":1:", "'boot.kernel' is required");
