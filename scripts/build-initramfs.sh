@@ -184,6 +184,33 @@ devmem 0xd0000000 8 123 2>/dev/null || echo "CUBICLE-GUEST devmem-failed"
 # cubicle.agent on the command line the guest stays up for it (and powers off
 # when it exits); without, the example goes on to reboot as before.
 vsockdev=$(ls -d /sys/bus/virtio/drivers/vmw_vsock_virtio_transport/virtio* 2>/dev/null)
+# cubicle.root=DEV (what `cubicle template build --rootfs/--ext4/--oci` adds):
+# the agent serves from inside the ext4 file system on DEV instead, as pid 1,
+# from a tmpfs at /.cubicle (nothing of it is written to the disk but that
+# folder and the mount points).
+root=
+for w in $cmdline; do
+	case $w in cubicle.root=/dev/*) root=${w#cubicle.root=} ;; esac
+done
+if [ -n "$root" ] && [ -x /bin/cubicle-agent ] && [ -n "$vsockdev" ]; then
+	mkdir -p /newroot
+	if mount -t ext4 "$root" /newroot; then
+		for d in proc sys dev tmp home/user .cubicle; do
+			[ -d "/newroot/$d" ] || mkdir -p "/newroot/$d"
+		done
+		chmod 1777 /newroot/tmp
+		mount -t tmpfs -o mode=755,size=64m cubicle /newroot/.cubicle
+		cp /bin/cubicle-agent /newroot/.cubicle/cubicle-agent
+		for d in proc sys dev; do mount --move "/$d" "/newroot/$d"; done
+		echo "CUBICLE-GUEST root=$root"
+		export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+		cd /newroot
+		exec switch_root /newroot /.cubicle/cubicle-agent
+	fi
+	echo "CUBICLE-GUEST cannot mount $root as ext4"
+	sync
+	reboot -f
+fi
 if [ -x /bin/cubicle-agent ] && [ -n "$vsockdev" ]; then
 	mkdir -p /home/user /tmp
 	/bin/cubicle-agent &

@@ -8,7 +8,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
+#include <libconfig.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +20,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fileclone.h"
+#include "oci.h"
 #include "serve.h"
 #include "template.h"
 #include "vmm.h"
 
 static void tusage(FILE *f)
 {
-	fputs("Usage: cubicle template build NAME CONFIG [OPTIONS]\n"
+	fputs("Usage: cubicle template build NAME CONFIG [--rootfs DIR | --ext4 IMAGE | --oci ARCHIVE] [OPTIONS]\n"
 	      "       cubicle template list [--state DIR]\n"
 	      "       cubicle template rm NAME [--state DIR]\n"
 	      "\n"
@@ -32,6 +37,18 @@ static void tusage(FILE *f)
 	      "the agent answers, pauses it and snapshots it into\n"
 	      "DIR/templates/NAME: `cubicle serve` clones its sandboxes from there\n"
 	      "(templateID NAME; \"base\" when a create names none).\n"
+	      "\n"
+	      "With a root file system, CONFIG gives the kernel, the initramfs (one\n"
+	      "scripts/build-initramfs.sh --agent made, with virtio_blk) and the machine;\n"
+	      "the template's root is then an ext4 disk (virtio-blk \"root\", cloned per\n"
+	      "sandbox) and the agent runs from it (cubicle.root= on the command line):\n"
+	      "      --rootfs DIR     an ext4 image made of folder DIR (mke2fs -d; owners kept)\n"
+	      "      --ext4 IMAGE     a copy of an ext4 image\n"
+	      "      --oci ARCHIVE    an OCI image archive (oci-archive) or `docker save`\n"
+	      "                       tarball, its layers unpacked (whiteouts honoured, owners\n"
+	      "                       kept; needs root)\n"
+	      "      --disk-size MIB  the image made for --rootfs/--oci (default: its files\n"
+	      "                       plus a quarter plus 256 MiB)\n"
 	      "\n"
 	      "  -d, --state DIR     serve's state folder (default /var/lib/cubicle/serve)\n"
 	      "  -s, --set PATH=VAL  override a value of CONFIG (as cubicle run)\n"
@@ -72,6 +89,210 @@ static int vsock_path(struct sandbox *s, char *out, size_t len)
 	return -1;
 }
 
+/* ---- root file systems: an ext4 image in the build folder ---- */
+
+static unsigned long long tree_bytes;
+
+static int du_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)p, (void)flag, (void)f;
+	tree_bytes += (((unsigned long long)st->st_size + 4095) & ~4095ULL) + 512;
+	return 0;
+}
+
+/* Runs ARGV (argv[0] searched in /sbin, /usr/sbin, then PATH) with its
+ * output to LOG; 0 when it exits 0. */
+static int run_tool(char *const argv[], int log, char *msg, size_t len)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char p[64];
+
+		if (log >= 0 && (dup2(log, 1) < 0 || dup2(log, 2) < 0))
+			_exit(127);
+		snprintf(p, sizeof(p), "/sbin/%s", argv[0]);
+		execv(p, argv);
+		snprintf(p, sizeof(p), "/usr/sbin/%s", argv[0]);
+		execv(p, argv);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0)
+		return snprintf(msg, len, "fork: %s", strerror(errno)), -1;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	snprintf(msg, len, "%s failed (%s %d; its output is in the build log)%s", argv[0],
+		 WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
+		 WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": is e2fsprogs installed?" : "");
+	return -1;
+}
+
+/* IMG: an ext4 file system of MIB (0: sized from the files) holding DIR. */
+static int make_ext4(const char *dir, const char *img, unsigned mib, int log, char *msg, size_t len)
+{
+	char size[32];
+	char *argv[] = { "mke2fs", "-q", "-F", "-t", "ext4", "-m", "0", "-L", "cubicle-root",
+			 "-d", (char *)dir, (char *)img, size, NULL };
+	struct stat st;
+
+	if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+		return snprintf(msg, len, "%s: %s", dir, errno ? strerror(errno) : "not a folder"), -1;
+	tree_bytes = 0;
+	if (nftw(dir, du_one, 64, FTW_PHYS))
+		return snprintf(msg, len, "%s: %s", dir, strerror(errno)), -1;
+	if (!mib)
+		mib = (unsigned)((tree_bytes + tree_bytes / 4) >> 20) + 256;
+	else if (((unsigned long long)mib << 20) < tree_bytes + (8u << 20))
+		return snprintf(msg, len, "--disk-size %u MiB is too small for %s (%llu MiB of files)", mib, dir,
+				tree_bytes >> 20), -1;
+	snprintf(size, sizeof(size), "%uM", mib);
+	fprintf(stderr, "cubicle template: making a %u MiB ext4 image of %s (%llu MiB of files)\n", mib, dir,
+		tree_bytes >> 20);
+	return run_tool(argv, log, msg, len);
+}
+
+/* IMG: a reflink or sparse copy of SRC, which must hold an ext2/3/4 file system. */
+static int copy_ext4(const char *src, const char *img, char *msg, size_t len)
+{
+	unsigned char magic[2];
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	struct fc_opts o = { .fallback = FC_FALLBACK_COPY };
+	struct fc_result res;
+	struct stat st;
+	bool ok;
+
+	if (in < 0)
+		return snprintf(msg, len, "%s: %s", src, strerror(errno)), -1;
+	ok = !fstat(in, &st) && S_ISREG(st.st_mode) && pread(in, magic, 2, 1024 + 56) == 2 &&
+	     magic[0] == 0x53 && magic[1] == 0xef;
+	close(in);
+	if (!ok)
+		return snprintf(msg, len, "%s is not an ext4 image (no ext2/3/4 superblock magic at byte 1080)",
+				src), -1;
+	fprintf(stderr, "cubicle template: copying %s (%lld MiB)\n", src, (long long)st.st_size >> 20);
+	return fc_clone_path(src, img, &o, &res, msg, len) ? -1 : 0;
+}
+
+/* Whether a setting of a VM file names a file (and so is relative to the file's folder). */
+static bool path_key(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	return n && (!strcmp(name, "kernel") || !strcmp(name, "initrd") || !strcmp(name, "socket") ||
+		     !strcmp(name, "dtb") || !strcmp(name, "firmware") ||
+		     (n >= 4 && !strcmp(name + n - 4, "path")) || (n >= 4 && !strcmp(name + n - 4, "file")));
+}
+
+/* The relative paths of S's tree made absolute against DIR: the derived
+ * file lives in another folder. */
+static void absolute_paths(config_setting_t *s, const char *dir)
+{
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *c = config_setting_get_elem(s, (unsigned)i);
+		const char *v;
+
+		if (config_setting_is_aggregate(c)) {
+			absolute_paths(c, dir);
+			continue;
+		}
+		v = config_setting_type(c) == CONFIG_TYPE_STRING ? config_setting_get_string(c) : NULL;
+		if (v && *v && *v != '/' && *v != '~' && strncmp(v, "${", 2) && path_key(config_setting_name(c))) {
+			char *abs;
+
+			if (asprintf(&abs, "%s/%s", dir, v) > 0) {
+				config_setting_set_string(c, abs);
+				free(abs);
+			}
+		}
+	}
+}
+
+/* OUT: CONFIG with a virtio-blk device "root" on IMG (raw) and
+ * cubicle.root=/dev/vdX on the kernel command line. */
+static int root_config(const char *cfg, const char *out, const char *img, char *msg, size_t len)
+{
+	config_t cf;
+	config_setting_t *devs, *d, *b, *boot, *cl;
+	char real[PATH_MAX], *dir, *line = NULL;
+	unsigned blks = 0;
+	int ret = -1;
+
+	config_init(&cf);
+	if (!realpath(cfg, real)) {
+		snprintf(msg, len, "%s: %s", cfg, strerror(errno));
+		goto out;
+	}
+	if (!config_read_file(&cf, real)) {
+		snprintf(msg, len, "%s:%d: %s", config_error_file(&cf) ? config_error_file(&cf) : cfg,
+			 config_error_line(&cf), config_error_text(&cf));
+		goto out;
+	}
+	dir = strrchr(real, '/');
+	*dir = 0;
+	absolute_paths(config_root_setting(&cf), *real ? real : "/");
+	devs = config_lookup(&cf, "devices");
+	if (!devs)
+		devs = config_setting_add(config_root_setting(&cf), "devices", CONFIG_TYPE_LIST);
+	if (!devs || !config_setting_is_aggregate(devs) || config_setting_is_group(devs)) {
+		snprintf(msg, len, "%s: devices is not a list", cfg);
+		goto out;
+	}
+	for (int i = 0; i < config_setting_length(devs); i++) {
+		const char *t = NULL, *id = NULL;
+
+		d = config_setting_get_elem(devs, (unsigned)i);
+		config_setting_lookup_string(d, "type", &t);
+		config_setting_lookup_string(d, "id", &id);
+		if (id && !strcmp(id, "root")) {
+			snprintf(msg, len, "%s:%d: a device is called \"root\" already (the root disk's name)", cfg,
+				 config_setting_source_line(d));
+			goto out;
+		}
+		blks += t && !strcmp(t, "virtio-blk");
+	}
+	if (blks >= 26) {
+		snprintf(msg, len, "%s: too many virtio-blk devices", cfg);
+		goto out;
+	}
+	boot = config_lookup(&cf, "boot");
+	cl = boot ? config_setting_get_member(boot, "cmdline") : NULL;
+	if (!cl || config_setting_type(cl) != CONFIG_TYPE_STRING) {
+		snprintf(msg, len, "%s: boot.cmdline is needed (the initramfs reads cubicle.root= there)", cfg);
+		goto out;
+	}
+	if (strstr(config_setting_get_string(cl), "cubicle.root=")) {
+		snprintf(msg, len, "%s:%d: boot.cmdline has a cubicle.root= already", cfg, config_setting_source_line(cl));
+		goto out;
+	}
+	/* the root disk is the last virtio-blk device: the blks before it come first */
+	if (asprintf(&line, "%s cubicle.root=/dev/vd%c", config_setting_get_string(cl), 'a' + blks) < 0)
+		goto oom;
+	config_setting_set_string(cl, line);
+	d = config_setting_add(devs, NULL, CONFIG_TYPE_GROUP);
+	if (!d || !config_setting_set_string(config_setting_add(d, "type", CONFIG_TYPE_STRING), "virtio-blk") ||
+	    !config_setting_set_string(config_setting_add(d, "id", CONFIG_TYPE_STRING), "root") ||
+	    !(b = config_setting_add(d, "backend", CONFIG_TYPE_GROUP)) ||
+	    !config_setting_set_string(config_setting_add(b, "type", CONFIG_TYPE_STRING), "raw") ||
+	    !config_setting_set_string(config_setting_add(b, "path", CONFIG_TYPE_STRING), img))
+		goto oom;
+	if (!config_write_file(&cf, out)) {
+		snprintf(msg, len, "%s: %s", out, strerror(errno));
+		goto out;
+	}
+	ret = 0;
+	goto out;
+oom:
+	snprintf(msg, len, "out of memory");
+out:
+	free(line);
+	config_destroy(&cf);
+	return ret;
+}
+
 static int build(int argc, char **argv, const char *state)
 {
 	static const struct option lo[] = {
@@ -79,12 +300,18 @@ static int build(int argc, char **argv, const char *state)
 		{ "set", required_argument, NULL, 's' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "rootfs", required_argument, NULL, 'r' },
+		{ "ext4", required_argument, NULL, 'e' },
+		{ "oci", required_argument, NULL, 'o' },
+		{ "disk-size", required_argument, NULL, 'z' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char *av[64], tdir[300], final[300], old[320], vs[256], snap[320], msg[600], body[400];
-	unsigned n = 0, wait_s = 300;
+	unsigned n = 0, wait_s = 300, disk_mib = 0, cfg_at;
 	bool force = false;
+	const char *rootsrc = NULL;
+	char root_kind = 0, img[PATH_MAX] = "";
 	struct sandbox s = { .child = true };
 	const char *name, *cfg;
 	double t0 = now_ms();
@@ -103,6 +330,24 @@ static int build(int argc, char **argv, const char *state)
 			break;
 		case 'w': wait_s = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'f': force = true; break;
+		case 'r':
+		case 'e':
+		case 'o':
+			if (root_kind)
+				return fprintf(stderr, "cubicle template: one of --rootfs, --ext4 and --oci\n"), 2;
+			root_kind = (char)c;
+			rootsrc = optarg;
+			break;
+		case 'z': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*end || !v || v > (1ul << 22))
+				return fprintf(stderr, "cubicle template: --disk-size '%s' is not a size in MiB\n",
+					       optarg), 2;
+			disk_mib = (unsigned)v;
+			break;
+		}
 		case 'h': tusage(stdout); return 0;
 		default: tusage(stderr); return 2;
 		}
@@ -129,6 +374,15 @@ static int build(int argc, char **argv, const char *state)
 	snprintf(s.dir, sizeof(s.dir), "%s", tdir);
 	snprintf(s.id, sizeof(s.id), "template");
 	snprintf(snap, sizeof(snap), "%s/snap", tdir);
+	if (disk_mib && root_kind != 'r' && root_kind != 'o')
+		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs or --oci\n"), 2;
+	if (root_kind == 'o' && !oci_available)
+		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive "
+			       "(install libarchive-dev and configure again)\n"), 1;
+	if (root_kind == 'o' && geteuid() != 0)
+		return fprintf(stderr, "cubicle template: --oci needs root (the image's files keep their owners; "
+			       "its layers are written in a chroot)\n"), 1;
+	cfg_at = n;
 	av[n++] = (char *)cfg;
 	av[n++] = "--api-sock";
 	char api[320];
@@ -138,6 +392,44 @@ static int build(int argc, char **argv, const char *state)
 	av[n] = NULL;
 	snprintf(msg, sizeof(msg), "%s/build.log", tdir);
 	lfd = open(msg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (lfd >= 0 && root_kind) {
+		static char tcfg[PATH_MAX];
+		char real[PATH_MAX], sub[PATH_MAX + 8], work[PATH_MAX + 8];
+		int r;
+
+		if (!realpath(tdir, real)) {
+			fprintf(stderr, "cubicle template: %s: %s\n", tdir, strerror(errno));
+			goto fail;
+		}
+		snprintf(img, sizeof(img), "%s/root.ext4", real);
+		snprintf(sub, sizeof(sub), "%s/rootfs", real);
+		snprintf(work, sizeof(work), "%s/oci", real);
+		if (root_kind == 'e') {
+			r = copy_ext4(rootsrc, img, msg, sizeof(msg));
+		} else if (root_kind == 'o') {
+			fprintf(stderr, "cubicle template: unpacking %s\n", rootsrc);
+			r = mkdir(sub, 0755) || mkdir(work, 0700) ? (snprintf(msg, sizeof(msg), "%s: %s", sub,
+									       strerror(errno)), -1)
+								  : oci_unpack(rootsrc, sub, work, msg, sizeof(msg));
+			rm_tree(work);
+			if (!r)
+				r = make_ext4(sub, img, disk_mib, lfd, msg, sizeof(msg));
+			rm_tree(sub);
+		} else {
+			r = make_ext4(rootsrc, img, disk_mib, lfd, msg, sizeof(msg));
+		}
+		snprintf(tcfg, sizeof(tcfg), "%s/vm.cfg", real);
+		if (r || root_config(cfg, tcfg, img, msg, sizeof(msg))) {
+			/* nothing booted: nothing worth keeping */
+			fprintf(stderr, "cubicle template: %s\n", msg);
+			close(lfd);
+			rm_tree(tdir);
+			return 1;
+		}
+		cfg = tcfg;
+		av[cfg_at] = tcfg;
+		snprintf(msg, sizeof(msg), "%s/build.log", tdir);
+	}
 	fprintf(stderr, "cubicle template: booting %s (log %s)\n", cfg, msg);
 	s.pid = lfd < 0 ? -1 : fork();
 	if (s.pid == 0) {
@@ -175,6 +467,8 @@ static int build(int argc, char **argv, const char *state)
 	}
 	vmm_end(&s);
 	unlink(api);
+	if (*img)
+		unlink(img); /* the snapshot holds its own copy of the root disk */
 	if (!access(final, F_OK)) {
 		snprintf(old, sizeof(old), "%s.old-%d", final, (int)getpid());
 		if (rename(final, old))

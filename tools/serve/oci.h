@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Root file systems for `cubicle template build`: an OCI image archive
+ * unpacked (oci.c, libarchive), an ext4 image made of a folder. */
+#ifndef CUBICLE_SERVE_OCI_H
+#define CUBICLE_SERVE_OCI_H
+
+#include <stddef.h>
+
+/*
+ * Unpacks the image in ARCHIVE, an OCI image layout tarball (`podman save
+ * --format oci-archive`, `skopeo copy ... oci-archive:`) or a `docker save`
+ * tarball, into ROOT (an empty folder): its layers in order, whiteouts
+ * (.wh.NAME, .wh..wh..opq) honoured, modes, owners (numeric uid/gid),
+ * times and extended attributes kept. WORK is a folder for the archive's
+ * blobs (emptied by the caller). Layers are written by a child process
+ * chrooted into ROOT, so no entry or link in an image reaches outside it:
+ * needs root. Returns 0, or -1 with a message in MSG.
+ */
+int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len);
+
+/* Whether oci_unpack is built (libarchive found at configure time). */
+extern const int oci_available;
+
+#endif

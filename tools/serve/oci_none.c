@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* oci.h when cubicle was configured without libarchive. */
+#include <stdio.h>
+
+#include "oci.h"
+
+const int oci_available = 0;
+
+int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len)
+{
+	(void)root, (void)work;
+	snprintf(msg, len, "%s: this cubicle was built without libarchive, so it cannot unpack image archives "
+		 "(install libarchive-dev and configure again)", archive);
+	return -1;
+}
