@@ -17,7 +17,9 @@
 #   --agent F    carry F (a static cubicle-agent) as /bin/cubicle-agent; the
 #                example /init starts it when the guest has a vsock device, and
 #                with `cubicle.agent` on the kernel command line stays up
-#                serving it instead of rebooting
+#                serving it instead of rebooting; with cubicle.root=/dev/vdX too
+#                it mounts that ext4 disk and runs the agent from there as pid 1
+#                (templates built with `cubicle template build --rootfs/--oci`)
 #
 # Modules go to /lib/modules/*.ko and their load order to /etc/modules.order.
 # Built-in modules are skipped; missing ones are warned about and skipped.
@@ -42,7 +44,7 @@ while [ $# -gt 0 ]; do
 	--modules) mods=${2?--modules needs a list}; shift ;;
 	--busybox) busybox=${2:?--busybox needs a file}; shift ;;
 	--agent) agent=${2:?--agent needs a file}; shift ;;
-	-h|--help) sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) die "unknown option '$1' (try --help)" ;;
 	*) pos+=("$1") ;;
 	esac

@@ -307,6 +307,32 @@ if [ "$(id -u)" = 0 ]; then
 	expect "serve network_subnet with jail_user: not built, said" 2 "a tap for a jailed VMM is not built yet" -- \
 		serve --network-subnet 10.201.0.0/16 --jail-user 65534:65534 --state "$tmp/serve-state"
 fi
+# template build from a root file system: refused before anything boots,
+# nothing left in the state folder
+printf 'boot = { kernel = "k"; cmdline = "quiet"; };\ndevices = ( { type = "virtio-blk"; id = "root"; } );\n' >"$tmp/tmpl.cfg"
+expect "template build: two root sources" 2 "one of --rootfs, --ext4 and --oci" -- \
+	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --oci x.tar --state "$tmp/tstate"
+expect "template build: --disk-size alone" 2 "--disk-size goes with --rootfs or --oci" -- \
+	template build t "$tmp/tmpl.cfg" --disk-size 64 --state "$tmp/tstate"
+expect "template build: --disk-size not a size" 2 "--disk-size '64G' is not a size in MiB" -- \
+	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --disk-size 64G --state "$tmp/tstate"
+printf 'boot = { kernel = "k"; cmdline = "quiet"; };\n' >"$tmp/tmpl2.cfg"
+expect "template build --ext4 of a file that is not ext4" 1 "tmpl2.cfg is not an ext4 image" -- \
+	template build t "$tmp/tmpl2.cfg" --ext4 "$tmp/tmpl2.cfg" --state "$tmp/tstate"
+if command -v mke2fs >/dev/null || [ -x /sbin/mke2fs ]; then
+	mkdir -p "$tmp/troot/etc"
+	expect "template build --rootfs: a config with a device called root" 1 \
+		"tmpl.cfg:2: a device is called \"root\" already" -- \
+		template build t "$tmp/tmpl.cfg" --rootfs "$tmp/troot" --disk-size 16 --state "$tmp/tstate"
+	expect "template build --rootfs: --disk-size too small" 1 "--disk-size 1 MiB is too small" -- \
+		template build t "$tmp/tmpl2.cfg" --rootfs "$tmp/troot" --disk-size 1 --state "$tmp/tstate"
+fi
+left=$(ls -A "$tmp/tstate/templates" 2>/dev/null)
+if [ -z "$left" ]; then
+	echo "ok - template build: refused builds leave nothing in the state folder"; pass=$((pass + 1))
+else
+	echo "not ok - template build: refused builds left: $left"; fail=$((fail + 1))
+fi
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then

@@ -14,11 +14,17 @@
 //               false with allowOut [IP/32] does, and still after pause and
 //               connect; denyOut [IP/32] does not; updateNetwork changes a
 //               running sandbox's list both ways; a domain name is refused.
+//   MODE root   N is a template whose root is an ext4 disk (template build
+//               --rootfs/--ext4/--oci) with /etc/cubicle-root holding its name:
+//               a sandbox of it runs from that disk; a file written in it is
+//               still there after pause and connect, and not in a second
+//               sandbox of the same template; a name starting "oci" also has
+//               the test image's whiteouts and owners (run_serve_rootfs.sh).
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 // Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
 const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
 if (!url || !apiKey) {
-  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many|net [N|IP:PORT]');
+  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many|net|root [N|IP:PORT|TEMPLATE]');
   process.exit(2);
 }
 const { Sandbox, CommandExitError } = await import(mode === 'v1' ? 'e2b-v1' : 'e2b');
@@ -159,6 +165,57 @@ if (mode === 'net') {
     const r = await Promise.all(Object.values(boxes).map((b) => Sandbox.kill(b.sandboxId, opts).then(() => true, (e) => e.message)));
     const bad = r.filter((x) => x !== true);
     return !bad.length || JSON.stringify(bad);
+  });
+  done();
+}
+
+if (mode === 'root') {
+  const tmpl = nArg;
+  const run = async (b, cmd) => {
+    try {
+      const r = await b.commands.run(cmd, { timeoutMs: 60000 });
+      return `${r.exitCode}:${r.stdout}`;
+    } catch (e) {
+      if (e instanceof CommandExitError) return `${e.exitCode}:${e.stdout}${e.stderr}`;
+      throw e;
+    }
+  };
+  let a, b;
+  await check(`Sandbox.create('${tmpl}')`, async () => {
+    a = await Sandbox.create(tmpl, { ...opts, timeoutMs: 300000 });
+    return true;
+  });
+  if (!a) done();
+  await check(`${tmpl}: / is the template's ext4 disk, /etc/cubicle-root names it`, async () => {
+    const m = await run(a, "cat /etc/cubicle-root; awk '$2 == \"/\" { print $1, $3 }' /proc/mounts");
+    return /^0:/.test(m) && m.includes(`${tmpl}\n`) && /\/dev\/vd[a-z] ext4/.test(m) || JSON.stringify(m);
+  });
+  if (tmpl.startsWith('oci')) {
+    await check(`${tmpl}: the image's layers: whiteouts honoured, owners and modes kept`, async () => {
+      const m = await run(a, 'test ! -e /etc/gone && test ! -e /opq/old && cat /opq/new && stat -c "%u:%g %a" /etc/owned /home/user');
+      return m === '0:layer two\n1234:4321 640\n1000:1000 700\n' || JSON.stringify(m);
+    });
+  }
+  const text = `on ${tmpl}'s disk ${Date.now()}\n`;
+  await check(`${tmpl}: files.write then read back`, async () => {
+    await a.files.write('/home/user/note.txt', text);
+    return (await a.files.read('/home/user/note.txt')) === text || 'read back differs';
+  });
+  await check(`${tmpl}: a second sandbox of it has its own disk`, async () => {
+    b = await Sandbox.create(tmpl, { ...opts, timeoutMs: 300000 });
+    const m = await run(b, 'ls /home/user/note.txt');
+    return !m.startsWith('0:') || `the other sandbox's file is there: ${JSON.stringify(m)}`;
+  });
+  await check(`${tmpl}: pause, connect: the file is still there`, async () => {
+    await a.pause();
+    const again = await Sandbox.connect(a.sandboxId, opts);
+    const m = await run(again, 'sync; cat /home/user/note.txt');
+    return m === `0:${text}` || JSON.stringify(m);
+  });
+  await check(`${tmpl}: kill both`, async () => {
+    await a.kill();
+    if (b) await b.kill();
+    return true;
   });
   done();
 }

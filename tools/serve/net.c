@@ -127,6 +127,10 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 	      size_t len)
 {
 	char tap[IFNAMSIZ], ip[20];
+	/* the tap the VMM makes, with its egress policy: the guest's address only, default deny */
+	const char *kv[][2] = {
+		{ "ifname", tap }, { "create", "true" }, { "policy.ip", ip }, { "policy.default", "deny" },
+	};
 	unsigned slot;
 
 	pthread_mutex_lock(&srv.lock);
@@ -148,18 +152,9 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 	addr_of(slot, 2, ip, sizeof(ip));
 	if (*n + 4 > max)
 		return snprintf(msg, len, "too many --set options"), -1;
-	if (asprintf(&sets[*n], "devices.%s.backend.ifname=%s", dev, tap) < 0)
-		return snprintf(msg, len, "out of memory"), -1;
-	++*n;
-	if (asprintf(&sets[*n], "devices.%s.backend.create=true", dev) < 0)
-		return snprintf(msg, len, "out of memory"), -1;
-	++*n;
-	if (asprintf(&sets[*n], "devices.%s.backend.policy.ip=%s", dev, ip) < 0)
-		return snprintf(msg, len, "out of memory"), -1;
-	++*n;
-	if (asprintf(&sets[*n], "devices.%s.backend.policy.default=deny", dev) < 0)
-		return snprintf(msg, len, "out of memory"), -1;
-	++*n;
+	for (unsigned i = 0; i < 4; i++, ++*n)
+		if (asprintf(&sets[*n], "devices.%s.backend.%s=%s", dev, kv[i][0], kv[i][1]) < 0)
+			return snprintf(msg, len, "out of memory"), -1;
 	return 0;
 }
 

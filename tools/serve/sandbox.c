@@ -578,6 +578,29 @@ static void pause_dir(const struct sandbox *s, unsigned gen, bool inside, char *
 	sbx_file(s, name, inside, out, len);
 }
 
+/* The running VMM's disk copies (clone_sets' ID.img files): once a pause
+ * snapshot holds its own copy of each, they go; a resume makes them again
+ * from it, and a restore never writes over a file. */
+static void drop_disks(const struct sandbox *s)
+{
+	char dir[320], p[600];
+	struct dirent *e;
+	DIR *d;
+
+	sbx_file(s, ".", false, dir, sizeof(dir));
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+
+		if (e->d_type == DT_REG && n > 4 && !strcmp(e->d_name + n - 4, ".img")) {
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+	}
+	closedir(d);
+}
+
 int sbx_pause(struct sandbox *s, char *msg, size_t len)
 {
 	char dir[320], body[400], old[320];
@@ -609,6 +632,7 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		return 500;
 	}
 	vmm_end(s);
+	drop_disks(s);
 	if (s->pause_gen) {
 		pause_dir(s, s->pause_gen, false, old, sizeof(old));
 		rm_tree(old);

@@ -361,6 +361,14 @@ static int build(int argc, char **argv, const char *state)
 	if (!*name || strlen(name) > 60 || strpbrk(name, "/ ") || name[0] == '.')
 		return fprintf(stderr, "cubicle template: '%s' is not a template name (no '/', ' ' or leading '.')\n",
 			       name), 2;
+	if (disk_mib && root_kind != 'r' && root_kind != 'o')
+		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs or --oci\n"), 2;
+	if (root_kind == 'o' && !oci_available)
+		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive "
+			       "(install libarchive-dev and configure again)\n"), 1;
+	if (root_kind == 'o' && geteuid() != 0)
+		return fprintf(stderr, "cubicle template: --oci needs root (the image's files keep their owners; "
+			       "its layers are written in a chroot)\n"), 1;
 	if (mkdir(state, 0700) && errno != EEXIST)
 		return fprintf(stderr, "cubicle template: %s: %s\n", state, strerror(errno)), 1;
 	snprintf(final, sizeof(final), "%s/templates", state);
@@ -374,14 +382,6 @@ static int build(int argc, char **argv, const char *state)
 	snprintf(s.dir, sizeof(s.dir), "%s", tdir);
 	snprintf(s.id, sizeof(s.id), "template");
 	snprintf(snap, sizeof(snap), "%s/snap", tdir);
-	if (disk_mib && root_kind != 'r' && root_kind != 'o')
-		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs or --oci\n"), 2;
-	if (root_kind == 'o' && !oci_available)
-		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive "
-			       "(install libarchive-dev and configure again)\n"), 1;
-	if (root_kind == 'o' && geteuid() != 0)
-		return fprintf(stderr, "cubicle template: --oci needs root (the image's files keep their owners; "
-			       "its layers are written in a chroot)\n"), 1;
 	cfg_at = n;
 	av[n++] = (char *)cfg;
 	av[n++] = "--api-sock";
@@ -404,9 +404,12 @@ static int build(int argc, char **argv, const char *state)
 		snprintf(img, sizeof(img), "%s/root.ext4", real);
 		snprintf(sub, sizeof(sub), "%s/rootfs", real);
 		snprintf(work, sizeof(work), "%s/oci", real);
-		if (root_kind == 'e') {
+		/* the derived VM file first: its errors come before any long work */
+		snprintf(tcfg, sizeof(tcfg), "%s/vm.cfg", real);
+		r = root_config(cfg, tcfg, img, msg, sizeof(msg));
+		if (!r && root_kind == 'e') {
 			r = copy_ext4(rootsrc, img, msg, sizeof(msg));
-		} else if (root_kind == 'o') {
+		} else if (!r && root_kind == 'o') {
 			fprintf(stderr, "cubicle template: unpacking %s\n", rootsrc);
 			r = mkdir(sub, 0755) || mkdir(work, 0700) ? (snprintf(msg, sizeof(msg), "%s: %s", sub,
 									       strerror(errno)), -1)
@@ -415,11 +418,10 @@ static int build(int argc, char **argv, const char *state)
 			if (!r)
 				r = make_ext4(sub, img, disk_mib, lfd, msg, sizeof(msg));
 			rm_tree(sub);
-		} else {
+		} else if (!r) {
 			r = make_ext4(rootsrc, img, disk_mib, lfd, msg, sizeof(msg));
 		}
-		snprintf(tcfg, sizeof(tcfg), "%s/vm.cfg", real);
-		if (r || root_config(cfg, tcfg, img, msg, sizeof(msg))) {
+		if (r) {
 			/* nothing booted: nothing worth keeping */
 			fprintf(stderr, "cubicle template: %s\n", msg);
 			close(lfd);
