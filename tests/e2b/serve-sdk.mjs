@@ -201,6 +201,11 @@ if (mode === 'root') {
     await a.files.write('/home/user/note.txt', text);
     return (await a.files.read('/home/user/note.txt')) === text || 'read back differs';
   });
+  await check(`${tmpl}: getMetrics: diskTotal is its 64 MiB disk, diskUsed in (0, total]`, async () => {
+    const m = (await a.getMetrics())[0];
+    return (m && m.diskTotal === 64 * 1024 * 1024 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal) ||
+      JSON.stringify(m);
+  });
   await check(`${tmpl}: a second sandbox of it has its own disk`, async () => {
     b = await Sandbox.create(tmpl, { ...opts, timeoutMs: 300000 });
     const m = await run(b, 'ls /home/user/note.txt');
@@ -270,7 +275,8 @@ await check('Sandbox.list by metadata finds it, running', async () => {
 });
 await check('getMetrics', async () => {
   const m = await sbx.getMetrics();
-  return (Array.isArray(m) && m.length >= 1 && m[0].memTotal > 0) || JSON.stringify(m);
+  return (Array.isArray(m) && m.length >= 1 && m[0].memTotal > 0 && !isNaN(m[0].timestamp?.getTime())) ||
+    JSON.stringify(m);
 });
 await check('a command that runs longer than its timeout is stopped', async () => {
   const t0 = Date.now();

@@ -82,6 +82,12 @@ st, j, _ = call("GET", "/files?path=/etc/hostname", headers=dict(dp, **{"X-Acces
 ok(st == 401, "a wrong access token: 401 from the agent", f"{st} {j}")
 st, j, _ = call("GET", "/files?path=/etc/hostname", headers=dp)
 ok(st == 401, "no access token: 401", f"{st} {j}")
+st, j, _ = call("GET", f"/sandboxes/{sid}/metrics")
+need = ("timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed", "memTotal", "memCache",
+        "diskUsed", "diskTotal")
+ok(st == 200 and isinstance(j, list) and len(j) == 1 and all(k in j[0] for k in need) and
+   time.strftime("%Y-%m-%dT", time.gmtime()) in j[0]["timestamp"],
+   "metrics: every field E2B's API requires (timestamp too: SDK 2.51 reads it)", f"{st} {j}")
 st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "8080"}))
 ok(st == 502 and err_body(j, 502), "a port nothing listens on: 502", f"{st} {j}")
 

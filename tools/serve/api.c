@@ -328,17 +328,24 @@ static unsigned timeout_of(json_t *req, bool *bad)
 
 static void metrics(struct hconn *c, struct sandbox *s)
 {
-	unsigned long long rss;
+	unsigned long long rss, disk_used, disk_total;
 	double cpu, age = difftime(time(NULL), s->started);
+	char stamp[32];
+	time_t now;
+	struct tm tm;
 
 	sbx_usage(s, &rss, &cpu);
+	sbx_disk_usage(s, &disk_used, &disk_total);
+	now = time(NULL);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	/* timestamp: deprecated in E2B's API, still required, and what SDK 2.51 reads */
 	hio_reply_json(c, 200,
-		       json_pack("[{s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}]", "timestampUnix",
-				 (json_int_t)time(NULL), "cpuCount", (int)s->vcpus, "cpuUsedPct",
+		       json_pack("[{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}]", "timestamp", stamp, "timestampUnix",
+				 (json_int_t)now, "cpuCount", (int)s->vcpus, "cpuUsedPct",
 				 age > 0 && s->vcpus ? 100.0 * cpu / age / s->vcpus : 0.0, "memUsed",
 				 (json_int_t)rss << 10, "memTotal", (json_int_t)s->memory_mib << 20,
-				 "memCache", (json_int_t)0, "diskUsed", (json_int_t)0, "diskTotal",
-				 (json_int_t)0),
+				 "memCache", (json_int_t)0, "diskUsed", (json_int_t)disk_used, "diskTotal",
+				 (json_int_t)disk_total),
 		       NULL);
 }
 

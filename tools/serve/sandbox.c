@@ -578,10 +578,9 @@ static void pause_dir(const struct sandbox *s, unsigned gen, bool inside, char *
 	sbx_file(s, name, inside, out, len);
 }
 
-/* The running VMM's disk copies (clone_sets' ID.img files): once a pause
- * snapshot holds its own copy of each, they go; a resume makes them again
- * from it, and a restore never writes over a file. */
-static void drop_disks(const struct sandbox *s)
+/* Calls FN for each of the running VMM's disk copies (clone_sets' ID.img
+ * files, in its files folder). */
+static void each_disk(const struct sandbox *s, void (*fn)(const char *path, void *arg), void *arg)
 {
 	char dir[320], p[600];
 	struct dirent *e;
@@ -595,10 +594,38 @@ static void drop_disks(const struct sandbox *s)
 
 		if (e->d_type == DT_REG && n > 4 && !strcmp(e->d_name + n - 4, ".img")) {
 			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-			unlink(p);
+			fn(p, arg);
 		}
 	}
 	closedir(d);
+}
+
+static void unlink_one(const char *path, void *arg)
+{
+	(void)arg;
+	unlink(path);
+}
+
+static void add_usage(const char *path, void *arg)
+{
+	unsigned long long *u = arg;
+	struct stat st;
+
+	if (stat(path, &st))
+		return;
+	u[0] += (unsigned long long)st.st_blocks * 512 < (unsigned long long)st.st_size
+			? (unsigned long long)st.st_blocks * 512
+			: (unsigned long long)st.st_size;
+	u[1] += (unsigned long long)st.st_size;
+}
+
+void sbx_disk_usage(const struct sandbox *s, unsigned long long *used, unsigned long long *total)
+{
+	unsigned long long u[2] = { 0, 0 };
+
+	each_disk(s, add_usage, u);
+	*used = u[0];
+	*total = u[1];
 }
 
 int sbx_pause(struct sandbox *s, char *msg, size_t len)
@@ -632,7 +659,10 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		return 500;
 	}
 	vmm_end(s);
-	drop_disks(s);
+	/* the pause snapshot holds its own copy of each disk: the running
+	 * copies go (a resume makes them again from it; a restore never
+	 * writes over a file) */
+	each_disk(s, unlink_one, NULL);
 	if (s->pause_gen) {
 		pause_dir(s, s->pause_gen, false, old, sizeof(old));
 		rm_tree(old);

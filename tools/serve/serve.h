@@ -103,6 +103,9 @@ const char *sbx_state_name(enum sbx_state st);
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
 /* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
 void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s);
+/* Its disk copies on the host: bytes allocated (a reflink's shared blocks
+ * count) and their sizes; 0 and 0 for a template without disks. */
+void sbx_disk_usage(const struct sandbox *s, unsigned long long *used, unsigned long long *total);
 
 /* ---- api.c ---- */
 /* One request of a client connection (control plane, status page, or proxied). */
