@@ -209,7 +209,7 @@ static void rpc_body(struct conn *c, const char *body, size_t len)
  * {"envVars": {K: V}} adds to every later process's environment, and
  * {"timestamp": RFC 3339} sets the clock (a restored guest's is the
  * snapshot's). cubicle's own {"cubicleNetwork": {"interface", "address":
- * "A.B.C.D/N", "gateway"}} gives the guest its address (each clone of a
+ * "A.B.C.D/N", "gateway", "mac"}} gives the guest its address and MAC (each clone of a
  * template its own); it is done first, and its failure is a 500 with
  * nothing else applied. Other members are ignored.
  */

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <net/route.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -41,6 +42,8 @@ int net_configure(json_t *n, char *why, size_t len)
 	const char *ifname = json_string_value(json_object_get(n, "interface"));
 	const char *addr = json_string_value(json_object_get(n, "address"));
 	const char *gw = json_string_value(json_object_get(n, "gateway"));
+	const char *mac = json_string_value(json_object_get(n, "mac"));
+	unsigned char hw[6];
 	struct in_addr a, g, mask;
 	struct ifreq ifr = { 0 };
 	char ip[INET_ADDRSTRLEN], *end;
@@ -49,7 +52,7 @@ int net_configure(json_t *n, char *why, size_t len)
 	int fd, ret = -1;
 
 	if (!json_is_object(n) || !ifname || !addr) {
-		snprintf(why, len, "network: wants {\"interface\", \"address\": \"A.B.C.D/N\"[, \"gateway\"]}");
+		snprintf(why, len, "network: wants {\"interface\", \"address\": \"A.B.C.D/N\"[, \"gateway\", \"mac\"]}");
 		return -1;
 	}
 	slash = strchr(addr, '/');
@@ -67,6 +70,11 @@ int net_configure(json_t *n, char *why, size_t len)
 			 gw ? gw : "");
 		return -1;
 	}
+	if (mac && (sscanf(mac, "%2hhx:%2hhx:%2hhx:%2hhx:%2hhx:%2hhx", &hw[0], &hw[1], &hw[2], &hw[3], &hw[4],
+			   &hw[5]) != 6 || strlen(mac) != 17 || (hw[0] & 1))) {
+		snprintf(why, len, "network: mac '%s' is not a unicast MAC like 06:01:02:03:04:05", mac);
+		return -1;
+	}
 	mask.s_addr = htonl(plen == 32 ? 0xffffffffu : ~(0xffffffffu >> plen));
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -74,6 +82,18 @@ int net_configure(json_t *n, char *why, size_t len)
 		return -1;
 	}
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
+	/* a clone's own MAC (its device was given it on restore; the driver
+	 * still holds the template's) */
+	if (mac) {
+		if (ifreq_ioctl(fd, SIOCGIFHWADDR, &ifr, "reading the MAC of", why, len))
+			goto out;
+		if (memcmp(ifr.ifr_hwaddr.sa_data, hw, 6)) {
+			ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+			memcpy(ifr.ifr_hwaddr.sa_data, hw, 6);
+			if (ifreq_ioctl(fd, SIOCSIFHWADDR, &ifr, "setting the MAC of", why, len))
+				goto out;
+		}
+	}
 	sin_set(&ifr.ifr_addr, a);
 	if (ifreq_ioctl(fd, SIOCSIFADDR, &ifr, "setting the address of", why, len))
 		goto out;

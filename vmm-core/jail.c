@@ -4,7 +4,8 @@
  * unprivileged uid, entered after the plan is checked and before any thread
  * starts. The calling process stays outside as a small supervisor (it
  * forwards signals, waits and removes the cgroup); its child, pid 1 of a
- * new pid namespace, becomes the VMM.
+ * new pid namespace, ends as that namespace's init (jail_init) and the
+ * VMM is its child, pid 2.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <limits.h>
 #include <net/if.h>
 #include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,11 +196,6 @@ static int bind_in(const char *root, const char *path, bool skip, bool ro, uid_t
 	return 0;
 }
 
-static void noop(int sig)
-{
-	(void)sig;
-}
-
 /* What the jailed process sees (--jail-probe, for tests): one line. */
 static void probe(const struct jail_cfg *j)
 {
@@ -235,8 +232,64 @@ static void probe(const struct jail_cfg *j)
 			n_ro++;
 			ro += !statvfs(j->paths[i], &sv) && (sv.f_flag & ST_RDONLY);
 		}
-	log_info("jail probe: uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s; read-only binds: %u of %u",
-		 (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
+	log_info("jail probe: pid %d uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s; read-only binds: %u of %u",
+		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
+}
+
+/*
+ * pid 1 of the jail's namespace: the kernel gives a namespace's init only
+ * the signals it has handlers for, from inside and from outside alike, so
+ * a VMM there would ignore a SIGABRT sent to it and could not die of its
+ * own abort(). It runs as pid 2 instead, with the usual signal semantics,
+ * under this small init: it holds no fd but stdio, has a seccomp filter
+ * of its own (waiting, signalling, exiting), forwards SIGINT, SIGTERM and
+ * SIGHUP to the VMM, reaps whatever is orphaned, and exits as the VMM did
+ * (128 + the signal that ended it). Signals are blocked on entry.
+ */
+static __attribute__((noreturn)) void jail_init(pid_t vmm)
+{
+	static const char *const ok[] = {
+		"rt_sigtimedwait", "rt_sigprocmask", "rt_sigreturn", "rt_sigaction", "wait4", "waitid",
+		"kill", "exit", "exit_group", "write", "writev", "restart_syscall", "futex",
+		"getpid", "gettid", "tgkill", "close", "munmap", "madvise", "clock_nanosleep",
+	};
+	sigset_t s;
+	siginfo_t si;
+	scmp_filter_ctx ctx;
+	int status = 0;
+
+	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
+		for (int fd = 3; fd < 1024; fd++)
+			close(fd);
+	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	for (unsigned i = 0; ctx && i < sizeof(ok) / sizeof(*ok); i++) {
+		int nr = seccomp_syscall_resolve_name(ok[i]);
+
+		if (nr != __NR_SCMP_ERROR)
+			seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	if (!ctx || seccomp_load(ctx) < 0)
+		log_warn("jail: the namespace's init runs without its seccomp filter");
+	seccomp_release(ctx);
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGCHLD);
+	for (;;) {
+		int sig = sigwaitinfo(&s, &si);
+		pid_t w;
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			kill(vmm, sig);
+			continue;
+		}
+		while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+			if (w == vmm)
+				_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	}
 }
 
 /* The child: everything after the fork. 0, or -errno after a message. */
@@ -246,7 +299,8 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 					     "/dev/random" };
 	char cwd[PATH_MAX], old[PATH_MAX], map[64], p[PATH_MAX];
 	struct rlimit rl;
-	struct sigaction sa = { .sa_handler = noop };
+	sigset_t s;
+	pid_t vmm;
 	int ret;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -319,11 +373,21 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 			 strerror(errno));
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	/* pid 1 gets only the signals it has handlers for */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	/* this process stays as the namespace's init; the VMM is pid 2 */
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	fflush(NULL);
+	vmm = fork();
+	if (vmm < 0)
+		return errf(err, errlen, -errno, "jail: fork: %s", strerror(errno));
+	if (vmm > 0)
+		jail_init(vmm);
+	sigprocmask(SIG_UNBLOCK, &s, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	log_info("jailed in %s as uid %u gid %u, cgroup %s", j->dir, (unsigned)j->uid,
 		 (unsigned)j->gid, cg);
 	if (j->probe)

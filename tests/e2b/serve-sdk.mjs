@@ -130,6 +130,13 @@ if (mode === 'net') {
     console.log(`# guest addresses: ${addrs.join(' ')}`);
     return (new Set(addrs).size === addrs.length && addrs.every((a) => /^\d+\.\d+\.\d+\.\d+\/30$/.test(a))) || JSON.stringify(addrs);
   });
+  await check('each sandbox has a MAC of its own (06:, five octets of its id), not the template\'s', async () => {
+    const macs = await Promise.all(Object.entries(boxes).map(([, b]) =>
+      b.commands.run('cat /sys/class/net/eth0/address').then((r) => [b.sandboxId, r.stdout.trim()], (e) => [b.sandboxId, `error ${e.message}`])));
+    console.log(`# guest MACs: ${macs.map((m) => m[1]).join(' ')}`);
+    const own = macs.every(([id, m]) => m === `06:${id.slice(1, 11).match(/../g).join(':')}`);
+    return (own && new Set(macs.map((m) => m[1])).size === macs.length) || JSON.stringify(macs);
+  });
   await check('allowOut: after pause and connect the policy still lets it through', async () => {
     const b = boxes.allowOut;
     if (!b) return 'not created';

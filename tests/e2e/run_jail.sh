@@ -37,10 +37,10 @@ roots=$(printf '%s\n' "$probe" | sed -n 's/.* \/ holds:\([^;]*\);.*/\1/p')
 e2e_check "inner.sh ran (status $rc)" [ $rc = 0 ]
 e2e_check "jailed: the guest booted (CUBICLE-GUEST ready)" grep -q 'CUBICLE-GUEST ready' "$w/jailed.console"
 e2e_check "jailed: exit status 0 (got $(cat "$w/jailed.rc" 2>/dev/null))" [ "$(cat "$w/jailed.rc" 2>/dev/null)" = 0 ]
-e2e_check "jailed: runs as uid 65534 gid 65534" grep -q 'jail probe: uid 65534 gid 65534' "$w/jailed.stderr"
+e2e_check "jailed: runs as pid 2, uid 65534 gid 65534" grep -q 'jail probe: pid 2 uid 65534 gid 65534' "$w/jailed.stderr"
 e2e_check "jailed: / holds only what the plan names (got:$roots)" \
 	bash -c '[ -n "$1" ] && ! printf "%s\n" $1 | grep -qxE "etc|usr|bin|lib|home|sbin|var|boot|sys"' _ "$roots"
-e2e_check "jailed: sees one process, itself" grep -q '; 1 processes: 1;' "$w/jailed.stderr"
+e2e_check "jailed: sees two processes, the namespace's init and itself" grep -q '; 2 processes: 1 2;' "$w/jailed.stderr"
 e2e_check "jailed: sees no network but lo" grep -Eq 'network interfaces: lo;' "$w/jailed.stderr"
 e2e_check "jailed: the API answered through the socket inside the jail" grep -q '"state"' "$w/api.json"
 e2e_check "jailed: its cgroup had the limits and the process" \

@@ -41,28 +41,9 @@ cat >"$w/serve.sh" <<'SCRIPT'
 # the build's tests/e2b (the SDK), $6 how many sandboxes at once.
 set -u
 w=$1 k=$2 cub=$3 top=$4 e2b=$5 many=$6
-t=$(mktemp -d) # sockets: a 9p share cannot hold them
-state=$t/s
-fail=0
-ok() { echo "ok - $*"; }
-bad() { echo "not ok - $*"; fail=1; }
-cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 256; };
-boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
-  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent"; };
-devices = (
-  { type = "serial8250"; id = "com1"; console = "file"; path = "$t/template-console.log"; },
-  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/template.sock"; }
-);
-CFG
-t0=$(date +%s.%N)
-if "$cub" template build base "$w/vm.cfg" --state "$state" >"$w/template.out" 2>&1; then
-	ok "cubicle template build base: $(tail -n 1 "$w/template.out")"
-else
-	bad "cubicle template build: $(tail -n 5 "$w/template.out")"
-	cat "$state"/templates/.base.build-*/build.log 2>/dev/null | tail -n 20
-	exit 1
-fi
+. "$top/tests/e2e/serve-lib.sh"
+serve_vm_cfg "$w/vm.cfg"
+serve_template base "$w/vm.cfg" || exit 1
 cat >"$t/serve.cfg" <<CFG
 # the nested guest is slow: give agents time to answer
 agent_wait_ms = 240000;
@@ -70,15 +51,6 @@ max_sandboxes = 64;
 # two clones kept restored and paused, for creates to resume
 pool_size = 2;
 CFG
-# start_serve CONFIG LOG: serve in the background ($spid), $url and $key.
-start_serve() {
-	"$cub" serve --config "$1" --state "$state" --listen 127.0.0.1:0 >"$2" 2>&1 &
-	spid=$!
-	port=$(sh "$top/tests/serve/serve-port.sh" "$2") ||
-		{ bad "serve did not start: $(cat "$2")"; exit 1; }
-	url=http://127.0.0.1:$port
-	key=$(cat "$state/api-key")
-}
 start_serve "$t/serve.cfg" "$w/serve.log"
 export SDK_TEST_DIR=/tmp/serve-sdk
 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
@@ -90,14 +62,8 @@ grep -q '<h1>cubicle serve</h1>' "$w/status.html" && grep -q '<polyline' "$w/sta
 	ok "the status page lists sandboxes and plots create latencies" || bad "status page: $(head -c 300 "$w/status.html")"
 n=$(grep -c "from the warm pool" "$w/serve.log")
 [ "$n" -ge 1 ] && ok "$n creates resumed a warm clone (pool_size 2)" || bad "no create took a warm clone"
-kill "$spid"
-wait "$spid"
-sleep 0.5
-left=$(pgrep -af "cubicle restore" || true)
-dirs=$(ls "$state/sandboxes" 2>/dev/null)
-socks=$(find "$state" -type s 2>/dev/null)
-[ -z "$left$dirs$socks" ] && ok "nothing left: no VMM process, sandbox folder or socket" ||
-	bad "left behind: processes [$left] folders [$dirs] sockets [$socks]"
+stop_serve
+serve_left socket "$(find "$state" -type s 2>/dev/null)"
 # create latencies, for the note
 grep -o "created from 'base' in [0-9.]* ms" "$w/serve.log" | awk '{ print $5 }' | sort -n |
 	awk '{ a[NR] = $1 } END { if (NR) printf "# %d creates: p50 %.0f ms, max %.0f ms\n", NR, a[int((NR + 1) / 2)], a[NR] }'
@@ -144,14 +110,9 @@ CFG
 	else
 		bad "jailed serve: sandbox '$id': supervisor '$sup' VMM '$vmm' uid '$uid', / '$root', cgroup $cg: '$lim'$([ -e "$cg" ] && echo ' still there'), DELETE $code"
 	fi
-	kill "$spid"
-	wait "$spid"
-	sleep 0.5
-	left=$(pgrep -af "cubicle restore" || true)
-	dirs=$(ls "$state/sandboxes" 2>/dev/null)
-	cgs=$(ls -d "$cgbase"/vm-* 2>/dev/null)
-	[ -z "$left$dirs$cgs" ] && ok "jailed serve: nothing left: no VMM process, sandbox folder or cgroup" ||
-		bad "jailed serve left behind: processes [$left] folders [$dirs] cgroups [$cgs]"
+	stop_serve
+	echo "# jailed serve:"
+	serve_left cgroup "$(ls -d "$cgbase"/vm-* 2>/dev/null)"
 fi
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
@@ -169,7 +130,7 @@ else
 fi
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
-	e2e_dump "$w/serve.log" "$w/template.out"
+	e2e_dump "$w/serve.log" "$w/template-base.out"
 	exit 1
 fi
 exit 0

@@ -36,11 +36,7 @@ cat >"$w/net.sh" <<'SCRIPT'
 # modules, $7 1 when nested.
 set -u
 w=$1 k=$2 cub=$3 top=$4 e2b=$5 mods=$6 nested=$7
-t=$(mktemp -d) # sockets: a 9p share cannot hold them
-state=$t/s
-fail=0
-ok() { echo "ok - $*"; }
-bad() { echo "not ok - $*"; fail=1; }
+. "$top/tests/e2e/serve-lib.sh"
 for m in "tun drivers/net" "sch_ingress net/sched" "cls_bpf net/sched"; do
 	sh "$top/tests/e2e/modload.sh" $m "$mods" "$nested" || { bad "cannot load module ${m% *}"; exit 1; }
 done
@@ -50,32 +46,9 @@ mkdir "$t/www"
 echo cubicle-net-ok >"$t/www/ok"
 busybox httpd -f -p 192.0.2.1:8099 -h "$t/www" &
 httpd=$!
-cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 256; };
-boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
-  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent"; };
-devices = (
-  { type = "serial8250"; id = "com1"; console = "file"; path = "$t/template-console.log"; },
-  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/template.sock"; },
-  { type = "virtio-net"; id = "net0"; backend = { type = "tap"; create = true; ifname = "cubtpl0"; }; }
-);
-CFG
-if "$cub" template build base "$w/vm.cfg" --state "$state" >"$w/template.out" 2>&1; then
-	ok "cubicle template build base (a tap device): $(tail -n 1 "$w/template.out")"
-else
-	bad "cubicle template build: $(tail -n 5 "$w/template.out")"
-	cat "$state"/templates/.base.build-*/build.log 2>/dev/null | tail -n 20
-	exit 1
-fi
-# start_serve CONFIG LOG: serve in the background ($spid), $url and $key.
-start_serve() {
-	"$cub" serve --config "$1" --state "$state" --listen 127.0.0.1:0 >"$2" 2>&1 &
-	spid=$!
-	port=$(sh "$top/tests/serve/serve-port.sh" "$2") ||
-		{ bad "serve did not start: $(cat "$2")"; exit 1; }
-	url=http://127.0.0.1:$port
-	key=$(cat "$state/api-key")
-}
+serve_vm_cfg "$w/vm.cfg" \
+	'{ type = "virtio-net"; id = "net0"; backend = { type = "tap"; create = true; ifname = "cubtpl0"; }; }'
+serve_template base "$w/vm.cfg" || exit 1
 
 # without network_subnet: the template is refused, with the reason
 echo 'agent_wait_ms = 240000;' >"$t/plain.cfg"
@@ -86,8 +59,7 @@ case $out in
 *"no network_subnet"*"HTTP 500") ok "serve without network_subnet refuses a template with a tap: $out" ;;
 *) bad "serve without network_subnet, a template with a tap: $out" ;;
 esac
-kill "$spid"
-wait "$spid"
+stop_serve
 
 cat >"$t/serve.cfg" <<CFG
 agent_wait_ms = 240000;
@@ -108,14 +80,8 @@ node "$e2b/serve-sdk.mjs" "$url" "$key" net 192.0.2.1:8099 || fail=1
 n=$(grep -c "from the warm pool" "$w/serve.log")
 [ "$n" -ge 1 ] && ok "$n create took the warm clone (its policy loaded before it ran)" ||
 	bad "no create took the warm clone"
-kill "$spid"
-wait "$spid"
-sleep 0.5
-left=$(pgrep -af "cubicle restore" || true)
-dirs=$(ls "$state/sandboxes" 2>/dev/null)
-taps=$(ip -o link show | awk -F': ' '$2 ~ /^cub/ { print $2 }' | tr '\n' ' ')
-[ -z "$left$dirs$taps" ] && ok "nothing left: no VMM process, sandbox folder or tap" ||
-	bad "left behind: processes [$left] folders [$dirs] taps [$taps]"
+stop_serve
+serve_left tap "$(ip -o link show | awk -F': ' '$2 ~ /^cub/ { print $2 }' | tr '\n' ' ' | sed 's/ $//')"
 kill $httpd 2>/dev/null
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
@@ -135,7 +101,7 @@ else
 fi
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
-	e2e_dump "$w/serve.log" "$w/serve-plain.log" "$w/template.out"
+	e2e_dump "$w/serve.log" "$w/serve-plain.log" "$w/template-base.out"
 	exit 1
 fi
 exit 0

@@ -112,31 +112,11 @@ cat >"$w/rootfs.sh" <<'SCRIPT'
 # the build's tests/e2b.
 set -u
 w=$1 k=$2 cub=$3 top=$4 e2b=$5
-t=$(mktemp -d) # sockets: a 9p share cannot hold them
-state=$t/s
-fail=0
-ok() { echo "ok - $*"; }
-bad() { echo "not ok - $*"; fail=1; }
-cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 256; };
-boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz";
-  cmdline = "console=ttyS0 reboot=k panic=-1 quiet cubicle.agent"; };
-devices = (
-  { type = "serial8250"; id = "com1"; console = "file"; path = "$t/template-console.log"; },
-  { type = "virtio-vsock"; id = "vsock0"; guest_cid = 3; uds_path = "$t/template.sock"; }
-);
-CFG
-for tm in "rootfs --rootfs $w/rootfs --disk-size 64" "ext4 --ext4 $w/e4/root.img" \
-	  "oci --oci $w/image.tar --disk-size 64"; do
-	set -- $tm
-	if "$cub" template build "$@" "$w/vm.cfg" --state "$state" >"$w/template-$1.out" 2>&1; then
-		ok "cubicle template build ${tm% --disk-size*}: $(tail -n 1 "$w/template-$1.out")"
-	else
-		bad "cubicle template build $tm: $(tail -n 5 "$w/template-$1.out")"
-		cat "$state"/templates/."$1".build-*/build.log 2>/dev/null | tail -n 20
-		tail -n 20 "$t/template-console.log"
-	fi
-done
+. "$top/tests/e2e/serve-lib.sh"
+serve_vm_cfg "$w/vm.cfg"
+serve_template rootfs "$w/vm.cfg" --rootfs "$w/rootfs" --disk-size 64
+serve_template ext4 "$w/vm.cfg" --ext4 "$w/e4/root.img"
+serve_template oci "$w/vm.cfg" --oci "$w/image.tar" --disk-size 64
 # each template keeps its snapshot's copy of the disk, not the build's image
 kept=$(ls "$state"/templates/*/root.ext4 2>/dev/null)
 disks=$(ls "$state"/templates/*/snap/disk-root 2>/dev/null | wc -l)
@@ -144,21 +124,12 @@ disks=$(ls "$state"/templates/*/snap/disk-root 2>/dev/null | wc -l)
 	bad "templates: root images left [$kept], $disks snapshot disks"
 
 echo 'agent_wait_ms = 240000;' >"$t/serve.cfg"
-"$cub" serve --config "$t/serve.cfg" --state "$state" --listen 127.0.0.1:0 >"$w/serve.log" 2>&1 &
-spid=$!
-port=$(sh "$top/tests/serve/serve-port.sh" "$w/serve.log") ||
-	{ bad "serve did not start: $(cat "$w/serve.log")"; exit 1; }
-key=$(cat "$state/api-key")
+start_serve "$t/serve.cfg" "$w/serve.log"
 for tm in rootfs ext4 oci; do
-	node "$e2b/serve-sdk.mjs" "http://127.0.0.1:$port" "$key" root $tm || fail=1
+	node "$e2b/serve-sdk.mjs" "$url" "$key" root $tm || fail=1
 done
-kill "$spid"
-wait "$spid"
-sleep 0.5
-left=$(pgrep -af "cubicle restore" || true)
-dirs=$(ls "$state/sandboxes" 2>/dev/null)
-[ -z "$left$dirs" ] && ok "nothing left: no VMM process or sandbox folder" ||
-	bad "left behind: processes [$left] folders [$dirs]"
+stop_serve
+serve_left
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
 exit $fail

@@ -1133,6 +1133,7 @@ static void test_set_mac(void)
 static void test_state_mac(void)
 {
 	static const char *const kv[] = { "mac", "52:54:00:aa:bb:cc", NULL };
+	static const char *const no_mac[] = { NULL };
 	static const uint8_t saved[6] = { 0x02, 0x11, 0x22, 0x33, 0x44, 0x55 };
 	static struct cub_net_ops ops;
 	const struct cub_device_ops *d = netp->ops;
@@ -1150,7 +1151,15 @@ static void test_state_mac(void)
 	CU_ASSERT_EQUAL(d->save(npriv, blob, sizeof(blob), &len), 0);
 	CU_ASSERT_EQUAL(len, 6);
 	CU_ASSERT_EQUAL(memcmp(blob, "\x52\x54\x00\xaa\xbb\xcc", 6), 0);
-	/* the snapshot's MAC wins over this device's own, backend told */
+	/* a MAC the config names wins over the snapshot's (a clone given a new one) */
+	set_mac_calls = 0;
+	CU_ASSERT_EQUAL(d->load(npriv, saved, 6, 1), 0);
+	mac_of_dev(mac);
+	CU_ASSERT_EQUAL(memcmp(mac, "\x52\x54\x00\xaa\xbb\xcc", 6), 0);
+	CU_ASSERT_EQUAL(set_mac_calls, 0);
+	dev_close();
+	/* a derived MAC: the snapshot's wins, backend told */
+	CU_ASSERT_EQUAL_FATAL(dev_open(no_mac, 0), 0);
 	set_mac_calls = 0;
 	CU_ASSERT_EQUAL(d->load(npriv, saved, 6, 1), 0);
 	mac_of_dev(mac);

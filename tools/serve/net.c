@@ -123,10 +123,19 @@ void net_tap_name(const struct sandbox *s, char *out, size_t len)
 	snprintf(out, len, "cub%.11s", s->id + 1);
 }
 
+/* A clone's own MAC: 06 (locally administered, unicast; the host sides
+ * have 02) and five octets of its random id. */
+static void guest_mac(const struct sandbox *s, char *out, size_t len)
+{
+	const char *h = s->id + 1;
+
+	snprintf(out, len, "06:%.2s:%.2s:%.2s:%.2s:%.2s", h, h + 2, h + 4, h + 6, h + 8);
+}
+
 int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsigned max, char *msg,
 	      size_t len)
 {
-	char tap[IFNAMSIZ], ip[20];
+	char tap[IFNAMSIZ], ip[20], mac[18];
 	/* the tap the VMM makes, with its egress policy: the guest's address only, default deny */
 	const char *kv[][2] = {
 		{ "ifname", tap }, { "create", "true" }, { "policy.ip", ip }, { "policy.default", "deny" },
@@ -150,11 +159,17 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 	snprintf(s->net_dev, sizeof(s->net_dev), "%s", dev);
 	net_tap_name(s, tap, sizeof(tap));
 	addr_of(slot, 2, ip, sizeof(ip));
-	if (*n + 4 > max)
+	if (*n + 5 > max)
 		return snprintf(msg, len, "too many --set options"), -1;
 	for (unsigned i = 0; i < 4; i++, ++*n)
 		if (asprintf(&sets[*n], "devices.%s.backend.%s=%s", dev, kv[i][0], kv[i][1]) < 0)
 			return snprintf(msg, len, "out of memory"), -1;
+	/* a MAC of its own (the device takes it over the snapshot's; the
+	 * agent's /init moves the guest's interface to it) */
+	guest_mac(s, mac, sizeof(mac));
+	if (asprintf(&sets[*n], "devices.%s.mac=%s", dev, mac) < 0)
+		return snprintf(msg, len, "out of memory"), -1;
+	++*n;
 	return 0;
 }
 
@@ -265,10 +280,12 @@ int net_replace(struct sandbox *s, json_t *list, char *msg, size_t len)
 
 json_t *net_init_json(const struct sandbox *s)
 {
-	char addr[24], gw[20];
+	char addr[24], gw[20], mac[18];
 
 	addr_of((unsigned)s->net_slot, 2, addr, sizeof(addr));
 	strcat(addr, "/30");
 	addr_of((unsigned)s->net_slot, 1, gw, sizeof(gw));
-	return json_pack("{s:s,s:s,s:s}", "interface", srv.net_if, "address", addr, "gateway", gw);
+	guest_mac(s, mac, sizeof(mac));
+	return json_pack("{s:s,s:s,s:s,s:s}", "interface", srv.net_if, "address", addr, "gateway", gw,
+			 "mac", mac);
 }

@@ -737,9 +737,12 @@ void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu
 	*cpu_s = 0;
 	if (pid <= 0)
 		return;
-	/* jailed: s->pid is the jail's supervisor; the VMM is its one child */
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-	if (s->jailed && (f = fopen(path, "re"))) {
+	/* jailed: s->pid is the jail's supervisor, its one child the pid
+	 * namespace's init, and the VMM that one's child */
+	for (int depth = 0; s->jailed && depth < 2; depth++) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+		if (!(f = fopen(path, "re")))
+			break;
 		if (fscanf(f, "%d", &child) == 1 && child > 0)
 			pid = child;
 		fclose(f);

@@ -442,6 +442,7 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	struct timespec ts;
 	struct tm tm;
 	json_t *init;
+	double t0 = now_ms(), left;
 	int ret;
 
 	sbx_file(s, "v.sock", false, uds, sizeof(uds));
@@ -459,7 +460,11 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	json_decref(init);
 	if (token && *token)
 		snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", token);
-	ret = body ? agent_call(uds, "POST", "/init", body, hdr, &st, 5000) : -1;
+	/* one attempt (a retry could find the first applied and the token
+	 * changed), given what is left of agent_wait_ms: a guest that just
+	 * answered /health may be slow to answer again on a loaded host */
+	left = srv.agent_wait_ms - (now_ms() - t0);
+	ret = body ? agent_call(uds, "POST", "/init", body, hdr, &st, left > 5000 ? (int)left : 5000) : -1;
 	free(body);
 	if (ret || st != 204) {
 		snprintf(msg, len, "the guest agent refused /init (%s)",

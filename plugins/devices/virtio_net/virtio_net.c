@@ -260,7 +260,8 @@ static int net_setup(struct net *n, const struct net_cfg *cfg)
 	char m[18];
 	int err;
 
-	if (cfg->mac && *cfg->mac)
+	n->mac_set = cfg->mac && *cfg->mac;
+	if (n->mac_set)
 		mac_parse(cfg->mac, n->mac);
 	else if (i->has_mac)
 		memcpy(n->mac, i->mac, 6);
@@ -389,8 +390,11 @@ static const struct cub_method net_methods[] = {
  * read (state 1.1: six bytes). A restore's config path is the snapshot's
  * manifest, so a derived MAC would differ from the one the guest's driver
  * holds, and a backend that checks source addresses would drop all it
- * sends: the saved one is given back, to the backend too. A 1.0 blob
- * (empty, from an older cubicle) keeps the MAC the config gives.
+ * sends: the saved one is given back, to the backend too. A MAC the
+ * config names wins over the saved one (equal, unless a restore's --set
+ * gave a clone a new one: `cubicle serve` does, and its agent moves the
+ * guest's interface to it). A 1.0 blob (empty, from an older cubicle)
+ * keeps the MAC the config gives.
  */
 #define NET_STATE_MINOR 1
 
@@ -420,6 +424,12 @@ static int net_load(void *priv, const void *buf, size_t len, uint32_t minor)
 		return 0;
 	mac_format(n->mac, was);
 	mac_format(buf, now);
+	if (n->mac_set) {
+		n->h->log(n->in, CUB_LOG_INFO,
+			  "MAC %s as the config says; the snapshot's guest had %s (frames it sends from that are not this device's)",
+			  was, now);
+		return 0;
+	}
 	if (n->be->ops->set_mac && (err = n->be->ops->set_mac(n->be->priv, buf)))
 		return n->h->fail(n->in, err, "%s refused the guest's MAC %s from the snapshot: %s",
 				  n->be->name, now, strerror(-err));

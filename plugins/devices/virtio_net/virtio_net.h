@@ -80,6 +80,7 @@ struct net {
 	const struct cub_virtio_host *v;
 	struct cub_net *be;
 	uint8_t mac[6];
+	bool mac_set;         /* the config named the MAC (else backend's or derived) */
 	uint16_t mtu;
 	uint64_t offered;
 	_Atomic uint64_t acked;
