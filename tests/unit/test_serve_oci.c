@@ -2,8 +2,8 @@
 /*
  * Unit tests of tools/serve/oci.c: OCI image layout and `docker save`
  * archives, made here with libarchive, unpacked into a folder: layer
- * order, whiteouts and opaque folders, numeric owners, links, and entries
- * that try to leave the root. Needs root (the unpacker chroots and
+ * order, whiteouts and opaque folders, numeric owners, links, digests,
+ * and entries that try to leave the root. Needs root (the unpacker chroots and
  * chowns); skipped with a message otherwise.
  */
 #include <archive.h>
@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <nettle/sha2.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -157,9 +158,24 @@ static void fresh(const char *name)
 	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0700), 0);
 }
 
-#define L1 "1111111111111111111111111111111111111111111111111111111111111111"
-#define L2 "2222222222222222222222222222222222222222222222222222222222222222"
-#define MF "3333333333333333333333333333333333333333333333333333333333333333"
+/* The sha256 of the file at PATH, as 64 hex digits in OUT. */
+static void sha256_of(const char *path, char out[65])
+{
+	struct sha256_ctx c;
+	uint8_t buf[65536], sum[SHA256_DIGEST_SIZE];
+	FILE *f = fopen(path, "rb");
+	size_t n;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	sha256_init(&c);
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		sha256_update(&c, n, buf);
+	fclose(f);
+	sha256_digest(&c, sizeof(sum), sum);
+	for (unsigned i = 0; i < sizeof(sum); i++)
+		sprintf(out + 2 * i, "%02x", sum[i]);
+}
+
 #define IX "4444444444444444444444444444444444444444444444444444444444444444"
 
 static const struct ent layer1[] = {
@@ -225,34 +241,71 @@ static void check_root(const char *name)
 	CU_ASSERT_EQUAL(st.st_mtime, 1700000000);
 }
 
+/* An OCI layout archive at OUT of layers L1 (gzip'd) and L2 whose blobs
+ * are named by their sha256; with TAMPER, layer 2's blob is altered after
+ * its digest was taken. */
+static void oci_archive(const char *path, bool tamper)
+{
+	char d1[65], d2[65], dm[65], di[65], text[1024], out[512];
+	char n1[128], n2[128], nm[128], ni[128];
+
+	snprintf(out, sizeof(out), "%s", path); /* tmp()'s buffers are reused below */
+
+	tarball(tmp("l1.tgz"), layer1, true);
+	tarball(tmp("l2.tar"), layer2, false);
+	sha256_of(tmp("l1.tgz"), d1);
+	sha256_of(tmp("l2.tar"), d2);
+	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:%s\"},"
+		 "\"layers\":[{\"digest\":\"sha256:%s\"},{\"digest\":\"sha256:%s\"}]}", d1, d1, d2);
+	put(tmp("manifest.json"), text);
+	sha256_of(tmp("manifest.json"), dm);
+	/* an image index naming another architecture's manifest (absent) and this host's */
+	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"manifests\":["
+		 "{\"digest\":\"sha256:" IX "\",\"platform\":{\"architecture\":\"%s\"}},"
+		 "{\"digest\":\"sha256:%s\",\"platform\":{\"architecture\":\"%s\"}}]}",
+#if defined(__aarch64__)
+		 "amd64", dm, "arm64");
+#else
+		 "arm64", dm, "amd64");
+#endif
+	put(tmp("index2.json"), text);
+	sha256_of(tmp("index2.json"), di);
+	snprintf(text, sizeof(text), "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":"
+		 "\"application/vnd.oci.image.index.v1+json\",\"digest\":\"sha256:%s\"}]}", di);
+	put(tmp("index.json"), text);
+	if (tamper) {
+		FILE *f = fopen(tmp("l2.tar"), "r+b");
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+		fseek(f, 600, SEEK_SET);
+		fputc('X', f);
+		fclose(f);
+	}
+	snprintf(n1, sizeof(n1), "blobs/sha256/%s", d1);
+	snprintf(n2, sizeof(n2), "./blobs/sha256/%s", d2);
+	snprintf(nm, sizeof(nm), "blobs/sha256/%s", dm);
+	snprintf(ni, sizeof(ni), "blobs/sha256/%s", di);
+	outer(out, (const char *const[]){ "oci-layout", tmp("index.json"), "index.json", tmp("index.json"),
+					  ni, tmp("index2.json"), nm, tmp("manifest.json"), n1, tmp("l1.tgz"),
+					  n2, tmp("l2.tar"), NULL });
+}
+
 static void test_oci_layout(void)
 {
 	char msg[600] = "";
 
 	fresh("oci");
-	tarball(tmp("l1.tgz"), layer1, true);
-	tarball(tmp("l2.tar"), layer2, false);
-	put(tmp("manifest.json"), "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:" MF "\"},"
-				  "\"layers\":[{\"digest\":\"sha256:" L1 "\"},{\"digest\":\"sha256:" L2 "\"}]}");
-	/* an image index naming an arm64 manifest that is absent and this host's */
-	put(tmp("index2.json"), "{\"schemaVersion\":2,\"manifests\":["
-#if defined(__aarch64__)
-				"{\"digest\":\"sha256:" IX IX "\",\"platform\":{\"architecture\":\"amd64\"}},"
-				"{\"digest\":\"sha256:" MF "\",\"platform\":{\"architecture\":\"arm64\"}}]}");
-#else
-				"{\"digest\":\"sha256:" IX IX "\",\"platform\":{\"architecture\":\"arm64\"}},"
-				"{\"digest\":\"sha256:" MF "\",\"platform\":{\"architecture\":\"amd64\"}}]}");
-#endif
-	put(tmp("index.json"), "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":"
-			       "\"application/vnd.oci.image.index.v1+json\",\"digest\":\"sha256:" IX "\"}]}");
-	outer(tmp("image.tar"), (const char *const[]){
-		"oci-layout", tmp("index.json"), "index.json", tmp("index.json"),
-		"blobs/sha256/" IX, tmp("index2.json"), "blobs/sha256/" MF, tmp("manifest.json"),
-		"blobs/sha256/" L1, tmp("l1.tgz"), "./blobs/sha256/" L2, tmp("l2.tar"), NULL });
+	oci_archive(tmp("image.tar"), false);
 	CU_ASSERT_EQUAL(oci_unpack(tmp("image.tar"), tmp("oci/root"), tmp("oci/work"), msg, sizeof(msg)), 0);
 	if (*msg)
 		fprintf(stderr, "oci_unpack: %s\n", msg);
 	check_root("oci");
+	/* a layer altered after its digest was taken: refused, nothing unpacked */
+	fresh("oci");
+	oci_archive(tmp("tampered.tar"), true);
+	CU_ASSERT_EQUAL(oci_unpack(tmp("tampered.tar"), tmp("oci/root"), tmp("oci/work"), msg, sizeof(msg)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "does not match its digest"));
+	CU_ASSERT_NOT_EQUAL(access(tmp("oci/root/etc"), F_OK), 0);
 }
 
 static void test_docker_save(void)
@@ -293,6 +346,14 @@ static void test_refused(void)
 	outer(tmp("bad2.tar"), (const char *const[]){ "index.json", tmp("bad.json"), NULL });
 	CU_ASSERT_EQUAL(oci_unpack(tmp("bad2.tar"), tmp("bad/root"), tmp("bad/work"), msg, sizeof(msg)), -1);
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is not ALGORITHM:HEX"));
+
+	fresh("bad");
+	put(tmp("bad.json"), "{\"manifests\":[{\"digest\":\"md5:0123456789abcdef0123456789abcdef\"}]}");
+	put(tmp("md5blob"), "{}");
+	outer(tmp("bad6.tar"), (const char *const[]){ "index.json", tmp("bad.json"),
+						     "blobs/md5/0123456789abcdef0123456789abcdef", tmp("md5blob"), NULL });
+	CU_ASSERT_EQUAL(oci_unpack(tmp("bad6.tar"), tmp("bad/root"), tmp("bad/work"), msg, sizeof(msg)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "is not sha256 or sha512"));
 
 	fresh("bad");
 	put(tmp("bad.json"), "{\"manifests\":[");

@@ -7,6 +7,8 @@
  * climbs out with "..", is refused. The layer list comes from the OCI
  * layout's index.json (an image index followed to the manifest for this
  * host's architecture, else the first) or from docker's manifest.json.
+ * Every blob an OCI layout names (image index, manifest, layer) is checked
+ * against its sha256 or sha512 digest (nettle) before it is used.
  * Each layer is then read twice by a child chrooted into ROOT: its
  * whiteouts first (they hide what lower layers made; files of the same
  * layer stay), then its entries, written with their numeric owners.
@@ -19,6 +21,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
+#include <nettle/sha2.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,6 +148,45 @@ out:
 	return ret;
 }
 
+/* Whether FD's bytes (read from 0) have DIGEST ("sha256:HEX" or
+ * "sha512:HEX"); left at offset 0. */
+static int check_digest(int fd, const char *digest, const char *rel, char *msg, size_t len)
+{
+	struct sha256_ctx c256;
+	struct sha512_ctx c512;
+	bool is256 = !strncmp(digest, "sha256:", 7), is512 = !strncmp(digest, "sha512:", 7);
+	uint8_t sum[SHA512_DIGEST_SIZE], buf[65536];
+	char hex[2 * SHA512_DIGEST_SIZE + 1];
+	size_t n = is256 ? SHA256_DIGEST_SIZE : SHA512_DIGEST_SIZE;
+	ssize_t got;
+
+	if (!is256 && !is512)
+		return fail(msg, len, "%s: digest algorithm of '%s' is not sha256 or sha512", rel, digest);
+	sha256_init(&c256);
+	sha512_init(&c512);
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return fail(msg, len, "%s: %s", rel, strerror(errno));
+	while ((got = read(fd, buf, sizeof(buf))) > 0) {
+		if (is256)
+			sha256_update(&c256, (size_t)got, buf);
+		else
+			sha512_update(&c512, (size_t)got, buf);
+	}
+	if (got < 0)
+		return fail(msg, len, "%s: %s", rel, strerror(errno));
+	if (is256)
+		sha256_digest(&c256, SHA256_DIGEST_SIZE, sum);
+	else
+		sha512_digest(&c512, SHA512_DIGEST_SIZE, sum);
+	for (size_t i = 0; i < n; i++)
+		sprintf(hex + 2 * i, "%02x", sum[i]);
+	if (strcmp(hex, digest + 7))
+		return fail(msg, len, "%s does not match its digest %s (sha: %s): a damaged or altered archive", rel,
+			    digest, hex);
+	lseek(fd, 0, SEEK_SET);
+	return 0;
+}
+
 /* WORK/REL opened for reading when it resolves inside WORK (the archive's
  * links are its own to follow, but not out of it). */
 static int open_in(const char *work, const char *rel, char *msg, size_t len)
@@ -166,7 +208,8 @@ static int open_in(const char *work, const char *rel, char *msg, size_t len)
 	return fd;
 }
 
-static json_t *load_in(const char *work, const char *rel, char *msg, size_t len)
+/* The JSON at WORK/REL, checked against DIGEST when one is given. */
+static json_t *load_in(const char *work, const char *rel, const char *digest, char *msg, size_t len)
 {
 	json_error_t je;
 	json_t *j;
@@ -174,6 +217,10 @@ static json_t *load_in(const char *work, const char *rel, char *msg, size_t len)
 
 	if (fd < 0)
 		return NULL;
+	if (digest && check_digest(fd, digest, rel, msg, len)) {
+		close(fd);
+		return NULL;
+	}
 	j = json_loadfd(fd, 0, &je);
 	close(fd);
 	if (!j)
@@ -207,7 +254,7 @@ static const char *host_arch(void)
  * to this host's architecture (or its first manifest). */
 static json_t *oci_manifest(const char *work, char *msg, size_t len)
 {
-	json_t *idx = load_in(work, "index.json", msg, len);
+	json_t *idx = load_in(work, "index.json", NULL, msg, len);
 
 	for (int depth = 0; idx && depth < 4; depth++) {
 		json_t *ms = json_object_get(idx, "manifests"), *m, *pick = NULL, *next;
@@ -233,7 +280,7 @@ static json_t *oci_manifest(const char *work, char *msg, size_t len)
 			json_decref(idx);
 			return NULL;
 		}
-		next = load_in(work, rel, msg, len);
+		next = load_in(work, rel, json_string_value(json_object_get(pick, "digest")), msg, len);
 		json_decref(idx);
 		idx = next;
 	}
@@ -251,6 +298,7 @@ static int layer_fds(const char *work, int *fds, unsigned *n, char *msg, size_t 
 	json_t *m = NULL, *layers, *l;
 	size_t i;
 	bool docker;
+	int fd;
 
 	*n = 0;
 	snprintf(p, sizeof(p), "%s/index.json", work);
@@ -259,7 +307,7 @@ static int layer_fds(const char *work, int *fds, unsigned *n, char *msg, size_t 
 		snprintf(p, sizeof(p), "%s/manifest.json", work);
 		if (access(p, F_OK))
 			return fail(msg, len, "neither index.json (an OCI image layout) nor manifest.json (docker save) is in it");
-		m = load_in(work, "manifest.json", msg, len);
+		m = load_in(work, "manifest.json", NULL, msg, len);
 		layers = json_object_get(json_array_get(m, 0), "Layers");
 	} else {
 		m = oci_manifest(work, msg, len);
@@ -283,9 +331,14 @@ static int layer_fds(const char *work, int *fds, unsigned *n, char *msg, size_t 
 		} else if (blob_rel(l, rel, sizeof(rel), msg, len)) {
 			break;
 		}
-		if ((fds[*n] = open_in(work, rel, msg, len)) < 0)
+		if ((fd = open_in(work, rel, msg, len)) < 0)
 			break;
-		(*n)++;
+		/* docker's legacy layers are named by path, not digest */
+		if (!docker && check_digest(fd, json_string_value(json_object_get(l, "digest")), rel, msg, len)) {
+			close(fd);
+			break;
+		}
+		fds[(*n)++] = fd;
 	}
 	i = json_array_size(layers);
 	json_decref(m);

@@ -9,7 +9,7 @@ const int oci_available = 0;
 int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len)
 {
 	(void)root, (void)work;
-	snprintf(msg, len, "%s: this cubicle was built without libarchive, so it cannot unpack image archives "
-		 "(install libarchive-dev and configure again)", archive);
+	snprintf(msg, len, "%s: this cubicle was built without libarchive and nettle, so it cannot unpack image "
+		 "archives (install libarchive-dev and nettle-dev and configure again)", archive);
 	return -1;
 }

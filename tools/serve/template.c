@@ -364,8 +364,8 @@ static int build(int argc, char **argv, const char *state)
 	if (disk_mib && root_kind != 'r' && root_kind != 'o')
 		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs or --oci\n"), 2;
 	if (root_kind == 'o' && !oci_available)
-		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive "
-			       "(install libarchive-dev and configure again)\n"), 1;
+		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive and nettle "
+			       "(install libarchive-dev and nettle-dev and configure again)\n"), 1;
 	if (root_kind == 'o' && geteuid() != 0)
 		return fprintf(stderr, "cubicle template: --oci needs root (the image's files keep their owners; "
 			       "its layers are written in a chroot)\n"), 1;
