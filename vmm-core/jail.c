@@ -236,6 +236,43 @@ static void probe(const struct jail_cfg *j)
 		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
 }
 
+/* The signals the supervisor and the namespace's init forward (and
+ * SIGCHLD): blocked in both, waited for with sigwaitinfo. */
+static void jail_sigs(sigset_t *s)
+{
+	sigemptyset(s);
+	sigaddset(s, SIGINT);
+	sigaddset(s, SIGTERM);
+	sigaddset(s, SIGHUP);
+	sigaddset(s, SIGCHLD);
+}
+
+/* Forwards SIGINT, SIGTERM and SIGHUP to CHILD until it ends, reaping any
+ * other child on the way (an init's orphans); its status as a shell gives
+ * it (128 + the signal that ended it). The signals are blocked. */
+static int forward_and_wait(pid_t child)
+{
+	sigset_t s;
+	siginfo_t si;
+	int status = 0;
+
+	jail_sigs(&s);
+	for (;;) {
+		int sig = sigwaitinfo(&s, &si);
+		pid_t w;
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			kill(child, sig);
+			continue;
+		}
+		while ((w = waitpid(-1, &status, WNOHANG)) > 0)
+			if (w == child)
+				return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	}
+}
+
 /*
  * pid 1 of the jail's namespace: the kernel gives a namespace's init only
  * the signals it has handlers for, from inside and from outside alike, so
@@ -253,10 +290,7 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 		"kill", "exit", "exit_group", "write", "writev", "restart_syscall", "futex",
 		"getpid", "gettid", "tgkill", "close", "munmap", "madvise", "clock_nanosleep",
 	};
-	sigset_t s;
-	siginfo_t si;
 	scmp_filter_ctx ctx;
-	int status = 0;
 
 	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
 		for (int fd = 3; fd < 1024; fd++)
@@ -271,25 +305,7 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 	if (!ctx || seccomp_load(ctx) < 0)
 		log_warn("jail: the namespace's init runs without its seccomp filter");
 	seccomp_release(ctx);
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGCHLD);
-	for (;;) {
-		int sig = sigwaitinfo(&s, &si);
-		pid_t w;
-
-		if (sig < 0)
-			continue;
-		if (sig != SIGCHLD) {
-			kill(vmm, sig);
-			continue;
-		}
-		while ((w = waitpid(-1, &status, WNOHANG)) > 0)
-			if (w == vmm)
-				_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-	}
+	_exit(forward_and_wait(vmm));
 }
 
 /* The child: everything after the fork. 0, or -errno after a message. */
@@ -374,11 +390,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	/* this process stays as the namespace's init; the VMM is pid 2 */
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGCHLD);
+	jail_sigs(&s);
 	sigprocmask(SIG_BLOCK, &s, NULL);
 	fflush(NULL);
 	vmm = fork();
@@ -398,30 +410,8 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 /* The supervisor: forward signals, wait, remove the cgroup, exit. */
 static void supervise(pid_t child, const char *cg)
 {
-	sigset_t s;
-	siginfo_t si;
-	int status = 0, code;
+	int code = forward_and_wait(child);
 
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGCHLD);
-	for (;;) {
-		int sig = sigwaitinfo(&s, &si);
-		pid_t w;
-
-		if (sig < 0)
-			continue;
-		if (sig != SIGCHLD) {
-			kill(child, sig);
-			continue;
-		}
-		w = waitpid(child, &status, WNOHANG);
-		if (w == child)
-			break;
-	}
-	code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	/* The cgroup empties as the pid namespace's last tasks are reaped. */
 	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
 		usleep(10000);
@@ -498,11 +488,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		}
 	}
 	/* The child is pid 1 of a new pid namespace. */
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigaddset(&s, SIGHUP);
-	sigaddset(&s, SIGCHLD);
+	jail_sigs(&s);
 	sigprocmask(SIG_BLOCK, &s, NULL);
 	if (unshare(CLONE_NEWPID) < 0) {
 		ret = errf(err, errlen, -errno, "--jail: unshare(CLONE_NEWPID): %s", strerror(errno));

@@ -122,6 +122,18 @@ e2e_agent_initramfs() {
 		{ cat "$e2e_work/initramfs.log"; e2e_skip "cannot build the initramfs"; }
 }
 
+# e2e_serve_sdk: skips unless cubicle-serve is built and node, npm and
+# python3 are here; then readies the E2B SDK the serve tests drive (npm ci
+# from the committed lock file; its log in $e2e_work/npm.log).
+e2e_serve_sdk() {
+	command -v node >/dev/null && command -v npm >/dev/null ||
+		e2e_skip "node and npm are needed (apt-get install nodejs npm)"
+	command -v python3 >/dev/null || e2e_skip "python3 is needed"
+	[ -x "$e2e_builddir/tools/serve/cubicle-serve" ] || e2e_skip "cubicle-serve is not built"
+	"$e2e_top/tests/e2b/prepare.sh" "$e2e_top" "$e2e_builddir" >"$e2e_work/npm.log" 2>&1 ||
+		{ cat "$e2e_work/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
+}
+
 # e2e_dump FILE...: the last 60 lines of each, for a failure report.
 e2e_dump() {
 	local f

@@ -26,12 +26,7 @@
 export CUBICLE_E2E_TIMEOUT
 e2e_init
 w=$e2e_work
-command -v node >/dev/null && command -v npm >/dev/null ||
-	e2e_skip "node and npm are needed (apt-get install nodejs npm)"
-command -v python3 >/dev/null || e2e_skip "python3 is needed"
-[ -x "$e2e_builddir/tools/serve/cubicle-serve" ] || e2e_skip "cubicle-serve is not built"
-"$e2e_top/tests/e2b/prepare.sh" "$e2e_top" "$e2e_builddir" >"$w/npm.log" 2>&1 ||
-	{ cat "$w/npm.log"; e2e_skip "npm ci for the E2B SDK failed (no registry?)"; }
+e2e_serve_sdk
 e2e_agent_initramfs "virtio virtio_ring virtio_pci virtio_console vmw_vsock_virtio_transport"
 many=${CUBICLE_SERVE_MANY:-20}
 
