@@ -36,13 +36,19 @@ step "build and make check (unit, kvm payloads, e2e)"
 CUBICLE_SERVE_HOST_SKIP=1 CUBICLE_EXEC_BIG_MIB=${CUBICLE_EXEC_BIG_MIB:-64} make -C "$src/build" -j2 check ||
 	failed "$src/build"
 
-step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz smoke"
+step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz smoke, then distcheck"
 "$src/scripts/build.sh" "$src/build-asan" --enable-werror --enable-sanitizers
 # The fuzz smoke (each libFuzzer harness for FUZZ_SECONDS, one at a time)
-# runs beside the sanitizer tests, whose long part (the payloads in a
-# nested L1) keeps one core busy and leaves the other mostly idle.
-make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$src/build/fuzz-smoke.log" 2>&1 &
-fuzz=$!
+# and then `make distcheck` (e2e skipped inside it: already run above) run
+# beside the sanitizer tests, whose long part (the payloads in a nested L1,
+# which has one vCPU) keeps one core busy and leaves the other mostly idle.
+(
+	rc=0
+	make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$src/build/fuzz-smoke.log" 2>&1 || rc=1
+	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j1 distcheck >"$src/build/distcheck.log" 2>&1 || rc=$((rc + 2))
+	exit $rc
+) &
+beside=$!
 # The snapshot group's clones: 10 under the sanitizers (what they look for
 # is in each clone's code path, not in their number; the 50 ran above);
 # likewise 100 create/destroy cycles (the 1000 ran above).
@@ -51,15 +57,18 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 	CUBICLE_CLONES=10 CUBICLE_CYCLES=100 make -C "$src/build-asan" -j2 check \
 	TESTS='$(UNIT_TESTS) tests/kvm/run_payloads.sh tests/kvm/run_vsock_payloads.sh tests/kvm/run_cycles.sh tests/serve/run_serve_host.sh' ||
 	asan=1
-step "fuzz smoke (started beside the sanitizer tests): waiting for it"
-fuzz_rc=0
-wait $fuzz || fuzz_rc=$?
+step "fuzz smoke and distcheck (started beside the sanitizer tests): waiting for them"
+beside_rc=0
+wait $beside || beside_rc=$?
 cat "$src/build/fuzz-smoke.log" >&2
 [ $asan = 0 ] || failed "$src/build-asan"
-[ $fuzz_rc = 0 ] || { echo "test.sh: the fuzz smoke failed (its log is above)" >&2; exit 1; }
-
-step "make distcheck (e2e skipped inside it: already run above)"
-CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck >/dev/null
+[ $((beside_rc & 1)) = 0 ] || { echo "test.sh: the fuzz smoke failed (its log is above)" >&2; exit 1; }
+if [ $((beside_rc & 2)) != 0 ]; then
+	tail -n 300 "$src/build/distcheck.log" >&2
+	echo "test.sh: make distcheck failed (the end of its log is above)" >&2
+	exit 1
+fi
+tail -n 4 "$src/build/distcheck.log" >&2
 
 step "ARM64: multiarch dependencies, cross build in build-arm64"
 "$src/scripts/deps-arm64.sh"
@@ -71,15 +80,21 @@ echo "test.sh: cubicle and $(ls "$src"/build-arm64/plugins/*/.libs/*.so | wc -l)
 
 # What needs KVM or an x86 guest skips here (REQUIRE=0): the x86 run above
 # already insisted on every ingredient.
-step "ARM64: make check under qemu-user (KVM payload and x86 e2e tests skip)"
-CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build-arm64" -j2 check ||
-	failed "$src/build-arm64"
-
-# ---- ARM64 nested end-to-end boot (tests/e2e/*arm64*): runs here, after ----
+# ---- ARM64 nested end-to-end boot (tests/e2e/*arm64*): runs after ----
 # ---- build-arm64 exists; qemu-system-aarch64 -> L1 KVM -> cubicle -> L2 ----
-step "ARM64: nested end-to-end boot"
+# It runs beside `make check` under qemu-user: its L1 has one vCPU.
+step "ARM64: nested end-to-end boot, beside make check under qemu-user (KVM payload and x86 e2e tests skip there)"
 "$src/scripts/fetch-guest.sh" --arch aarch64
-make -C "$src/build-arm64" check-e2e-arm64 ||
+make -C "$src/build-arm64" -j2 check-programs
+make -C "$src/build-arm64" check-e2e-arm64 >"$src/build-arm64/check-e2e-arm64.log" 2>&1 &
+e2e_arm64=$!
+arm64=0
+CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build-arm64" -j1 check-no-e2e-arm64 || arm64=1
+e2e_arm64_rc=0
+wait $e2e_arm64 || e2e_arm64_rc=$?
+cat "$src/build-arm64/check-e2e-arm64.log" >&2
+[ $arm64 = 0 ] || failed "$src/build-arm64"
+[ $e2e_arm64_rc = 0 ] ||
 	{ cat "$src"/build-arm64/tests/e2e/run_arm64_boot.log \
 		"$src"/build-arm64/tests/e2e/run_arm64_snapshot.log; exit 1; }
 
