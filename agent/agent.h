@@ -51,7 +51,12 @@ int user_lookup(const char *name, struct user *u);
 /* The name of UID / GID, or its number as text. */
 const char *user_name(uid_t uid, char *buf, size_t len);
 const char *group_name(gid_t gid, char *buf, size_t len);
-/* The user a request acts as: the named one when it exists, else the agent's own. */
+/* The sandbox's default user (/init's defaultUser), or "" for `user`. */
+extern char agent_default_user[64];
+/* The default working folder of processes (/init's defaultWorkdir), or "" for the user's home. */
+extern char agent_default_workdir[4096];
+/* The user a request acts as: the named one when it exists; with no name,
+ * the default user (else `user`) when it exists; else the agent's own. */
 void user_resolve(const char *name, struct user *u);
 /* Joins a relative PATH to U's home (absolute paths as they are); -ENAMETOOLONG. */
 int user_path(const struct user *u, const char *path, char *out, size_t len);

@@ -25,6 +25,7 @@
 #include "http.h"
 
 const char *agent_token;
+char agent_default_workdir[4096];
 
 static void usage(FILE *f)
 {
@@ -208,7 +209,10 @@ static void rpc_body(struct conn *c, const char *body, size_t len)
  * resumed sandbox): {"accessToken": T} makes T the token from now on,
  * {"envVars": {K: V}} adds to every later process's environment, and
  * {"timestamp": RFC 3339} sets the clock (a restored guest's is the
- * snapshot's). cubicle's own {"cubicleNetwork": {"interface", "address":
+ * snapshot's), {"defaultUser": NAME} the user a request that names none
+ * acts as, {"defaultWorkdir": DIR} where a process that names no cwd
+ * starts ("" puts either back: `user` if the guest has one, and the
+ * user's home). cubicle's own {"cubicleNetwork": {"interface", "address":
  * "A.B.C.D/N", "gateway", "mac"}} gives the guest its address and MAC (each clone of a
  * template its own); it is done first, and its failure is a 500 with
  * nothing else applied. Other members are ignored.
@@ -218,7 +222,7 @@ static void init_body(struct conn *c, const char *body, size_t len)
 	static char *token;
 	json_error_t jerr;
 	json_t *j = json_loadb(body, len, 0, &jerr), *envs, *v;
-	const char *k, *tok, *ts;
+	const char *k, *tok, *ts, *du, *dw;
 	struct tm tm;
 	char *rest;
 
@@ -257,6 +261,12 @@ static void init_body(struct conn *c, const char *body, size_t len)
 		if (now.tv_sec > 0 && clock_settime(CLOCK_REALTIME, &now) < 0)
 			fprintf(stderr, "cubicle-agent: /init: setting the clock: %s\n", strerror(errno));
 	}
+	du = json_string_value(json_object_get(j, "defaultUser"));
+	if (du && strlen(du) < sizeof(agent_default_user))
+		snprintf(agent_default_user, sizeof(agent_default_user), "%s", du);
+	dw = json_string_value(json_object_get(j, "defaultWorkdir"));
+	if (dw && (!*dw || *dw == '/') && strlen(dw) < sizeof(agent_default_workdir))
+		snprintf(agent_default_workdir, sizeof(agent_default_workdir), "%s", dw);
 	tok = json_string_value(json_object_get(j, "accessToken"));
 	if (tok && *tok) {
 		char *t = strdup(tok);

@@ -569,7 +569,7 @@ void proc_start(struct conn *c, json_t *req, const struct user *u)
 		rpc_error(c, "invalid_argument", "too many arguments");
 		return;
 	}
-	if (user_path(u, cwd_in && *cwd_in ? cwd_in : "", cwd, sizeof(cwd))) {
+	if (user_path(u, cwd_in && *cwd_in ? cwd_in : agent_default_workdir, cwd, sizeof(cwd))) {
 		rpc_error(c, "invalid_argument", "cwd too long");
 		return;
 	}

@@ -85,11 +85,20 @@ const char *group_name(gid_t gid, char *buf, size_t len)
 	return buf;
 }
 
+char agent_default_user[64];
+
 void user_resolve(const char *name, struct user *u)
 {
 	const char *home;
 
 	if (name && *name && !user_lookup(name, u))
+		return;
+	/* No user named (E2B's SDK names none unless asked): the sandbox's
+	 * default user, which /init's defaultUser sets and which is `user`,
+	 * as in E2B's sandboxes, when the guest has one. */
+	if (!(name && *name) && agent_default_user[0] && !user_lookup(agent_default_user, u))
+		return;
+	if (!(name && *name) && !agent_default_user[0] && !user_lookup("user", u))
 		return;
 	if (!lookup(NULL, geteuid(), u))
 		return;

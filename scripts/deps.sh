@@ -8,7 +8,7 @@ libconfig-dev libffi-dev libzstd-dev libseccomp-dev zlib1g-dev libbpf-dev libcun
 libhttp-parser-dev libjansson-dev libcurl4-gnutls-dev libarchive-dev nettle-dev curl
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
 e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler
-python3 file"
+python3 file mmdebstrap"
 # --test: also what only the test suite uses (headless Chromium for the
 # status page of cubicle serve)
 [ "${1:-}" = --test ] && pkgs="$pkgs chromium"

@@ -178,6 +178,20 @@ if [ "$(id -u)" = 0 ] && grep -q '^nobody:' /etc/passwd; then
 		"$(grep '^nobody:' /etc/passwd | cut -d: -f3)"
 fi
 
+# ---- /init: the default user and working folder of requests naming none ----
+if [ "$(id -u)" = 0 ] && grep -q '^nobody:' /etc/passwd; then
+	status "POST /init with defaultUser nobody, defaultWorkdir /tmp" 204 -H 'Content-Type: application/json' \
+		--data '{"defaultUser":"nobody","defaultWorkdir":"/tmp"}' "$u/init"
+	stream dflt '{"process":{"cmd":"sh","args":["-c","id -u; pwd"]}}'
+	expect "a process naming no user runs as defaultUser, in defaultWorkdir" \
+		"$(field "$tmp/dflt.json" '" ".join(d["stdout"].split())')" "$(grep '^nobody:' /etc/passwd | cut -d: -f3) /tmp"
+	status "POST /init with both empty puts them back" 204 -H 'Content-Type: application/json' \
+		--data '{"defaultUser":"","defaultWorkdir":""}' "$u/init"
+	stream dflt2 '{"process":{"cmd":"id","args":["-u"]}}'
+	expect "then it runs as \`user\` where there is one, else as the agent's user" \
+		"$(field "$tmp/dflt2.json" 'd["stdout"].strip()')" "$(id -u user 2>/dev/null || id -u)"
+fi
+
 # ---- files: raw and multipart uploads, downloads, sha256 ----
 head -c 5000000 /dev/urandom >"$tmp/blob"
 sum=$(sha256sum <"$tmp/blob" | cut -d' ' -f1)

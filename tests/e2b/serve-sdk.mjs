@@ -19,7 +19,9 @@
 //               a sandbox of it runs from that disk; a file written in it is
 //               still there after pause and connect, and not in a second
 //               sandbox of the same template; a name starting "oci" also has
-//               the test image's whiteouts and owners (run_serve_rootfs.sh).
+//               the test image's whiteouts and owners (run_serve_rootfs.sh);
+//               a TEMPLATE named debian* is the example Debian 12 root
+//               (scripts/debian-rootfs.sh): its release, user and shell.
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 // Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
 const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
@@ -193,10 +195,20 @@ if (mode === 'root') {
     return true;
   });
   if (!a) done();
-  await check(`${tmpl}: / is the template's ext4 disk, /etc/cubicle-root names it`, async () => {
-    const m = await run(a, "cat /etc/cubicle-root; awk '$2 == \"/\" { print $1, $3 }' /proc/mounts");
-    return /^0:/.test(m) && m.includes(`${tmpl}\n`) && /\/dev\/vd[a-z] ext4/.test(m) || JSON.stringify(m);
-  });
+  const debian = tmpl.startsWith('debian');
+  if (debian) {
+    await check(`${tmpl}: / is Debian 12 on the template's ext4 disk; commands run as its user in bash`, async () => {
+      const m = await run(a, "cat /etc/debian_version; id -un; id -u; echo $HOME; echo ${BASH_VERSION%%.*}; " +
+        "awk '$2 == \"/\" { print $1, $3 }' /proc/mounts; command -v apt-get");
+      return /^0:12\.\d+\nuser\n1000\n\/home\/user\n5\n\/dev\/vd[a-z] ext4\n\/usr\/bin\/apt-get\n$/.test(m) ||
+        JSON.stringify(m);
+    });
+  } else {
+    await check(`${tmpl}: / is the template's ext4 disk, /etc/cubicle-root names it`, async () => {
+      const m = await run(a, "cat /etc/cubicle-root; awk '$2 == \"/\" { print $1, $3 }' /proc/mounts");
+      return /^0:/.test(m) && m.includes(`${tmpl}\n`) && /\/dev\/vd[a-z] ext4/.test(m) || JSON.stringify(m);
+    });
+  }
   if (tmpl.startsWith('oci')) {
     await check(`${tmpl}: the image's layers: whiteouts honoured, owners and modes kept`, async () => {
       const m = await run(a, 'test ! -e /etc/gone && test ! -e /opq/old && cat /opq/new && stat -c "%u:%g %a" /etc/owned /home/user');
@@ -208,9 +220,10 @@ if (mode === 'root') {
     await a.files.write('/home/user/note.txt', text);
     return (await a.files.read('/home/user/note.txt')) === text || 'read back differs';
   });
-  await check(`${tmpl}: getMetrics: diskTotal is its 64 MiB disk, diskUsed in (0, total]`, async () => {
+  const mib = debian ? 256 : 64;
+  await check(`${tmpl}: getMetrics: diskTotal is its ${mib} MiB disk, diskUsed in (0, total]`, async () => {
     const m = (await a.getMetrics())[0];
-    return (m && m.diskTotal === 64 * 1024 * 1024 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal) ||
+    return (m && m.diskTotal === mib * 1024 * 1024 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal) ||
       JSON.stringify(m);
   });
   await check(`${tmpl}: a second sandbox of it has its own disk`, async () => {

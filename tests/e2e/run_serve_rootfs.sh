@@ -9,6 +9,9 @@
 #   - `--oci ARCHIVE`: an OCI image layout tarball made here with two layers
 #     (gzip'd and plain), the second whiting out a file and a folder's old
 #     contents, adding a file owned by 1234:4321;
+#   - `--ext4` of the example Debian 12 root that scripts/debian-rootfs.sh
+#     makes (mmdebstrap, minbase): the template `base` is built so
+#     (cubicle-serve(1)); commands run there as its user `user` in bash;
 #   - `cubicle serve`, and the real npm e2b SDK on each template: the
 #     sandbox's / is its template's ext4 disk, the image's whiteouts and
 #     owners hold, a written file survives pause and connect and is not in
@@ -101,6 +104,12 @@ with tarfile.open(out, 'w') as t:
         put('blobs/sha256/' + d, data)
 PY
 
+# ---- the example Debian root (mmdebstrap: cached after the first time) ----
+command -v mmdebstrap >/dev/null || e2e_skip "mmdebstrap is needed (apt-get install mmdebstrap)"
+sh "$e2e_top/scripts/debian-rootfs.sh" --size 256 "$w/debian.ext4" >"$w/debian-rootfs.log" 2>&1 ||
+	{ cat "$w/debian-rootfs.log"; echo "not ok - scripts/debian-rootfs.sh $w/debian.ext4"; exit 1; }
+echo "ok - scripts/debian-rootfs.sh: $(tail -n 1 "$w/debian-rootfs.log")"
+
 cat >"$w/rootfs.sh" <<'SCRIPT'
 #!/bin/bash
 # Where KVM is: $1 work folder, $2 kernel, $3 cubicle, $4 source tree, $5
@@ -112,15 +121,16 @@ serve_vm_cfg "$w/vm.cfg"
 serve_template rootfs "$w/vm.cfg" --rootfs "$w/rootfs" --disk-size 64
 serve_template ext4 "$w/vm.cfg" --ext4 "$w/e4/root.img"
 serve_template oci "$w/vm.cfg" --oci "$w/image.tar" --disk-size 64
+serve_template debian "$w/vm.cfg" --ext4 "$w/debian.ext4"
 # each template keeps its snapshot's copy of the disk, not the build's image
 kept=$(ls "$state"/templates/*/root.ext4 2>/dev/null)
 disks=$(ls "$state"/templates/*/snap/disk-root 2>/dev/null | wc -l)
-[ -z "$kept" ] && [ "$disks" = 3 ] && ok "3 templates hold their root disk in the snapshot (snap/disk-root), no build image left" ||
+[ -z "$kept" ] && [ "$disks" = 4 ] && ok "4 templates hold their root disk in the snapshot (snap/disk-root), no build image left" ||
 	bad "templates: root images left [$kept], $disks snapshot disks"
 
 echo 'agent_wait_ms = 240000;' >"$t/serve.cfg"
 start_serve "$t/serve.cfg" "$w/serve.log"
-for tm in rootfs ext4 oci; do
+for tm in rootfs ext4 oci debian; do
 	node "$e2b/serve-sdk.mjs" "$url" "$key" root $tm || fail=1
 done
 stop_serve
