@@ -36,6 +36,7 @@
 #include <time.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -160,7 +161,10 @@ static struct {
 	bool ready;
 	struct sock_fprog prog[CONFINE_KINDS];
 	int landlock;  /* a Landlock ruleset allowing no path, or -1 */
-} cf = { .landlock = -1 };
+	int landlock_ctl; /* the control threads': what confine_allow added, or -1 */
+	uint64_t handled; /* the rights both rulesets handle */
+	unsigned allowed; /* rules in landlock_ctl */
+} cf = { .landlock = -1, .landlock_ctl = -1 };
 
 static __thread unsigned t_kinds; /* bit per kind the thread holds */
 static __thread char t_name[16];
@@ -338,10 +342,18 @@ out:
  * Landlock, where the kernel has it: a ruleset that handles every file
  * access right and grants none, for the threads that run the guest's side
  * of the devices (vCPUs, helpers) and the signal thread. Files they were
- * handed stay usable; no path reaches a file, a folder, a new node. (The
- * control thread opens the snapshot folders the API names: it is fenced by
- * its seccomp list and, with --jail, by the jail's root.)
+ * handed stay usable; no path reaches a file, a folder, a new node. The
+ * control threads (the event loop, which serves the API, and the main
+ * thread) get a second ruleset handling the same rights and granting what
+ * confine_allow adds: the plan's files and folders (run.c).
  */
+#define LL_DIR_READ (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+#define LL_DIR_WRITE                                                                              \
+	(LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                          \
+	 LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG | \
+	 LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_SYM |  \
+	 LANDLOCK_ACCESS_FS_REFER)
+
 static void landlock_init(void)
 {
 	struct landlock_ruleset_attr a = { 0 };
@@ -361,11 +373,55 @@ static void landlock_init(void)
 			      LANDLOCK_ACCESS_FS_MAKE_SYM;
 	if (abi >= 2)
 		a.handled_access_fs |= LANDLOCK_ACCESS_FS_REFER;
+	cf.handled = a.handled_access_fs;
 	cf.landlock = (int)syscall(__NR_landlock_create_ruleset, &a, sizeof(a), 0);
-	if (cf.landlock < 0)
+	if (cf.landlock < 0) {
 		log_warn("landlock: cannot make a ruleset: %s", strerror(errno));
+		return;
+	}
+	fcntl(cf.landlock, F_SETFD, FD_CLOEXEC);
+	cf.landlock_ctl = (int)syscall(__NR_landlock_create_ruleset, &a, sizeof(a), 0);
+	if (cf.landlock_ctl < 0)
+		log_warn("landlock: cannot make the control threads' ruleset: %s", strerror(errno));
 	else
-		fcntl(cf.landlock, F_SETFD, FD_CLOEXEC);
+		fcntl(cf.landlock_ctl, F_SETFD, FD_CLOEXEC);
+}
+
+bool confine_paths_fenced(void)
+{
+	return cf.landlock_ctl >= 0;
+}
+
+int confine_allow(const char *path, bool write)
+{
+	struct landlock_path_beneath_attr pb = { 0 };
+	struct stat st;
+	int fd, e = 0;
+
+	if (cf.landlock_ctl < 0 || !path || !*path)
+		return 0;
+	fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno; /* nothing there to reach */
+	if (fstat(fd, &st) < 0) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	pb.parent_fd = fd;
+	if (S_ISDIR(st.st_mode))
+		pb.allowed_access = LL_DIR_READ | (write ? LL_DIR_WRITE : 0);
+	else
+		pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE | (write ? LANDLOCK_ACCESS_FS_WRITE_FILE : 0);
+	pb.allowed_access &= cf.handled;
+	if (syscall(__NR_landlock_add_rule, cf.landlock_ctl, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		e = -errno;
+	else
+		cf.allowed++;
+	close(fd);
+	if (!e)
+		log_debug("landlock: the control threads may %s %s", write ? "read and write" : "read", path);
+	return e;
 }
 
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
@@ -421,6 +477,8 @@ int confine_thread(enum confine_kind kind, const char *name)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    (kinds[kind].no_paths && cf.landlock >= 0 &&
 	     syscall(__NR_landlock_restrict_self, cf.landlock, 0) < 0) ||
+	    (kind == CONFINE_CONTROL && cf.landlock_ctl >= 0 &&
+	     syscall(__NR_landlock_restrict_self, cf.landlock_ctl, 0) < 0) ||
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &cf.prog[kind]) < 0) {
 		int e = errno;
 
@@ -442,7 +500,11 @@ void confine_free(void)
 	cf.ready = false;
 	if (cf.landlock >= 0)
 		close(cf.landlock);
-	cf.landlock = -1;
+	if (cf.landlock_ctl >= 0)
+		close(cf.landlock_ctl);
+	cf.landlock = cf.landlock_ctl = -1;
+	cf.handled = 0;
+	cf.allowed = 0;
 	for (int k = 0; k < CONFINE_KINDS; k++) {
 		free(cf.prog[k].filter);
 		cf.prog[k].filter = NULL;

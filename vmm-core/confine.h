@@ -56,6 +56,19 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
  */
 int confine_thread(enum confine_kind kind, const char *name);
 
+/*
+ * Landlock for the control threads (where the kernel has it, in enforce
+ * mode): after confine_init and before they are confined, each call lets
+ * them reach @path by name — a folder: what is beneath it, to read, and
+ * with @write also to write, make (files, folders, sockets, FIFOs,
+ * symlinks), remove and rename; a file: to read it, and with @write to
+ * write it. Nothing else is reached by path once they are confined. 0 (also
+ * when nothing is fenced, or @path does not exist), or -errno.
+ */
+int confine_allow(const char *path, bool write);
+/* Whether the control threads' paths are fenced (confine_allow matters). */
+bool confine_paths_fenced(void);
+
 /* Is the calling thread under @kind's filter? */
 bool confine_thread_has(enum confine_kind kind);
 

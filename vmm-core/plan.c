@@ -27,7 +27,9 @@ static const struct key top_keys[] = {
 	{ "log_level", CN_STR }, { "machine", CN_GROUP }, { "boot", CN_GROUP },
 	{ "devices", CN_LIST }, { "api", CN_GROUP }, { NULL, 0 },
 };
-static const struct key api_keys[] = { { "socket", CN_STR }, { "id", CN_STR }, { NULL, 0 } };
+static const struct key api_keys[] = {
+	{ "socket", CN_STR }, { "id", CN_STR }, { "paths", CN_STR }, { NULL, 0 },
+};
 static const struct key machine_keys[] = {
 	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL },
 	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { NULL, 0 },
@@ -204,6 +206,26 @@ static int plan_api(struct plan *p, const struct cnode *g, char *err, size_t len
 					: arena_printf(&p->ar, "%s/%s", p->dir, s->s);
 		if (!p->api_socket)
 			return errf(err, len, -ENOMEM, "out of memory");
+	}
+	if ((s = cnode_get(g, "paths"))) {
+		const char *q = s->s;
+
+		/* folders joined by ':'; relative ones are the config file's */
+		while (*q) {
+			size_t n = strcspn(q, ":");
+			const char *e = p->api_paths;
+			bool rel = q[0] != '/' && p->dir;
+
+			if (!n)
+				return errf(err, len, -EINVAL,
+					    "%s: 'api.paths' is \"%s\"; expected folders separated by ':'",
+					    s->where, s->s);
+			p->api_paths = arena_printf(&p->ar, "%s%s%s%s%.*s", e ? e : "", e ? ":" : "",
+						    rel ? p->dir : "", rel ? "/" : "", (int)n, q);
+			if (!p->api_paths)
+				return errf(err, len, -ENOMEM, "out of memory");
+			q += n + (q[n] == ':');
+		}
 	}
 	if ((s = cnode_get(g, "id"))) {
 		size_t n = strlen(s->s);

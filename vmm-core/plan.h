@@ -66,6 +66,7 @@ struct plan {
 	unsigned n_devs;
 	const char *api_socket; /* api.socket (relative: to dir), or NULL */
 	const char *api_id;     /* api.id, or NULL */
+	const char *api_paths;  /* api.paths: folders the API may use, ':'-separated (absolute), or NULL */
 	const struct cnode *root; /* the tree it was built from (a snapshot records it) */
 };
 

@@ -3,6 +3,8 @@
  * snapshot, the control API's hooks into it, the wait for its end and the
  * teardown. main.c decides what to run. */
 #include <errno.h>
+#include <limits.h>
+#include <link.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include "confine.h"
 #include "devices.h"
 #include "event.h"
+#include "loader.h"
 #include "log.h"
 #include "run.h"
 #include "snap/snapshot.h"
@@ -129,6 +132,93 @@ static int confine_loop(void *arg)
 	return confine_thread(CONFINE_CONTROL, "event-loop");
 }
 
+/* Let the control threads reach @path's folder (a relative path: the
+ * working folder's). */
+static int allow_folder(const char *path, bool write)
+{
+	char dir[PATH_MAX];
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	if (!path || !*path)
+		return 0;
+	if (!slash)
+		return confine_allow(".", write);
+	if ((size_t)(slash - path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	return confine_allow(slash == path ? "/" : dir, write);
+}
+
+/* The folder of every path parameter (CUB_P_PATH) of @pi and its backends:
+ * disks and their snapshot copies, sockets, console files. */
+static int allow_inst(const struct plan_inst *pi)
+{
+	const struct plugin *pl = pi->plugin;
+	int ret = 0;
+
+	for (unsigned i = 0; pl && pi->cfg && !ret && i < pl->d->n_params; i++)
+		if (pl->params[i].type == CUB_P_PATH)
+			ret = allow_folder(*(const char *const *)((const char *)pi->cfg +
+								   pl->params[i].offset),
+					   true);
+	for (unsigned b = 0; !ret && b < pi->n_backends; b++)
+		ret = allow_inst(&pi->backends[b].inst);
+	return ret;
+}
+
+static int loaded_folder(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	if (info->dlpi_name && strchr(info->dlpi_name, '/'))
+		*(int *)arg = *(int *)arg ?: allow_folder(info->dlpi_name, false);
+	return 0;
+}
+
+/*
+ * What the control threads (the API's) may reach by path once confined,
+ * where Landlock fences them: the boot files; the folder of every file the
+ * plan names, the API socket's and the restored snapshot's (read only) and
+ * api.paths; the folders libraries were loaded from, to load more
+ * (libgcc_s); /proc/self (metrics, dirty pages); the CPU lists in
+ * /sys/devices/system/cpu. Nothing else.
+ */
+static int run_allow_paths(struct run_ctx *r)
+{
+	char *paths, *save = NULL;
+	int ret = 0;
+
+	if (!confine_paths_fenced())
+		return 0;
+	ret = confine_allow(r->cfg.boot.kernel, false);
+	if (!ret)
+		ret = confine_allow(r->cfg.boot.initrd, false);
+	for (unsigned i = 0; !ret && i < r->cfg.n_devs; i++)
+		ret = allow_inst(&r->cfg.devs[i]);
+	if (!ret)
+		ret = allow_folder(r->api_sock, true);
+	if (!ret && r->snap_dir)
+		ret = confine_allow(r->snap_dir, false);
+	if (!ret && r->cfg.api_paths) {
+		paths = strdup(r->cfg.api_paths);
+		if (!paths)
+			return -ENOMEM;
+		for (char *p = strtok_r(paths, ":", &save); p && !ret; p = strtok_r(NULL, ":", &save))
+			ret = confine_allow(p, true);
+		free(paths);
+	}
+	if (!ret)
+		dl_iterate_phdr(loaded_folder, &ret);
+	if (!ret)
+		ret = confine_allow("/etc/ld.so.cache", false);
+	if (!ret)
+		ret = confine_allow("/proc/self", false);
+	/* the CPU lists (glibc's get_nprocs, libbpf's per-CPU counters at exit) */
+	if (!ret)
+		ret = confine_allow("/sys/devices/system/cpu", false);
+	return ret;
+}
+
 /*
  * The VM is made: confine the event loop and the calling thread (main,
  * or the loop itself when the API makes the VM) before the guest's first
@@ -141,6 +231,10 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 
 	if (r->seccomp == CONFINE_OFF)
 		return 0;
+	ret = run_allow_paths(r);
+	if (ret)
+		return errf(err, errlen, ret, "landlock: cannot let the control threads reach the VM's files: %s",
+			    strerror(-ret));
 	ret = event_call(r->ev, confine_loop, NULL);
 	if (!ret && !event_on_loop(r->ev))
 		ret = confine_thread(CONFINE_CONTROL, NULL);
@@ -217,6 +311,7 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	int ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r->snap_dir = dir;
 	ret = snap_open(&im, dir, err, errlen);
 	if (!ret)
 		ret = snap_plan(&im, &r->cfg, &r->reg, r->sets, r->n_sets, err, errlen);
@@ -489,6 +584,7 @@ int run_api(struct run_ctx *r, const char *sock, const char *id, bool preboot,
 	r->avm.rollback = api_rollback;
 	r->avm.ctx = r;
 	r->avm.id = id;
+	r->api_sock = sock;
 	clock_gettime(CLOCK_MONOTONIC, &r->avm.started);
 	r->api = api_new_detached(&r->avm);
 	if (!r->api)

@@ -42,6 +42,9 @@ struct run_ctx {
 	char *const *sets;
 	unsigned n_sets;
 	bool mem_uffd; /* a restore's RAM through the Uffd backend (uffd.h) */
+	/* What the control threads may still reach by path once confined
+	 * (run_allow_paths): the API socket, a restore's snapshot folder. */
+	const char *api_sock, *snap_dir;
 };
 
 /* Signals to their own thread (before any other thread exists), the event

@@ -16,7 +16,10 @@
 #      at that instant; 100 rollbacks bring the disk back to it byte for
 #      byte; $CUBICLE_CLONES clones each get a copy of their own (a tag
 #      written into one is read by that clone alone, its writes stay in its
-#      file); a restore never overwrites an existing disk.
+#      file); a restore never overwrites an existing disk;
+#   7.-9. (below) memory.zst, Uffd, a jailed restore, machine.pit;
+#  10. Landlock: the API writes a snapshot only into the VM's own folders
+#      or api.paths.
 
 # The counts testdev logged in FILE, in order.
 counts() { sed -n 's/.*guest: count \([0-9][0-9]*\)$/\1/p' "$1"; }
@@ -629,4 +632,46 @@ else
 	kill -9 $pid 2>/dev/null
 	cat "$tmp/nopit.err" >>"$tmp/nopit.out"
 	notok "machine.pit = false: the VM or its snapshot failed" "$tmp/nopit.out"
+fi
+
+# 10. Landlock (issue 14; where the kernel has it, as L1's does): once the
+# guest runs, the control API reaches by path only the VM's own folders and
+# api.paths. A snapshot into a folder elsewhere is refused (permission
+# denied) and the VM runs on; with that folder in api.paths it is made.
+ll_abi=$(python3 -c 'import ctypes; L = ctypes.c_long; print(ctypes.CDLL(None).syscall(L(444), None, L(0), L(1)))' 2>/dev/null)
+if [ "${ll_abi:-0}" -ge 1 ] 2>/dev/null; then
+	far=$(mktemp -d) # beside $tmp, not in it: no file of the VM is there
+	mkcfg fenced counter long 1
+	echo "api = { socket = \"$tmp/fenced.sock\"; };" >>"$tmp/fenced.cfg"
+	"$cub" run "$tmp/fenced.cfg" >/dev/null 2>"$tmp/fenced.err" </dev/null &
+	pid=$!
+	"$cub" run "$tmp/fenced.cfg" --api-sock "$tmp/fenced2.sock" --set "api.paths=$far" >/dev/null \
+		2>"$tmp/fenced2.err" </dev/null &
+	pid2=$!
+	if wait_line $pid "$tmp/fenced.err" 'guest: count 3$' && wait_line $pid2 "$tmp/fenced2.err" 'guest: count 3$' &&
+	   "$cub" ctl "$tmp/fenced.sock" pause >"$tmp/fenced.out" 2>&1 &&
+	   "$cub" ctl "$tmp/fenced2.sock" pause >>"$tmp/fenced.out" 2>&1; then
+		"$cub" snapshot "$tmp/fenced.sock" "$far/snap" >"$tmp/fenced-snap.out" 2>&1
+		st1=$?
+		"$cub" snapshot "$tmp/fenced2.sock" "$far/snap2" >>"$tmp/fenced.out" 2>&1
+		st2=$?
+		c=$(counts "$tmp/fenced.err" | tail -n 1)
+		"$cub" ctl "$tmp/fenced.sock" resume >>"$tmp/fenced.out" 2>&1
+		if [ $st1 != 0 ] && grep -qi 'permission denied' "$tmp/fenced-snap.out" && [ ! -e "$far/snap" ] &&
+		   wait_line $pid "$tmp/fenced.err" "guest: count $((c + 2))\$" && [ $st2 = 0 ] && [ -s "$far/snap2/state" ]; then
+			ok "Landlock (ABI $ll_abi): a snapshot into a folder that is not the VM's is refused ($(tail -n 1 "$tmp/fenced-snap.out")) and the VM counts on past $c; with the folder in api.paths it is made"
+		else
+			cat "$tmp/fenced-snap.out" >>"$tmp/fenced.out"
+			ls -la "$far" >>"$tmp/fenced.out" 2>&1
+			notok "Landlock: snapshot outside the VM's folders: status $st1 (want non-zero, 'permission denied'), with api.paths $st2 (want 0)" "$tmp/fenced.out"
+		fi
+	else
+		cat "$tmp/fenced.err" "$tmp/fenced2.err" >>"$tmp/fenced.out"
+		notok "Landlock: the fenced counter guests did not start or pause" "$tmp/fenced.out"
+	fi
+	kill -9 $pid $pid2 2>/dev/null
+	wait $pid $pid2 2>/dev/null
+	rm -rf "$far"
+else
+	echo "# Landlock: this kernel has none (ABI '$ll_abi'): the control threads' fence is not tested here"
 fi

@@ -109,7 +109,7 @@ static void test_errors(void)
 		   "CUBICLE_SURELY_UNSET_VAR is not set");
 }
 
-/* api = { socket; id; }: the socket relative to the config's folder. */
+/* api = { socket; id; paths; }: relative to the config's folder. */
 static void test_api_group(void)
 {
 	struct plan c;
@@ -128,8 +128,18 @@ static void test_api_group(void)
 	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK, NULL, 0), 0);
 	CU_ASSERT_PTR_NULL(c.api_socket);
 	plan_free(&c);
+	/* api.paths: ':'-joined folders, relative ones the file's */
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK "api = { paths = \"/srv/a:snaps\"; };\n", NULL, 0), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c.api_paths);
+	CU_ASSERT_NSTRING_EQUAL(c.api_paths, "/srv/a:", 7);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.api_paths + 7, dir));
+	CU_ASSERT_PTR_NOT_NULL(strstr(c.api_paths, "/snaps"));
+	CU_ASSERT_PTR_NULL(strchr(c.api_paths + 7, ':'));
+	plan_free(&c);
+	expect_err(KERNEL_OK "api = { paths = \"/a::/b\"; };\n", ":2:",
+		   "'api.paths' is \"/a::/b\"; expected folders separated by ':'");
 	expect_err(KERNEL_OK "api = {\n sock = \"x\";\n};\n", "config.cfg:3:",
-		   "unknown key 'api.sock'; expected one of: socket, id");
+		   "unknown key 'api.sock'; expected one of: socket, id, paths");
 	expect_err(KERNEL_OK "api = { socket = \"\"; };\n", ":2:", "'api.socket' is empty");
 	expect_err(KERNEL_OK "api = { id = \"a b\"; };\n", ":2:",
 		   "'api.id' is \"a b\"; expected 1 to 64 letters");
@@ -254,7 +264,7 @@ int main(void)
 	static const struct cu_test tests[] = {
 		{ "minimal config and defaults", test_minimal },
 		{ "schema errors name file:line", test_errors },
-		{ "api group: socket and id", test_api_group },
+		{ "api group: socket, id and paths", test_api_group },
 		{ "missing config file", test_missing_file },
 		{ "--set overrides", test_overrides },
 		{ "path expansion", test_expand },

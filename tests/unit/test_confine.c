@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -130,12 +131,13 @@ static int control_forks(void)
 	return 0;
 }
 
-/* The control thread opens files (the API's snapshots). */
+/* The control thread opens files (the API's snapshots): those it is let
+ * reach where Landlock fences it. */
 static int control_opens(void)
 {
 	int fd;
 
-	if (confine_thread(CONFINE_CONTROL, "event-loop"))
+	if (confine_allow("/dev/null", false) || confine_thread(CONFINE_CONTROL, "event-loop"))
 		return 101;
 	fd = open("/dev/null", O_RDONLY);
 	if (fd < 0)
@@ -285,14 +287,78 @@ static int vcpu_opens_landlocked(void)
 	return errno == EACCES ? 0 : 103;
 }
 
+/* The control thread reaches what confine_allow let it, and nothing else:
+ * in a folder allowed for writing it makes, writes, renames and removes;
+ * an allowed file it reads but does not write; /dev/null it cannot open. */
+static char ll_dir[64];
+
+static int control_landlocked(void)
+{
+	char a[128], b[128], sub[128];
+	int fd;
+
+	snprintf(a, sizeof(a), "%s/rw/a", ll_dir);
+	snprintf(b, sizeof(b), "%s/rw/b", ll_dir);
+	snprintf(sub, sizeof(sub), "%s/rw/sub", ll_dir);
+	if (!confine_paths_fenced())
+		return 100;
+	if (confine_allow(a, false) || strlen(ll_dir) + 4 >= sizeof(a)) /* not made yet: ENOENT is 0 */
+		return 101;
+	snprintf(a, sizeof(a), "%s/rw", ll_dir);
+	if (confine_allow(a, true))
+		return 101;
+	snprintf(a, sizeof(a), "%s/ro", ll_dir);
+	if (confine_allow(a, false) || confine_thread(CONFINE_CONTROL, "event-loop"))
+		return 102;
+	snprintf(a, sizeof(a), "%s/rw/a", ll_dir);
+	fd = open(a, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || write(fd, "x", 1) != 1 || close(fd))
+		return 103;
+	if (rename(a, b) || mkdir(sub, 0700) || rmdir(sub) || unlink(b))
+		return 104;
+	snprintf(a, sizeof(a), "%s/ro/f", ll_dir);
+	fd = open(a, O_RDONLY);
+	if (fd < 0)
+		return 105;
+	close(fd);
+	if (open(a, O_WRONLY) >= 0 || errno != EACCES)
+		return 106;
+	snprintf(a, sizeof(a), "%s/ro/new", ll_dir);
+	if (open(a, O_WRONLY | O_CREAT, 0600) >= 0 || errno != EACCES)
+		return 107;
+	if (open("/dev/null", O_RDONLY) >= 0 || errno != EACCES)
+		return 108;
+	return 0;
+}
+
 static void test_landlock(void)
 {
+	char p[128];
+	int fd;
+
 	if (syscall(__NR_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
 		printf("(no Landlock in this kernel: not tested) ");
 		return;
 	}
 	expect_ok(vcpu_opens_landlocked, &open_reg, CONFINE_ENFORCE);
-	expect_ok(control_opens, &open_reg, CONFINE_ENFORCE);
+	snprintf(ll_dir, sizeof(ll_dir), "/tmp/cubicle-ll-XXXXXX");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(ll_dir));
+	snprintf(p, sizeof(p), "%s/rw", ll_dir);
+	CU_ASSERT_EQUAL(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/ro", ll_dir);
+	CU_ASSERT_EQUAL(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/ro/f", ll_dir);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	CU_ASSERT(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	expect_ok(control_landlocked, &open_reg, CONFINE_ENFORCE);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/ro", ll_dir);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/rw", ll_dir);
+	rmdir(p);
+	rmdir(ll_dir);
 }
 
 /* log: the call goes through (the kernel logs it); off: no filter. */
@@ -350,7 +416,7 @@ int main(void)
 		{ "filters stack; the signal thread's list", test_stacked_and_signals },
 		{ "a plugin's declared calls", test_plugin_declared },
 		{ "log and off", test_modes },
-		{ "Landlock: no path for a vCPU thread", test_landlock },
+		{ "Landlock: no path for a vCPU thread, only the allowed ones for the control thread", test_landlock },
 		{ "an unknown declared call", test_unknown_call },
 		{ NULL, NULL },
 	};
