@@ -392,6 +392,15 @@ bool confine_paths_fenced(void)
 	return cf.landlock_ctl >= 0;
 }
 
+const char *confine_hint(int err)
+{
+	if (err < 0)
+		err = -err;
+	if (err != EACCES || !(t_kinds & (1u << CONFINE_CONTROL)) || cf.landlock_ctl < 0)
+		return "";
+	return " (not in a folder this VM may reach by path: add it to api.paths, see cubicle(1), SECCOMP)";
+}
+
 int confine_allow(const char *path, bool write)
 {
 	struct landlock_path_beneath_attr pb = { 0 };

@@ -69,6 +69,11 @@ int confine_allow(const char *path, bool write);
 /* Whether the control threads' paths are fenced (confine_allow matters). */
 bool confine_paths_fenced(void);
 
+/* For a message about a path that failed with errno @err (either sign):
+ * why, when it is the control threads' Landlock fence (EACCES in a
+ * confined control thread); else "". */
+const char *confine_hint(int err);
+
 /* Is the calling thread under @kind's filter? */
 bool confine_thread_has(enum confine_kind kind);
 

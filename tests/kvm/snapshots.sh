@@ -643,10 +643,11 @@ if [ "${ll_abi:-0}" -ge 1 ] 2>/dev/null; then
 	far=$(mktemp -d) # beside $tmp, not in it: no file of the VM is there
 	mkcfg fenced counter long 1
 	echo "api = { socket = \"$tmp/fenced.sock\"; };" >>"$tmp/fenced.cfg"
-	"$cub" run "$tmp/fenced.cfg" >/dev/null 2>"$tmp/fenced.err" </dev/null &
+	# enforce said, as a sanitizer build's default is log (no Landlock)
+	"$cub" run "$tmp/fenced.cfg" --seccomp=enforce >/dev/null 2>"$tmp/fenced.err" </dev/null &
 	pid=$!
-	"$cub" run "$tmp/fenced.cfg" --api-sock "$tmp/fenced2.sock" --set "api.paths=$far" >/dev/null \
-		2>"$tmp/fenced2.err" </dev/null &
+	"$cub" run "$tmp/fenced.cfg" --seccomp=enforce --api-sock "$tmp/fenced2.sock" --set "api.paths=$far" \
+		>/dev/null 2>"$tmp/fenced2.err" </dev/null &
 	pid2=$!
 	if wait_line $pid "$tmp/fenced.err" 'guest: count 3$' && wait_line $pid2 "$tmp/fenced2.err" 'guest: count 3$' &&
 	   "$cub" ctl "$tmp/fenced.sock" pause >"$tmp/fenced.out" 2>&1 &&
@@ -657,13 +658,14 @@ if [ "${ll_abi:-0}" -ge 1 ] 2>/dev/null; then
 		st2=$?
 		c=$(counts "$tmp/fenced.err" | tail -n 1)
 		"$cub" ctl "$tmp/fenced.sock" resume >>"$tmp/fenced.out" 2>&1
-		if [ $st1 != 0 ] && grep -qi 'permission denied' "$tmp/fenced-snap.out" && [ ! -e "$far/snap" ] &&
+		if [ $st1 != 0 ] && grep -q 'Permission denied (not in a folder this VM may reach by path: add it to api.paths' \
+			"$tmp/fenced-snap.out" && [ ! -e "$far/snap" ] &&
 		   wait_line $pid "$tmp/fenced.err" "guest: count $((c + 2))\$" && [ $st2 = 0 ] && [ -s "$far/snap2/state" ]; then
 			ok "Landlock (ABI $ll_abi): a snapshot into a folder that is not the VM's is refused ($(tail -n 1 "$tmp/fenced-snap.out")) and the VM counts on past $c; with the folder in api.paths it is made"
 		else
 			cat "$tmp/fenced-snap.out" >>"$tmp/fenced.out"
 			ls -la "$far" >>"$tmp/fenced.out" 2>&1
-			notok "Landlock: snapshot outside the VM's folders: status $st1 (want non-zero, 'permission denied'), with api.paths $st2 (want 0)" "$tmp/fenced.out"
+			notok "Landlock: snapshot outside the VM's folders: status $st1 (want non-zero, 'Permission denied' and the api.paths hint), with api.paths $st2 (want 0)" "$tmp/fenced.out"
 		fi
 	else
 		cat "$tmp/fenced.err" "$tmp/fenced2.err" >>"$tmp/fenced.out"

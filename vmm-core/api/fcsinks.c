@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "confine.h"
 #include "cnode.h"
 #include "event.h"
 #include "log.h"
@@ -78,7 +79,7 @@ static int open_sink(const char *path, const char *what, bool keep_nonblock, cha
 
 	if (fd < 0) {
 		errf(err, errlen, 400, "%s: %s: %s%s", what, path, strerror(errno),
-		     errno == ENXIO ? " (a named pipe needs its reader first)" : "");
+		     errno == ENXIO ? " (a named pipe needs its reader first)" : confine_hint(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) || (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))) {

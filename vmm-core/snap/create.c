@@ -17,6 +17,7 @@
 #include "cubicle-build.h"
 #include "arch.h"
 #include "config.h"
+#include "confine.h"
 #include "devices.h"
 #include "log.h"
 #include "plan.h"
@@ -492,7 +493,7 @@ int snap_create(const struct snap_vm *v, const char *dir, bool diff, struct snap
 		goto out;
 	}
 	if (mkdir(tmp, 0755) < 0) {
-		ret = errf(err, errlen, -errno, "%s: %s", tmp, strerror(errno));
+		ret = errf(err, errlen, -errno, "%s: %s%s", tmp, strerror(errno), confine_hint(errno));
 		goto out;
 	}
 	made = true;
