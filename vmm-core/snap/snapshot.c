@@ -18,6 +18,7 @@
 #include "cubicle-build.h"
 #include "arch.h"
 #include "config.h"
+#include "confine.h"
 #include "devices.h"
 #include "log.h"
 #include "plan.h"
@@ -203,7 +204,7 @@ static int open_at(struct snap_image *im, const char *dir, unsigned depth, char 
 	ret = read_small(path, MANIFEST_MAX, &im->state_buf, &len);
 	if (ret) {
 		ret = errf(err, errlen, ret, "%s: %s%s", path, strerror(-ret),
-			   ret == -ENOENT ? " (not a cubicle snapshot, or an unfinished one)" : "");
+			   ret == -ENOENT ? " (not a cubicle snapshot, or an unfinished one)" : confine_hint(ret));
 		free(path);
 		return ret;
 	}
