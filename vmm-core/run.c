@@ -178,8 +178,8 @@ static int loaded_folder(struct dl_phdr_info *info, size_t size, void *arg)
 /*
  * What the control threads (the API's) may reach by path once confined,
  * where Landlock fences them: the boot files; the folder of every file the
- * plan names, the API socket's and the restored snapshot's (read only) and
- * api.paths; the folders libraries were loaded from, to load more
+ * plan names, the API socket's and api.paths; the restored snapshot's
+ * and its parents' (read only); the folders libraries were loaded from, to load more
  * (libgcc_s); /proc/self (metrics, dirty pages); the CPU lists in
  * /sys/devices/system/cpu. Nothing else.
  */
@@ -197,8 +197,15 @@ static int run_allow_paths(struct run_ctx *r)
 		ret = allow_inst(&r->cfg.devs[i]);
 	if (!ret)
 		ret = allow_folder(r->api_sock, true);
-	if (!ret && r->snap_dir)
+	if (!ret && r->snap_dir) {
+		/* a Diff's parents too: a rollback to it reads them again */
+		char **chain = snap_chain_dirs(r->snap_dir);
+
 		ret = confine_allow(r->snap_dir, false);
+		for (char **d = chain; d && *d && !ret; d++)
+			ret = confine_allow(*d, false);
+		strv_free(chain);
+	}
 	if (!ret && r->cfg.api_paths) {
 		paths = strdup(r->cfg.api_paths);
 		if (!paths)
