@@ -96,9 +96,7 @@ void user_resolve(const char *name, struct user *u)
 	/* No user named (E2B's SDK names none unless asked): the sandbox's
 	 * default user, which /init's defaultUser sets and which is `user`,
 	 * as in E2B's sandboxes, when the guest has one. */
-	if (!(name && *name) && agent_default_user[0] && !user_lookup(agent_default_user, u))
-		return;
-	if (!(name && *name) && !agent_default_user[0] && !user_lookup("user", u))
+	if (!(name && *name) && !user_lookup(agent_default_user[0] ? agent_default_user : "user", u))
 		return;
 	if (!lookup(NULL, geteuid(), u))
 		return;

@@ -199,9 +199,9 @@ static int run_allow_paths(struct run_ctx *r)
 		ret = allow_folder(r->api_sock, true);
 	if (!ret && r->snap_dir) {
 		/* a Diff's parents too: a rollback to it reads them again */
-		char **chain = snap_chain_dirs(r->snap_dir);
+		char **chain = snap_chain_dirs(r->snap_dir); /* it first, when readable */
 
-		ret = confine_allow(r->snap_dir, false);
+		ret = chain ? 0 : confine_allow(r->snap_dir, false);
 		for (char **d = chain; d && *d && !ret; d++)
 			ret = confine_allow(*d, false);
 		strv_free(chain);
