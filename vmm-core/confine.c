@@ -42,6 +42,7 @@
 
 #include "cnode.h"
 #include "confine.h"
+#include "jail.h"
 #include "loader.h"
 #include "log.h"
 
@@ -277,6 +278,22 @@ static int plugin_rules_add(scmp_filter_ctx ctx, const struct registry *reg, cha
 	return 0;
 }
 
+/* A tap's jail (jail.h): jail_seal's setresuid(uid, uid, uid), which glibc
+ * runs in every thread, confined ones too; no other uid. */
+static int seal_rule_add(scmp_filter_ctx ctx, char *err, size_t errlen)
+{
+	int nr = seccomp_syscall_resolve_name("setresuid"), ret;
+	uid_t u;
+
+	if (!jail_seal_pending(&u) || nr < 0)
+		return 0;
+	ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 3,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, u),
+			       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, u),
+			       SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, u));
+	return ret ? errf(err, errlen, ret, "seccomp: rule for setresuid: %s", strerror(-ret)) : 0;
+}
+
 /* Compile one kind's list into cf.prog[k]. */
 static int build(enum confine_kind k, const struct registry *reg, char *err, size_t errlen)
 {
@@ -306,6 +323,8 @@ static int build(enum confine_kind k, const struct registry *reg, char *err, siz
 				err, errlen);
 	if (!ret && kinds[k].plugin_calls)
 		ret = plugin_rules_add(ctx, reg, err, errlen);
+	if (!ret)
+		ret = seal_rule_add(ctx, err, errlen);
 	if (ret)
 		goto out;
 	/* The BPF, into memory: loaded per thread without libseccomp. */

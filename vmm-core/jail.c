@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <net/if.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -73,8 +74,22 @@ static int add_inst(struct jail_cfg *j, const struct plan_inst *pi, char *err, s
 	const struct cub_plugin *d = pi->plugin->d;
 	int ret;
 
-	if (d->kind == CUB_KIND_NET && !strcmp(d->name, "tap"))
+	if (d->kind == CUB_KIND_NET && !strcmp(d->name, "tap")) {
 		j->new_net = false;
+		/* pins live in the host's bpffs, which the jail has not */
+		for (unsigned i = 0; i < d->n_params; i++) {
+			const struct cub_param *p = &pi->plugin->params[i];
+			const char *v;
+
+			if (strcmp(p->name, "policy.pin"))
+				continue;
+			memcpy(&v, (const char *)pi->cfg + p->offset, sizeof(v));
+			if (v && *v)
+				return errf(err, errlen, -ENOTSUP,
+					    "%s: --jail with policy.pin: the jail has no bpffs to pin the tap's maps in; leave policy.pin out (the control API reads the counters: policy_stats)",
+					    pi->where);
+		}
+	}
 	for (unsigned i = 0; i < d->n_params; i++) {
 		const struct cub_param *p = &pi->plugin->params[i];
 		const char *v;
@@ -102,9 +117,102 @@ int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t er
 	for (unsigned i = 0; i < p->n_devs; i++)
 		if ((ret = add_inst(j, &p->devs[i], err, errlen)))
 			return ret;
-	if (!j->new_net)
-		return errf(err, errlen, -ENOTSUP,
-			    "--jail with a tap backend is not built yet: attaching the tap's eBPF policy needs CAP_BPF, which the jailed uid does not have; use the socket backend, or run without --jail");
+	/* a tap's per-CPU counters: libbpf counts the CPUs there */
+	if (!j->new_net && !access("/sys/devices/system/cpu/possible", R_OK))
+		return jail_add_read_only(j, "/sys/devices/system/cpu/possible", err, errlen);
+	return 0;
+}
+
+/*
+ * A jail that keeps the host's network (a tap) keeps a few capabilities
+ * until the VM is sealed: making the tap (TUNSETIFF), loading its eBPF
+ * policy and attaching it (clsact) need CAP_NET_ADMIN, CAP_BPF and
+ * CAP_PERFMON (the verifier's checks for root) in the host's namespaces, so that jail has no user namespace of its own; opening
+ * /dev/net/tun needs CAP_DAC_OVERRIDE too on a host without udev (the node
+ * stays root's 0600 there). The VMM runs as the jail's uid from the start,
+ * its saved uid still 0 and only those in its permitted and bounding sets; jail_seal then sets
+ * every id to the jail's uid, in every thread (glibc runs setresuid in
+ * each), and the kernel clears every capability: before the guest's first
+ * instruction. The maps stay reachable through their fds (Linux 5.19 and
+ * later allow map calls on an fd without CAP_BPF).
+ */
+static struct {
+	bool pending;
+	uid_t uid;
+} seal_state;
+
+static uint64_t keep_caps(void)
+{
+	/* before Linux 5.8 CAP_SYS_ADMIN stood for CAP_BPF and CAP_PERFMON
+	 * (which the verifier wants to let the program spill pointers, as it
+	 * does for root) */
+	bool bpf = prctl(PR_CAPBSET_READ, CAP_BPF, 0, 0, 0) >= 0;
+	uint64_t caps = (1ull << CAP_NET_ADMIN) |
+			(bpf ? (1ull << CAP_BPF) | (1ull << CAP_PERFMON) : 1ull << CAP_SYS_ADMIN);
+	struct stat st;
+
+	/* udev makes /dev/net/tun 0666; without udev it stays root's 0600 */
+	if (!stat("/dev/net/tun", &st) && (st.st_mode & 0006) != 0006)
+		caps |= 1ull << CAP_DAC_OVERRIDE;
+	return caps;
+}
+
+static int caps_set(uint64_t caps)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	d[0].effective = d[0].permitted = (uint32_t)caps;
+	d[1].effective = d[1].permitted = (uint32_t)(caps >> 32);
+	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
+}
+
+/* The calling thread's effective and permitted capabilities, or-ed. */
+static int caps_held(uint64_t *caps)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -errno;
+	*caps = (d[0].effective | d[0].permitted) |
+		((uint64_t)(d[1].effective | d[1].permitted) << 32);
+	return 0;
+}
+
+/* Keep only @keep in the bounding set (as root, before the uid changes). */
+static int bound_caps(uint64_t keep)
+{
+	for (int c = 0; c < 64 && prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++)
+		if (!(keep & (1ull << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0)
+			return -errno;
+	return 0;
+}
+
+bool jail_seal_pending(uid_t *uid)
+{
+	if (seal_state.pending && uid)
+		*uid = seal_state.uid;
+	return seal_state.pending;
+}
+
+int jail_seal(char *err, size_t errlen)
+{
+	uid_t u = seal_state.uid;
+	uint64_t caps = 0;
+	int ret;
+
+	if (!seal_state.pending)
+		return 0;
+	if (setresuid(u, u, u) < 0)
+		return errf(err, errlen, -errno, "jail: dropping the tap's capabilities (setresuid %u): %s",
+			    (unsigned)u, strerror(errno));
+	if ((ret = caps_held(&caps)) || caps)
+		return errf(err, errlen, ret ? ret : -EPERM,
+			    "jail: capabilities %#llx still held after setresuid %u",
+			    (unsigned long long)caps, (unsigned)u);
+	seal_state.pending = false;
+	log_info("jail: the tap is set up; every id is now %u, no capability is left", (unsigned)u);
 	return 0;
 }
 
@@ -298,6 +406,9 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
 		for (int fd = 3; fd < 1024; fd++)
 			close(fd);
+	/* a tap's jail: the init needs none of the VMM's setup capabilities */
+	if (seal_state.pending && setresuid(seal_state.uid, seal_state.uid, seal_state.uid) < 0)
+		_exit(VM_EXIT_ERROR);
 	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	for (unsigned i = 0; ctx && i < sizeof(ok) / sizeof(*ok); i++) {
 		int nr = seccomp_syscall_resolve_name(ok[i]);
@@ -315,8 +426,9 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errlen)
 {
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
-					     "/dev/random" };
+					     "/dev/random", "/dev/net/tun" };
 	char cwd[PATH_MAX], old[PATH_MAX], map[64], p[PATH_MAX];
+	uint64_t keep;
 	struct rlimit rl;
 	sigset_t s;
 	pid_t vmm;
@@ -345,7 +457,8 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 		if ((ret = bind_in(j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
 				   j->read_only[i], j->uid, j->gid, err, errlen)))
 			return ret;
-	for (unsigned i = 0; i < sizeof(devs) / sizeof(*devs); i++)
+	/* (the last, the tun device, for a tap's jail only) */
+	for (unsigned i = 0; i < sizeof(devs) / sizeof(*devs) - j->new_net; i++)
 		if ((ret = bind_in(j->dir, devs[i], false, false, 0, 0, err, errlen)))
 			return ret;
 	if ((ret = in_root(p, sizeof(p), j->dir, "/proc")) || (ret = mkdirs(p, 0, 0)) ||
@@ -372,15 +485,29 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 		if (setrlimit(RLIMIT_FSIZE, &rl) < 0)
 			return errf(err, errlen, -errno, "jail: RLIMIT_FSIZE: %s", strerror(errno));
 	}
+	keep = j->new_net ? 0 : keep_caps();
+	if (keep && (ret = bound_caps(keep)))
+		return errf(err, errlen, ret, "jail: the capability bounding set: %s",
+			    strerror(-ret));
+	/* a tap's jail keeps saved uid 0 until jail_seal, see seal_state */
 	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 ||
-	    setresuid(j->uid, j->uid, j->uid) < 0)
+	    setresuid(j->uid, j->uid, j->new_net ? j->uid : 0) < 0)
 		return errf(err, errlen, -errno, "jail: dropping to uid %u gid %u: %s",
 			    (unsigned)j->uid, (unsigned)j->gid, strerror(errno));
 	if (getuid() != j->uid || geteuid() != j->uid)
 		return errf(err, errlen, -EPERM, "jail: still uid %u after setresuid",
 			    (unsigned)geteuid());
-	/* A user namespace of its own: the uid maps to itself only. */
-	if (unshare(CLONE_NEWUSER) == 0) {
+	if (!j->new_net) {
+		if ((ret = caps_set(keep)))
+			return errf(err, errlen, ret, "jail: keeping the tap's capabilities (%#llx): %s",
+				    (unsigned long long)keep,
+				    strerror(-ret));
+		seal_state.pending = true;
+		seal_state.uid = j->uid;
+		log_debug("jail: the host's network namespace (a tap): no user namespace; capabilities %#llx kept until the VM is sealed",
+			  (unsigned long long)keep);
+	} else if (unshare(CLONE_NEWUSER) == 0) {
+		/* A user namespace of its own: the uid maps to itself only. */
 		if (write_file("/proc/self/setgroups", "deny") ||
 		    (snprintf(map, sizeof(map), "%u %u 1", (unsigned)j->uid, (unsigned)j->uid),
 		     write_file("/proc/self/uid_map", map)) ||

@@ -54,4 +54,17 @@ int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t er
  */
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
 
+/*
+ * A jail with a tap (new_net false) runs the VMM as the jail's uid with its
+ * saved uid 0, CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON (see jail.c), and no user namespace, so that
+ * its setup can make the tap and attach the eBPF policy. jail_seal, before
+ * the guest's first instruction, sets every id of every thread to the
+ * jail's uid, which clears every capability, and checks. 0 (and nothing
+ * done when no such jail is pending), or -errno with a message.
+ */
+int jail_seal(char *err, size_t errlen);
+/* Whether jail_seal has work, and the uid it sets (the seccomp filters
+ * allow each thread that one setresuid). */
+bool jail_seal_pending(uid_t *uid);
+
 #endif

@@ -17,6 +17,7 @@
 #include "confine.h"
 #include "devices.h"
 #include "event.h"
+#include "jail.h"
 #include "loader.h"
 #include "log.h"
 #include "run.h"
@@ -227,17 +228,18 @@ static int run_allow_paths(struct run_ctx *r)
 }
 
 /*
- * The VM is made: confine the event loop and the calling thread (main,
- * or the loop itself when the API makes the VM) before the guest's first
+ * The VM is made: a tap's jail gives up its capabilities (jail_seal),
+ * then the event loop and the calling thread (main, or the loop itself when
+ * the API makes the VM) are confined, before the guest's first
  * instruction. vCPU threads confine themselves as they start; the main
  * thread of an API-made VM does in run_finish.
  */
 static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 {
-	int ret;
+	int ret = jail_seal(err, errlen);
 
-	if (r->seccomp == CONFINE_OFF)
-		return 0;
+	if (ret || r->seccomp == CONFINE_OFF)
+		return ret;
 	ret = run_allow_paths(r);
 	if (ret)
 		return errf(err, errlen, ret, "landlock: cannot let the control threads reach the VM's files: %s",

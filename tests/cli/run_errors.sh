@@ -303,10 +303,19 @@ expect "serve --network-subnet not a CIDR" 2 "network_subnet tap0: expected an I
 printf 'network_default = "maybe";\n' >"$tmp/serve-net.cfg"
 expect "serve network_default neither allow nor deny" 2 "serve-net.cfg:1: network_default must be \"allow\" or \"deny\"" -- \
 	serve --config "$tmp/serve-net.cfg" --state "$tmp/serve-state"
-if [ "$(id -u)" = 0 ]; then
-	expect "serve network_subnet with jail_user: not built, said" 2 "a tap for a jailed VMM is not built yet" -- \
-		serve --network-subnet 10.201.0.0/16 --jail-user 65534:65534 --state "$tmp/serve-state"
-fi
+# a jailed tap cannot pin its maps (the jail has no bpffs): said before
+# anything is made
+cat >"$tmp/pin.cfg" <<'EOF'
+boot = { kernel = "k"; cmdline = "quiet"; };
+devices = (
+  { type = "virtio-net"; id = "net0";
+    backend = { type = "tap"; ifname = "t0"; create = true; policy = { default = "deny"; pin = "/sys/fs/bpf/x"; }; }; }
+);
+EOF
+: >"$tmp/k"
+expect "run --jail with a tap's policy.pin: refused, file and line named" 1 "pin.cfg:4: --jail with policy.pin: the jail has no bpffs" -- \
+	run --no-host-check --jail "$tmp/pinjail" "$tmp/pin.cfg"
+[ ! -e "$tmp/pinjail" ] || { echo "not ok - the refused jail made its folder"; fail=$((fail + 1)); }
 # template build from a root file system: refused before anything boots,
 # nothing left in the state folder
 printf 'boot = { kernel = "k"; cmdline = "quiet"; };\ndevices = ( { type = "virtio-blk"; id = "root"; } );\n' >"$tmp/tmpl.cfg"

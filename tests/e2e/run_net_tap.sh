@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# The tap backend and its eBPF egress policy end to end: a guest on virtio-net pings its host and fetches 16 MiB over HTTP; under a policy that allows only that server a second host address stays unreachable, a spoofed source address is dropped, drops are counted, an allow-list change at run time takes effect; a policy that cannot attach keeps the VM from starting.
+# The tap backend and its eBPF egress policy end to end: a guest on virtio-net pings its host and fetches 16 MiB over HTTP; under a policy that allows only that server a second host address stays unreachable, a spoofed source address is dropped, drops are counted, an allow-list change at run time takes effect; a policy that cannot attach keeps the VM from starting; the same policy works in a jail (uid 65534) whose VMM makes its tap and then holds no capability.
 #
 # Everything host-side runs as root in a network and mount namespace of its
 # own (unshare): inside the nested harness's L1, or on this host in direct
@@ -10,11 +10,11 @@
 
 e2e_init
 w=$e2e_work
-# Five VMs in one run (three refused at start): more than one boot's allowance.
-e2e_timeout=${CUBICLE_E2E_TIMEOUT:-$([ $e2e_mode = nested ] && echo 600 || echo 300)}
+# Six VMs in one run (three refused at start): more than one boot's allowance.
+e2e_timeout=${CUBICLE_E2E_TIMEOUT:-$([ $e2e_mode = nested ] && echo 800 || echo 400)}
 [ "$(id -u)" = 0 ] || e2e_skip "needs root (taps, BPF)"
 PATH=$PATH:/sbin:/usr/sbin
-for t in ip tc bpftool unshare sha256sum; do
+for t in ip tc bpftool unshare sha256sum pgrep; do
 	command -v $t >/dev/null || e2e_skip "$t not found (apt-get install iproute2 bpftool util-linux coreutils)"
 done
 
@@ -103,13 +103,16 @@ boot = {
 devices = (
   { type = "serial8250"; id = "com1"; console = "stdio"; },
   { type = "virtio-net"; id = "net0"; mac = "52:54:00:12:34:56";
-    backend = { type = "tap"; ifname = "tap0"; $3 }; }
+    backend = { type = "tap"; ifname = "${IFN:-tap0}"; $3 }; }
 );
 EOF
 }
 vmcfg open open ''
 vmcfg policy policy 'policy = { default = "deny"; allow = [ "10.0.2.1:80/tcp" ]; arp = true;
       ip = "10.0.2.15"; pin = "/sys/fs/bpf/cubicle-net0"; };'
+# the jail has no bpffs: no pin; the VMM makes its tap
+IFN=jtap0 vmcfg jailed policy 'create = true; policy = { default = "deny";
+      allow = [ "10.0.2.1:80/tcp" ]; arp = true; ip = "10.0.2.15"; };'
 vmcfg badcidr open 'policy = { default = "deny";
       allow = [ "10.0.2.1:80/tcp", "10.0.3.0/33" ]; };'
 vmcfg noclsact open 'policy = { default = "deny"; allow = [ "10.0.2.1:80/tcp" ]; };'
@@ -187,9 +190,42 @@ say api_allow_reply "$(head -n 1 "$w/allow.out")"
 wait $vm
 say tap_filters_after "$(tc filter show dev tap0 ingress 2>/dev/null | wc -l)"
 say pins_after "$(ls /sys/fs/bpf | grep -c cubicle)"
+"$top/scripts/tap-setup.sh" --delete tap0
+# 6. the policy in a jail, as uid 65534: the VMM makes jtap0 and attaches
+# the policy, then holds no capability before the guest runs; this side
+# gives jtap0 the addresses tap0 had
+[ -e /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup
+jail=$(mktemp -d) && chown 65534:65534 "$jail"
+jsock=$(mktemp -d)/api.sock
+RUN_ARGS="--jail $jail --jail-uid 65534 --jail-gid 65534 --api-sock $jsock" run jailed &
+vm=$!
+up=0 i=0
+# (ip, not /sys/class/net: this namespace's sysfs is the one it was made in)
+until ip link show dev jtap0 >/dev/null 2>&1 || [ $i -ge 600 ]; do
+	kill -0 $vm 2>/dev/null || break
+	sleep 0.1
+	i=$((i + 1))
+done
+ip addr add 10.0.2.1/24 dev jtap0 && ip addr add 10.0.3.1/24 dev jtap0 && up=1
+say jail_tap_up $up
+i=0
+until grep -q 'CUBICLE-GUEST denied_done=1' "$w/jailed.console" 2>/dev/null || [ $i -ge 1800 ]; do
+	kill -0 $vm 2>/dev/null || break
+	sleep 0.1
+	i=$((i + 1))
+done
+jpids=$(pgrep -u 65534 | tr '\n' ' ')
+say jail_tasks "$(for p in $jpids; do ls /proc/$p/task; done | wc -l)"
+say jail_ids "$(for p in $jpids; do sed -n 's/^Uid:[[:space:]]*//p' /proc/$p/task/*/status; done | awk '{ $1 = $1; print }' | sort -u | paste -sd';')"
+say jail_caps "$(for p in $jpids; do sed -n 's/^Cap\(Eff\|Prm\):[[:space:]]*//p' /proc/$p/task/*/status; done | sort -u | tr '\n' ' ')"
+say jail_filter_live "$(tc filter show dev jtap0 ingress 2>/dev/null | grep -c 'direct-action')"
+"$cubicle" ctl "$jail$jsock" call net0 backend.policy_allow 10.0.3.1/32 >"$w/jallow.out" 2>&1
+say jail_allow $?
+wait $vm
+say jail_tap_after "$(ip link show dev jtap0 >/dev/null 2>&1 && echo present || echo gone)"
+say jail_cgroups_after "$(ls -d /sys/fs/cgroup/cubicle/vm-* 2>/dev/null | wc -l)"
 kill $httpd 2>/dev/null
 wait $httpd 2>/dev/null
-"$top/scripts/tap-setup.sh" --delete tap0
 say total_s "$(elapsed)"
 EOF
 
@@ -251,5 +287,26 @@ e2e_check "policy: exit status 0 (got $(rcof policy))" [ "$(rcof policy)" = 0 ]
 final=$(sed -n 's/.*tap0: policy: passed [0-9]*; dropped:.* address \([0-9]*\).*/\1/p' "$w/policy.stderr")
 e2e_check "policy: counters logged at exit (address drops '$final')" [ "${final:-0}" -ge "${drops:-1}" ]
 e2e_check "policy: filter and pins removed after exit" [ "$(h tap_filters_after)/$(h pins_after)" = 0/0 ]
-e2e_finish "$w/host.log" "$w/open.console" "$w/open.stderr" "$w/policy.console" "$w/policy.stderr" \
+
+e2e_check "jail: the VMM made jtap0 and this side gave it its addresses" [ "$(h jail_tap_up)" = 1 ]
+e2e_check "jail: the log says the policy is attached" has jailed "egress policy attached (default deny, 1 allow rules"
+e2e_check "jail: ... and every capability was dropped before the guest ran" \
+	has jailed "jail: the tap is set up; every id is now 65534, no capability is left"
+e2e_check "jail: its $(h jail_tasks) tasks (init, VMM threads) have every uid 65534 (got '$(h jail_ids)')" \
+	[ "$(h jail_ids)" = "65534 65534 65534 65534" ]
+e2e_check "jail: ... and no capability, effective or permitted (got '$(h jail_caps)')" \
+	[ "$(h jail_caps)" = "0000000000000000 " ]
+e2e_check "jail: the classifier sits on jtap0's ingress" [ "$(h jail_filter_live)" = 1 ]
+e2e_check "jail: TCP to the second address fails" [ "$(m jailed tcp_second)" = fail ]
+e2e_check "jail: the allowed fetch works (wget status '$(m jailed fetch_rc)')" [ "$(m jailed fetch_rc)" = 0 ]
+e2e_check "jail: its sha256 matches" [ "$(m jailed sha)" = "$sha" ]
+e2e_check "jail: a ping from a spoofed source address fails" [ "$(m jailed spoof_ping)" = fail ]
+e2e_check "jail: the allow list changed through the API inside the jail (status $(h jail_allow))" [ "$(h jail_allow)" = 0 ]
+e2e_check "jail: then TCP to the second address works (after $(m jailed tries) tries)" \
+	[ "$(m jailed tcp_second_after)" = ok ]
+e2e_check "jail: exit status 0 (got $(rcof jailed))" [ "$(rcof jailed)" = 0 ]
+e2e_check "jail: the counters are still read at exit, without CAP_BPF" has jailed "jtap0: policy: passed [0-9]*; dropped:"
+e2e_check "jail: jtap0 is gone with the VMM, and its cgroup ($(h jail_tap_after), $(h jail_cgroups_after) left)" \
+	[ "$(h jail_tap_after)/$(h jail_cgroups_after)" = gone/0 ]
+e2e_finish "$w/host.log" "$w/jailed.stderr" "$w/open.console" "$w/open.stderr" "$w/policy.console" "$w/policy.stderr" \
 	"$w/badprog.stderr" "$w/noclsact.stderr"

@@ -11,10 +11,13 @@
 #     [192.0.2.1/32] does not; a domain name in allowOut is a 400;
 #   - one create takes a warm-pool clone (its policy loaded before it runs);
 #   - a serve without network_subnet refuses that template with a reason;
-#   - afterwards no VMM process, tap or sandbox folder is left.
+#   - the same for jailed VMMs (jail_user 65534:65534): allowOut reaches it,
+#     also after pause and connect; no internet does not, until
+#     updateNetwork; each VMM made its tap, then held no capability;
+#   - afterwards no VMM process, tap, cgroup or sandbox folder is left.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-: "${CUBICLE_E2E_TIMEOUT:=600}"
+: "${CUBICLE_E2E_TIMEOUT:=900}"
 export CUBICLE_E2E_TIMEOUT
 e2e_init
 w=$e2e_work
@@ -77,7 +80,39 @@ n=$(grep -c "from the warm pool" "$w/serve.log")
 [ "$n" -ge 1 ] && ok "$n create took the warm clone (its policy loaded before it ran)" ||
 	bad "no create took the warm clone"
 stop_serve
-serve_left tap "$(ip -o link show | awk -F': ' '$2 ~ /^cub/ { print $2 }' | tr '\n' ' ' | sed 's/ $//')"
+taps() { ip -o link show | awk -F': ' '$2 ~ /^cub/ { print $2 }' | tr '\n' ' ' | sed 's/ $//'; }
+serve_left tap "$(taps)"
+
+# the same networks with each VMM jailed as 65534: it makes its tap and
+# attaches the policy, then gives up every capability before its guest runs
+[ -e /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup
+cat >"$t/jail.cfg" <<CFG
+agent_wait_ms = 240000;
+network_subnet = "10.201.0.0/24";
+jail_user = "65534:65534";
+CFG
+start_serve "$t/jail.cfg" "$w/serve-jail.log"
+NET_KINDS=allowOut,internetOff node "$e2b/serve-sdk.mjs" "$url" "$key" net 192.0.2.1:8099 &
+sdk=$!
+# while they run: every task of every jailed VMM, uid 65534 and no capability
+i=0
+until [ "$(ls "$state/sandboxes" 2>/dev/null | wc -l)" -ge 2 ] || [ $i -ge 1200 ]; do
+	sleep 0.2
+	i=$((i + 1))
+done
+sleep 2
+jp=$(pgrep -u 65534 -f "cubicle restore" | tr '\n' ' ')
+ids=$(for p in $jp; do sed -n 's/^Uid:[[:space:]]*//p' /proc/$p/task/*/status; done | awk '{ $1 = $1; print }' | sort -u | paste -sd';')
+caps=$(for p in $jp; do sed -n 's/^Cap\(Eff\|Prm\):[[:space:]]*//p' /proc/$p/task/*/status; done | sort -u | paste -sd';')
+if [ -n "$jp" ] && [ "$ids" = "65534 65534 65534 65534" ] && [ "$caps" = 0000000000000000 ]; then
+	ok "jailed VMMs ($(echo $jp | wc -w) processes): every id 65534, no capability left, taps: $(taps)"
+else
+	bad "jailed VMMs: processes [$jp] ids [$ids] capabilities [$caps] taps [$(taps)]"
+fi
+wait $sdk || fail=1
+stop_serve
+echo "# jailed serve:"
+serve_left "tap or cgroup" "$(taps)$(ls -d /sys/fs/cgroup/cubicle/vm-* 2>/dev/null)"
 kill $httpd 2>/dev/null
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
@@ -97,7 +132,7 @@ else
 fi
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
-	e2e_dump "$w/serve.log" "$w/serve-plain.log" "$w/template-base.out"
+	e2e_dump "$w/serve.log" "$w/serve-jail.log" "$w/serve-plain.log" "$w/template-base.out"
 	exit 1
 fi
 exit 0

@@ -56,11 +56,6 @@ int net_server_init(char *why, size_t len)
 		snprintf(why, len, "network_subnet %s: address bits past the prefix", srv.net_subnet);
 		return -1;
 	}
-	if (srv.jail_user) {
-		snprintf(why, len, "network_subnet with jail_user: a tap for a jailed VMM is not built yet "
-				   "(its user namespace cannot make one or attach the eBPF policy)");
-		return -1;
-	}
 	if (geteuid()) {
 		snprintf(why, len, "network_subnet %s: making taps needs serve to run as root",
 			 srv.net_subnet);
