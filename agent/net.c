@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -31,11 +32,40 @@ static int ifreq_ioctl(int fd, unsigned long req, struct ifreq *ifr, const char 
 	return -1;
 }
 
+/* /etc/resolv.conf naming @dns alone, in place of what was there (a file,
+ * or a link into a resolver the guest does not run): 0, or -1 with @why. */
+static int resolv_conf(const char *dns, char *why, size_t len)
+{
+	static const char path[] = "/etc/resolv.conf", tmp[] = "/etc/.resolv.conf.cubicle";
+	struct in_addr a;
+	FILE *f;
+
+	if (inet_pton(AF_INET, dns, &a) != 1) {
+		snprintf(why, len, "network: dns '%s' is not an IPv4 address", dns);
+		return -1;
+	}
+	if (mkdir("/etc", 0755) && errno != EEXIST) {
+		snprintf(why, len, "network: /etc: %s", strerror(errno));
+		return -1;
+	}
+	f = fopen(tmp, "we");
+	if (!f || fprintf(f, "# cubicle-agent: the sandbox's name server\nnameserver %s\n", dns) < 0 ||
+	    fclose(f) || rename(tmp, path)) {
+		snprintf(why, len, "network: writing %s: %s", path, strerror(errno));
+		if (f)
+			unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 /*
- * {"interface": "eth0", "address": "A.B.C.D/N", "gateway": "A.B.C.D"}:
- * the address and netmask set on the interface, the interface up, and a
- * default route through the gateway (when given) added or kept. -1 with
- * @why when a member is malformed or the kernel refuses.
+ * {"interface": "eth0", "address": "A.B.C.D/N", "gateway": "A.B.C.D",
+ * "mac": "...", "dns": "A.B.C.D"}: the address and netmask set on the
+ * interface, the interface up, a default route through the gateway (when
+ * given) added or kept, and the name server (when given) the only one in
+ * /etc/resolv.conf. -1 with @why when a member is malformed or the kernel
+ * refuses.
  */
 int net_configure(json_t *n, char *why, size_t len)
 {
@@ -43,6 +73,7 @@ int net_configure(json_t *n, char *why, size_t len)
 	const char *addr = json_string_value(json_object_get(n, "address"));
 	const char *gw = json_string_value(json_object_get(n, "gateway"));
 	const char *mac = json_string_value(json_object_get(n, "mac"));
+	const char *dns = json_string_value(json_object_get(n, "dns"));
 	unsigned char hw[6];
 	struct in_addr a, g, mask;
 	struct ifreq ifr = { 0 };
@@ -117,7 +148,7 @@ int net_configure(json_t *n, char *why, size_t len)
 			goto out;
 		}
 	}
-	ret = 0;
+	ret = dns ? resolv_conf(dns, why, len) : 0;
 out:
 	close(fd);
 	return ret;

@@ -8,7 +8,7 @@ work=$bd/tests/e2b
 mkdir -p "$work"
 exec 9>"$work/.prepare.lock"
 flock 9
-for f in package.json package-lock.json sdk-test.mjs serve-sdk.mjs forward.mjs vsock-stub.mjs; do
+for f in package.json package-lock.json sdk-test.mjs serve-sdk.mjs forward.mjs vsock-stub.mjs dns-stub.mjs; do
 	[ "$sd/tests/e2b/$f" -ef "$work/$f" ] || cp "$sd/tests/e2b/$f" "$work/$f"
 done
 if ! cmp -s "$work/package-lock.json" "$work/node_modules/.cubicle-lock" 2>/dev/null; then

@@ -13,7 +13,8 @@
 //               default sandbox reaches it; allowInternetAccess false does not;
 //               false with allowOut [IP/32] does, and still after pause and
 //               connect; denyOut [IP/32] does not; updateNetwork changes a
-//               running sandbox's list both ways; a domain name is refused.
+//               running sandbox's list both ways; a domain name in denyOut is
+//               refused. With $DNS_ADDR: allowOut domain names (the DNS proxy).
 //               $NET_KINDS (e.g. allowOut,internetOff) makes only those.
 //   MODE root   N is a template whose root is an ext4 disk (template build
 //               --rootfs/--ext4/--oci) with /etc/cubicle-root holding its name:
@@ -165,15 +166,78 @@ if (mode === 'net') {
     await b.updateNetwork({ allowInternetAccess: false });
     return !(await reaches(b)) || 'still reachable after allowOut was taken away';
   });
-  await check('a domain name in allowOut is refused (400, named)', async () => {
+  await check('a domain name in denyOut is refused (400, named)', async () => {
     try {
-      const b = await Sandbox.create('base', { ...opts, allowInternetAccess: false, network: { allowOut: ['example.com'] } });
+      const b = await Sandbox.create('base', { ...opts, network: { denyOut: ['example.com'] } });
       await b.kill();
       return 'created';
     } catch (e) {
-      return /domain names are not supported/.test(e.message) || e.message;
+      return /denyOut\[0\] 'example.com'.*domain names only in allowOut/.test(e.message) || e.message;
     }
   });
+  // $DNS_ADDR: the address the test's name server gives ok.test, wild.test
+  // and a.wild.test (an HTTP server on its port PORT answers /ok there)
+  const dnsAddr = process.env.DNS_ADDR;
+  if (dnsAddr) {
+    const reachesAt = async (b) => {
+      try {
+        const r = await b.commands.run(`printf 'GET /ok HTTP/1.0\\r\\n\\r\\n' | nc -w 10 ${dnsAddr} ${port}`, { timeoutMs: 60000 });
+        return r.exitCode === 0 && r.stdout.includes('cubicle-net-ok');
+      } catch (e) {
+        if (e instanceof CommandExitError) return false;
+        throw e;
+      }
+    };
+    const lookup = async (b, name) => {
+      try {
+        const r = await b.commands.run(`busybox nslookup ${name}`, { timeoutMs: 60000 });
+        return r.stdout;
+      } catch (e) {
+        return `error: ${e.message}`;
+      }
+    };
+    const dboxes = {};
+    await check('allowOut domain names: 2 sandboxes (ok.test; *.wild.test) without internet created', async () => {
+      const [a, b] = await Promise.all([
+        Sandbox.create('base', { ...opts, timeoutMs: 600000, allowInternetAccess: false, network: { allowOut: ['OK.test'] } }),
+        Sandbox.create('base', { ...opts, timeoutMs: 600000, allowInternetAccess: false, network: { allowOut: ['*.wild.test'] } }),
+      ]);
+      dboxes.exact = a;
+      dboxes.wild = b;
+      return true;
+    });
+    await check(`ok.test: ${dnsAddr} not reachable before the guest looks the name up`, async () => {
+      if (!dboxes.exact) return 'not created';
+      return !(await reachesAt(dboxes.exact)) || 'reachable';
+    });
+    await check('ok.test: the guest\'s resolver (the sandbox\'s gateway) answers', async () => {
+      if (!dboxes.exact) return 'not created';
+      const out = await lookup(dboxes.exact, 'ok.test');
+      return out.includes(dnsAddr) || out;
+    });
+    await check(`ok.test: ${dnsAddr} reachable once looked up`, async () => {
+      if (!dboxes.exact) return 'not created';
+      return (await reachesAt(dboxes.exact)) || 'not reachable';
+    });
+    await check('*.wild.test: the apex wild.test resolves but its address stays unreachable', async () => {
+      if (!dboxes.wild) return 'not created';
+      const out = await lookup(dboxes.wild, 'wild.test');
+      if (!out.includes(dnsAddr)) return `lookup: ${out}`;
+      return !(await reachesAt(dboxes.wild)) || 'reachable through the apex';
+    });
+    await check('*.wild.test: a.wild.test looked up, its address reachable', async () => {
+      if (!dboxes.wild) return 'not created';
+      const out = await lookup(dboxes.wild, 'a.wild.test');
+      if (!out.includes(dnsAddr)) return `lookup: ${out}`;
+      return (await reachesAt(dboxes.wild)) || 'not reachable';
+    });
+    await check('updateNetwork without ok.test: what its lookup allowed is denied again', async () => {
+      if (!dboxes.exact) return 'not created';
+      await dboxes.exact.updateNetwork({ allowInternetAccess: false });
+      return !(await reachesAt(dboxes.exact)) || 'still reachable';
+    });
+    for (const b of Object.values(dboxes)) boxes[`dns-${b.sandboxId}`] = b;
+  }
   await check('all killed', async () => {
     const r = await Promise.all(Object.values(boxes).map((b) => Sandbox.kill(b.sandboxId, opts).then(() => true, (e) => e.message)));
     const bad = r.filter((x) => x !== true);

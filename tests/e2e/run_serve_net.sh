@@ -8,7 +8,12 @@
 #     namespace's lo); the real npm e2b SDK creates 4 sandboxes at once: the
 #     default one reaches it, allowInternetAccess false does not, false with
 #     allowOut [192.0.2.1/32] does (also after pause and connect), denyOut
-#     [192.0.2.1/32] does not; a domain name in allowOut is a 400;
+#     [192.0.2.1/32] does not; a domain name in denyOut is a 400;
+#   - allowOut domain names (a name server on 192.0.2.1:53 gives ok.test,
+#     wild.test and a.wild.test 192.0.2.2): with ["ok.test"] the address is
+#     reachable once the guest has looked the name up, not before, and not
+#     after updateNetwork drops the name; with ["*.wild.test"] looking up
+#     the apex does not open it, a.wild.test does;
 #   - one create takes a warm-pool clone (its policy loaded before it runs);
 #   - a serve without network_subnet refuses that template with a reason;
 #   - the same for jailed VMMs (jail_user 65534:65534): allowOut reaches it,
@@ -41,10 +46,17 @@ for m in "tun drivers/net" "sch_ingress net/sched" "cls_bpf net/sched"; do
 done
 ip link set lo up
 ip addr add 192.0.2.1/32 dev lo
+ip addr add 192.0.2.2/32 dev lo
 mkdir "$t/www"
 echo cubicle-net-ok >"$t/www/ok"
 busybox httpd -f -p 192.0.2.1:8099 -h "$t/www" &
 httpd=$!
+# the names allowOut gives (the sandboxes' DNS proxy asks this server)
+busybox httpd -f -p 192.0.2.2:8099 -h "$t/www" &
+httpd2=$!
+node "$e2b/dns-stub.mjs" 192.0.2.1:53 ok.test=192.0.2.2 wild.test=192.0.2.2 a.wild.test=192.0.2.2 \
+	>"$w/dns-stub.log" 2>&1 &
+dnsd=$!
 serve_vm_cfg "$w/vm.cfg" \
 	'{ type = "virtio-net"; id = "net0"; backend = { type = "tap"; create = true; ifname = "cubtpl0"; }; }'
 serve_template base "$w/vm.cfg" || exit 1
@@ -63,6 +75,7 @@ stop_serve
 cat >"$t/serve.cfg" <<CFG
 agent_wait_ms = 240000;
 network_subnet = "10.201.0.0/24";
+dns_upstream = "192.0.2.1:53";
 pool_size = 1;
 CFG
 start_serve "$t/serve.cfg" "$w/serve.log"
@@ -75,7 +88,7 @@ until curl -sf --unix-socket "$(ls -d "$state"/sandboxes/*/ 2>/dev/null | head -
 	i=$((i + 1))
 done
 sleep 1
-node "$e2b/serve-sdk.mjs" "$url" "$key" net 192.0.2.1:8099 || fail=1
+DNS_ADDR=192.0.2.2 node "$e2b/serve-sdk.mjs" "$url" "$key" net 192.0.2.1:8099 || fail=1
 n=$(grep -c "from the warm pool" "$w/serve.log")
 [ "$n" -ge 1 ] && ok "$n create took the warm clone (its policy loaded before it ran)" ||
 	bad "no create took the warm clone"
@@ -89,6 +102,7 @@ serve_left tap "$(taps)"
 cat >"$t/jail.cfg" <<CFG
 agent_wait_ms = 240000;
 network_subnet = "10.201.0.0/24";
+dns_upstream = "192.0.2.1:53";
 jail_user = "65534:65534";
 CFG
 start_serve "$t/jail.cfg" "$w/serve-jail.log"
@@ -113,7 +127,7 @@ wait $sdk || fail=1
 stop_serve
 echo "# jailed serve:"
 serve_left "tap or cgroup" "$(taps)$(ls -d /sys/fs/cgroup/cubicle/vm-* 2>/dev/null)"
-kill $httpd 2>/dev/null
+kill $httpd $httpd2 $dnsd 2>/dev/null
 pkill -KILL -f "cubicle restore" 2>/dev/null
 rm -rf "$t"
 exit $fail
@@ -132,7 +146,8 @@ else
 fi
 rc=${PIPESTATUS[0]}
 if [ "$rc" != 0 ] || grep -q '^not ok' "$w/out.log" || ! grep -q '^ok - nothing left' "$w/out.log"; then
-	e2e_dump "$w/serve.log" "$w/serve-jail.log" "$w/serve-plain.log" "$w/template-base.out"
+	e2e_dump "$w/serve.log" "$w/serve-jail.log" "$w/serve-plain.log" "$w/template-base.out" \
+		"$w/dns-stub.log"
 	exit 1
 fi
 exit 0

@@ -24,7 +24,8 @@ static int list_of(const char *json, bool deny, json_t **out, char *msg, size_t 
 }
 
 /* Whether the list lets TCP to @ip:@port through, as the policy decides
- * (the longest covering prefix; an entry with a port allows that port). */
+ * (the longest covering prefix; an entry with a port allows that port;
+ * domain names are the DNS proxy's, not the policy's). */
 static bool allows(json_t *list, const char *ip, unsigned port)
 {
 	struct in_addr a;
@@ -35,8 +36,11 @@ static bool allows(json_t *list, const char *ip, unsigned port)
 	json_array_foreach(list, i, v) {
 		struct tp_rule r[2];
 		char why[200];
-		int n = tp_rule_parse(json_string_value(v), r, why, sizeof(why));
+		int n;
 
+		if (net_is_domain(json_string_value(v)))
+			continue;
+		n = tp_rule_parse(json_string_value(v), r, why, sizeof(why));
 		CU_ASSERT_FATAL(n > 0);
 		for (int k = 0; k < n; k++)
 			if (tp_covers(r[k].addr, r[k].plen, ntohl(a.s_addr), 32) &&
@@ -128,8 +132,12 @@ static void test_refused(void)
 	static const struct {
 		const char *req, *want;
 	} bad[] = {
-		{ "{\"network\": {\"allowOut\": [\"example.com\"]}}", "domain names are not supported" },
-		{ "{\"network\": {\"allowOut\": [\"*.example.com\"]}}", "domain names" },
+		{ "{\"network\": {\"denyOut\": [\"example.com\"]}}", "domain names only in allowOut" },
+		{ "{\"network\": {\"allowOut\": [\"exa mple.com\"]}}", "not a domain name" },
+		{ "{\"network\": {\"allowOut\": [\"localhost\"]}}", "network.allowOut[0] 'localhost': not a domain" },
+		{ "{\"network\": {\"allowOut\": [\"example..com\"]}}", "not a domain name" },
+		{ "{\"network\": {\"allowOut\": [\"*.\"]}}", "not a domain name" },
+		{ "{\"network\": {\"allowOut\": [\"a.b.c:80\"]}}", "not a domain name" },
 		{ "{\"network\": {\"allowOut\": [\"10.0.0.1/8\"]}}", "network.allowOut[0]" },
 		{ "{\"network\": {\"allowOut\": [\"300.1.1.1\"]}}", "network.allowOut[0]" },
 		{ "{\"network\": {\"allowOut\": \"10.0.0.1\"}}", "must be an array" },
@@ -149,6 +157,136 @@ static void test_refused(void)
 			fprintf(stderr, "  %s: '%s' lacks '%s'\n", bad[i].req, msg, bad[i].want);
 		CU_ASSERT_PTR_NOT_NULL(strstr(msg, bad[i].want));
 	}
+}
+
+static void test_domains(void)
+{
+	char msg[300];
+	json_t *l;
+
+	/* kept (lower case) beside the addresses; no address allowed by them */
+	CU_ASSERT_EQUAL_FATAL(list_of("{\"allow_internet_access\": false, \"network\": {\"allowOut\": "
+				      "[\"Example.COM\", \"*.cdn.example.net\", \"192.0.2.1\"]}}",
+				      false, &l, msg, sizeof(msg)), 0);
+	CU_ASSERT_EQUAL(json_array_size(l), 3);
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(l, 0)), "example.com");
+	CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(l, 1)), "*.cdn.example.net");
+	CU_ASSERT_TRUE(net_is_domain("example.com"));
+	CU_ASSERT_TRUE(net_is_domain("*.example.com"));
+	CU_ASSERT_FALSE(net_is_domain("192.0.2.1"));
+	CU_ASSERT_FALSE(net_is_domain("10.0.0.0/8:443/tcp"));
+	CU_ASSERT_TRUE(allows(l, "192.0.2.1", 80));
+	CU_ASSERT_FALSE(allows(l, "192.0.2.2", 80));
+	json_decref(l);
+	/* exact names, any case, the root's dot or not */
+	CU_ASSERT_TRUE(net_domain_match("example.com", "example.com"));
+	CU_ASSERT_TRUE(net_domain_match("example.com", "EXAMPLE.com."));
+	CU_ASSERT_FALSE(net_domain_match("example.com", "www.example.com"));
+	CU_ASSERT_FALSE(net_domain_match("example.com", "example.co"));
+	CU_ASSERT_FALSE(net_domain_match("example.com", "badexample.com"));
+	/* a wildcard: names below at any depth, not the apex, not a lookalike */
+	CU_ASSERT_TRUE(net_domain_match("*.example.com", "a.example.com"));
+	CU_ASSERT_TRUE(net_domain_match("*.example.com", "b.a.Example.com."));
+	CU_ASSERT_FALSE(net_domain_match("*.example.com", "example.com"));
+	CU_ASSERT_FALSE(net_domain_match("*.example.com", "badexample.com"));
+	CU_ASSERT_FALSE(net_domain_match("*.example.com", ".example.com"));
+	CU_ASSERT_TRUE(net_domain_match("*.com", "example.com"));
+}
+
+/* A DNS message: header @id/@flags, one question @q (dotted) of type A,
+ * then @n answers: a CNAME of @q to @cname when @cname, then A records of
+ * @addrs owned by @cname or @q. */
+static int dns_msg(unsigned char *b, uint16_t flags, const char *q, const char *cname,
+		   const uint32_t *addrs, int n)
+{
+	int len = 12, an = n + (cname ? 1 : 0);
+	int qname_at;
+
+	memset(b, 0, 12);
+	b[0] = 0x12, b[1] = 0x34, b[2] = (unsigned char)(flags >> 8), b[3] = (unsigned char)flags;
+	b[5] = 1;
+	b[7] = (unsigned char)an;
+	qname_at = len;
+	for (const char *p = q; *p;) {
+		const char *dot = strchr(p, '.');
+		int l = dot ? (int)(dot - p) : (int)strlen(p);
+
+		b[len++] = (unsigned char)l;
+		memcpy(b + len, p, (size_t)l);
+		len += l;
+		p += l + (dot ? 1 : 0);
+	}
+	b[len++] = 0;
+	b[len++] = 0, b[len++] = 1, b[len++] = 0, b[len++] = 1; /* A, IN */
+	int owner = qname_at;
+	if (cname) {
+		int rdlen_at, cname_at;
+
+		b[len++] = 0xc0, b[len++] = (unsigned char)qname_at;
+		b[len++] = 0, b[len++] = 5, b[len++] = 0, b[len++] = 1; /* CNAME, IN */
+		b[len++] = 0, b[len++] = 0, b[len++] = 0, b[len++] = 60;
+		rdlen_at = len;
+		len += 2;
+		cname_at = len;
+		for (const char *p = cname; *p;) {
+			const char *dot = strchr(p, '.');
+			int l = dot ? (int)(dot - p) : (int)strlen(p);
+
+			b[len++] = (unsigned char)l;
+			memcpy(b + len, p, (size_t)l);
+			len += l;
+			p += l + (dot ? 1 : 0);
+		}
+		b[len++] = 0;
+		b[rdlen_at + 1] = (unsigned char)(len - cname_at);
+		owner = cname_at;
+	}
+	for (int i = 0; i < n; i++) {
+		b[len++] = 0xc0, b[len++] = (unsigned char)owner;
+		b[len++] = 0, b[len++] = 1, b[len++] = 0, b[len++] = 1;
+		b[len++] = 0, b[len++] = 0, b[len++] = 1, b[len++] = 0;
+		b[len++] = 0, b[len++] = 4;
+		b[len++] = (unsigned char)(addrs[i] >> 24), b[len++] = (unsigned char)(addrs[i] >> 16);
+		b[len++] = (unsigned char)(addrs[i] >> 8), b[len++] = (unsigned char)addrs[i];
+	}
+	return len;
+}
+
+static void test_dns_answers(void)
+{
+	const uint32_t two[] = { 0xc0000202, 0xc6336401 };
+	unsigned char b[512];
+	uint32_t got[64];
+	char name[256];
+	int len;
+
+	len = dns_msg(b, 0x8180, "ok.test", NULL, two, 2);
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 64), 2);
+	CU_ASSERT_STRING_EQUAL(name, "ok.test");
+	CU_ASSERT_EQUAL(got[0], two[0]);
+	CU_ASSERT_EQUAL(got[1], two[1]);
+	/* through a CNAME: the question's name, the target's addresses */
+	len = dns_msg(b, 0x8180, "www.example.com", "edge.cdn.net", two, 1);
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 64), 1);
+	CU_ASSERT_STRING_EQUAL(name, "www.example.com");
+	CU_ASSERT_EQUAL(got[0], two[0]);
+	/* at most what the caller has room for */
+	len = dns_msg(b, 0x8180, "ok.test", NULL, two, 2);
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 1), 1);
+	/* an answer without addresses (NXDOMAIN): nothing to learn */
+	len = dns_msg(b, 0x8183, "no.test", NULL, NULL, 0);
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 64), 0);
+	/* not a reply, cut short, or no question: refused */
+	len = dns_msg(b, 0x0100, "ok.test", NULL, two, 2);
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 64), -1);
+	len = dns_msg(b, 0x8180, "ok.test", NULL, two, 2);
+	CU_ASSERT_EQUAL(net_dns_answers(b, 11, name, sizeof(name), got, 64), -1);
+	CU_ASSERT_EQUAL(net_dns_answers(b, 14, name, sizeof(name), got, 64), -1);
+	b[5] = 0;
+	CU_ASSERT_EQUAL(net_dns_answers(b, len, name, sizeof(name), got, 64), -1);
+	/* a truncated answer section: no addresses taken from it */
+	b[5] = 1;
+	CU_ASSERT_TRUE(net_dns_answers(b, len - 3, name, sizeof(name), got, 64) <= 0);
 }
 
 static void test_too_many(void)
@@ -174,7 +312,9 @@ int main(void)
 		{ "allow_internet_access and the server's default", test_defaults },
 		{ "allowOut: addresses, CIDRs, a port", test_allow_out },
 		{ "denyOut: everything else allowed; allowOut wins", test_deny_out },
-		{ "domain names and malformed entries: 400 naming the entry", test_refused },
+		{ "malformed entries, domains in denyOut: 400 naming the entry", test_refused },
+		{ "allowOut domain names kept for the DNS proxy; matching", test_domains },
+		{ "DNS answers: the question's name, the A records' addresses", test_dns_answers },
 		{ "a list past the policy's size: 400", test_too_many },
 		{ NULL, NULL },
 	};

@@ -250,7 +250,9 @@ static void usage(FILE *f)
 	      "default /sys/fs/cgroup/cubicle), jail_memory_max, jail_cpu_max and\n"
 	      "jail_pids_max (cgroup v2 values for each VMM), network_subnet,\n"
 	      "network_interface (the guest's, \"eth0\"), network_default (\"allow\": what\n"
-	      "an absent allow_internet_access means; or \"deny\"). Sandboxes outlive serve:\n"
+	      "an absent allow_internet_access means; or \"deny\"), dns_upstream (the name\n"
+	      "server the sandboxes' lookups go to, \"A.B.C.D[:PORT]\"; the host's first).\n"
+	      "Sandboxes outlive serve:\n"
 	      "a restarted serve finds them in the state folder. See cubicle-serve(1).\n",
 	      f);
 }
@@ -277,7 +279,7 @@ static int read_config(struct opts *o)
 					     "pool_template", "jail_user", "jail_cgroup",
 					     "jail_memory_max", "jail_cpu_max", "jail_pids_max",
 					     "network_subnet", "network_interface", "network_default",
-					     NULL };
+					     "dns_upstream", NULL };
 	config_t cf;
 	config_setting_t *root;
 	const char *s;
@@ -344,6 +346,7 @@ static int read_config(struct opts *o)
 			}
 			srv.net_deny_default = !strcmp(s, "deny");
 			break;
+		case 20: srv.dns_upstream = dup_str(s); break;
 		}
 	}
 	config_destroy(&cf);
@@ -557,6 +560,14 @@ static int serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	if (srv.net_subnet) {
+		char why[300];
+
+		if (dns_start(srv.dns_upstream, why, sizeof(why))) {
+			fprintf(stderr, "cubicle serve: %s\n", why);
+			return 2;
+		}
+	}
 	if (sbx_adopt_all())
 		return 1;
 	lfd = listen_on(o.listen ? o.listen : "127.0.0.1:3000");

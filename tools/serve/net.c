@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "netpolicy.h"
 #include "serve.h"
 #include "vmm.h"
 
@@ -242,35 +243,123 @@ static bool has_entry(json_t *list, json_t *v)
 	return false;
 }
 
-int net_attach(struct sandbox *s, char *msg, size_t len)
+/* A string policy call (an address of its own, not a list entry). */
+static int policy_str(struct sandbox *s, const char *method, const char *e, char *msg, size_t len)
+{
+	json_t *v = json_string(e);
+	int ret = v ? policy_call(s, method, v, msg, len) : -1;
+
+	json_decref(v);
+	return ret;
+}
+
+/* Whether an allowOut domain of @list matches @name. */
+static bool names(json_t *list, const char *name)
 {
 	json_t *v;
 	size_t i;
 
+	json_array_foreach(list, i, v)
+		if (net_is_domain(json_string_value(v)) &&
+		    net_domain_match(json_string_value(v), name))
+			return true;
+	return false;
+}
+
+int net_attach(struct sandbox *s, char *msg, size_t len)
+{
+	uint32_t gw = srv.net_base + 4 * (unsigned)s->net_slot + 1;
+	char dns53[40];
+	const char *k;
+	json_t *v;
+	size_t i;
+	int ret = 0;
+
 	if (s->net_slot < 0)
 		return 0;
-	if (host_side(s, msg, len))
+	if (host_side(s, msg, len) || dns_open(s, gw, msg, len))
 		return -1;
+	/* its name server (dns.c), whatever its list */
+	snprintf(dns53, sizeof(dns53), "%u.%u.%u.%u/32:53/udp", gw >> 24, (gw >> 16) & 255,
+		 (gw >> 8) & 255, gw & 255);
+	pthread_mutex_lock(&s->net_lock);
+	ret = policy_str(s, "policy_allow", dns53, msg, len);
 	json_array_foreach(s->net_allow, i, v)
-		if (policy_call(s, "policy_allow", v, msg, len))
-			return -1;
-	return 0;
+		if (!ret && !net_is_domain(json_string_value(v)))
+			ret = policy_call(s, "policy_allow", v, msg, len);
+	/* what its lookups allowed before a pause */
+	json_object_foreach(s->net_learned, k, v)
+		if (!ret)
+			ret = policy_str(s, "policy_allow", k, msg, len);
+	pthread_mutex_unlock(&s->net_lock);
+	return ret;
 }
 
 int net_replace(struct sandbox *s, json_t *list, char *msg, size_t len)
 {
+	const char *k;
 	json_t *v;
+	void *tmp;
 	size_t i;
+	int ret = 0;
 
+	pthread_mutex_lock(&s->net_lock);
 	/* the new entries first, then the old ones it lacks go: nothing both
-	 * lists allow is denied, even for an instant */
+	 * lists allow is denied, even for an instant (domain names are the
+	 * DNS proxy's: what their lookups allowed goes when no domain of the
+	 * new list names it) */
 	json_array_foreach(list, i, v)
-		if (!has_entry(s->net_allow, v) && policy_call(s, "policy_allow", v, msg, len))
-			return -1;
+		if (!ret && !net_is_domain(json_string_value(v)) && !has_entry(s->net_allow, v))
+			ret = policy_call(s, "policy_allow", v, msg, len);
 	json_array_foreach(s->net_allow, i, v)
-		if (!has_entry(list, v) && policy_call(s, "policy_deny", v, msg, len))
-			return -1;
-	return 0;
+		if (!ret && !net_is_domain(json_string_value(v)) && !has_entry(list, v))
+			ret = policy_call(s, "policy_deny", v, msg, len);
+	json_object_foreach_safe(s->net_learned, tmp, k, v) {
+		json_t *e = json_string(k);
+
+		if (!ret && !names(list, json_string_value(v)) && !has_entry(list, e)) {
+			ret = policy_str(s, "policy_deny", k, msg, len);
+			if (!ret)
+				json_object_del(s->net_learned, k);
+		}
+		json_decref(e);
+	}
+	pthread_mutex_unlock(&s->net_lock);
+	return ret;
+}
+
+int net_learn(struct sandbox *s, const char *name, const uint32_t *addrs, int n)
+{
+	char msg[256];
+	int ret = 0;
+
+	pthread_mutex_lock(&s->net_lock);
+	if (!names(s->net_allow, name)) {
+		pthread_mutex_unlock(&s->net_lock);
+		return 0;
+	}
+	if (!s->net_learned)
+		s->net_learned = json_object();
+	for (int i = 0; !ret && s->net_learned && i < n; i++) {
+		char a[24];
+
+		snprintf(a, sizeof(a), "%u.%u.%u.%u/32", addrs[i] >> 24, (addrs[i] >> 16) & 255,
+			 (addrs[i] >> 8) & 255, addrs[i] & 255);
+		if (json_object_get(s->net_learned, a))
+			continue;
+		if (json_object_size(s->net_learned) >= NET_LEARN_MAX) {
+			serve_log("sandbox %s: network: %s -> %s not allowed: %u addresses learnt already",
+				  s->id, name, a, NET_LEARN_MAX);
+			continue;
+		}
+		ret = policy_str(s, "policy_allow", a, msg, sizeof(msg));
+		if (ret)
+			serve_log("sandbox %s: network: %s -> %s: %s", s->id, name, a, msg);
+		else
+			json_object_set_new(s->net_learned, a, json_string(name));
+	}
+	pthread_mutex_unlock(&s->net_lock);
+	return ret;
 }
 
 json_t *net_init_json(const struct sandbox *s)
@@ -281,6 +370,7 @@ json_t *net_init_json(const struct sandbox *s)
 	strcat(addr, "/30");
 	addr_of((unsigned)s->net_slot, 1, gw, sizeof(gw));
 	guest_mac(s, mac, sizeof(mac));
-	return json_pack("{s:s,s:s,s:s,s:s}", "interface", srv.net_if, "address", addr, "gateway", gw,
-			 "mac", mac);
+	/* the gateway is its name server too (dns.c) */
+	return json_pack("{s:s,s:s,s:s,s:s,s:s}", "interface", srv.net_if, "address", addr, "gateway",
+			 gw, "mac", mac, "dns", gw);
 }

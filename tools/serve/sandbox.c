@@ -96,6 +96,8 @@ static struct sandbox *sbx_new(const char *id)
 	if (!s)
 		return NULL;
 	pthread_mutex_init(&s->op, NULL);
+	pthread_mutex_init(&s->net_lock, NULL);
+	s->dns_fd = -1;
 	s->refs = 1;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	snprintf(s->dir, sizeof(s->dir), "%s/sandboxes/%s", srv.state_dir, id);
@@ -113,6 +115,17 @@ static void link_in(struct sandbox *s)
 	pthread_mutex_unlock(&srv.lock);
 }
 
+static void sbx_free(struct sandbox *s)
+{
+	dns_close(s);
+	json_decref(s->metadata);
+	json_decref(s->net_allow);
+	json_decref(s->net_learned);
+	pthread_mutex_destroy(&s->net_lock);
+	pthread_mutex_destroy(&s->op);
+	free(s);
+}
+
 /* Off the list (its reference with it): under srv.lock. */
 static void unlink_locked(struct sandbox *s)
 {
@@ -121,11 +134,8 @@ static void unlink_locked(struct sandbox *s)
 			*pp = s->next;
 			srv.n_sandboxes--;
 			s->state = SBX_GONE;
-			if (!--s->refs) {
-				json_decref(s->metadata);
-				json_decref(s->net_allow);
-				free(s);
-			}
+			if (!--s->refs)
+				sbx_free(s);
 			return;
 		}
 }
@@ -144,6 +154,20 @@ struct sandbox *sbx_get(const char *id)
 	return s;
 }
 
+struct sandbox *sbx_get_slot(int slot)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		if (s->net_slot == slot && s->state != SBX_GONE) {
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	return s;
+}
+
 void sbx_put(struct sandbox *s)
 {
 	bool last;
@@ -151,11 +175,8 @@ void sbx_put(struct sandbox *s)
 	pthread_mutex_lock(&srv.lock);
 	last = !--s->refs;
 	pthread_mutex_unlock(&srv.lock);
-	if (last) {
-		json_decref(s->metadata);
-		json_decref(s->net_allow);
-		free(s);
-	}
+	if (last)
+		sbx_free(s);
 }
 
 static void set_state(struct sandbox *s, enum sbx_state st)
@@ -168,6 +189,7 @@ static void set_state(struct sandbox *s, enum sbx_state st)
 /* Everything of @s gone: its VMM, its folder, its place in the list. */
 static void destroy(struct sandbox *s)
 {
+	dns_close(s); /* its /30 may be another's next */
 	vmm_end(s);
 	if (rm_tree(s->dir) && errno != ENOENT)
 		serve_log("sandbox %s: removing %s: %s", s->id, s->dir, strerror(errno));
@@ -264,8 +286,10 @@ int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len)
 	else if (s->state == SBX_RUNNING && net_replace(s, list, msg, len))
 		st = 500;
 	if (!st) {
+		pthread_mutex_lock(&s->net_lock); /* the DNS proxy reads it */
 		json_decref(s->net_allow);
 		s->net_allow = json_incref(list);
+		pthread_mutex_unlock(&s->net_lock);
 		save(s);
 		serve_log("sandbox %s: network: %zu allow entries now", s->id, json_array_size(list));
 	}
@@ -893,8 +917,15 @@ int sbx_adopt_all(void)
 			continue;
 		}
 		if (s->state == SBX_RUNNING && vmm_alive(s)) {
+			char msg[200];
+
 			kept++;
 			serve_log("sandbox %s: found running (VMM pid %d)", s->id, (int)s->pid);
+			/* its name server again (what its lookups allowed stays in its
+			 * VMM's policy; serve forgets which names those were) */
+			if (s->net_slot >= 0 &&
+			    dns_open(s, srv.net_base + 4 * (unsigned)s->net_slot + 1, msg, sizeof(msg)))
+				serve_log("sandbox %s: %s", s->id, msg);
 			continue;
 		}
 		serve_log("sandbox %s: %s; removed", s->id,

@@ -41,6 +41,9 @@ struct sandbox {
 	int net_slot;               /* its /30 of the network_subnet, -1: no network */
 	char net_dev[65];           /* the tap device's id in its VM */
 	json_t *net_allow;          /* its egress allow list (strings) */
+	pthread_mutex_t net_lock;   /* net_learned, dns_fd, net_allow's swap, the policy calls */
+	json_t *net_learned;        /* addresses its DNS lookups allowed: {"A.B.C.D/32": name} */
+	int dns_fd;                 /* its DNS proxy socket (dns.c), -1 */
 };
 
 struct server {
@@ -64,6 +67,7 @@ struct server {
 	uint32_t net_base;          /* host order */
 	unsigned net_slots;
 	bool net_deny_default;      /* allow_internet_access absent means false */
+	const char *dns_upstream;   /* the sandboxes' DNS proxy asks it (dns.c), or NULL */
 	unsigned conns;             /* open client connections, under lock */
 	volatile int stopping;
 	/* recent create latencies (ms), a ring, under lock */
@@ -88,6 +92,9 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 void sbx_pool_drain(void);
 /* A reference to sandbox @id, or NULL. */
 struct sandbox *sbx_get(const char *id);
+/* A reference to the sandbox holding /30 @slot of the network_subnet (any
+ * state but gone), or NULL. */
+struct sandbox *sbx_get_slot(int slot);
 void sbx_put(struct sandbox *s);
 /* Kill (remove everything), pause (to disk), resume: 0 or an HTTP status with @msg. */
 int sbx_kill(struct sandbox *s, char *msg, size_t len);
@@ -131,9 +138,23 @@ int net_clone(struct sandbox *s, const char *dev, char **sets, unsigned *n, unsi
 int net_attach(struct sandbox *s, char *msg, size_t len);
 /* Its running VMM's allow list made @list (s->net_allow unchanged): 0 or -1. */
 int net_replace(struct sandbox *s, json_t *list, char *msg, size_t len);
+/* The DNS proxy answered the guest's lookup of @name with @addrs (@n of
+ * them, host order): when an allowOut domain of the sandbox matches @name,
+ * each is allowed in its policy (and remembered for a resume). 0, or -1 when
+ * the policy did not take them (the answer is then not passed on). */
+int net_learn(struct sandbox *s, const char *name, const uint32_t *addrs, int n);
 /* /init's "cubicleNetwork" for its guest. */
 json_t *net_init_json(const struct sandbox *s);
 void net_tap_name(const struct sandbox *s, char *out, size_t len);
+
+/* ---- dns.c ---- */
+/* The sandboxes' DNS proxy thread; @upstream "A.B.C.D[:PORT]" or NULL (the
+ * host's /etc/resolv.conf). 0, or -1 with @why. */
+int dns_start(const char *upstream, char *why, size_t len);
+/* Sandbox @s's socket on @addr:53 (host order; its tap's host side), once:
+ * 0, or -1 with @msg. */
+int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len);
+void dns_close(struct sandbox *s);
 
 /* ---- util ---- */
 /* Removes @dir and all it holds (not following links): 0 or -1 (errno). */
