@@ -206,8 +206,8 @@ int config_load_text(struct arena *ar, const char *text, const char *path, struc
 int config_load_file(struct arena *ar, const char *path, char *const *sets, unsigned n_sets,
 		     struct cnode **root, char *err, size_t errlen)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+	size_t n = path_dir_len(path);
+	char *dir = n ? strndup(path, n) : strdup(".");
 	struct stat st;
 	char *text, *wide = NULL;
 	config_t lc;

@@ -4,7 +4,19 @@
 #ifndef CUBICLE_CONFIG_H
 #define CUBICLE_CONFIG_H
 
+#include <string.h>
+
 #include "cnode.h"
+
+/* The length of @path's folder part ("/" for "/x"), or 0 when it names
+ * none (the working folder's file). Paths in a config are taken from its
+ * folder: config_load_file, plan_build_file and run.c's Landlock rules. */
+static inline size_t path_dir_len(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? (size_t)(slash - path) + (slash == path) : 0;
+}
 
 /*
  * Read the libconfig file at path into a tree allocated in ar, then apply

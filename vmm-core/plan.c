@@ -485,11 +485,9 @@ int plan_read(struct plan *p, const char *path, char *const *sets, unsigned n_se
 int plan_build_file(struct plan *p, const struct cnode *root, const char *path,
 		    const struct registry *reg, char *err, size_t len)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir;
+	size_t n = path_dir_len(path);
+	char *dir = n ? arena_printf(&p->ar, "%.*s", (int)n, path) : arena_strdup(&p->ar, ".");
 
-	dir = slash ? arena_printf(&p->ar, "%.*s", (int)(slash - path + (slash == path)), path) :
-		arena_strdup(&p->ar, ".");
 	if (!dir)
 		return errf(err, len, -ENOMEM, "out of memory");
 	return plan_build(p, root, path, dir, reg, err, len);

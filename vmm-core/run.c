@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "arch.h"
+#include "config.h"
 #include "confine.h"
 #include "devices.h"
 #include "event.h"
@@ -138,17 +139,18 @@ static int confine_loop(void *arg)
 static int allow_folder(const char *path, bool write)
 {
 	char dir[PATH_MAX];
-	const char *slash = path ? strrchr(path, '/') : NULL;
+	size_t n;
 
 	if (!path || !*path)
 		return 0;
-	if (!slash)
+	n = path_dir_len(path);
+	if (!n)
 		return confine_allow(".", write);
-	if ((size_t)(slash - path) >= sizeof(dir))
+	if (n >= sizeof(dir))
 		return -ENAMETOOLONG;
-	memcpy(dir, path, (size_t)(slash - path));
-	dir[slash - path] = '\0';
-	return confine_allow(slash == path ? "/" : dir, write);
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	return confine_allow(dir, write);
 }
 
 /* The folder of every path parameter (CUB_P_PATH) of @pi and its backends:
