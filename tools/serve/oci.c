@@ -18,7 +18,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
 #include <nettle/sha2.h>
@@ -33,6 +32,7 @@
 #include <unistd.h>
 
 #include "oci.h"
+#include "rmtree.h"
 
 const int oci_available = 1;
 
@@ -350,12 +350,6 @@ static int layer_fds(const char *work, int *fds, unsigned *n, char *msg, size_t 
 	return 0;
 }
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st, (void)flag, (void)f;
-	return remove(p) && errno != ENOENT ? -1 : 0;
-}
-
 /* Everything in folder DIR (itself stays); DIR "" is the root. */
 static int empty_dir(const char *dir)
 {
@@ -371,7 +365,7 @@ static int empty_dir(const char *dir)
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		snprintf(p, sizeof(p), "%s%s%s", dir, *dir ? "/" : "", e->d_name);
-		if (nftw(p, rm_one, 32, FTW_DEPTH | FTW_PHYS) && errno != ENOENT)
+		if (rm_tree(p) && errno != ENOENT)
 			ret = -1;
 	}
 	closedir(d);
@@ -438,7 +432,7 @@ static int layer_pass(int fd, unsigned no, bool wh, FILE *err)
 			if (!base[4] || !strcmp(base + 4, ".") || !strcmp(base + 4, ".."))
 				continue;
 			snprintf(target, sizeof(target), "%s%s%s", slash ? rel : "", slash ? "/" : "", base + 4);
-			if (nftw(target, rm_one, 32, FTW_DEPTH | FTW_PHYS) && errno != ENOENT) {
+			if (rm_tree(target) && errno != ENOENT) {
 				fprintf(err, "layer %u: whiteout %s: %s", no, target, strerror(errno));
 				goto out;
 			}

@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +18,6 @@
 #include "netpolicy.h"
 #include "serve.h"
 #include "vmm.h"
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
-}
-
-int rm_tree(const char *dir)
-{
-	return nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 const char *sbx_state_name(enum sbx_state st)
 {

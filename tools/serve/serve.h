@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "hio.h"
+#include "rmtree.h"
 
 #define AGENT_PORT 49983
 #define ENVD_VERSION "0.6.2"
@@ -157,8 +158,6 @@ int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len);
 void dns_close(struct sandbox *s);
 
 /* ---- util ---- */
-/* Removes @dir and all it holds (not following links): 0 or -1 (errno). */
-int rm_tree(const char *dir);
 void serve_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double now_ms(void);
 void rand_hex(char *out, size_t n_chars);
