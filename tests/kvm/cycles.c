@@ -234,14 +234,72 @@ static void wait_up(pid_t pid, const char *name, const char *sock, const char *l
 	}
 }
 
+/* The first line of /proc/@pid/task/@tid/@what, into @out. */
+static void task_line(pid_t pid, const char *tid, const char *what, char *out, size_t len)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(out, len, "?");
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/%s", (int)pid, tid, what);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
+/* Where each thread of a VMM that will not end is (for the failure
+ * report): its name, state, kernel wait channel and system call, the
+ * kernel stack's first lines; then the VMM's log. */
+static void stuck_report(pid_t pid, const char *log)
+{
+	char path[64], comm[64], stat[512], wchan[128], sys[256], line[512];
+	struct dirent *e;
+	FILE *f;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && (e = readdir(d))) {
+		char *st;
+
+		if (e->d_name[0] == '.')
+			continue;
+		task_line(pid, e->d_name, "comm", comm, sizeof(comm));
+		task_line(pid, e->d_name, "stat", stat, sizeof(stat));
+		task_line(pid, e->d_name, "wchan", wchan, sizeof(wchan));
+		task_line(pid, e->d_name, "syscall", sys, sizeof(sys));
+		st = strrchr(stat, ')');
+		printf("# thread %s %s: state %c, wchan %s, syscall %s\n", e->d_name, comm,
+		       st && st[1] ? st[2] : '?', wchan, sys);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stack", (int)pid, e->d_name);
+		f = fopen(path, "re");
+		for (int k = 0; f && k < 6 && fgets(line, sizeof(line), f); k++)
+			printf("#   %s", line);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	f = fopen(log, "re");
+	while (f && fgets(line, sizeof(line), f))
+		printf("# log: %s", line);
+	if (f)
+		fclose(f);
+	fflush(stdout);
+}
+
 /* Reaps @pid, SIGKILLing it when it outlives the wait: its wait status. */
-static int reap(pid_t pid, const char *name)
+static int reap(pid_t pid, const char *name, const char *log)
 {
 	long long t0 = now_ms();
 	int status;
 
 	while (waitpid(pid, &status, WNOHANG) != pid) {
 		if (now_ms() - t0 > timeout_ms) {
+			stuck_report(pid, log);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			die("%s still ran %ld ms after it was told to end", name, timeout_ms);
@@ -326,7 +384,7 @@ int main(int argc, char **argv)
 			die("%s: PATCH /vm Paused: %.80s", vm, ans[0] ? ans : "no answer");
 		tc = now_ms();
 		kill(pid, how == 1 ? SIGKILL : SIGTERM);
-		status = reap(pid, vm);
+		status = reap(pid, vm, log);
 		t_end += now_ms() - tc;
 		log_tail(log, tail, sizeof(tail));
 		if (how == 1 && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
