@@ -127,14 +127,16 @@ int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t er
  * A jail that keeps the host's network (a tap) keeps a few capabilities
  * until the VM is sealed: making the tap (TUNSETIFF), loading its eBPF
  * policy and attaching it (clsact) need CAP_NET_ADMIN, CAP_BPF and
- * CAP_PERFMON (the verifier's checks for root) in the host's namespaces, so that jail has no user namespace of its own; opening
- * /dev/net/tun needs CAP_DAC_OVERRIDE too on a host without udev (the node
- * stays root's 0600 there). The VMM runs as the jail's uid from the start,
- * its saved uid still 0 and only those in its permitted and bounding sets; jail_seal then sets
- * every id to the jail's uid, in every thread (glibc runs setresuid in
- * each), and the kernel clears every capability: before the guest's first
- * instruction. The maps stay reachable through their fds (Linux 5.19 and
- * later allow map calls on an fd without CAP_BPF).
+ * CAP_PERFMON (the verifier checks a program loaded with it as root's) in
+ * the host's namespaces, so that jail has no user namespace of its own;
+ * opening /dev/net/tun needs CAP_DAC_OVERRIDE too on a host without udev
+ * (the node stays root's 0600 there). The VMM runs as the jail's uid from
+ * the start, its saved uid still 0 and only those capabilities in its
+ * permitted and bounding sets; jail_seal then sets every id to the jail's
+ * uid, in every thread (glibc runs setresuid in each), and the kernel
+ * clears every capability: before the guest's first instruction. The maps
+ * stay reachable through their fds (Linux 5.19 and later allow map calls
+ * on an fd without CAP_BPF).
  */
 static struct {
 	bool pending;
