@@ -255,7 +255,7 @@ static void task_line(pid_t pid, const char *tid, const char *what, char *out, s
  * kernel stack's first lines; then the VMM's log. */
 static void stuck_report(pid_t pid, const char *log)
 {
-	char path[64], comm[64], stat[512], wchan[128], sys[256], line[512];
+	char path[320], comm[64], stat[512], wchan[128], sys[256], line[512];
 	struct dirent *e;
 	FILE *f;
 	DIR *d;
