@@ -141,6 +141,14 @@ run() { # NAME: boot $w/NAME.cfg; console, stderr and status in $w/NAME.*
 	echo $? >"$w/$1.rc"
 	say "time_$1" "$(awk -v a="$s" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')"
 }
+denied_done() { # NAME: until VM $vm's guest says its denied checks are done (or it ends)
+	local i=0
+	until grep -q 'CUBICLE-GUEST denied_done=1' "$w/$1.console" 2>/dev/null || [ $i -ge 1800 ]; do
+		kill -0 $vm 2>/dev/null || break
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
 stat() { # counter index (enum tp_stat) summed over CPUs, from the pinned map
 	bpftool map lookup pinned /sys/fs/bpf/cubicle-net0/stats key "$1" 0 0 0 2>/dev/null |
 		awk '/"value":/ { gsub(/[^0-9]/, "", $2); s += $2 } END { print s + 0 }'
@@ -173,12 +181,7 @@ say tap_filters_after_open "$(tc filter show dev tap0 ingress 2>/dev/null | wc -
 sock=$(mktemp -d)/api.sock
 RUN_ARGS="--api-sock $sock" run policy &
 vm=$!
-i=0
-until grep -q 'CUBICLE-GUEST denied_done=1' "$w/policy.console" 2>/dev/null || [ $i -ge 1800 ]; do
-	kill -0 $vm 2>/dev/null || break
-	sleep 0.1
-	i=$((i + 1))
-done
+denied_done policy
 say drops_addr_live "$(stat 6)"
 say passed_live "$(stat 0)"
 say drops_srcip_live "$(stat 11)"
@@ -208,12 +211,7 @@ until ip link show dev jtap0 >/dev/null 2>&1 || [ $i -ge 600 ]; do
 done
 ip addr add 10.0.2.1/24 dev jtap0 && ip addr add 10.0.3.1/24 dev jtap0 && up=1
 say jail_tap_up $up
-i=0
-until grep -q 'CUBICLE-GUEST denied_done=1' "$w/jailed.console" 2>/dev/null || [ $i -ge 1800 ]; do
-	kill -0 $vm 2>/dev/null || break
-	sleep 0.1
-	i=$((i + 1))
-done
+denied_done jailed
 jpids=$(pgrep -u 65534 | tr '\n' ' ')
 say jail_tasks "$(for p in $jpids; do ls /proc/$p/task; done | wc -l)"
 say jail_ids "$(for p in $jpids; do sed -n 's/^Uid:[[:space:]]*//p' /proc/$p/task/*/status; done | awk '{ $1 = $1; print }' | sort -u | paste -sd';')"

@@ -193,53 +193,46 @@ static void test_domains(void)
 	CU_ASSERT_TRUE(net_domain_match("*.com", "example.com"));
 }
 
-/* A DNS message: header @id/@flags, one question @q (dotted) of type A,
- * then @n answers: a CNAME of @q to @cname when @cname, then A records of
- * @addrs owned by @cname or @q. */
+/* @name (dotted) as DNS labels at @b + *len. */
+static void put_name(unsigned char *b, int *len, const char *name)
+{
+	for (const char *p = name; *p;) {
+		const char *dot = strchr(p, '.');
+		int l = dot ? (int)(dot - p) : (int)strlen(p);
+
+		b[(*len)++] = (unsigned char)l;
+		memcpy(b + *len, p, (size_t)l);
+		*len += l;
+		p += l + (dot ? 1 : 0);
+	}
+	b[(*len)++] = 0;
+}
+
+/* A DNS message: header flags @flags, one question @q (dotted) of type A,
+ * then the answers: a CNAME of @q to @cname when @cname, then an A record
+ * of each of @addrs (@n) owned by @cname or @q. Its length. */
 static int dns_msg(unsigned char *b, uint16_t flags, const char *q, const char *cname,
 		   const uint32_t *addrs, int n)
 {
-	int len = 12, an = n + (cname ? 1 : 0);
-	int qname_at;
+	int len = 12, qname_at = 12, owner = 12;
 
 	memset(b, 0, 12);
 	b[0] = 0x12, b[1] = 0x34, b[2] = (unsigned char)(flags >> 8), b[3] = (unsigned char)flags;
 	b[5] = 1;
-	b[7] = (unsigned char)an;
-	qname_at = len;
-	for (const char *p = q; *p;) {
-		const char *dot = strchr(p, '.');
-		int l = dot ? (int)(dot - p) : (int)strlen(p);
-
-		b[len++] = (unsigned char)l;
-		memcpy(b + len, p, (size_t)l);
-		len += l;
-		p += l + (dot ? 1 : 0);
-	}
-	b[len++] = 0;
+	b[7] = (unsigned char)(n + (cname ? 1 : 0));
+	put_name(b, &len, q);
 	b[len++] = 0, b[len++] = 1, b[len++] = 0, b[len++] = 1; /* A, IN */
-	int owner = qname_at;
 	if (cname) {
-		int rdlen_at, cname_at;
+		int rdlen_at;
 
 		b[len++] = 0xc0, b[len++] = (unsigned char)qname_at;
 		b[len++] = 0, b[len++] = 5, b[len++] = 0, b[len++] = 1; /* CNAME, IN */
 		b[len++] = 0, b[len++] = 0, b[len++] = 0, b[len++] = 60;
 		rdlen_at = len;
 		len += 2;
-		cname_at = len;
-		for (const char *p = cname; *p;) {
-			const char *dot = strchr(p, '.');
-			int l = dot ? (int)(dot - p) : (int)strlen(p);
-
-			b[len++] = (unsigned char)l;
-			memcpy(b + len, p, (size_t)l);
-			len += l;
-			p += l + (dot ? 1 : 0);
-		}
-		b[len++] = 0;
-		b[rdlen_at + 1] = (unsigned char)(len - cname_at);
-		owner = cname_at;
+		owner = len;
+		put_name(b, &len, cname);
+		b[rdlen_at + 1] = (unsigned char)(len - owner);
 	}
 	for (int i = 0; i < n; i++) {
 		b[len++] = 0xc0, b[len++] = (unsigned char)owner;
