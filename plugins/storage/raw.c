@@ -5,11 +5,13 @@
 #include <limits.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -66,7 +68,35 @@ struct raw {
 	uint32_t mem_align, off_align; /* direct I/O constraints */
 	uint8_t *zeroes;               /* ZERO_CHUNK zero bytes, aligned */
 	atomic_bool no_zero_range, no_punch;
+	/* direct = true: the bounce buffer (BOUNCE_MAX), a mapping of its own */
+	pthread_mutex_t bounce_lock;
+	struct bbuf { uint8_t *base, *p; size_t maplen; } bounce;
 };
+
+/* An aligned buffer of @len bytes in a mapping of its own, never malloc's:
+ * glibc keeps freed chunks of this size (its mmap threshold follows the
+ * largest freed mapping), so a flood of misaligned requests would leave
+ * each thread's arena bigger. 0 or -ENOMEM. */
+static int bbuf_map(struct bbuf *b, size_t len, uint32_t align)
+{
+	uintptr_t a = align > 4096 ? align : 4096;
+
+	b->maplen = len + (a > 4096 ? a : 0);
+	b->base = mmap(NULL, b->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b->base == MAP_FAILED) {
+		b->base = NULL;
+		return -ENOMEM;
+	}
+	b->p = (uint8_t *)(((uintptr_t)b->base + a - 1) & ~(a - 1));
+	return 0;
+}
+
+static void bbuf_unmap(struct bbuf *b)
+{
+	if (b->base)
+		munmap(b->base, b->maplen);
+	b->base = NULL;
+}
 
 static bool mem_aligned(const struct raw *r, const struct iovec *iov, int cnt)
 {
@@ -77,38 +107,54 @@ static bool mem_aligned(const struct raw *r, const struct iovec *iov, int cnt)
 	return true;
 }
 
-/* O_DIRECT with a bounce buffer: the request's offset and length are aligned,
- * its buffers are not. The buffer is at most BOUNCE_MAX, reused chunk after
- * chunk: a guest's request size never sets the host's allocation. */
-static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct iovec *iov,
-			   int cnt, uint64_t len)
+/* @len bytes at @off through @buf (@bsz), chunk after chunk; the bytes
+ * moved in *@done. 0, or -errno. */
+static int64_t xfer_chunks(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt,
+			   uint64_t len, uint8_t *buf, size_t bsz, uint64_t *done)
 {
-	size_t bsz = len < BOUNCE_MAX ? (size_t)len : BOUNCE_MAX;
-	uint64_t done = 0;
-	uint8_t *buf;
-
-	if (posix_memalign((void **)&buf, r->mem_align > 4096 ? r->mem_align : 4096, bsz))
-		return -ENOMEM;
-	while (done < len) {
-		size_t n = len - done < bsz ? (size_t)(len - done) : bsz;
+	while (*done < len) {
+		size_t n = len - *done < bsz ? (size_t)(len - *done) : bsz;
 		struct iovec b = { buf, n };
 		int64_t got;
 
 		if (wr)
-			iov_to_buf(iov, cnt, (size_t)done, buf, n);
-		got = fullio_iov(r->dfd, wr, off + done, &b, 1, 0, SIZE_MAX);
-		if (got < 0) {
-			free(buf);
+			iov_to_buf(iov, cnt, (size_t)*done, buf, n);
+		got = fullio_iov(r->dfd, wr, off + *done, &b, 1, 0, SIZE_MAX);
+		if (got < 0)
 			return got;
-		}
 		if (!wr)
-			iov_from_buf(iov, cnt, (size_t)done, buf, (size_t)got);
-		done += (uint64_t)got;
+			iov_from_buf(iov, cnt, (size_t)*done, buf, (size_t)got);
+		*done += (uint64_t)got;
 		if ((size_t)got < n)
 			break; /* end of file */
 	}
-	free(buf);
-	return (int64_t)done;
+	return 0;
+}
+
+/* O_DIRECT with a bounce buffer: the request's offset and length are aligned,
+ * its buffers are not. The buffer is at most BOUNCE_MAX, reused chunk after
+ * chunk: a guest's request size never sets the host's allocation. It is the
+ * device's own (mapped at open) unless another thread holds that one; then
+ * a mapping of its own for this request, gone after it. */
+static int64_t xfer_bounce(struct raw *r, bool wr, uint64_t off, const struct iovec *iov,
+			   int cnt, uint64_t len)
+{
+	size_t bsz = len < BOUNCE_MAX ? (size_t)len : BOUNCE_MAX;
+	struct bbuf tmp = { 0 };
+	bool mine = !pthread_mutex_trylock(&r->bounce_lock);
+	uint64_t done = 0;
+	int64_t ret;
+	uint8_t *buf;
+
+	if (!mine && bbuf_map(&tmp, bsz, r->mem_align))
+		return -ENOMEM;
+	buf = mine ? r->bounce.p : tmp.p;
+	ret = xfer_chunks(r, wr, off, iov, cnt, len, buf, bsz, &done);
+	if (mine)
+		pthread_mutex_unlock(&r->bounce_lock);
+	else
+		bbuf_unmap(&tmp);
+	return ret < 0 ? ret : (int64_t)done;
 }
 
 static int64_t raw_rw(struct raw *r, bool wr, uint64_t off, const struct iovec *iov, int cnt)
@@ -363,6 +409,8 @@ fail:
 
 static void raw_free(struct raw *r)
 {
+	bbuf_unmap(&r->bounce);
+	pthread_mutex_destroy(&r->bounce_lock);
 	if (r->dfd >= 0)
 		close(r->dfd);
 	if (r->fd >= 0)
@@ -471,6 +519,7 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 	r->block_size = SECTOR;
 	atomic_init(&r->no_zero_range, false);
 	atomic_init(&r->no_punch, false);
+	pthread_mutex_init(&r->bounce_lock, NULL);
 	/* O_NONBLOCK until the type is known: a FIFO must not hang the open. */
 	flags = (r->ro ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC;
 	if (cfg->size && !r->ro)
@@ -510,6 +559,10 @@ static int raw_open(struct cub_inst *in, const struct cub_host *h, const void *c
 		r->block_size = (uint32_t)lbs;
 	if (cfg->direct && (err = direct_setup(r, cfg)))
 		goto fail;
+	if (r->dfd >= 0 && bbuf_map(&r->bounce, BOUNCE_MAX, r->mem_align)) {
+		err = h->fail(in, -ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (!r->ro && posix_memalign((void **)&r->zeroes, 4096, ZERO_CHUNK)) {
 		err = h->fail(in, -ENOMEM, "out of memory");
 		goto fail;

@@ -3,6 +3,7 @@
  * of the host side that opens backends from a device's config (storage.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,62 @@ static void test_direct(void)
 	raw_close(priv, cfg);
 }
 
+/* Threads bouncing at once: one holds the device's bounce buffer, the others
+ * get mappings of their own; each thread's data comes back its own. */
+struct bouncer {
+	void *priv;
+	unsigned id;
+	int bad;
+};
+
+static void *bounce_thread(void *arg)
+{
+	struct bouncer *b = arg;
+	uint8_t *mem = malloc(65536 + 1), *back = malloc(65536 + 1);
+
+	for (unsigned round = 0; mem && back && round < 50; round++) {
+		uint64_t off = (uint64_t)b->id << 20 | (uint64_t)(round % 8) << 16;
+
+		memset(mem + 1, (int)(b->id * 16 + round % 16), 65536);
+		if (rw(b->priv, true, off, mem + 1, 65536) != 65536 ||
+		    rw(b->priv, false, off, back + 1, 65536) != 65536 ||
+		    memcmp(mem + 1, back + 1, 65536))
+			b->bad++;
+	}
+	if (!mem || !back)
+		b->bad++;
+	free(mem);
+	free(back);
+	return NULL;
+}
+
+static void test_direct_bounce_threads(void)
+{
+	struct bouncer b[4];
+	pthread_t t[4];
+	char p[256];
+	void *priv, *cfg;
+	int err;
+
+	path_in_dir(p, sizeof(p), "bounce-threads.img");
+	make_file(p, 4 << 20);
+	err = raw_open_kv(p, false, (const char *[]){ "direct", "true", NULL }, &priv, &cfg);
+	if (err == -EINVAL && strstr(fh.fail_msg, "direct")) {
+		fprintf(stderr, "\n  (no O_DIRECT here: %s) ", fh.fail_msg);
+		return;
+	}
+	CU_ASSERT_EQUAL_FATAL(err, 0);
+	for (unsigned i = 0; i < 4; i++) {
+		b[i] = (struct bouncer){ priv, i, 0 };
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, bounce_thread, &b[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CU_ASSERT_EQUAL(b[i].bad, 0);
+	}
+	raw_close(priv, cfg);
+}
+
 /* A misaligned request larger than the bounce buffer (256 KiB) goes through
  * it chunk by chunk, segments straddling the chunk edges. */
 static void test_direct_bounce_chunks(void)
@@ -680,6 +737,7 @@ int main(void)
 		{ "one writer per image", test_lock },
 		{ "O_DIRECT with bounce and fallback", test_direct },
 		{ "O_DIRECT bounce in 256 KiB chunks", test_direct_bounce_chunks },
+		{ "O_DIRECT bounce from 4 threads at once", test_direct_bounce_threads },
 		{ "snapshot copies, rollback brings back", test_snapshot_rollback },
 		{ "the same with O_DIRECT", test_snapshot_rollback_direct },
 		{ "a rolled back image keeps its lock", test_rollback_keeps_lock },
