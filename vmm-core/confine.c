@@ -24,7 +24,6 @@
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <sys/sysinfo.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -489,38 +488,10 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
 	return 0;
 }
 
-/*
- * The calling thread's stack without transparent huge pages. Where THP is
- * "always" (Debian's kernels), a stack that grows into a 2 MiB-aligned
- * block of its mapping takes a whole huge page on that fault (and
- * khugepaged may collapse one later): 2 MiB of the VMM's memory for a few
- * KiB used, at a moment that depends on where ASLR put the stack — a
- * guest's flood could so grow the VMM by 2 MiB now and then. Once a thread;
- * not the main thread (its stack is the process's, and pthread_getattr_np
- * would read /proc for it).
- */
-static void stack_no_thp(void)
-{
-	static __thread bool done;
-	pthread_attr_t a;
-	size_t size;
-	void *addr;
-
-	if (done)
-		return;
-	done = true;
-	if (getpid() == gettid() || pthread_getattr_np(pthread_self(), &a))
-		return;
-	if (!pthread_attr_getstack(&a, &addr, &size))
-		madvise(addr, size, MADV_NOHUGEPAGE);
-	pthread_attr_destroy(&a);
-}
-
 int confine_thread(enum confine_kind kind, const char *name)
 {
 	sigset_t sys;
 
-	stack_no_thp();
 	if (name)
 		snprintf(t_name, sizeof(t_name), "%s", name);
 	else if (!t_name[0] && prctl(PR_GET_NAME, t_name) < 0)
