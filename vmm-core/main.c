@@ -1131,11 +1131,32 @@ static int cmd_compress(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Threads (cubicle's and the plugins') get 1 MiB stacks, not RLIMIT_STACK's
+ * 8 MiB: where transparent huge pages are "always" (Debian's kernels), a
+ * stack mapping of 2 MiB or more may hold a 2 MiB-aligned block, and the
+ * first touch there (the stack's first page, when its top is so aligned,
+ * or a deeper call later) takes a whole huge page: 2 MiB of the VMM's
+ * memory for a few KiB used, which a guest's flood could so add now and
+ * then. A mapping under 2 MiB holds no such block.
+ */
+static void thread_stacks(void)
+{
+	pthread_attr_t a;
+
+	if (pthread_attr_init(&a))
+		return;
+	if (pthread_attr_setstacksize(&a, 1u << 20) || pthread_setattr_default_np(&a))
+		log_warn("threads keep the default stack size: %s", strerror(errno));
+	pthread_attr_destroy(&a);
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
 
 	clock_mark_start();
+	thread_stacks();
 	/* A console whose reader went away is the device's business (EPIPE). */
 	signal(SIGPIPE, SIG_IGN);
 	log_check_output();
