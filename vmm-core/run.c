@@ -21,6 +21,7 @@
 #include "jail.h"
 #include "loader.h"
 #include "log.h"
+#include "resident.h"
 #include "run.h"
 #include "snap/snapshot.h"
 
@@ -255,6 +256,15 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* The vCPUs are started: what setup alone used leaves the resident set
+ * (resident.h). */
+static void run_settled(void)
+{
+	size_t kib = resident_trim();
+
+	log_debug("setup over: %zu KiB of read-only ELF mappings dropped", kib);
+}
+
 int run_setup(struct run_ctx *r, char *err, size_t errlen)
 {
 	const struct boot_cfg *b = &r->cfg.boot;
@@ -297,7 +307,11 @@ int run_setup(struct run_ctx *r, char *err, size_t errlen)
 	if (b->format != BOOT_FLAT)
 		log_info("kernel command line: %s", b->cmdline);
 	ret = run_seal(r, err, errlen);
-	return ret ? ret : vm_start(&r->vm, err, errlen);
+	if (!ret)
+		ret = vm_start(&r->vm, err, errlen);
+	if (!ret)
+		run_settled();
+	return ret;
 }
 
 static struct snap_vm run_snap_vm(struct run_ctx *r)
@@ -356,6 +370,8 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 		ret = vm_resume(&r->vm, err, errlen);
 		event_pause(r->ev, false);
 	}
+	if (!ret)
+		run_settled();
 	if (!ret)
 		log_info("restored %s: %u vCPU%s, %" PRIu64 " MiB, %u device%s in %ld us%s", dir,
 			 r->cfg.vcpus, r->cfg.vcpus == 1 ? "" : "s", r->cfg.memory_mib, r->n_insts,
