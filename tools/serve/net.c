@@ -106,12 +106,29 @@ int net_template_dev(json_t *tree, char *id, size_t idlen, char *msg, size_t len
 
 /* ---- a clone's addresses and tap ---- */
 
-static void addr_of(unsigned slot, unsigned host, char *out, size_t len)
+/* A host-order IPv4 address as A.B.C.D into @out (16 bytes at least). */
+static void dotted(uint32_t addr, char *out, size_t len)
 {
-	struct in_addr a = { htonl(srv.net_base + 4 * slot + host) };
+	struct in_addr a = { htonl(addr) };
 
 	if (!inet_ntop(AF_INET, &a, out, (socklen_t)len))
 		out[0] = '\0';
+}
+
+/* Host @host (1: the tap's host side, the gateway; 2: the guest) of /30 @slot. */
+static uint32_t slot_addr(unsigned slot, unsigned host)
+{
+	return srv.net_base + 4 * slot + host;
+}
+
+static void addr_of(unsigned slot, unsigned host, char *out, size_t len)
+{
+	dotted(slot_addr(slot, host), out, len);
+}
+
+uint32_t net_gw(const struct sandbox *s)
+{
+	return slot_addr((unsigned)s->net_slot, 1);
 }
 
 void net_tap_name(const struct sandbox *s, char *out, size_t len)
@@ -190,7 +207,7 @@ static int host_side(const struct sandbox *s, char *msg, size_t len)
 	step = "setting its MAC";
 	if (ioctl(fd, SIOCSIFHWADDR, &ifr) < 0)
 		goto out;
-	sin.sin_addr.s_addr = htonl(srv.net_base + 4 * (unsigned)s->net_slot + 1);
+	sin.sin_addr.s_addr = htonl(net_gw(s));
 	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
 	step = "setting its address";
 	if (ioctl(fd, SIOCSIFADDR, &ifr) < 0)
@@ -268,7 +285,6 @@ static bool names(json_t *list, const char *name)
 
 int net_attach(struct sandbox *s, char *msg, size_t len)
 {
-	uint32_t gw = srv.net_base + 4 * (unsigned)s->net_slot + 1;
 	char dns53[40];
 	const char *k;
 	json_t *v;
@@ -277,11 +293,11 @@ int net_attach(struct sandbox *s, char *msg, size_t len)
 
 	if (s->net_slot < 0)
 		return 0;
-	if (host_side(s, msg, len) || dns_open(s, gw, msg, len))
+	if (host_side(s, msg, len) || dns_open(s, net_gw(s), msg, len))
 		return -1;
 	/* its name server (dns.c), whatever its list */
-	snprintf(dns53, sizeof(dns53), "%u.%u.%u.%u/32:53/udp", gw >> 24, (gw >> 16) & 255,
-		 (gw >> 8) & 255, gw & 255);
+	dotted(net_gw(s), dns53, sizeof(dns53));
+	strcat(dns53, "/32:53/udp");
 	pthread_mutex_lock(&s->net_lock);
 	ret = policy_str(s, "policy_allow", dns53, msg, len);
 	json_array_foreach(s->net_allow, i, v)
@@ -343,8 +359,8 @@ int net_learn(struct sandbox *s, const char *name, const uint32_t *addrs, int n)
 	for (int i = 0; !ret && s->net_learned && i < n; i++) {
 		char a[24];
 
-		snprintf(a, sizeof(a), "%u.%u.%u.%u/32", addrs[i] >> 24, (addrs[i] >> 16) & 255,
-			 (addrs[i] >> 8) & 255, addrs[i] & 255);
+		dotted(addrs[i], a, sizeof(a));
+		strcat(a, "/32");
 		if (json_object_get(s->net_learned, a))
 			continue;
 		if (json_object_size(s->net_learned) >= NET_LEARN_MAX) {

@@ -911,7 +911,7 @@ int sbx_adopt_all(void)
 			/* its name server again (what its lookups allowed stays in its
 			 * VMM's policy; serve forgets which names those were) */
 			if (s->net_slot >= 0 &&
-			    dns_open(s, srv.net_base + 4 * (unsigned)s->net_slot + 1, msg, sizeof(msg)))
+			    dns_open(s, net_gw(s), msg, sizeof(msg)))
 				serve_log("sandbox %s: %s", s->id, msg);
 			continue;
 		}

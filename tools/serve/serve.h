@@ -147,6 +147,8 @@ int net_learn(struct sandbox *s, const char *name, const uint32_t *addrs, int n)
 /* /init's "cubicleNetwork" for its guest. */
 json_t *net_init_json(const struct sandbox *s);
 void net_tap_name(const struct sandbox *s, char *out, size_t len);
+/* Its gateway: the tap's host side, where its name server answers (host order). */
+uint32_t net_gw(const struct sandbox *s);
 
 /* ---- dns.c ---- */
 /* The sandboxes' DNS proxy thread; @upstream "A.B.C.D[:PORT]" or NULL (the
