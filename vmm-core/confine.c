@@ -26,6 +26,7 @@
 #include <malloc.h>
 #include <sys/sysinfo.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -166,6 +167,20 @@ static struct {
 	uint64_t handled; /* the rights both rulesets handle */
 	unsigned allowed; /* rules in landlock_ctl */
 } cf = { .landlock = -1, .landlock_ctl = -1 };
+
+/* The background build (confine_start): every kind but the signal
+ * thread's, compiled beside the VM's setup. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t done_cond;
+	pthread_t thread;
+	bool running;     /* started and not joined */
+	bool done;        /* finished (ret and err say how) */
+	int ret;
+	char err[256];
+	const struct registry *reg;
+	struct timespec t0; /* start, for the debug line */
+} bg = { .lock = PTHREAD_MUTEX_INITIALIZER, .done_cond = PTHREAD_COND_INITIALIZER, .done = true };
 
 static __thread unsigned t_kinds; /* bit per kind the thread holds */
 static __thread char t_name[16];
@@ -452,9 +467,55 @@ int confine_allow(const char *path, bool write)
 	return e;
 }
 
-int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
+static void *bg_build(void *arg)
+{
+	char err[sizeof(bg.err)] = "";
+	int ret = 0;
+
+	(void)arg;
+	for (int k = 0; !ret && k < CONFINE_KINDS; k++)
+		if (k != CONFINE_SIGNALS)
+			ret = build((enum confine_kind)k, bg.reg, err, sizeof(err));
+	pthread_mutex_lock(&bg.lock);
+	bg.ret = ret;
+	memcpy(bg.err, err, sizeof(err));
+	bg.done = true;
+	pthread_cond_broadcast(&bg.done_cond);
+	pthread_mutex_unlock(&bg.lock);
+	return NULL;
+}
+
+/* The background build finished and its thread joined: its result. */
+static int bg_wait(char *err, size_t errlen)
+{
+	bool join;
+	int ret;
+
+	pthread_mutex_lock(&bg.lock);
+	while (!bg.done)
+		pthread_cond_wait(&bg.done_cond, &bg.lock);
+	join = bg.running;
+	bg.running = false;
+	ret = bg.ret;
+	if (ret && err)
+		snprintf(err, errlen, "%s", bg.err);
+	pthread_mutex_unlock(&bg.lock);
+	if (join) {
+		struct timespec t;
+
+		pthread_join(bg.thread, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		log_debug("seccomp: filters compiled beside the setup, ready after %ld us",
+			  (long)(t.tv_sec - bg.t0.tv_sec) * 1000000 + (t.tv_nsec - bg.t0.tv_nsec) / 1000);
+	}
+	return ret;
+}
+
+static int init(enum confine_mode mode, const struct registry *reg, bool background, char *err,
+		size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+	sigset_t all, old;
 	int ret;
 
 	confine_free();
@@ -471,21 +532,54 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
 	tzset();
 	if (mode == CONFINE_ENFORCE) /* log lets everything through */
 		landlock_init();
-	for (int k = 0; k < CONFINE_KINDS; k++) {
-		ret = build((enum confine_kind)k, reg, err, errlen);
-		if (ret) {
-			confine_free();
-			return ret;
-		}
-	}
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGSYS, &sa, NULL) < 0) {
 		ret = errf(err, errlen, -errno, "seccomp: SIGSYS handler: %s", strerror(errno));
 		confine_free();
 		return ret;
 	}
+	/* The signal thread's filter now: that thread starts at once. */
+	ret = build(CONFINE_SIGNALS, reg, err, errlen);
+	if (ret) {
+		confine_free();
+		return ret;
+	}
+	bg.reg = reg;
+	bg.ret = 0;
+	bg.err[0] = '\0';
+	bg.done = false;
+	clock_gettime(CLOCK_MONOTONIC, &bg.t0);
+	if (background) {
+		/* the builder takes no signal: they are the signal thread's */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		bg.running = !pthread_create(&bg.thread, NULL, bg_build, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (!bg.running)
+		bg_build(NULL); /* here and now */
 	cf.ready = true;
-	return 0;
+	if (background)
+		return 0;
+	ret = bg_wait(err, errlen);
+	if (ret)
+		confine_free();
+	return ret;
+}
+
+int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
+{
+	return init(mode, reg, false, err, errlen);
+}
+
+int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
+{
+	return init(mode, reg, true, err, errlen);
+}
+
+int confine_ready(char *err, size_t errlen)
+{
+	return cf.ready ? bg_wait(err, errlen) : 0;
 }
 
 int confine_thread(enum confine_kind kind, const char *name)
@@ -498,6 +592,15 @@ int confine_thread(enum confine_kind kind, const char *name)
 		t_name[0] = '\0';
 	if (!cf.ready || (t_kinds & (1u << kind)))
 		return 0;
+	if (kind != CONFINE_SIGNALS) {
+		char err[sizeof(bg.err)];
+		int ret = bg_wait(err, sizeof(err));
+
+		if (ret) {
+			log_err("seccomp: cannot confine thread %s (%s): %s", t_name, kinds[kind].name, err);
+			return ret;
+		}
+	}
 	/* SIGSYS must reach the handler, not kill silently */
 	sigemptyset(&sys);
 	sigaddset(&sys, SIGSYS);
@@ -525,6 +628,7 @@ bool confine_thread_has(enum confine_kind kind)
 
 void confine_free(void)
 {
+	bg_wait(NULL, 0);
 	cf.ready = false;
 	if (cf.landlock >= 0)
 		close(cf.landlock);

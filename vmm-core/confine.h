@@ -46,6 +46,17 @@ enum confine_mode confine_default_mode(void);
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
 
 /*
+ * confine_init with the compiling done beside the caller's setup: the
+ * signal thread's filter now, the other kinds' in a thread of its own
+ * (which takes no signal). confine_ready waits for them and says whether
+ * they compiled (0, or -errno with the message in @err); confine_thread
+ * waits for them too. Off the critical path on a host with a spare CPU:
+ * the VM's creation runs meanwhile.
+ */
+int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
+int confine_ready(char *err, size_t errlen);
+
+/*
  * Confine the calling thread with @kind's filter and call it @name in the
  * line a forbidden call writes (NULL: its own name). Once per thread and
  * kind; filters stack, so a thread started by a confined thread keeps its

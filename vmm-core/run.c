@@ -80,9 +80,10 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
-	/* The filters, before any thread: the signal thread confines itself
-	 * as it starts, the others as their setup ends (run_seal). */
-	ret = confine_init((enum confine_mode)r->seccomp, &r->reg, err, errlen);
+	/* The filters, before any thread: the signal thread's now (it
+	 * confines itself as it starts), the others' compiled beside the
+	 * VM's setup, each thread confined as its setup ends (run_seal). */
+	ret = confine_start((enum confine_mode)r->seccomp, &r->reg, err, errlen);
 	if (ret)
 		return ret;
 	if (r->seccomp != CONFINE_OFF)
@@ -242,6 +243,9 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 	int ret = jail_seal(err, errlen);
 
 	if (ret || r->seccomp == CONFINE_OFF)
+		return ret;
+	ret = confine_ready(err, errlen); /* the filters compiled beside the setup */
+	if (ret)
 		return ret;
 	ret = run_allow_paths(r);
 	if (ret)

@@ -29,6 +29,9 @@ static void *nop(void *arg)
 	return arg;
 }
 
+/* confine_start (the background build, as cubicle does) instead of confine_init */
+static bool use_start;
+
 /* Run fn in a child after confine_init(mode, reg); its exit status, and
  * what it wrote to stderr in @out. */
 static int in_child(enum confine_mode mode, const struct registry *reg, int (*fn)(void),
@@ -54,7 +57,7 @@ static int in_child(enum confine_mode mode, const struct registry *reg, int (*fn
 		 * filter (glibc sets up its thread signals then) */
 		if (pthread_create(&t, NULL, nop, NULL) || pthread_join(t, NULL))
 			_exit(99);
-		if (confine_init(mode, reg, err, sizeof(err))) {
+		if ((use_start ? confine_start : confine_init)(mode, reg, err, sizeof(err))) {
 			fprintf(stderr, "confine_init: %s\n", err);
 			_exit(100);
 		}
@@ -391,6 +394,30 @@ static void test_unknown_call(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "plugin bad"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
 	confine_free();
+	/* compiled in the background: the start succeeds (the signal
+	 * thread's list has no plugin calls), the wait says why not */
+	err[0] = '\0';
+	CU_ASSERT_EQUAL(confine_start(CONFINE_ENFORCE, &reg, err, sizeof(err)), 0);
+	CU_ASSERT_EQUAL(confine_ready(err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
+	CU_ASSERT_EQUAL(confine_thread(CONFINE_VCPU, "vcpu0"), -EINVAL);
+	CU_ASSERT_FALSE(confine_thread_has(CONFINE_VCPU));
+	confine_free();
+}
+
+/* The background build (confine_start): the same lists, each thread
+ * waiting for its own; the signal thread's ready at once. */
+static void test_background(void)
+{
+	use_start = true;
+	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
+	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
+	expect_ok(control_opens, NULL, CONFINE_ENFORCE);
+	expect_killed(control_forks, NULL, "event-loop", "clone");
+	expect_killed(signals_preads, NULL, "signals", "pread64");
+	expect_ok(vcpu_unames, &decl_reg, CONFINE_ENFORCE);
+	expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
+	use_start = false;
 }
 
 /* Can this process load a seccomp filter at all? (qemu-user cannot.) */
@@ -418,6 +445,7 @@ int main(void)
 		{ "log and off", test_modes },
 		{ "Landlock: no path for a vCPU thread, only the allowed ones for the control thread", test_landlock },
 		{ "an unknown declared call", test_unknown_call },
+		{ "filters compiled in the background (confine_start)", test_background },
 		{ NULL, NULL },
 	};
 
