@@ -486,11 +486,18 @@ static void *bg_build(void *arg)
 }
 
 /* The background build finished and its thread joined: its result. */
+static long us_between(const struct timespec *a, const struct timespec *b)
+{
+	return (long)(b->tv_sec - a->tv_sec) * 1000000 + (b->tv_nsec - a->tv_nsec) / 1000;
+}
+
 static int bg_wait(char *err, size_t errlen)
 {
+	struct timespec w0, t;
 	bool join;
 	int ret;
 
+	clock_gettime(CLOCK_MONOTONIC, &w0);
 	pthread_mutex_lock(&bg.lock);
 	while (!bg.done)
 		pthread_cond_wait(&bg.done_cond, &bg.lock);
@@ -501,12 +508,10 @@ static int bg_wait(char *err, size_t errlen)
 		snprintf(err, errlen, "%s", bg.err);
 	pthread_mutex_unlock(&bg.lock);
 	if (join) {
-		struct timespec t;
-
 		pthread_join(bg.thread, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		log_debug("seccomp: filters compiled beside the setup, ready after %ld us",
-			  (long)(t.tv_sec - bg.t0.tv_sec) * 1000000 + (t.tv_nsec - bg.t0.tv_nsec) / 1000);
+		log_debug("seccomp: filters compiled beside the setup; asked for after %ld us, waited %ld us",
+			  us_between(&bg.t0, &w0), us_between(&w0, &t));
 	}
 	return ret;
 }
