@@ -240,12 +240,13 @@ static int run_allow_paths(struct run_ctx *r)
  */
 static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 {
-	int ret = jail_seal(err, errlen);
+	/* the filters compiled beside the setup (before jail_seal: they
+	 * read whether it has work) */
+	int ret = r->seccomp == CONFINE_OFF ? 0 : confine_ready(err, errlen);
 
+	if (!ret)
+		ret = jail_seal(err, errlen);
 	if (ret || r->seccomp == CONFINE_OFF)
-		return ret;
-	ret = confine_ready(err, errlen); /* the filters compiled beside the setup */
-	if (ret)
 		return ret;
 	ret = run_allow_paths(r);
 	if (ret)
