@@ -214,8 +214,11 @@ out:
 	return err;
 }
 
+/* Reflink (or copy, per @o) src_fd into dst_fd. @tried: the errno FICLONE
+ * already answered for this pair (clone_in_place), 0 to make the call. */
 static int clone_into(int dst_fd, const char *dst, int src_fd, const char *src,
-		      const struct fc_opts *o, struct fc_result *res, char *err, size_t errlen)
+		      const struct fc_opts *o, int tried, struct fc_result *res, char *err,
+		      size_t errlen)
 {
 	struct stat st;
 	uint64_t t0;
@@ -228,11 +231,11 @@ static int clone_into(int dst_fd, const char *dst, int src_fd, const char *src,
 	}
 	res->size = (uint64_t)st.st_size;
 	t0 = now_us();
-	if (!ioctl(dst_fd, FICLONE, src_fd)) {
+	if (!tried && !ioctl(dst_fd, FICLONE, src_fd)) {
 		res->clone_us = now_us() - t0;
 		return 0;
 	}
-	e = errno;
+	e = tried ? tried : errno;
 	if (e != EOPNOTSUPP && e != EXDEV && e != EINVAL && e != ENOTTY) {
 		snprintf(err, errlen, "cannot reflink %s to %s: %s", src, dst, strerror(e));
 		return -e;
@@ -263,9 +266,9 @@ static int clone_into(int dst_fd, const char *dst, int src_fd, const char *src,
 	return 0;
 }
 
-int fc_clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_opts *o,
-		 char *tmp, size_t tmplen, int *tmp_fd, struct fc_result *res, char *err,
-		 size_t errlen)
+static int clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_opts *o,
+		     int tried, char *tmp, size_t tmplen, int *tmp_fd, struct fc_result *res,
+		     char *err, size_t errlen)
 {
 	int fd, ret;
 
@@ -282,7 +285,7 @@ int fc_clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_o
 		return ret;
 	}
 	fchmod(fd, 0644);
-	ret = clone_into(fd, dst, src_fd, src, o, res, err, errlen);
+	ret = clone_into(fd, dst, src_fd, src, o, tried, res, err, errlen);
 	if (!ret && fsync(fd) < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot sync %s: %s", tmp, strerror(-ret));
@@ -294,6 +297,13 @@ int fc_clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_o
 	}
 	*tmp_fd = fd;
 	return 0;
+}
+
+int fc_clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_opts *o,
+		 char *tmp, size_t tmplen, int *tmp_fd, struct fc_result *res, char *err,
+		 size_t errlen)
+{
+	return clone_tmp(src_fd, src, dst, o, 0, tmp, tmplen, tmp_fd, res, err, errlen);
 }
 
 int fc_commit(const char *tmp, const char *dst, bool noreplace, char *err, size_t errlen)
@@ -326,6 +336,35 @@ int fc_commit(const char *tmp, const char *dst, bool noreplace, char *err, size_
 	return 0;
 }
 
+/* fc_clone_path without durability: dst made and reflinked in place. 0,
+ * -errno with a message, or the errno FICLONE answered (dst removed again:
+ * the caller goes the temporary file's way, which says why and copies when
+ * allowed, without asking FICLONE twice). */
+static int clone_in_place(int sfd, const struct stat *st, const char *dst, struct fc_result *res,
+			  char *err, size_t errlen)
+{
+	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), e;
+	uint64_t t0;
+
+	if (fd < 0) {
+		e = errno;
+		snprintf(err, errlen, e == EEXIST ? "%s already exists" : "cannot create %s: %s", dst,
+			 strerror(e));
+		return -e;
+	}
+	res->size = (uint64_t)st->st_size;
+	t0 = now_us();
+	if (!ioctl(fd, FICLONE, sfd)) {
+		res->clone_us = now_us() - t0;
+		close(fd);
+		return 0;
+	}
+	e = errno ? errno : EIO;
+	close(fd);
+	unlink(dst);
+	return e;
+}
+
 int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 		  struct fc_result *res, char *err, size_t errlen)
 {
@@ -352,7 +391,16 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 		return -EINVAL;
 	}
 	fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) & ~O_NONBLOCK);
-	ret = fc_clone_tmp(sfd, src, dst, o, tmp, sizeof(tmp), &tfd, res, err, errlen);
+	ret = 0;
+	if (!o->durable) {
+		ret = clone_in_place(sfd, &st, dst, res, err, errlen);
+		if (ret <= 0) {
+			close(sfd);
+			res->total_us = now_us() - t0;
+			return ret;
+		}
+	}
+	ret = clone_tmp(sfd, src, dst, o, ret, tmp, sizeof(tmp), &tfd, res, err, errlen);
 	close(sfd);
 	if (ret)
 		return ret;

@@ -18,6 +18,11 @@ struct fc_opts {
 	const char *hint;         /* ends a refusal: "set fallback = \"copy\" to copy instead" */
 	fc_progress_fn *progress; /* (optional) */
 	void *arg;
+	/* fc_clone_path: sync the new file and its folder before returning
+	 * (a clone that must outlive a crash: templates, `disk clone
+	 * --durable`). Without it a reflink is made in place, created and
+	 * cloned and nothing more: the cost of the FICLONE ioctl itself. */
+	bool durable;
 };
 
 struct fc_result {
@@ -41,7 +46,8 @@ const char *fc_fs_name(int fd, char *buf, size_t len);
 
 /*
  * Clone src_fd (named src in messages) into a new file beside dst
- * ("DST.tmp-XXXXXX"), reflinked or copied per o, and fsync it. 0 with its
+ * ("DST.tmp-XXXXXX"), reflinked or copied per o, and fsync it (always:
+ * snapshots use it, with fc_commit). 0 with its
  * name in tmp and its O_RDWR descriptor in *tmp_fd; or -errno with one
  * line in err (nothing is left behind).
  */
@@ -53,7 +59,10 @@ int fc_clone_tmp(int src_fd, const char *src, const char *dst, const struct fc_o
  * fsync dst's folder. On failure tmp is left for the caller to remove. */
 int fc_commit(const char *tmp, const char *dst, bool noreplace, char *err, size_t errlen);
 
-/* src to a new file dst: fc_clone_tmp + fc_commit, refusing an existing dst. */
+/* src to a new file dst, refusing an existing dst: fc_clone_tmp +
+ * fc_commit when o->durable; else dst is created and reflinked in place
+ * (a refused reflink, or a copy, still goes through a temporary file, so
+ * dst never appears half-copied). */
 int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 		  struct fc_result *res, char *err, size_t errlen);
 

@@ -760,7 +760,7 @@ static const struct cub_param zs_params[] = {
 	{ .name = "delta", .type = CUB_P_PATH, .offset = offsetof(struct zsnap_cfg, delta),
 	  .def = "", .doc = "this VM's copy-on-write file (created sparse; its map is DELTA.map)" },
 	{ .name = "cache_frames", .type = CUB_P_U64,
-	  .offset = offsetof(struct zsnap_cfg, cache_frames), .def = "64",
+	  .offset = offsetof(struct zsnap_cfg, cache_frames), .def = "128",
 	  .doc = "decompressed base frames kept in memory (LRU)" },
 	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct zsnap_cfg, read_only),
 	  .def = "false", .doc = "open read-only; writes fail (delta optional)" },

@@ -23,7 +23,7 @@ static int disk_help(int argc, char **argv);
 static const struct disk_cmd disk_cmds[] = {
 	{ "create", "PATH SIZE [--force]",
 	  "make a sparse raw image of SIZE bytes (K, M, G, T suffixes)", disk_create },
-	{ "clone", "BASE NEW [--fallback fail|copy]",
+	{ "clone", "BASE NEW [--fallback fail|copy] [--durable]",
 	  "make NEW a copy-on-write clone of BASE (FICLONE), or copy it", disk_clone },
 	{ "compress", "IMG OUT.zst [--level N] [--frame-size S] [--force]",
 	  "make a zstd seekable image (zstd-snap's base; `zstd -d` restores it)", disk_compress },
@@ -222,6 +222,7 @@ int disk_clone(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "fallback", required_argument, NULL, 'F' },
+		{ "durable", no_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct fc_opts o = { .fallback = FC_FALLBACK_FAIL,
@@ -232,6 +233,10 @@ int disk_clone(int argc, char **argv)
 	int c;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'D') {
+			o.durable = true;
+			continue;
+		}
 		if (c != 'F')
 			return disk_usage_error("clone", "unknown option or missing value: %s",
 						argv[optind - 1]);
@@ -260,7 +265,8 @@ int disk_clone(int argc, char **argv)
 		       res.why);
 	else
 		printf("cloned %s to %s: reflink of %" PRIu64 " bytes in %" PRIu64 " us (%" PRIu64
-		       " us with fsync and rename)\n",
-		       argv[optind], argv[optind + 1], res.size, res.clone_us, res.total_us);
+		       " us in all%s)\n",
+		       argv[optind], argv[optind + 1], res.size, res.clone_us, res.total_us,
+		       o.durable ? ", with fsync and rename" : "");
 	return 0;
 }

@@ -160,7 +160,7 @@ static int copy_ext4(const char *src, const char *img, char *msg, size_t len)
 {
 	unsigned char magic[2];
 	int in = open(src, O_RDONLY | O_CLOEXEC);
-	struct fc_opts o = { .fallback = FC_FALLBACK_COPY };
+	struct fc_opts o = { .fallback = FC_FALLBACK_COPY, .durable = true }; /* a template lasts */
 	struct fc_result res;
 	struct stat st;
 	bool ok;
