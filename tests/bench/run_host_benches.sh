@@ -1,0 +1,40 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# The benchmarks that need no KVM (virtio-blk's and virtio-net's host paths
+# against plain syscalls, `make bench-blk` and `make bench-net`) run once,
+# small, so that `make bench` cannot break unseen: each must finish with
+# status 0 and print its ratio rows. Their figures are not judged here
+# (timings belong to `make bench`, not to a test).
+set -u
+bd=${top_builddir:-.}
+if [ -n "${TEST_RUNNER:-}" ]; then
+	echo "SKIP: a cross build's benchmarks run under $TEST_RUNNER"
+	exit 77
+fi
+if [ "${CUBICLE_ARCH:-x86_64}" != x86_64 ]; then
+	echo "SKIP: the benchmarks are built for x86_64 builds (this one: $CUBICLE_ARCH)"
+	exit 77
+fi
+fail=0
+n=0
+# run NAME ROWS ARGS...: the benchmark ARGS, which must print ROWS lines with a ratio
+run() {
+	name=$1 rows=$2
+	shift 2
+	n=$((n + 1))
+	out=$("$@" 2>&1)
+	rc=$?
+	got=$(printf '%s\n' "$out" | grep -c 'ratio')
+	if [ $rc -ne 0 ] || [ "$got" -lt "$rows" ]; then
+		printf '%s\n' "$out" | sed 's/^/# /'
+		echo "not ok $n - $name (status $rc, $got ratio rows of $rows)"
+		fail=1
+	else
+		printf '%s\n' "$out" | sed 's/^/# /'
+		echo "ok $n - $name"
+	fi
+}
+run "bench/blk inline" 4 "$bd/bench/blk" 16 1 inline
+run "bench/blk iothread" 4 "$bd/bench/blk" 16 1 iothread
+run "bench/net" 2 "$bd/bench/net" 1
+exit $fail
