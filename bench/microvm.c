@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* bench/microvm: a stock kernel and the example busybox initramfs, exec to the /init's
+ * "CUBICLE-GUEST ready" line on the serial console, cubicle beside QEMU's microvm machine
+ * (Debian's qemu-system-x86_64 -M microvm) with the same kernel, initramfs, memory, vCPUs
+ * and command line, runs interleaved, medians.
+ * Usage: microvm CUBICLE QEMU KERNEL INITRD [RUNS] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "snap_proc.h" /* start_all, median, fail */
+
+#define MARKER "CUBICLE-GUEST ready"
+#define CMDLINE "console=ttyS0 reboot=t panic=-1 quiet"
+
+int main(int argc, char **argv)
+{
+	const char *tmp = getenv("TMPDIR");
+	char cfg[PATH_MAX];
+	double *c, *q;
+	int runs;
+	FILE *f;
+
+	if (argc < 5 || argc > 6) {
+		fprintf(stderr, "usage: microvm CUBICLE QEMU KERNEL INITRD [RUNS]\n");
+		return 2;
+	}
+	runs = argc == 6 ? atoi(argv[5]) : 5;
+	if (runs < 1 || runs > 1000) {
+		fprintf(stderr, "microvm: RUNS must be 1..1000\n");
+		return 2;
+	}
+	timeout_s = 600; /* a nested boot can take minutes */
+	snprintf(cfg, sizeof(cfg), "%s/cubicle-microvm-%d.cfg", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+	f = fopen(cfg, "w");
+	if (!f) {
+		perror(cfg);
+		return 1;
+	}
+	fprintf(f,
+		"machine = { vcpus = 1; memory_mib = 256; };\n"
+		"boot = { kernel = \"%s\"; initrd = \"%s\"; cmdline = \"" CMDLINE "\"; };\n"
+		"devices = ( { type = \"serial8250\"; id = \"com1\"; console = \"stdio\"; input = false; } );\n",
+		argv[3], argv[4]);
+	fclose(f);
+	{
+		char *vmm[] = { argv[1], "run", cfg, NULL };
+		char *qemu[] = { argv[2], "-M", "microvm", "-enable-kvm", "-cpu", "host", "-m", "256",
+				 "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none",
+				 "-serial", "stdio", "-no-reboot", "-kernel", argv[3], "-initrd",
+				 argv[4], "-append", CMDLINE, NULL };
+
+		c = calloc((size_t)runs, sizeof(*c));
+		q = calloc((size_t)runs, sizeof(*q));
+		if (!c || !q)
+			fail();
+		for (int i = 0; i < runs; i++) {
+			c[i] = start_all(vmm, 1, MARKER, false);
+			q[i] = start_all(qemu, 1, MARKER, false);
+		}
+	}
+	unlink(cfg);
+	printf("stock kernel + busybox initramfs, exec to the init's marker on the serial console,\n"
+	       "1 vCPU, 256 MiB, \"" CMDLINE "\", median of %d, interleaved:\n", runs);
+	{
+		double mc = median(c, (unsigned)runs), mq = median(q, (unsigned)runs);
+
+		printf("  cubicle        %9.1f ms\n", mc);
+		printf("  QEMU microvm   %9.1f ms\n", mq);
+		printf("  ratio          %9.2fx QEMU microvm (the goal: 0.45x or less)\n", mc / mq);
+	}
+	free(c);
+	free(q);
+	return 0;
+}
