@@ -485,12 +485,13 @@ static void *bg_build(void *arg)
 	return NULL;
 }
 
-/* The background build finished and its thread joined: its result. */
 static long us_between(const struct timespec *a, const struct timespec *b)
 {
 	return (long)(b->tv_sec - a->tv_sec) * 1000000 + (b->tv_nsec - a->tv_nsec) / 1000;
 }
 
+/* The background build finished and its thread joined (by whichever
+ * thread asks first): 0, or its -errno with the message in @err. */
 static int bg_wait(char *err, size_t errlen)
 {
 	struct timespec w0, t;
