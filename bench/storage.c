@@ -109,6 +109,19 @@ static int make_image(const char *path, unsigned gib)
 	return ret;
 }
 
+/* Before each timed clone: the filesystem's pending work done (the last
+ * clone's unlink frees its shared extents in the background on XFS, which
+ * would otherwise slow whichever clone comes next). */
+static void settle(const char *path)
+{
+	int fd = open(path, O_RDONLY);
+
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+}
+
 /* The floor: one FICLONE ioctl into an empty file. 0 if refused. In
  * *made_us, the floor of any clone into a new file: opening the image,
  * creating the file, the ioctl, closing both. */
@@ -147,7 +160,9 @@ static void bench_clone(const char *cub, const char *dir, unsigned gib, bool ref
 		for (n = 0; n < RUNS; n++) {
 			char *argv[] = { (char *)cub, "disk", "clone", img, dst, NULL };
 
+			settle(img);
 			floor_v[n] = ficlone_us(img, dst, &made_v[n]);
+			settle(img);
 			if (fc_clone_path(img, dst, &(struct fc_opts){ 0 }, &res, err, sizeof(err)) ||
 			    res.copied) {
 				printf("  fc_clone_path: %s\n", err);
@@ -155,6 +170,7 @@ static void bench_clone(const char *cub, const char *dir, unsigned gib, bool ref
 			}
 			lib_v[n] = res.total_us;
 			unlink(dst);
+			settle(img);
 			if (fc_clone_path(img, dst, &(struct fc_opts){ .durable = true }, &res, err,
 					  sizeof(err)) ||
 			    res.copied) {
@@ -163,6 +179,7 @@ static void bench_clone(const char *cub, const char *dir, unsigned gib, bool ref
 			}
 			dur_v[n] = res.total_us;
 			unlink(dst);
+			settle(img);
 			cli_v[n] = run(argv);
 			unlink(dst);
 			if (!floor_v[n] || !cli_v[n])

@@ -374,7 +374,8 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 	int sfd, tfd, ret;
 
 	memset(res, 0, sizeof(*res));
-	if (!access(dst, F_OK)) {
+	/* (in place, O_EXCL says so) */
+	if (o->durable && !access(dst, F_OK)) {
 		snprintf(err, errlen, "%s already exists", dst);
 		return -EEXIST;
 	}
@@ -390,7 +391,6 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 			 src);
 		return -EINVAL;
 	}
-	fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) & ~O_NONBLOCK);
 	ret = 0;
 	if (!o->durable) {
 		ret = clone_in_place(sfd, &st, dst, res, err, errlen);
@@ -400,6 +400,7 @@ int fc_clone_path(const char *src, const char *dst, const struct fc_opts *o,
 			return ret;
 		}
 	}
+	fcntl(sfd, F_SETFL, fcntl(sfd, F_GETFL) & ~O_NONBLOCK); /* a copy reads it */
 	ret = clone_tmp(sfd, src, dst, o, ret, tmp, sizeof(tmp), &tfd, res, err, errlen);
 	close(sfd);
 	if (ret)
