@@ -407,6 +407,9 @@ void run_teardown(struct run_ctx *r)
 	if (r->have_vm)
 		vm_destroy(&r->vm);
 	plan_free(&r->cfg);
+	/* A start that failed early may leave the filters still compiling,
+	 * from the plugins' descriptors: wait before unloading them. */
+	confine_ready(NULL, 0);
 	registry_free(&r->reg);
 }
 
