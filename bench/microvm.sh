@@ -8,23 +8,14 @@
 # Usage: bench/microvm.sh [BUILDDIR] [RUNS]   (defaults: the current folder, 5)
 # BENCH_NESTED_TIMEOUT (default 1800 s) bounds the L1 run.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
+. "$(dirname "$0")/lib.sh"
+bench_guest bench-microvm
 bd=$(cd "${1:-.}" && pwd)
 runs=${2:-5}
-cache=${CUBICLE_CACHE:-$HOME/.cache/cubicle}
-guest=$cache/guest/x86_64
-[ -s "$guest/vmlinuz" ] || { echo "bench-microvm: no guest kernel: run scripts/fetch-guest.sh" >&2; exit 1; }
 qemu=$(command -v qemu-system-x86_64) ||
 	{ echo "bench-microvm: no qemu-system-x86_64: apt-get install qemu-system-x86" >&2; exit 1; }
 make -s -C "$bd" cubicle plugins/devices/serial8250.la bench/microvm
 w=$bd/bench/microvm.work
 rm -rf "$w" && mkdir -p "$w"
 "$top/scripts/build-initramfs.sh" "$guest/modules" "$w/plain.cpio.gz" 2>"$w/initramfs.log"
-set -- "$bd/bench/microvm" "$bd/cubicle" "$qemu" "$guest/vmlinuz" "$w/plain.cpio.gz" "$runs"
-. "$top/tests/e2e/lib.sh"
-if host_boots_linux; then
-	exec "$@"
-fi
-echo "# this host's KVM cannot boot Linux: bench/microvm runs in the nested harness's L1" >&2
-exec "$top/tests/e2e/nested/run-nested.sh" --arch x86_64 --timeout "${BENCH_NESTED_TIMEOUT:-1800}" -- "$@"
+bench_exec "$bd/bench/microvm" "$bd/cubicle" "$qemu" "$guest/vmlinuz" "$w/plain.cpio.gz" "$runs"

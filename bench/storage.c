@@ -140,12 +140,30 @@ static uint64_t ficlone_us(const char *src, const char *dst, uint64_t *made_us)
 	return t;
 }
 
+/* One fc_clone_path reflink of src to dst (then removed), on a settled
+ * filesystem: its total microseconds, or 0 (said why) when it failed or
+ * copied. */
+static uint64_t lib_clone_us(const char *src, const char *dst, bool durable)
+{
+	struct fc_result res;
+	char err[512];
+	int ret;
+
+	settle(src);
+	ret = fc_clone_path(src, dst, &(struct fc_opts){ .durable = durable }, &res, err, sizeof(err));
+	unlink(dst);
+	if (ret || res.copied) {
+		printf("  fc_clone_path%s: %s\n", durable ? " (durable)" : "",
+		       ret ? err : "copied, not reflinked");
+		return 0;
+	}
+	return res.total_us ? res.total_us : 1;
+}
+
 static void bench_clone(const char *cub, const char *dir, unsigned gib, bool reflink)
 {
 	char img[512], dst[512];
 	uint64_t floor_v[RUNS], made_v[RUNS], lib_v[RUNS], dur_v[RUNS], cli_v[RUNS], cp_us, sync_us, t0;
-	struct fc_result res;
-	char err[512];
 	int n = 0;
 
 	snprintf(img, sizeof(img), "%s/image-%ug.img", dir, gib);
@@ -162,27 +180,12 @@ static void bench_clone(const char *cub, const char *dir, unsigned gib, bool ref
 
 			settle(img);
 			floor_v[n] = ficlone_us(img, dst, &made_v[n]);
-			settle(img);
-			if (fc_clone_path(img, dst, &(struct fc_opts){ 0 }, &res, err, sizeof(err)) ||
-			    res.copied) {
-				printf("  fc_clone_path: %s\n", err);
-				break;
-			}
-			lib_v[n] = res.total_us;
-			unlink(dst);
-			settle(img);
-			if (fc_clone_path(img, dst, &(struct fc_opts){ .durable = true }, &res, err,
-					  sizeof(err)) ||
-			    res.copied) {
-				printf("  fc_clone_path (durable): %s\n", err);
-				break;
-			}
-			dur_v[n] = res.total_us;
-			unlink(dst);
+			lib_v[n] = lib_clone_us(img, dst, false);
+			dur_v[n] = lib_clone_us(img, dst, true);
 			settle(img);
 			cli_v[n] = run(argv);
 			unlink(dst);
-			if (!floor_v[n] || !cli_v[n])
+			if (!floor_v[n] || !lib_v[n] || !dur_v[n] || !cli_v[n])
 				break;
 		}
 	}
