@@ -30,7 +30,7 @@
 #define ZSEEK_DESC_RESERVED 0x7cu
 #define ZSEEK_MAX_FRAMES 0x8000000u           /* 2^27 entries, as zstd's own reader */
 #define ZSEEK_MAX_FRAME_SIZE (1u << 30)       /* largest decompressed frame we accept */
-#define ZSEEK_DEFAULT_FRAME_SIZE (128u << 10) /* writer default: a cold 4 KiB read decompresses one */
+#define ZSEEK_DEFAULT_FRAME_SIZE (32u << 10) /* writer default: a cold 4 KiB read decompresses one */
 
 struct zseek_frame {
 	uint64_t coff, doff; /* where it starts: compressed file, decompressed data */

@@ -5,6 +5,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +56,16 @@
  * punching the delta while keeping the bit gains little for a short-lived
  * sandbox. The guest sees no discard feature.
  *
+ * Read-ahead. A read that spans several frames, or that starts where the
+ * previous base read ended, queues the frames after its first (and, when
+ * sequential, up to `readahead` frames past its end) for helper threads,
+ * started on first need (`readahead_threads`, each confined as a worker
+ * with thread_enter). A queued frame sits in its slot as SLOT_QUEUED: a
+ * helper claims it (LOADING) and decompresses it, or a reader that gets
+ * there first claims it and decompresses it itself, so a reader never
+ * waits behind the queue, only behind a frame already being decompressed.
+ * At most half the cache is ever queued, so readers always find slots.
+ *
  * A corrupt or truncated frame fails only the requests that need it
  * (-EIO), and the log (rate-limited) names the frame and its offsets.
  */
@@ -63,15 +74,19 @@
 #define SECTOR 512u
 #define MAX_FRAME (64u << 20)  /* refuse bases with larger frames */
 #define MAX_SLOTS 4096u
+#define MAX_RA_THREADS 16u
 
 struct zsnap_cfg {
 	const char *base;
 	const char *delta;
 	uint64_t cache_frames;
+	uint64_t readahead;
+	uint64_t readahead_threads;
 	bool read_only;
 };
 
-enum slot_state { SLOT_EMPTY, SLOT_LOADING, SLOT_READY };
+/* EMPTY -> QUEUED (read-ahead) -> LOADING (a helper or a reader) -> READY */
+enum slot_state { SLOT_EMPTY, SLOT_QUEUED, SLOT_LOADING, SLOT_READY };
 
 struct slot {
 	uint32_t frame;
@@ -79,6 +94,7 @@ struct slot {
 	unsigned refs;
 	uint64_t used; /* LRU tick */
 	uint8_t *buf;  /* frame_max bytes, allocated on first use */
+	int32_t next;  /* the next slot in its hash chain, -1 at the end */
 };
 
 struct zsnap {
@@ -100,9 +116,21 @@ struct zsnap {
 	pthread_cond_t cache_cond;
 	struct slot *slots;
 	unsigned n_slots;
+	int32_t *bucket; /* frame -> first slot of its chain (every slot not EMPTY) */
+	uint32_t bucket_mask;
 	uint64_t tick;
 	struct zseek_dctx **dctx; /* free decompression contexts */
 	unsigned n_dctx;
+	/* Read-ahead (cache_lock): frames queued for the helpers, a ring. */
+	unsigned ra_frames, ra_want;   /* the configuration: frames ahead, helpers */
+	unsigned ra_threads, ra_started; /* helpers that may run, that were started */
+	bool ra_quit;
+	uint32_t *ra_q;
+	unsigned ra_head, ra_len;
+	_Atomic uint64_t ra_next; /* where the last base read ended */
+	_Atomic uint64_t ra_upto; /* sequential: frames below it were queued */
+	pthread_cond_t ra_cond;
+	pthread_t ra_tid[MAX_RA_THREADS];
 	char *base_path, *delta_path, *map_path;
 };
 
@@ -173,7 +201,7 @@ static struct slot *victim(struct zsnap *s)
 	for (unsigned i = 0; i < s->n_slots; i++) {
 		struct slot *sl = &s->slots[i];
 
-		if (sl->refs || sl->state == SLOT_LOADING)
+		if (sl->refs || sl->state == SLOT_LOADING || sl->state == SLOT_QUEUED)
 			continue;
 		if (sl->state == SLOT_EMPTY)
 			return sl;
@@ -183,12 +211,44 @@ static struct slot *victim(struct zsnap *s)
 	return v;
 }
 
+static int32_t *chain(struct zsnap *s, uint32_t frame)
+{
+	return &s->bucket[(frame * 2654435761u) & s->bucket_mask];
+}
+
 static struct slot *find(struct zsnap *s, uint32_t frame)
 {
-	for (unsigned i = 0; i < s->n_slots; i++)
-		if (s->slots[i].state != SLOT_EMPTY && s->slots[i].frame == frame)
-			return &s->slots[i];
+	for (int32_t k = *chain(s, frame); k >= 0; k = s->slots[k].next)
+		if (s->slots[k].frame == frame)
+			return &s->slots[k];
 	return NULL;
+}
+
+/* Take @sl out of the index (it becomes EMPTY). */
+static void slot_clear(struct zsnap *s, struct slot *sl)
+{
+	int32_t me = (int32_t)(sl - s->slots);
+
+	if (sl->state == SLOT_EMPTY)
+		return;
+	for (int32_t *k = chain(s, sl->frame); *k >= 0; k = &s->slots[*k].next)
+		if (*k == me) {
+			*k = sl->next;
+			break;
+		}
+	sl->state = SLOT_EMPTY;
+}
+
+/* Give @sl (EMPTY, or READY and unheld) to @frame in @state. */
+static void slot_assign(struct zsnap *s, struct slot *sl, uint32_t frame, enum slot_state state)
+{
+	int32_t *head = chain(s, frame);
+
+	slot_clear(s, sl);
+	sl->frame = frame;
+	sl->state = state;
+	sl->next = *head;
+	*head = (int32_t)(sl - s->slots);
 }
 
 /* Decompress frame @i into slot @sl (marked LOADING, held); cache lock not held. */
@@ -208,10 +268,35 @@ static int load(struct zsnap *s, struct slot *sl, uint32_t i, struct zseek_dctx 
 	return err;
 }
 
+/*
+ * Decompress frame @i into @sl, which the caller has marked LOADING. Called
+ * and returns with cache_lock held (dropped while decompressing); the slot
+ * ends READY, or EMPTY on an error (returned as -errno).
+ */
+static int fill(struct zsnap *s, struct slot *sl, uint32_t i)
+{
+	struct zseek_dctx *dc = s->n_dctx ? s->dctx[--s->n_dctx] : NULL;
+	int err;
+
+	pthread_mutex_unlock(&s->cache_lock);
+	err = load(s, sl, i, &dc);
+	pthread_mutex_lock(&s->cache_lock);
+	if (dc && s->n_dctx < s->n_slots + MAX_RA_THREADS)
+		s->dctx[s->n_dctx++] = dc;
+	else
+		zseek_dctx_free(dc);
+	if (err)
+		slot_clear(s, sl);
+	else
+		sl->state = SLOT_READY;
+	sl->used = ++s->tick;
+	pthread_cond_broadcast(&s->cache_cond);
+	return err;
+}
+
 /* Hold decompressed frame @i: 0 and *out (release with cache_put), or -errno. */
 static int cache_get(struct zsnap *s, uint32_t i, struct slot **out)
 {
-	struct zseek_dctx *dc = NULL;
 	struct slot *sl;
 	int err;
 
@@ -225,34 +310,142 @@ static int cache_get(struct zsnap *s, uint32_t i, struct slot **out)
 			*out = sl;
 			return 0;
 		}
+		if (sl && sl->state == SLOT_QUEUED)
+			break; /* queued for a helper: decompress it here instead */
 		if (!sl && (sl = victim(s)))
 			break;
 		/* Loading elsewhere, or every slot held for a moment: wait. */
 		pthread_cond_wait(&s->cache_cond, &s->cache_lock);
 	}
-	sl->frame = i;
-	sl->state = SLOT_LOADING;
-	sl->refs = 1;
-	if (s->n_dctx)
-		dc = s->dctx[--s->n_dctx];
-	pthread_mutex_unlock(&s->cache_lock);
-
-	err = load(s, sl, i, &dc);
-
-	pthread_mutex_lock(&s->cache_lock);
-	if (dc && s->n_dctx < s->n_slots)
-		s->dctx[s->n_dctx++] = dc;
+	if (sl->state == SLOT_QUEUED)
+		sl->state = SLOT_LOADING;
 	else
-		zseek_dctx_free(dc);
-	sl->state = err ? SLOT_EMPTY : SLOT_READY;
-	sl->used = ++s->tick;
+		slot_assign(s, sl, i, SLOT_LOADING);
+	sl->refs = 1;
+	err = fill(s, sl, i);
 	if (err)
 		sl->refs = 0;
-	pthread_cond_broadcast(&s->cache_cond);
 	pthread_mutex_unlock(&s->cache_lock);
 	if (!err)
 		*out = sl;
 	return err;
+}
+
+/* ---- read-ahead ---- */
+
+/* Forget every queued frame (no helper will take them): cache_lock held. */
+static void ra_drain(struct zsnap *s)
+{
+	for (unsigned k = 0; k < s->n_slots; k++)
+		if (s->slots[k].state == SLOT_QUEUED)
+			slot_clear(s, &s->slots[k]);
+	s->ra_len = 0;
+	pthread_cond_broadcast(&s->cache_cond);
+}
+
+/* A helper: decompress queued frames until the disk closes. */
+static void *ra_worker(void *arg)
+{
+	struct zsnap *s = arg;
+	sigset_t all;
+	bool ok;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	ok = !CUB_HOST_HAS(s->h, thread_enter) || !s->h->thread_enter(s->in, "zstd-readahead");
+	pthread_mutex_lock(&s->cache_lock);
+	if (!ok) {
+		/* The host has said why; the others (if any) go on. */
+		if (!--s->ra_threads)
+			ra_drain(s);
+	}
+	while (ok && !s->ra_quit) {
+		struct slot *sl;
+		uint32_t f;
+
+		if (!s->ra_len) {
+			pthread_cond_wait(&s->ra_cond, &s->cache_lock);
+			continue;
+		}
+		f = s->ra_q[s->ra_head];
+		s->ra_head = (s->ra_head + 1) % s->n_slots;
+		s->ra_len--;
+		sl = find(s, f);
+		if (!sl || sl->state != SLOT_QUEUED)
+			continue; /* a reader took it */
+		sl->state = SLOT_LOADING;
+		fill(s, sl, f);
+	}
+	pthread_mutex_unlock(&s->cache_lock);
+	return NULL;
+}
+
+/* Start the helpers not yet started: false when there are none. cache_lock held. */
+static bool ra_start(struct zsnap *s)
+{
+	while (s->ra_started < s->ra_threads) {
+		int err = pthread_create(&s->ra_tid[s->ra_started], NULL, ra_worker, s);
+
+		if (err) {
+			s->h->log(s->in, CUB_LOG_WARN, "base %s: cannot start a read-ahead thread (%s); %u run",
+				  s->base_path, strerror(err), s->ra_started);
+			s->ra_threads = s->ra_started;
+			break;
+		}
+		s->ra_started++;
+	}
+	return s->ra_threads > 0;
+}
+
+/* Queue frames [lo, hi] that are not cached, while half the cache is free
+ * for readers: cache_lock held. Returns the first frame not queued. */
+static uint32_t ra_queue(struct zsnap *s, uint32_t lo, uint32_t hi)
+{
+	uint32_t f = lo;
+	bool any = false;
+
+	if (hi >= s->z.n_frames)
+		hi = s->z.n_frames - 1;
+	if (!ra_start(s))
+		return lo;
+	for (; f <= hi && s->ra_len < s->n_slots / 2; f++) {
+		struct slot *v;
+
+		if (find(s, f))
+			continue;
+		if (!(v = victim(s)))
+			break;
+		slot_assign(s, v, f, SLOT_QUEUED);
+		v->refs = 0;
+		s->ra_q[(s->ra_head + s->ra_len++) % s->n_slots] = f;
+		any = true;
+	}
+	if (any)
+		pthread_cond_broadcast(&s->ra_cond);
+	return f;
+}
+
+/*
+ * Before a base read of [off, off+len): the frames after its first go to
+ * the helpers, and when it starts where the last one ended, up to
+ * ra_frames more past its end.
+ */
+static void ra_before(struct zsnap *s, uint64_t off, uint64_t len)
+{
+	uint32_t first = zseek_frame_of(&s->z, off), last = zseek_frame_of(&s->z, off + len - 1);
+	bool seq = atomic_exchange_explicit(&s->ra_next, off + len, memory_order_relaxed) == off;
+	uint64_t hi = (uint64_t)last + (seq ? s->ra_frames : 0);
+	uint64_t lo = first + 1u;
+
+	if (seq && atomic_load_explicit(&s->ra_upto, memory_order_relaxed) > lo)
+		lo = atomic_load_explicit(&s->ra_upto, memory_order_relaxed);
+	if (hi < lo || lo >= s->z.n_frames)
+		return;
+	pthread_mutex_lock(&s->cache_lock);
+	if (!s->ra_quit && s->ra_threads)
+		atomic_store_explicit(&s->ra_upto, ra_queue(s, (uint32_t)lo, (uint32_t)(hi < UINT32_MAX ? hi : UINT32_MAX)),
+				      memory_order_relaxed);
+	pthread_mutex_unlock(&s->cache_lock);
 }
 
 /* The request's bytes [pos, pos+len) at file offset @off: 0 or -errno. */
@@ -270,6 +463,8 @@ static int fd_xfer(int fd, bool wr, uint64_t off, const struct iovec *iov, int c
 static int base_read(struct zsnap *s, uint64_t off, size_t len, const struct iovec *iov, int cnt,
 		     size_t pos)
 {
+	if (s->ra_want && len)
+		ra_before(s, off, len);
 	while (len) {
 		uint32_t i = zseek_frame_of(&s->z, off);
 		const struct zseek_frame *f = &s->z.f[i];
@@ -653,12 +848,20 @@ static void zs_close(void *priv)
 
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->cache_lock);
+	s->ra_quit = true;
+	pthread_cond_broadcast(&s->ra_cond);
+	pthread_mutex_unlock(&s->cache_lock);
+	for (unsigned i = 0; i < s->ra_started; i++)
+		pthread_join(s->ra_tid[i], NULL);
 	for (unsigned i = 0; s->slots && i < s->n_slots; i++)
 		free(s->slots[i].buf);
 	for (unsigned i = 0; i < s->n_dctx; i++)
 		zseek_dctx_free(s->dctx[i]);
 	free(s->slots);
 	free(s->dctx);
+	free(s->ra_q);
+	free(s->bucket);
 	zseek_close(&s->z);
 	free((void *)s->bits);
 	free(s->shadow);
@@ -674,6 +877,7 @@ static void zs_close(void *priv)
 	pthread_mutex_destroy(&s->flush_lock);
 	pthread_mutex_destroy(&s->cache_lock);
 	pthread_cond_destroy(&s->cache_cond);
+	pthread_cond_destroy(&s->ra_cond);
 	free(s->base_path);
 	free(s->delta_path);
 	free(s->map_path);
@@ -691,9 +895,19 @@ static int alloc_state(struct zsnap *s, const struct zsnap_cfg *cfg)
 	s->n_slots = (unsigned)cfg->cache_frames;
 	s->base_path = strdup(cfg->base);
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
-	s->dctx = calloc(s->n_slots, sizeof(*s->dctx));
-	if (!s->slots || !s->dctx || !s->base_path)
+	s->dctx = calloc(s->n_slots + MAX_RA_THREADS, sizeof(*s->dctx));
+	s->ra_frames = (unsigned)cfg->readahead;
+	s->ra_want = s->ra_threads = cfg->readahead ? (unsigned)cfg->readahead_threads : 0;
+	atomic_init(&s->ra_next, UINT64_MAX);
+	atomic_init(&s->ra_upto, 0);
+	s->ra_q = calloc(s->n_slots, sizeof(*s->ra_q));
+	for (s->bucket_mask = 1; s->bucket_mask < 2 * s->n_slots; s->bucket_mask *= 2)
+		;
+	s->bucket = malloc(s->bucket_mask * sizeof(*s->bucket));
+	s->bucket_mask--;
+	if (!s->slots || !s->dctx || !s->base_path || !s->ra_q || !s->bucket)
 		return -ENOMEM;
+	memset(s->bucket, 0xff, (s->bucket_mask + 1) * sizeof(*s->bucket)); /* all -1 */
 	if (!cfg->delta || !*cfg->delta)
 		return 0;
 	s->bits = calloc(s->n_words, 8);
@@ -721,6 +935,12 @@ static int zs_open(struct cub_inst *in, const struct cub_host *h, const void *cf
 	if (cfg->cache_frames < 1 || cfg->cache_frames > MAX_SLOTS)
 		return h->fail(in, -EINVAL, "cache_frames = %llu: expected 1 .. %u",
 			       (unsigned long long)cfg->cache_frames, MAX_SLOTS);
+	if (cfg->readahead > MAX_SLOTS)
+		return h->fail(in, -EINVAL, "readahead = %llu: expected 0 .. %u frames",
+			       (unsigned long long)cfg->readahead, MAX_SLOTS);
+	if (cfg->readahead_threads > MAX_RA_THREADS)
+		return h->fail(in, -EINVAL, "readahead_threads = %llu: expected 0 .. %u",
+			       (unsigned long long)cfg->readahead_threads, MAX_RA_THREADS);
 	ro = ro || cfg->read_only;
 	if (!ro && (!cfg->delta || !*cfg->delta))
 		return h->fail(in, -EINVAL, "delta must name this VM's copy-on-write file (or set read_only = true)");
@@ -735,6 +955,7 @@ static int zs_open(struct cub_inst *in, const struct cub_host *h, const void *cf
 	pthread_mutex_init(&s->flush_lock, NULL);
 	pthread_mutex_init(&s->cache_lock, NULL);
 	pthread_cond_init(&s->cache_cond, NULL);
+	pthread_cond_init(&s->ra_cond, NULL);
 	if ((err = base_open(s, cfg->base)))
 		goto fail;
 	if ((err = alloc_state(s, cfg))) {
@@ -760,8 +981,13 @@ static const struct cub_param zs_params[] = {
 	{ .name = "delta", .type = CUB_P_PATH, .offset = offsetof(struct zsnap_cfg, delta),
 	  .def = "", .doc = "this VM's copy-on-write file (created sparse; its map is DELTA.map)" },
 	{ .name = "cache_frames", .type = CUB_P_U64,
-	  .offset = offsetof(struct zsnap_cfg, cache_frames), .def = "128",
+	  .offset = offsetof(struct zsnap_cfg, cache_frames), .def = "512",
 	  .doc = "decompressed base frames kept in memory (LRU)" },
+	{ .name = "readahead", .type = CUB_P_U64, .offset = offsetof(struct zsnap_cfg, readahead),
+	  .def = "8", .doc = "frames decompressed ahead of a sequential reader (0: none; at most half the cache is queued)" },
+	{ .name = "readahead_threads", .type = CUB_P_U64,
+	  .offset = offsetof(struct zsnap_cfg, readahead_threads), .def = "2",
+	  .doc = "helper threads decompressing ahead, started on first need (0: none)" },
 	{ .name = "read_only", .type = CUB_P_BOOL, .offset = offsetof(struct zsnap_cfg, read_only),
 	  .def = "false", .doc = "open read-only; writes fail (delta optional)" },
 };

@@ -544,6 +544,143 @@ static void test_concurrent_partial_writes(void)
 
 /* ---- the host side: relative base and delta paths ---- */
 
+/* ---- read-ahead: a base of 16 KiB frames (21 of them) ---- */
+
+#define RA_F 16384u
+
+static bool ra_logged(unsigned frame, unsigned wait_ms)
+{
+	char what[40];
+
+	snprintf(what, sizeof(what), "frame %u at offset", frame);
+	for (unsigned t = 0;; t += 10) {
+		if (fake_log_count(&fh, CUB_LOG_ERR, what))
+			return true;
+		if (t >= wait_ms)
+			return false;
+		usleep(10000);
+	}
+}
+
+/* Frames [a, b] read one after another, RA_F bytes at a time: each equals the image. */
+static bool ra_read(struct disk *d, unsigned a, unsigned b)
+{
+	static uint8_t buf[RA_F];
+	bool ok = true;
+
+	for (unsigned f = a; f <= b; f++) {
+		size_t n = (uint64_t)(f + 1) * RA_F <= DISK ? RA_F : DISK - (size_t)f * RA_F;
+
+		ok &= rw(d, false, (uint64_t)f * RA_F, buf, n) == (int64_t)n &&
+		      !memcmp(buf, image + (size_t)f * RA_F, n);
+	}
+	return ok;
+}
+
+static void test_readahead(void)
+{
+	const char *on[] = { "cache_frames", "16", "readahead", "4", "readahead_threads", "2", NULL };
+	const char *off[] = { "cache_frames", "16", "readahead", "0", NULL };
+	static uint8_t buf[RA_F];
+	char cmd[700];
+	struct zseek z;
+	struct disk d;
+	int fd;
+
+	make_base("ra.zst", RA_F, DISK);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", in_dir("ra.zst"), in_dir("ra-bad.zst"));
+	CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+	fd = open(in_dir("ra-bad.zst"), O_RDWR);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(zseek_open(&z, fd, (char[256]){ 0 }, 256), 0);
+	CU_ASSERT_EQUAL_FATAL(z.n_frames, 21);
+	CU_ASSERT(pwrite(fd, "\xde\xad\xbe\xef\xde\xad\xbe\xef", 8,
+			 (off_t)(z.f[10].coff + z.f[10].csize / 2)) == 8);
+	zseek_close(&z);
+	close(fd);
+
+	/* Reads that do not follow each other read nothing ahead. */
+	fake_log_clear(&fh);
+	CU_ASSERT_EQUAL_FATAL(zopen(&d, "ra-bad.zst", NULL, true, on), 0);
+	CU_ASSERT(ra_read(&d, 8, 8) && ra_read(&d, 2, 2) && ra_read(&d, 6, 6));
+	CU_ASSERT(!ra_logged(10, 200));
+	/* Sequential: 4, 5 (queues 6..9), 6 (queues 10): the helpers find the
+	 * corrupt frame 10 that no read has touched. */
+	CU_ASSERT(ra_read(&d, 4, 6));
+	CU_ASSERT(ra_logged(10, 20000));
+	CU_ASSERT(ra_read(&d, 7, 9));
+	CU_ASSERT_EQUAL(rw(&d, false, 10 * RA_F, buf, 4096), -EIO);
+	CU_ASSERT(ra_read(&d, 11, 20));
+	zclose(&d);
+
+	/* readahead = 0: the same reads find nothing ahead. */
+	fake_log_clear(&fh);
+	CU_ASSERT_EQUAL_FATAL(zopen(&d, "ra-bad.zst", NULL, true, off), 0);
+	CU_ASSERT(ra_read(&d, 4, 9));
+	CU_ASSERT(!ra_logged(10, 200));
+	zclose(&d);
+
+	/* Whole-disk reads, each spanning every frame, through caches of 16 and 2. */
+	CU_ASSERT_EQUAL_FATAL(zopen(&d, "ra.zst", NULL, true, on), 0);
+	CU_ASSERT(disk_is(&d, image) && disk_is(&d, image));
+	zclose(&d);
+	CU_ASSERT_EQUAL_FATAL(zopen(&d, "ra.zst", NULL, true,
+				    (const char *[]){ "cache_frames", "2", "readahead", "8", NULL }), 0);
+	CU_ASSERT(disk_is(&d, image) && ra_read(&d, 0, 20));
+	zclose(&d);
+
+	/* Bounds. */
+	CU_ASSERT_EQUAL(zopen(&d, "ra.zst", NULL, true,
+			      (const char *[]){ "readahead_threads", "17", NULL }), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "readahead_threads = 17"));
+	CU_ASSERT_EQUAL(zopen(&d, "ra.zst", NULL, true,
+			      (const char *[]){ "readahead", "4097", NULL }), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(fh.fail_msg, "readahead = 4097"));
+}
+
+/* Sequential readers from different places at once, through a small cache. */
+struct ra_reader {
+	struct disk *d;
+	unsigned start, chunk;
+	bool ok;
+};
+
+static void *ra_reader(void *arg)
+{
+	struct ra_reader *r = arg;
+	static __thread uint8_t buf[20480];
+
+	r->ok = true;
+	for (unsigned round = 0; round < 3; round++)
+		for (size_t off = r->start; off < DISK; off += r->chunk) {
+			size_t n = off + r->chunk <= DISK ? r->chunk : DISK - off;
+
+			r->ok &= rw(r->d, false, off, buf, n) == (int64_t)n &&
+				 !memcmp(buf, image + off, n);
+		}
+	return NULL;
+}
+
+static void test_readahead_concurrent(void)
+{
+	struct ra_reader r[4];
+	pthread_t t[4];
+	struct disk d;
+
+	CU_ASSERT_EQUAL_FATAL(zopen(&d, "ra.zst", NULL, true,
+				    (const char *[]){ "cache_frames", "4", "readahead", "8",
+						      "readahead_threads", "3", NULL }), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		r[i] = (struct ra_reader){ .d = &d, .start = i * 3 * 4096, .chunk = 4096u * (i + 2) };
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, ra_reader, &r[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CU_ASSERT(r[i].ok);
+	}
+	zclose(&d);
+}
+
 static void test_host_relative_paths(void)
 {
 	static struct registry reg;
@@ -592,6 +729,8 @@ int main(void)
 		{ "a corrupt frame fails only its blocks", test_corrupt_frame },
 		{ "concurrent partial writes to new blocks", test_concurrent_partial_writes },
 		{ "host resolves base and delta like path", test_host_relative_paths },
+		{ "read-ahead: sequential reads decompress the next frames", test_readahead },
+		{ "read-ahead: concurrent sequential readers, small cache", test_readahead_concurrent },
 		{ NULL, NULL },
 	};
 	char path[512], e[512], cmd[128];
