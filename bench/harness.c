@@ -70,6 +70,11 @@ static int b_pop(struct cub_vq *q, struct cub_vq_chain *c)
 	return virtq_pop((struct virtq *)q, c);
 }
 
+static int b_unpop(struct cub_vq *q, const uint16_t *heads, unsigned n)
+{
+	return virtq_unpop((struct virtq *)q, heads, n);
+}
+
 static void b_push(struct cub_vq *q, const struct cub_vq_chain *c, uint32_t written)
 {
 	virtq_push((struct virtq *)q, c->head, written);
@@ -98,7 +103,7 @@ static void b_broken(struct cub_inst *in, const char *why)
 
 const struct cub_virtio_host bench_vhost = {
 	.size = sizeof(bench_vhost), .add = b_add, .pop = b_pop, .push = b_push,
-	.notify = b_notify, .broken = b_broken, .push_batch = b_push_batch,
+	.notify = b_notify, .broken = b_broken, .push_batch = b_push_batch, .unpop = b_unpop,
 };
 
 /* ---- the device ---- */

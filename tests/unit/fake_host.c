@@ -295,6 +295,30 @@ static int fake_vq_pop(struct cub_vq *vq, struct cub_vq_chain *c)
 	return ret;
 }
 
+/* The chains popped last go back to the front of the available ring. */
+static int fake_vq_unpop(struct cub_vq *vq, const uint16_t *heads, unsigned n)
+{
+	struct fake_vq *q = fvq(vq);
+	int ret = 0;
+
+	pthread_mutex_lock(&q->fh->lock);
+	for (unsigned j = 0; j < n && !ret; j++) {
+		const struct cub_vq_chain *c = q->avail[(q->avail_head + FAKE_VQ_LEN - 1 - j) % FAKE_VQ_LEN];
+
+		if (n > FAKE_VQ_LEN - q->avail_n || !c || c->head != heads[n - 1 - j])
+			ret = -EIO;
+	}
+	if (ret) {
+		q->unpop_bad++;
+	} else {
+		q->unpops += n;
+		q->avail_head = (q->avail_head + FAKE_VQ_LEN - n) % FAKE_VQ_LEN;
+		q->avail_n += n;
+	}
+	pthread_mutex_unlock(&q->fh->lock);
+	return ret;
+}
+
 static void fake_vq_push(struct cub_vq *vq, const struct cub_vq_chain *c, uint32_t written)
 {
 	struct fake_vq *q = fvq(vq);
@@ -509,6 +533,7 @@ void fake_host_init(struct fake_host *fh)
 		.queue_size = fake_vq_queue_size,
 		.rl_take = cub_rl_take,
 		.rl_charge = cub_rl_charge,
+		.unpop = fake_vq_unpop,
 	};
 	fh->net_host = (struct cub_net_host){
 		.size = sizeof(struct cub_net_host),

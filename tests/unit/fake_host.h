@@ -45,6 +45,8 @@ struct fake_vq {
 	unsigned n_used;   /* pushes so far; used[i % FAKE_VQ_LEN] */
 	unsigned notifies;
 	unsigned pops;     /* pop calls, including empty ones */
+	unsigned unpops;   /* chains given back unused (unpop) */
+	unsigned unpop_bad; /* unpop calls naming chains not popped last */
 	int pop_err;       /* knob: nonzero makes pop return it */
 	uint16_t size;     /* knob: what queue_size reports (0: FAKE_VQ_LEN) */
 };

@@ -432,6 +432,84 @@ static void test_rx_mergeable(void)
 	dev_close();
 }
 
+/*
+ * Frames longer than one mergeable buffer, one after another: from the
+ * second on, the buffers a frame needs are popped before the recv, which
+ * lands straight in them; those a shorter frame leaves go back to the ring
+ * (unpop) and carry the next frames, in ring order. Chains of many
+ * segments that would overflow recv's iovec go back too, and the bounce
+ * buffer carries the rest. Every byte lands where the guest expects it.
+ */
+static struct cub_vq_chain *rx_chain_n(unsigned n, size_t len);
+
+static void test_rx_pop_ahead(void)
+{
+	static uint8_t frame[20000];
+	struct cub_vq_chain *c[64];
+	unsigned used = 0, nc = 0;
+
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (unsigned i = 0; i < 40; i++)
+		fake_vq_add(&fh, RXQ, c[nc++] = rx_chain(4096, 0));
+	fake_virtio_kick(&fh, RXQ);
+	for (unsigned round = 0; round < 4; round++) {
+		size_t len = round == 2 ? 100 : 20000, off = 0;
+		unsigned first = used, k;
+
+		fill(frame, len, 30 + round);
+		CU_ASSERT_EQUAL(send(sv[1], frame, len, 0), (ssize_t)len);
+		run_loop();
+		k = (unsigned)(HDR + len + 4095) / 4096;
+		CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, used + k);
+		CU_ASSERT_EQUAL(le16(mem_of(c[first]) + 10), k);
+		for (unsigned j = 0; j < k; j++) {
+			size_t skip = j ? 0 : HDR, n = len - off < 4096 - skip ? len - off : 4096 - skip;
+
+			/* in ring order: the ones given back came out again */
+			CU_ASSERT_EQUAL(fh.vqs[RXQ].used[first + j].head, c[first + j]->head);
+			CU_ASSERT_EQUAL(fh.vqs[RXQ].used[first + j].written, skip + n);
+			CU_ASSERT_EQUAL(memcmp(mem_of(c[first + j]) + skip, frame + off, n), 0);
+			off += n;
+		}
+		used += k;
+	}
+	CU_ASSERT(fh.vqs[RXQ].unpops >= 4); /* the short frame's */
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].unpop_bad, 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+
+	/* Chains of 300 segments: a fourth would pass recv's 1024 iovecs. */
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	nc = 0;
+	for (unsigned i = 0; i < 12; i++)
+		fake_vq_add(&fh, RXQ, c[nc++] = rx_chain_n(300, 16)); /* 4800 bytes each */
+	fake_virtio_kick(&fh, RXQ);
+	used = 0;
+	for (unsigned round = 0; round < 3; round++) {
+		size_t off = 0;
+		unsigned k = (HDR + 16000 + 4799) / 4800;
+
+		fill(frame, 16000, 50 + round);
+		CU_ASSERT_EQUAL(send(sv[1], frame, 16000, 0), 16000);
+		run_loop();
+		CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, used + k);
+		for (unsigned j = 0; j < k; j++) {
+			size_t skip = j ? 0 : HDR, n = 16000 - off < 4800 - skip ? 16000 - off : 4800 - skip;
+
+			CU_ASSERT_EQUAL(fh.vqs[RXQ].used[used + j].head, c[used + j]->head);
+			CU_ASSERT_EQUAL(memcmp(mem_of(c[used + j]) + skip, frame + off, n), 0);
+			off += n;
+		}
+		used += k;
+	}
+	CU_ASSERT(fh.vqs[RXQ].unpops >= 1);
+	CU_ASSERT_EQUAL(fh.vqs[RXQ].unpop_bad, 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+}
+
 /* No buffers: stop watching the backend, drop nothing, resume on the kick. */
 static void test_rx_backpressure(void)
 {
@@ -1199,6 +1277,7 @@ int main(void)
 		{ "RX: mergeable buffers", test_rx_mergeable },
 		{ "RX: no buffers, backpressure", test_rx_backpressure },
 		{ "RX: without mergeable buffers", test_rx_no_mrg },
+		{ "RX: buffers popped ahead of a recv, the unused given back", test_rx_pop_ahead },
 		{ "RX: malformed chains", test_rx_malformed },
 		{ "vnet header backend: offloads", test_offloads },
 		{ "reset with a frame half placed", test_reset },

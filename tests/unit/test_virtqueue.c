@@ -511,6 +511,83 @@ static void test_push_batch(void)
 	virtq_free(vq);
 }
 
+/* unpop: the chains popped last go back and come out again, across the
+ * ring's wrap, and a snapshot's position counts only what is still held;
+ * giving back chains not held, or not the last popped, or whose ring slot
+ * the driver rewrote, breaks the queue. */
+static void test_unpop(void)
+{
+	struct virtq *vq = setup(4, F_EVENT);
+	struct virtq_pos pos;
+	uint16_t h[3];
+
+	for (unsigned i = 0; i < 4; i++)
+		put_desc(DESC, i, BUF + 0x100 * i, 64, D_WRITE, 0);
+	make_avail(4, 0);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	virtq_push(vq, 0, 1);
+	make_avail(4, 3);
+	make_avail(4, 1);
+	make_avail(4, 2); /* ring slots 1, 2, 3 */
+	for (int i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+		h[i] = c.head;
+	}
+	CU_ASSERT(h[0] == 3 && h[1] == 1 && h[2] == 2);
+	CU_ASSERT_EQUAL(virtq_unpop(vq, &h[1], 2), 0); /* 1 and 2 back, 3 held */
+	CU_ASSERT_EQUAL(virtq_save_pos(vq, &pos), 0);
+	CU_ASSERT_EQUAL(pos.last_avail, 1); /* only 3 is held */
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	CU_ASSERT_EQUAL(c.head, 1);
+	CU_ASSERT_EQUAL(c.in_len, 64);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	CU_ASSERT_EQUAL(c.head, 2);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 0);
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 0), 0);
+	CU_ASSERT_FALSE(virtq_broken(vq));
+	/* wrap: slot 0 again */
+	virtq_push(vq, 1, 1);
+	make_avail(4, 1);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	CU_ASSERT_EQUAL(virtq_unpop(vq, &c.head, 1), 0);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	CU_ASSERT_EQUAL(c.head, 1);
+	CU_ASSERT_FALSE(virtq_broken(vq));
+	/* not the last popped: 3 was popped before 2 and 1 */
+	h[0] = 3;
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
+	CU_ASSERT_TRUE(virtq_broken(vq));
+	virtq_free(vq);
+
+	/* a head the device does not hold */
+	vq = setup(4, 0);
+	put_desc(DESC, 0, BUF, 64, D_WRITE, 0);
+	make_avail(4, 0);
+	h[0] = 1;
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
+	CU_ASSERT_TRUE(virtq_broken(vq));
+	virtq_free(vq);
+
+	/* the driver rewrote the ring slot of a chain it had handed over */
+	vq = setup(4, 0);
+	put_desc(DESC, 0, BUF, 64, D_WRITE, 0);
+	put_desc(DESC, 1, BUF + 0x100, 64, D_WRITE, 0);
+	make_avail(4, 0);
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
+	((uint16_t *)at(AVAIL + 4))[0] = 1;
+	h[0] = 0;
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
+	CU_ASSERT_TRUE(virtq_broken(vq));
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), -EIO);
+	virtq_free(vq);
+
+	/* more than the queue holds */
+	vq = setup(4, 0);
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 5), -EIO);
+	CU_ASSERT_TRUE(virtq_broken(vq));
+	virtq_free(vq);
+}
+
 /* The longest legal chain: every descriptor of a 1024-entry queue, and
  * CUB_VQ_MAX_SEGS through an indirect table in a larger one. */
 static void test_long_chains(void)
@@ -599,6 +676,7 @@ int main(void)
 		{ "avail idx jumps", test_avail_jump },
 		{ "in-flight heads", test_inflight },
 		{ "push_batch", test_push_batch },
+		{ "unpop", test_unpop },
 		{ "long chains", test_long_chains },
 		{ "random rings", test_random },
 		{ NULL, NULL },

@@ -525,6 +525,19 @@ static int vh_pop(struct cub_vq *h, struct cub_vq_chain *c)
 	return ret;
 }
 
+static int vh_unpop(struct cub_vq *h, const uint16_t *heads, unsigned n)
+{
+	struct virtq *vq = live(h);
+	int ret;
+
+	if (!vq || is_broken(h->d))
+		return -EIO;
+	ret = virtq_unpop(vq, heads, n);
+	if (ret < 0)
+		brokenf(h->d, "queue %u: %s", h->index, virtq_error(vq));
+	return ret;
+}
+
 static void vh_push(struct cub_vq *h, const struct cub_vq_chain *c, uint32_t written)
 {
 	struct virtq *vq = live(h);
@@ -579,4 +592,5 @@ const struct cub_virtio_host virtio_host = {
 	.queue_size = vh_queue_size,
 	.rl_take = cub_rl_take,
 	.rl_charge = cub_rl_charge,
+	.unpop = vh_unpop,
 };

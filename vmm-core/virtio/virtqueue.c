@@ -314,6 +314,28 @@ int virtq_pop(struct virtq *vq, struct cub_vq_chain *c)
 	return 1;
 }
 
+int virtq_unpop(struct virtq *vq, const uint16_t *heads, unsigned n)
+{
+	if (vq->why)
+		return -EIO;
+	if (n > vq->size)
+		return broken(vq, "device gave back more chains than the queue holds");
+	/* Check all before changing anything: the last popped is heads[n-1]. */
+	for (unsigned j = 0; j < n; j++) {
+		uint16_t h = heads[n - 1 - j];
+		uint16_t slot = (uint16_t)(vq->last_avail - 1 - j) & (uint16_t)(vq->size - 1);
+
+		if (h >= vq->size || !(vq->inflight[h / 64] & (1ull << (h % 64))))
+			return broken(vq, "device gave back a chain it does not hold");
+		if (le16toh(__atomic_load_n(&vq->avail->ring[slot], __ATOMIC_RELAXED)) != h)
+			return broken(vq, "available ring changed under chains the device held");
+	}
+	for (unsigned j = 0; j < n; j++)
+		vq->inflight[heads[j] / 64] &= ~(1ull << (heads[j] % 64));
+	vq->last_avail = (uint16_t)(vq->last_avail - n);
+	return 0;
+}
+
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t written)
 {
 	struct vring_used_elem *e;

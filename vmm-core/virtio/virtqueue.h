@@ -48,6 +48,11 @@ void virtq_free(struct virtq *vq);
  * together with virtq_push and virtq_should_notify.
  */
 int virtq_pop(struct virtq *vq, struct cub_vq_chain *c);
+/* Give back the @n chains popped last, unused (@heads in pop order, nothing
+ * popped since): the next pops return them again. 0, or -EIO (the queue is
+ * then broken): a head not held, or an available-ring slot that no longer
+ * names it (the driver rewrote an entry it had handed over). */
+int virtq_unpop(struct virtq *vq, const uint16_t *heads, unsigned n);
 /* Give chain @head back with @written bytes written to its device-writable
  * part. A @head that was never popped breaks the queue. */
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t written);

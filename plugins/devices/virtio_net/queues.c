@@ -17,10 +17,15 @@
  *       chain is kept and the backend's tx_fd watched for EPOLLOUT; nothing
  *       more is sent until it fires.
  *   RX  on the event loop when the backend's rx_fd is readable: hold a
- *       receive chain, recv straight into it. With mergeable buffers a frame
- *       longer than the first buffer lands in a bounce buffer behind it and
- *       is copied into as many more buffers as it needs; they reach the used
- *       ring in one batch (num_buffers in the first header). When the guest
+ *       receive chain, recv straight into it. With mergeable buffers, when
+ *       recent frames were longer than that buffer, more buffers are popped
+ *       first (as many as the largest recent frame needs), the recv lands
+ *       straight in all of them, and those it did not reach go back to the
+ *       ring unused (unpop: the held chains stay the ones popped last, as a
+ *       snapshot needs). What still does not fit lands in a bounce buffer
+ *       behind them and is copied into as many more buffers as it needs;
+ *       all reach the used ring in one batch (num_buffers in the first
+ *       header). When the guest
  *       has no buffers, rx_fd is no longer watched until it kicks the
  *       receive queue: frames wait in the backend, none is dropped.
  *       A frame short of buffers half way waits for the next kick, but the
@@ -446,27 +451,78 @@ static int rx_fix_hdr(uint64_t f, struct vnet_hdr *hd)
 	return 0;
 }
 
+/* Give the buffers popped ahead from @from on back to the ring: 0 or -EIO. */
+static int rx_giveback(struct net *n, unsigned from)
+{
+	unsigned cnt = n->n_sp > from ? n->n_sp - from : 0;
+
+	n->n_sp = from < n->n_sp ? from : n->n_sp;
+	return cnt ? n->v->unpop(n->rxq, &n->sp_head[from], cnt) : 0;
+}
+
+/*
+ * Pop buffers after rxc until @room reaches @want (or the guest has no
+ * more), their segments appended to rx_iov from @k: the new k, or -EIO.
+ */
+static int rx_ahead(struct net *n, size_t room, size_t want, unsigned k)
+{
+	n->n_sp = 0;
+	while (room < want && n->n_sp < QUEUE_MAX - 1) {
+		struct cub_vq_chain *m = n->rxm;
+		int ret = rx_pop(n, m, false);
+
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			break;
+		if (k + m->n_in + 1 > MAX_SEGS + 1) { /* recv's iovec is full: not this one */
+			n->sp_head[n->n_sp++] = m->head;
+			return rx_giveback(n, n->n_sp - 1) ?: (int)k;
+		}
+		memcpy(&n->rx_iov[k], m->in, m->n_in * sizeof(*m->in));
+		k += m->n_in;
+		n->sp_head[n->n_sp] = m->head;
+		n->sp_nseg[n->n_sp] = m->n_in;
+		n->sp_len[n->n_sp++] = (uint32_t)m->in_len;
+		room += m->in_len;
+	}
+	return (int)k;
+}
+
 /* Receive one frame into rxc (popped and checked): 1 placed or dropped (go
  * on), 0 nothing waiting, -EIO broken, -EAGAIN out of buffers mid-frame. */
 static int rx_one(struct net *n, unsigned *done)
 {
 	struct cub_vq_chain *c = n->rxc;
-	size_t skip = n->vnet ? 0 : HDR, room = c->in_len - skip, frame;
-	unsigned k = iov_tail(c->in, c->n_in, skip, n->rx_iov);
+	size_t skip = n->vnet ? 0 : HDR, room = c->in_len - skip, frame, rem;
+	unsigned k = iov_tail(c->in, c->n_in, skip, n->rx_iov), i;
 	struct vnet_hdr hd = { 0 };
 	int64_t r;
 
+	n->n_sp = 0;
 	if (n->mrg) {
+		if (n->unpop && n->rx_target > room) {
+			int kk = rx_ahead(n, room, n->rx_target, k);
+
+			if (kk < 0)
+				return -EIO;
+			k = (unsigned)kk;
+		}
 		n->rx_iov[k].iov_base = n->bounce;
 		n->rx_iov[k++].iov_len = CUB_NET_MAX_FRAME + HDR;
 	}
 	r = n->be->ops->recv(n->be->priv, n->rx_iov, (int)k);
+	if (r > 0)
+		n->rx_target = (size_t)r > n->rx_target - n->rx_target / 8 ?
+				       (size_t)r : n->rx_target - n->rx_target / 8;
+	if ((r <= 0 || (size_t)r <= room) && rx_giveback(n, 0))
+		return -EIO;
 	if (r == 0)
 		return 0;
 	if (r < 0 || (n->vnet && r < HDR)) {
 		if (r == -EMSGSIZE || r >= 0) {
 			count(&n->rx_dropped, 1);
-			return 1;
+			return rx_giveback(n, 0) ? -EIO : 1;
 		}
 		if (++n->rx_errs >= 16) {
 			n->rx_dead = true;
@@ -488,7 +544,8 @@ static int rx_one(struct net *n, unsigned *done)
 					      "%s: dropped a frame with offloads the guest refused (flags %#x, gso %#x)",
 					      n->be->name, hd.flags, hd.gso_type);
 			count(&n->rx_dropped, 1);
-			return 1; /* the buffer stays ours for the next frame */
+			/* the buffer stays ours for the next frame */
+			return rx_giveback(n, 0) ? -EIO : 1;
 		}
 	}
 	iov_copy(c->in, c->n_in, 0, &hd, HDR, true); /* a plain frame: zeroes */
@@ -505,15 +562,28 @@ static int rx_one(struct net *n, unsigned *done)
 		n->rx_held = false;
 		return 1;
 	}
-	/* Only mergeable buffers get here: the rest is in the bounce buffer. */
+	/* Only mergeable buffers get here: the rest is in the buffers popped
+	 * ahead, then in the bounce buffer. */
 	n->used[0] = (struct cub_vq_used){ c->head, (uint32_t)(skip + room) };
 	n->n_used = 1;
-	n->pend_len = (size_t)r - room;
+	n->held_desc = n->min_desc = 0;
+	rx_hold(n, c);
+	rem = (size_t)r - room;
+	for (i = 0; rem && i < n->n_sp; i++) {
+		size_t w = rem < n->sp_len[i] ? rem : n->sp_len[i];
+
+		n->used[n->n_used++] = (struct cub_vq_used){ n->sp_head[i], (uint32_t)w };
+		n->held_desc += n->sp_nseg[i];
+		if (n->sp_nseg[i] < n->min_desc)
+			n->min_desc = n->sp_nseg[i];
+		rem -= w;
+	}
+	if (rx_giveback(n, i))
+		return -EIO;
+	n->pend_len = rem;
 	n->pend_off = 0;
 	n->pend_frame = (uint32_t)frame;
 	n->rx_pend = true;
-	n->held_desc = n->min_desc = 0;
-	rx_hold(n, c);
 	r = rx_continue(n, done, false);
 	return r == 0 ? -EAGAIN : (int)r;
 }

@@ -134,7 +134,8 @@ static void net_stop(void *priv)
 
 	pthread_mutex_lock(&n->rx_lock);
 	n->rx_running = n->rx_held = n->rx_pend = false;
-	n->n_used = 0;
+	n->n_used = n->n_sp = 0;
+	n->rx_target = 0;
 	n->rxq = NULL;
 	if (n->rx_waiting) {
 		struct itimerspec off = { { 0, 0 }, { 0, 0 } };
@@ -338,6 +339,7 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 		n->tx_rl = cfg->tx_rl;
 	}
 	n->batch = CUB_VIRTIO_HAS_PUSH_BATCH(h->virtio);
+	n->unpop = CUB_VIRTIO_HAS_UNPOP(h->virtio);
 	pthread_mutex_init(&n->ev_lock, NULL);
 	pthread_mutex_init(&n->rx_lock, NULL);
 	pthread_mutex_init(&n->tx_lock, NULL);

@@ -114,6 +114,11 @@ struct net {
 	struct cub_vq_used used[QUEUE_MAX];
 	unsigned n_used;
 	struct iovec rx_iov[CUB_VQ_MAX_SEGS + 1];
+	bool unpop;           /* host has unpop: receive buffers are popped ahead */
+	size_t rx_target;     /* bytes to have buffers for before a recv (recent frames' size) */
+	unsigned n_sp;        /* buffers popped ahead for this recv, after rxc: */
+	uint16_t sp_head[QUEUE_MAX], sp_nseg[QUEUE_MAX];
+	uint32_t sp_len[QUEUE_MAX];
 
 	pthread_mutex_t tx_lock; /* everything tx_ */
 	struct cub_vq *txq;

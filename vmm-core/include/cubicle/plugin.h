@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define CUB_ABI_MAJOR 1 /* bump: any layout change to existing structs */
-#define CUB_ABI_MINOR 7 /* bump: members appended / new optional ops */
+#define CUB_ABI_MINOR 8 /* bump: members appended / new optional ops */
 /* 1.1: cub_host gained virtio and storage (virtio.h, storage.h).
  * 1.2: cub_host gained net (net.h); cub_storage_ops gained snapshot and
  *      rollback (read by the host only from plugins built for 1.2 or later).
@@ -32,7 +32,8 @@ extern "C" {
  *      gained rl_take and rl_charge.
  * 1.7: cub_plugin gained syscalls and n_syscalls (what the plugin's code
  *      needs past the host's seccomp allow-lists); cub_host gained
- *      thread_enter. */
+ *      thread_enter.
+ * 1.8: cub_virtio_host gained unpop (chains popped ahead go back unused). */
 
 enum cub_kind { CUB_KIND_DEVICE = 1, CUB_KIND_STORAGE, CUB_KIND_NET };
 

@@ -146,6 +146,14 @@ struct cub_virtio_ops {
  *          may owe after), or give back (negative): for what is known only
  *          after the fact, e.g. a received frame's length once rl_take said
  *          a frame may come. Any thread.
+ * @unpop:  (ABI 1.8) give back the @n chains popped last, unused (@heads in
+ *          the order pop returned them; nothing popped since): the next
+ *          pops return them again. For a device that pops buffers ahead of
+ *          knowing how many it needs (virtio-net receiving into mergeable
+ *          buffers). 0, or -EIO: those were not the chains popped last
+ *          (the device is wrong), or the driver changed the available ring
+ *          under them; the queue is then broken as for pop. Same thread
+ *          discipline as pop. Check with CUB_VIRTIO_HAS_UNPOP.
  */
 struct cub_rl;
 
@@ -161,6 +169,8 @@ struct cub_virtio_host {
 	/* ABI 1.6: */
 	bool (*rl_take)(struct cub_rl *rl, uint64_t bytes, uint64_t ops, uint64_t *wait_us);
 	void (*rl_charge)(struct cub_rl *rl, int64_t bytes, int64_t ops);
+	/* ABI 1.8: */
+	int (*unpop)(struct cub_vq *vq, const uint16_t *heads, unsigned n);
 };
 
 #define CUB_VIRTIO_HAS_PUSH_BATCH(v)                                                  \
@@ -175,6 +185,9 @@ struct cub_virtio_host {
 #define CUB_VIRTIO_HAS_RL(v)                                                          \
 	((v)->size >= offsetof(struct cub_virtio_host, rl_charge) + sizeof((v)->rl_charge) && \
 	 (v)->rl_take && (v)->rl_charge)
+
+#define CUB_VIRTIO_HAS_UNPOP(v)                                                       \
+	((v)->size >= offsetof(struct cub_virtio_host, unpop) + sizeof((v)->unpop) && (v)->unpop)
 
 #ifdef __cplusplus
 }
