@@ -263,8 +263,10 @@ struct zs_disk {
 	int raw; /* >= 0: pread the raw image instead */
 };
 
-/* Open the plugin next to the cubicle binary on base, with delta. */
-static int zs_open(struct zs_disk *d, const char *cub, const char *base, const char *delta)
+/* Open the plugin next to the cubicle binary on base, with delta, and
+ * ra_threads read-ahead threads (negative: the plugin's default). */
+static int zs_open(struct zs_disk *d, const char *cub, const char *base, const char *delta,
+		   int ra_threads)
 {
 	static const struct cub_host host = { .size = sizeof(host), .log = zs_log,
 					      .log_ratelimited = zs_log, .fail = zs_fail };
@@ -291,8 +293,12 @@ static int zs_open(struct zs_disk *d, const char *cub, const char *base, const c
 			memcpy(slot, &delta, sizeof(delta));
 		else if (!strcmp(p->params[i].name, "cache_frames"))
 			*(uint64_t *)slot = 64;
+		else if (p->params[i].def && p->params[i].type == CUB_P_U64)
+			*(uint64_t *)slot = strtoull(p->params[i].def, NULL, 0);
+		if (ra_threads >= 0 && !strcmp(p->params[i].name, "readahead_threads"))
+			*(uint64_t *)slot = (uint64_t)ra_threads;
 	}
-	if (!d->cfg || d->ops->open(NULL, &host, d->cfg, false, &d->priv)) {
+	if (!d->cfg || d->ops->open(NULL, &host, d->cfg, !delta, &d->priv)) {
 		free(d->cfg);
 		dlclose(d->dl);
 		return -1;
@@ -417,7 +423,7 @@ static void bench_zstd_snap(const char *cub, const char *dir)
 	uint64_t size = (uint64_t)ZS_MIB * MIB, t_cub, t_cli;
 	struct stat zs_st, cli_st;
 	struct zs_disk zd, raw = { .raw = -1 };
-	double cold, warm, rcold, seq, rseq, dec;
+	double cold, warm, rcold, seq, seq0, rseq, dec;
 
 	snprintf(img, sizeof(img), "%s/zs.img", dir);
 	snprintf(zst, sizeof(zst), "%s/zs.zst", dir);
@@ -456,7 +462,7 @@ static void bench_zstd_snap(const char *cub, const char *dir)
 	unlink(delta);
 	snprintf(cmd, sizeof(cmd), "%s.map", delta);
 	unlink(cmd);
-	if (raw.raw < 0 || zs_open(&zd, cub, zst, delta)) {
+	if (raw.raw < 0 || zs_open(&zd, cub, zst, delta, -1)) {
 		printf("  cannot open the image or the plugin\n");
 		goto out;
 	}
@@ -473,13 +479,20 @@ static void bench_zstd_snap(const char *cub, const char *dir)
 	       warm ? 1e6 / warm : 0, warm / rcold);
 	rseq = zs_seq(&raw, size);
 	seq = zs_seq(&zd, size);
+	zs_close(&zd);
+	seq0 = 0;
+	if (!zs_open(&zd, cub, zst, NULL, 0)) {
+		seq0 = zs_seq(&zd, size);
+		zs_close(&zd);
+	}
 	dec = zs_decompress_all(zst);
 	printf("  sequential 1 MiB  raw pread            %7.0f MiB/s\n", rseq);
 	printf("  sequential 1 MiB  zstd-snap            %7.0f MiB/s  (%.2fx raw, %.2fx one core decompressing)\n",
 	       seq, rseq ? seq / rseq : 0, dec ? seq / dec : 0);
+	printf("  sequential 1 MiB  zstd-snap, readahead_threads = 0 %7.0f MiB/s  (%.2fx raw)\n", seq0,
+	       rseq ? seq0 / rseq : 0);
 	printf("  sequential        one core decompressing every frame in order %7.0f MiB/s (%.2fx raw)\n",
 	       dec, rseq ? dec / rseq : 0);
-	zs_close(&zd);
 out:
 	if (raw.raw >= 0)
 		close(raw.raw);
