@@ -230,6 +230,13 @@ uint32_t zseek_frame_of(const struct zseek *z, uint64_t off)
 {
 	uint32_t lo = 0, hi = z->n_frames;
 
+	/* Frames of one size (every one but the last): no search. */
+	if (z->frame_size && off / z->frame_size < z->n_frames) {
+		uint32_t i = (uint32_t)(off / z->frame_size);
+
+		if (z->f[i].doff <= off && off - z->f[i].doff < z->f[i].dsize)
+			return i;
+	}
 	/* The last frame starting at or before off: zero-sized frames sharing
 	 * its start come before it, so they are never chosen. */
 	while (hi - lo > 1) {

@@ -294,8 +294,10 @@ static int fill(struct zsnap *s, struct slot *sl, uint32_t i)
 	return err;
 }
 
-/* Hold decompressed frame @i: 0 and *out (release with cache_put), or -errno. */
-static int cache_get(struct zsnap *s, uint32_t i, struct slot **out)
+/* Hold decompressed frame @i: 0 and *out (release with cache_put), or
+ * -errno. Unless @wait, a frame another thread is decompressing is
+ * -EINPROGRESS at once. */
+static int cache_get(struct zsnap *s, uint32_t i, struct slot **out, bool wait)
 {
 	struct slot *sl;
 	int err;
@@ -314,6 +316,10 @@ static int cache_get(struct zsnap *s, uint32_t i, struct slot **out)
 			break; /* queued for a helper: decompress it here instead */
 		if (!sl && (sl = victim(s)))
 			break;
+		if (!wait && sl && sl->state == SLOT_LOADING) {
+			pthread_mutex_unlock(&s->cache_lock);
+			return -EINPROGRESS;
+		}
 		/* Loading elsewhere, or every slot held for a moment: wait. */
 		pthread_cond_wait(&s->cache_cond, &s->cache_lock);
 	}
@@ -392,7 +398,9 @@ static bool ra_start(struct zsnap *s)
 			s->ra_threads = s->ra_started;
 			break;
 		}
-		s->ra_started++;
+		if (!s->ra_started++)
+			s->h->log(s->in, CUB_LOG_INFO, "base %s: a reader went sequential: read-ahead of %u frames on %u threads",
+				  s->base_path, s->ra_frames, s->ra_threads);
 	}
 	return s->ra_threads > 0;
 }
@@ -466,21 +474,53 @@ static int base_read(struct zsnap *s, uint64_t off, size_t len, const struct iov
 	if (s->ra_want && len)
 		ra_before(s, off, len);
 	while (len) {
-		uint32_t i = zseek_frame_of(&s->z, off);
-		const struct zseek_frame *f = &s->z.f[i];
-		uint64_t in = off - f->doff, n = f->dsize - in;
-		struct slot *sl;
-		int err = cache_get(s, i, &sl);
+		/*
+		 * Up to 64 frames at a time. The first pass takes what is
+		 * cached and decompresses what nobody else is; a frame a helper
+		 * is decompressing is left for the second pass, which waits for
+		 * it. So the reader works beside the helpers instead of queueing
+		 * behind them.
+		 */
+		uint64_t skipped = 0, o = off, chunk = 0;
+		size_t p = pos;
 
-		if (err)
-			return err;
-		if (n > len)
-			n = len;
-		iov_from_buf(iov, cnt, pos, sl->buf + in, (size_t)n);
-		cache_put(s, sl);
-		off += n;
-		pos += (size_t)n;
-		len -= (size_t)n;
+		for (int pass = 0; pass < 2; pass++) {
+			unsigned k = 0;
+
+			o = off;
+			p = pos;
+			for (size_t left = len; left && k < 64; k++) {
+				uint32_t i = zseek_frame_of(&s->z, o);
+				const struct zseek_frame *f = &s->z.f[i];
+				uint64_t in = o - f->doff, n = f->dsize - in;
+				struct slot *sl;
+				int err = 0;
+
+				if (n > left)
+					n = left;
+				if (!pass || (skipped >> k & 1))
+					err = cache_get(s, i, &sl, pass == 1);
+				else
+					err = 1; /* copied in the first pass */
+				if (err == -EINPROGRESS)
+					skipped |= 1ull << k;
+				else if (err < 0)
+					return err;
+				else if (!err) {
+					iov_from_buf(iov, cnt, p, sl->buf + in, (size_t)n);
+					cache_put(s, sl);
+				}
+				o += n;
+				p += (size_t)n;
+				left -= (size_t)n;
+			}
+			chunk = o - off;
+			if (!skipped)
+				break;
+		}
+		off += chunk;
+		pos += (size_t)chunk;
+		len -= (size_t)chunk;
 	}
 	return 0;
 }

@@ -146,6 +146,9 @@ e2e_check "boot 1: root is /dev/vda ext4 (got '$(m boot1 root)')" [ "$(m boot1 r
 e2e_check "boot 1: big.bin read back from the base intact" [ "$(m boot1 big_ok)" = yes ]
 e2e_check "boot 1: guest wrote and synced" [ "$(m boot1 write)/$(m boot1 sync)" = 0/0 ]
 e2e_check "boot 1: exit status 0 after reboot -f (got $(rc_of boot1))" [ "$(rc_of boot1)" = 0 ]
+# Reading big.bin is sequential: the read-ahead threads start (confined as
+# workers: a call their filter lacks would have killed the VM above).
+e2e_check "boot 1: zstd-snap read ahead on its helper threads" grep -q "read-ahead of 8 frames on 2 threads" "$w/boot1.stderr"
 e2e_check "the delta holds the guest's blocks ($written written)" [ "${written:-0}" -gt 0 ]
 e2e_check "the base is unchanged" [ "$(sha256sum <"$w/root.zst" | cut -d' ' -f1)" = "$base_sha" ]
 e2e_check "boot 2: the guest finds its file on the same delta (got '$(m boot2 found)')" \
