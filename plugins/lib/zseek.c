@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "iov.h"
@@ -40,73 +41,17 @@ static uint32_t get32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t get64(const uint8_t *p)
-{
-	return get32(p) | (uint64_t)get32(p + 4) << 32;
-}
-
 static void put32(uint8_t *p, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* ---- XXH64, written from its published description (seed 0 only) ---- */
-
-#define P1 0x9E3779B185EBCA87ull
-#define P2 0xC2B2AE3D27D4EB4Full
-#define P3 0x165667B19E3779F9ull
-#define P4 0x85EBCA77C2B2AE63ull
-#define P5 0x27D4EB2F165667C5ull
-
-static uint64_t rotl(uint64_t x, int r)
-{
-	return x << r | x >> (64 - r);
-}
-
-static uint64_t xround(uint64_t acc, uint64_t lane)
-{
-	return rotl(acc + lane * P2, 31) * P1;
-}
-
-static uint64_t xmerge(uint64_t acc, uint64_t v)
-{
-	return (acc ^ xround(0, v)) * P1 + P4;
-}
+/* ---- XXH64 (seed 0): libxxhash ---- */
 
 uint64_t zseek_xxh64(const void *data, size_t len)
 {
-	const uint8_t *p = data, *end = p + len;
-	uint64_t acc;
-
-	if (len >= 32) {
-		uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = -P1;
-
-		for (; end - p >= 32; p += 32) {
-			v1 = xround(v1, get64(p));
-			v2 = xround(v2, get64(p + 8));
-			v3 = xround(v3, get64(p + 16));
-			v4 = xround(v4, get64(p + 24));
-		}
-		acc = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-		acc = xmerge(xmerge(xmerge(xmerge(acc, v1), v2), v3), v4);
-	} else {
-		acc = P5;
-	}
-	acc += len;
-	for (; end - p >= 8; p += 8)
-		acc = rotl(acc ^ xround(0, get64(p)), 27) * P1 + P4;
-	if (end - p >= 4) {
-		acc = rotl(acc ^ get32(p) * P1, 23) * P2 + P3;
-		p += 4;
-	}
-	for (; p < end; p++)
-		acc = rotl(acc ^ *p * P5, 11) * P1;
-	acc ^= acc >> 33;
-	acc *= P2;
-	acc ^= acc >> 29;
-	acc *= P3;
-	return acc ^ acc >> 32;
+	return XXH64(data, len, 0);
 }
 
 /* ---- reader ---- */
