@@ -511,6 +511,18 @@ static void test_push_batch(void)
 	virtq_free(vq);
 }
 
+/* unpop of @n chains ending with @head is refused and breaks the queue (freed). */
+static void unpop_refused(struct virtq *vq, uint16_t head, unsigned n)
+{
+	uint16_t h[8] = { 0 };
+
+	h[n ? n - 1 : 0] = head;
+	CU_ASSERT_EQUAL(virtq_unpop(vq, h, n), -EIO);
+	CU_ASSERT_TRUE(virtq_broken(vq));
+	CU_ASSERT_EQUAL(virtq_pop(vq, &c), -EIO);
+	virtq_free(vq);
+}
+
 /* unpop: the chains popped last go back and come out again, across the
  * ring's wrap, and a snapshot's position counts only what is still held;
  * giving back chains not held, or not the last popped, or whose ring slot
@@ -554,19 +566,13 @@ static void test_unpop(void)
 	CU_ASSERT_EQUAL(c.head, 1);
 	CU_ASSERT_FALSE(virtq_broken(vq));
 	/* not the last popped: 3 was popped before 2 and 1 */
-	h[0] = 3;
-	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
-	CU_ASSERT_TRUE(virtq_broken(vq));
-	virtq_free(vq);
+	unpop_refused(vq, 3, 1);
 
 	/* a head the device does not hold */
 	vq = setup(4, 0);
 	put_desc(DESC, 0, BUF, 64, D_WRITE, 0);
 	make_avail(4, 0);
-	h[0] = 1;
-	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
-	CU_ASSERT_TRUE(virtq_broken(vq));
-	virtq_free(vq);
+	unpop_refused(vq, 1, 1);
 
 	/* the driver rewrote the ring slot of a chain it had handed over */
 	vq = setup(4, 0);
@@ -575,17 +581,10 @@ static void test_unpop(void)
 	make_avail(4, 0);
 	CU_ASSERT_EQUAL(virtq_pop(vq, &c), 1);
 	((uint16_t *)at(AVAIL + 4))[0] = 1;
-	h[0] = 0;
-	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 1), -EIO);
-	CU_ASSERT_TRUE(virtq_broken(vq));
-	CU_ASSERT_EQUAL(virtq_pop(vq, &c), -EIO);
-	virtq_free(vq);
+	unpop_refused(vq, 0, 1);
 
 	/* more than the queue holds */
-	vq = setup(4, 0);
-	CU_ASSERT_EQUAL(virtq_unpop(vq, h, 5), -EIO);
-	CU_ASSERT_TRUE(virtq_broken(vq));
-	virtq_free(vq);
+	unpop_refused(setup(4, 0), 0, 5);
 }
 
 /* The longest legal chain: every descriptor of a 1024-entry queue, and
