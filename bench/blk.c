@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* bench/blk: the virtio-blk request path on the host (a split virtqueue in
- * guest RAM, the virtio-blk plugin and its worker thread, the storage host,
+ * guest RAM, the virtio-blk plugin served on the kicking thread, the storage host,
  * the raw plugin) against plain pread/pwrite on the same file, same run.
  * Usage: blk [FILE_MIB [RUNS]]; the image goes to $TMPDIR (default /var/tmp). */
 #include <fcntl.h>
@@ -29,7 +29,6 @@ static struct bench_desc *dt;
 static uint16_t *avail, *used_idx;
 static uint16_t avail_next;
 static struct virtq *vq;
-static bool use_iothread; /* serve the queue on the plugin's worker thread */
 
 static const struct cub_host host = {
 	.size = sizeof(host), .log = bench_log, .log_ratelimited = bench_log, .fail = bench_fail,
@@ -162,8 +161,8 @@ static int setup_device(const char *img, struct bench_dev *d)
 	struct cub_vq *q;
 
 	snprintf(text, sizeof(text),
-		 "devices = ( { type = \"virtio-blk\"; iothread = %s; backend = { type = \"raw\"; path = \"%s\"; }; } );",
-		 use_iothread ? "true" : "false", img);
+		 "devices = ( { type = \"virtio-blk\"; backend = { type = \"raw\"; path = \"%s\"; }; } );",
+		 img);
 	if (bench_dev_create(d, "virtio-blk", CUB_BUILD_DIR "/plugins/storage/.libs", text, &host) ||
 	    !(vq = bench_virtq(DESC_GPA, AVAIL_GPA, USED_GPA, 1ull << VIRTIO_F_VERSION_1)))
 		return -1;
@@ -196,14 +195,13 @@ int main(int argc, char **argv)
 {
 	uint64_t mib = argc > 1 ? strtoull(argv[1], NULL, 0) : 256;
 	unsigned runs = argc > 2 ? (unsigned)atoi(argv[2]) : 5;
-	use_iothread = argc > 3 && !strcmp(argv[3], "iothread");
 	static struct bench_dev dev;
 	pthread_t loop;
 	char img[256];
 	int fd;
 
 	if (mib < 16 || runs < 1 || runs > 32) {
-		fprintf(stderr, "usage: blk [FILE_MIB >= 16 [RUNS 1..32 [inline|iothread]]]\n");
+		fprintf(stderr, "usage: blk [FILE_MIB >= 16 [RUNS 1..32]]\n");
 		return 2;
 	}
 	if (bench_init("blk")) {
@@ -222,10 +220,9 @@ int main(int argc, char **argv)
 		unlink(img);
 		return 1;
 	}
-	/* inline: a round that ends at its budget goes on from the event
-	 * loop (the queue's re-arm eventfd, the one fd it watches) */
-	if (!use_iothread)
-		bench_loop_start(&loop);
+	/* a round that ends at its budget goes on from the event loop (the
+	 * queue's re-arm eventfd, the one fd it watches) */
+	bench_loop_start(&loop);
 	{
 		struct work rnd = { RAND4K, 1, mib << 20, 20000, NULL };
 		struct work rnd32 = { RAND4K, 32, mib << 20, 20000, NULL };
@@ -237,9 +234,9 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < rnd.n_ops; i++)
 			offs[i] = ((uint64_t)rand() % ((mib << 20) / 4096)) * 4096;
 		rnd.offs = rnd32.offs = offs;
-		printf("virtio-blk (%s) host path vs plain pread/pwrite, %" PRIu64
+		printf("virtio-blk host path vs plain pread/pwrite, %" PRIu64
 		       " MiB image in the page cache, median of %u runs (ratio = plain time / virtio-blk time)\n",
-		       use_iothread ? "iothread = true" : "inline, the default", mib, runs);
+		       mib, runs);
 		measure("4 KiB random read, QD1", &rnd, fd, runs);
 		measure("4 KiB random read, QD32", &rnd32, fd, runs);
 		measure("1 MiB sequential read", &sr, fd, runs);
@@ -247,8 +244,7 @@ int main(int argc, char **argv)
 		printf("interrupts: %u\n", bench_irqs);
 		free(offs);
 	}
-	if (!use_iothread)
-		bench_loop_stop(loop);
+	bench_loop_stop(loop);
 	bench_vops->stop(bench_vpriv);
 	bench_dev_destroy(&dev, storage_close_all);
 	virtq_free(vq);

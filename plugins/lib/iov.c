@@ -92,7 +92,12 @@ int64_t fullio_iov(int fd, bool wr, uint64_t off, const struct iovec *iov, int c
 		}
 		if (off + done > (uint64_t)INT64_MAX)
 			return -EINVAL;
-		r = wr ? pwritev(fd, v, n, (off_t)(off + done)) : preadv(fd, v, n, (off_t)(off + done));
+		if (n == 1) /* the common 4 KiB request: no iovec for the kernel to copy in */
+			r = wr ? pwrite(fd, v->iov_base, v->iov_len, (off_t)(off + done)) :
+				 pread(fd, v->iov_base, v->iov_len, (off_t)(off + done));
+		else
+			r = wr ? pwritev(fd, v, n, (off_t)(off + done)) :
+				 preadv(fd, v, n, (off_t)(off + done));
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

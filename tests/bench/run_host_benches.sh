@@ -34,7 +34,6 @@ run() {
 		echo "ok $n - $name"
 	fi
 }
-run "bench/blk inline" 4 "$bd/bench/blk" 16 1 inline
-run "bench/blk iothread" 4 "$bd/bench/blk" 16 1 iothread
+run "bench/blk" 4 "$bd/bench/blk" 16 1
 run "bench/net" 2 "$bd/bench/net" 1
 exit $fail

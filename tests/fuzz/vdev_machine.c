@@ -355,8 +355,6 @@ static void *cfg_build(const struct cub_plugin *p, bool ro, unsigned nq)
 			d = nqs;
 		else if (!strcmp(pa->name, "serial"))
 			d = SERIAL;
-		else if (!strcmp(pa->name, "iothread"))
-			d = "false"; /* inline: the kick's thread serves the queue */
 		switch (pa->type) {
 		case CUB_P_BOOL:
 			*(bool *)slot = d && !strcmp(d, "true");

@@ -67,11 +67,10 @@ struct cub_storage_req {
  * (readv, writev, flush, discard, write_zeroes) run on whichever thread the
  * device serves its queue on: with virtio-blk that is the thread that
  * delivers the guest's kick (the event-loop thread with ioeventfd, else a
- * vCPU thread) or, with `iothread = true`, one worker thread per queue.
- * Several may run at once (one per queue), also at overlapping offsets:
- * the backend does its own locking. They may block (pread/pwrite), but a
- * slow op holds up the thread it runs on: with inline serving that is the
- * event loop or a vCPU (virtio-blk's iothread = true moves it off both).
+ * vCPU thread). Several may run at once (one per queue), also at
+ * overlapping offsets: the backend does its own locking. They may block
+ * (pread/pwrite), but a slow op holds up the thread it runs on, the event
+ * loop or a vCPU: slow work belongs on the backend's own helper threads.
  *
  * Bounds: the host does not check offsets or lengths. virtio-blk checks
  * every request against info.size (and refuses writes when read-only)
