@@ -342,6 +342,34 @@ if [ -z "$left" ]; then
 else
 	echo "not ok - template build: refused builds left: $left"; fail=$((fail + 1))
 fi
+# A VM socket that takes no more connections (a stuck VMM: its listener's
+# backlog is full and nothing accepts): cubicle exec gives up at --timeout
+# with the reason; a blocking connect() would wait there for good.
+if python3 -c 'import socket' 2>/dev/null; then
+	python3 - "$tmp/full.sock" <<'PY' &
+import os, socket, sys, time
+l = socket.socket(socket.AF_UNIX)
+l.bind(sys.argv[1])
+l.listen(0)
+held = []
+while True: # fill the backlog: connect until one would wait
+    c = socket.socket(socket.AF_UNIX)
+    c.setblocking(False)
+    try:
+        c.connect(sys.argv[1])
+    except BlockingIOError:
+        break
+    held.append(c)
+open(sys.argv[1] + '.ready', 'w').close()
+time.sleep(60)
+PY
+	fp=$!
+	for i in $(seq 100); do [ -e "$tmp/full.sock.ready" ] && break; sleep 0.1; done
+	limit=20 expect "exec: a VM socket whose backlog is full" 125 \
+		"full.sock: it takes no more connections" -- exec --timeout 2 "$tmp/full.sock" -- true
+	kill $fp 2>/dev/null
+	wait $fp 2>/dev/null
+fi
 # `cubicle help CMD` of a command that is a program of its own: its own help
 for c in serve template ctl disk exec cp; do
 	if $runner "$cub" help $c 2>&1 | grep -q "^Usage: cubicle $c"; then

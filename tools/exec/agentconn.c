@@ -2,6 +2,7 @@
 /* Reaching a VM's cubicle-agent: the vsock socket (or the API socket that names it), curl over it. */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +35,16 @@ static int unix_connect(struct agent *a, const char *path)
 		return -1;
 	}
 	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	/* Non-blocking: connect() would wait, with no limit, on a listener
+	 * whose backlog is full (a VMM that stopped accepting); then it fails
+	 * at once with EAGAIN, retried like a socket not bound yet. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
 		int e = errno;
 
-		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path, strerror(e));
+		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path,
+			 e == EAGAIN ? "it takes no more connections (is its VMM stuck?)" : strerror(e));
 		if (fd >= 0)
 			close(fd);
 		errno = e;
@@ -278,7 +284,7 @@ int agent_resolve(struct agent *a)
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 
 		fd = unix_connect(a, a->vm);
-		if (fd >= 0 || (errno != ENOENT && errno != ECONNREFUSED) ||
+		if (fd >= 0 || (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN) ||
 		    now_ms() + 50 >= deadline)
 			break;
 		nanosleep(&pause, NULL);

@@ -62,9 +62,10 @@ static void tusage(FILE *f)
 static int vsock_path(struct sandbox *s, char *out, size_t len)
 {
 	char sock[300];
+	double t0 = now_ms();
 
 	snprintf(sock, sizeof(sock), "%s/api.sock", s->dir);
-	for (int i = 0; i < 600 && vmm_alive(s); i++, usleep(100000)) {
+	for (; now_ms() - t0 < 60000 && vmm_alive(s); usleep(100000)) {
 		char *body = NULL;
 		const char *p;
 		unsigned st = 0;
@@ -73,7 +74,7 @@ static int vsock_path(struct sandbox *s, char *out, size_t len)
 
 		if (fd < 0)
 			continue;
-		ret = hio_call(fd, "GET", "/vm/config", NULL, NULL, 10000, &st, &body);
+		ret = hio_call(fd, "GET", "/vm/config", NULL, NULL, 5000, &st, &body);
 		close(fd);
 		if (!ret && st == 200)
 			j = json_loads(body ? body : "", 0, NULL);

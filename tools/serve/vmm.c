@@ -257,10 +257,15 @@ int unix_connect(const char *path)
 	if (strlen(path) >= sizeof(a.sun_path))
 		return errno = ENAMETOOLONG, -1;
 	strcpy(a.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: a stream socket's connect() waits, with no limit, while
+	 * the listener's backlog is full, and a VMM that stopped accepting
+	 * fills it with the connections each retry gives up on. Then connect()
+	 * fails at once with EAGAIN, and the socket is made blocking again. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		int e = errno;
 
 		close(fd);
@@ -333,7 +338,8 @@ static int vmm_api_reply(const struct sandbox *s, const char *method, const char
 	sbx_file(s, "api.sock", false, sock, sizeof(sock));
 	fd = unix_connect(sock);
 	if (fd < 0) {
-		snprintf(msg, len, "%s: %s", sock, strerror(errno));
+		snprintf(msg, len, "%s: %s", sock,
+			 errno == EAGAIN ? "its VMM takes no more connections (stuck?)" : strerror(errno));
 		return -1;
 	}
 	ret = hio_call(fd, method, path, body, NULL, timeout_ms, &st, &out);
