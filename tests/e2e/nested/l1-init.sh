@@ -21,6 +21,9 @@
 #   CUBICLE-NESTED start             the script starts now: anything that
 #                                    goes wrong from here on is not L1's boot
 #   CUBICLE-NESTED stall dump ...    nestdump= reached; the dump follows
+#   CUBICLE-NESTED beat <uptime>     every 10 s while the script runs: L1's
+#                                    timers still fire (run-nested.sh tells
+#                                    a frozen L1 from a busy one by it)
 #   CUBICLE-NESTED RC=<exit code of the script>
 /bin/busybox --install -s /bin 2>/dev/null # a foreign busybox may lack links
 export PATH=/bin
@@ -133,6 +136,12 @@ if [ -n "$dump" ]; then
 	) &
 	watch=$!
 fi
+# The heartbeat: a sleep that ends and a line on the console. No 9p here
+# either. When it stops, L1's timer interrupts have (run-nested.sh).
+(
+	while sleep 10; do echo "CUBICLE-NESTED beat $(cut -d' ' -f1 /proc/uptime)"; done
+) &
+beat=$!
 # Every seccomp event the kernel logs (cubicle --seccomp=log) is kept, not
 # rate-limited away; they are handed back as nested-seccomp.log.
 echo 0 >/proc/sys/kernel/printk_ratelimit 2>/dev/null
@@ -141,6 +150,7 @@ chroot /host "$@" "$cmd"
 rc=$?
 dmesg | grep 'type=1326' >"/host$rw/nested-seccomp.log" 2>/dev/null
 [ -n "$watch" ] && kill "$watch" 2>/dev/null
+kill "$beat" 2>/dev/null
 echo "CUBICLE-NESTED RC=$rc"
 sync
 poweroff -f

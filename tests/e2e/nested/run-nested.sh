@@ -52,8 +52,13 @@
 # reset or hung before /init got that far), or when L1's own kernel wedged
 # while COMMAND ran (a CPU of L1 reported stuck for 2 minutes: L1's kernel
 # stopped making progress, which neither the command nor a guest inside L1
-# can cause short of an L1 kernel bug), the fault is the emulator's, not the command's, and L1
+# can cause short of an L1 kernel bug), or when L1 froze (its heartbeat, a
+# console line every 10 s from a sleep loop, stopped for 2 minutes and a key
+# press did not bring it back: its timer interrupts stopped, which no program
+# in L1 can cause), the fault is the emulator's, not the command's, and L1
 # boots once more (the first console is kept as DIR/nested-console.try1.log).
+# A frozen L1 that the key press wakes goes on; the run then says so
+# ("emulator stall") and DIR/nested-l0-freeze.log has its local APIC's state.
 # A command that fails, times out or crashes on its own is never retried.
 #
 # Exit status: COMMAND's, or 77 when an ingredient is missing (run
@@ -62,9 +67,12 @@
 # limit, no RC= marker). CUBICLE_NESTED_VERBOSE=1 streams L1's console;
 # CUBICLE_NESTED_CPU overrides -cpu (qemu64,-svm tests the no-KVM path),
 # CUBICLE_NESTED_TCG -accel (default tcg), CUBICLE_NESTED_SMP L1's vCPUs (like
-# --smp; default 1 on x86_64, see below, 2 on aarch64).
+# --smp; default 1 on x86_64, see below, 2 on aarch64), CUBICLE_NESTED_FREEZE_S
+# how long L1 may send no heartbeat before it is probed as frozen (default
+# 120; see boot_l1).
 
 set -uo pipefail
+freeze_s=${CUBICLE_NESTED_FREEZE_S:-120}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -314,7 +322,8 @@ l0_dump() {
 		# The general registers (not FPU/SSE/debug) and the next
 		# instructions of each CPU, as that CPU sees memory (a guest's,
 		# when it is in one).
-		timeout 5 sh -c 'printf "info cpus\ninfo registers -a\ncpu 0\nx/4i \$pc\ncpu 1\nx/4i \$pc\n" >"$1"' sh "$rw/nested-monitor.in" &
+		timeout 5 sh -c 'printf "info cpus\ninfo registers -a\ncpu 0\nx/4i \$pc\ncpu 1\nx/4i \$pc\n%s" >"$1"' sh \
+			"$rw/nested-monitor.in" "$([ "$arch" = x86_64 ] && printf 'info lapic\n')" &
 		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
 		echo "(monitor read ended)"
 		# Then an NMI: on x86 L1 panics with every CPU's backtrace on its
@@ -325,17 +334,42 @@ l0_dump() {
 	} >"$rw/nested-l0.log" 2>&1
 }
 
+# freeze_probe: L1 sent no heartbeat for a while (l1-init.sh's "beat" every
+# 10 s). Its CPU's local APIC (timer armed? an interrupt pending, or stuck in
+# service?) and the QEMU threads' CPU use go to nested-l0-freeze.log, then a
+# key press: an interrupt that wakes a CPU halted with its timer lost.
+freeze_probe() {
+	local qemu_pid t a
+	qemu_pid=$(pgrep -P "$qpid" | head -n 1)
+	{
+		echo "L1 sent no heartbeat for $1 s (at $(date +%T), ${SECONDS}s into the run)"
+		for t in /proc/$qemu_pid/task/*; do
+			read -r a <"$t/stat" 2>/dev/null || continue
+			a=${a##*) }
+			set -- $a
+			echo "  thread ${t##*/} $(cat "$t/comm") state $1: $((${12} + ${13})) ticks in all, wchan $(cat "$t/wchan" 2>/dev/null)"
+		done
+		echo "monitor:"
+		timeout 5 sh -c 'printf "info cpus\n%ssendkey shift\n" >"$1"' sh "$rw/nested-monitor.in" \
+			"$([ "$arch" = x86_64 ] && printf 'info lapic\ninfo registers\n')" &
+		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
+		echo "(monitor read ended; a key press sent)"
+	} >>"$rw/nested-l0-freeze.log" 2>&1
+}
+
 # boot_l1: one L1 run. Sets qrc (timeout/QEMU's status), hung (1 when L1 did
 # not start COMMAND within boot_timeout and was stopped), secs and boot_secs
 # (until COMMAND started, with the 0.5 s resolution of the watch).
 boot_l1() {
 	local t0 contail='' tails=() started=0 deadline=$((SECONDS + boot_timeout)) p
 	local l0at=$((SECONDS + timeout - 15)) l0done=0
+	local beats=0 n beat_at=0 nudged=0
 	boot_secs='?'
 	rm -f "$log" "$out" "$err" "$rw/nested-l0.log" "$rw/nested-seccomp.log"
+	[ "$try" = 1 ] && rm -f "$rw/nested-l0-freeze.log" # a retry adds to it
 	: >"$log"; : >"$out"; : >"$err" # L1 appends, so a live tail never sees a truncation
 	hung=0
-	wedged=
+	wedged= revived=
 	t0=$(date +%s.%N)
 	if [ "${CUBICLE_NESTED_VERBOSE:-0}" = 1 ]; then
 		tail -s 0.2 -n +1 -F "$log" 1>&2 2>/dev/null &
@@ -365,9 +399,31 @@ boot_l1() {
 		elif ! grep -q 'CUBICLE-NESTED RC=' "$log"; then
 			# A CPU of L1 stuck for 2 minutes: L1 stopped making progress
 			# (a shorter report can be a busy host's passing stall).
-			wedged=$(grep -o 'soft lockup - CPU#[0-9]* stuck for [0-9]*s! \[[^]]*\]' "$log" |
+			[ -z "$wedged" ] && wedged=$(grep -o 'soft lockup - CPU#[0-9]* stuck for [0-9]*s! \[[^]]*\]' "$log" |
 				awk -F'stuck for ' '{ split($2, a, "s"); if (a[1] + 0 >= 120) { print; exit } }')
 			[ -n "$wedged" ] && kill $qpid 2>/dev/null
+			# L1's heartbeat stopped (after it started: an older
+			# initramfs has none): its timers stopped firing. Seen
+			# once (2026-12-04, a busy host, 11 minutes into a run):
+			# L1's only CPU halted with interrupts on for good, even
+			# l1-init.sh's 5 s sleeps never ended, no lockup report
+			# (that needs a timer too), an NMI still got in. No program
+			# in L1 can do that: a timer interrupt was lost under it
+			# (the emulator's SVM or APIC, or L1's kernel).
+			# After $freeze_s (120) s, the probe and a key press; a beat
+			# within 35 s after it: L1 lives on (said once the run is
+			# over), else it is stopped as wedged (retried once, below).
+			n=$(grep -c 'CUBICLE-NESTED beat' "$log")
+			if [ "$n" != "$beats" ]; then
+				[ $nudged = 1 ] && revived="L1 sent no heartbeat for $((SECONDS - beat_at)) s; a key press woke it (the probe: $rw/nested-l0-freeze.log)"
+				beats=$n beat_at=$SECONDS nudged=0
+			elif [ "$beats" -gt 0 ] && [ $nudged = 0 ] && [ $((SECONDS - beat_at)) -ge $freeze_s ]; then
+				nudged=1
+				freeze_probe $((SECONDS - beat_at))
+			elif [ $nudged = 1 ] && [ $((SECONDS - beat_at)) -ge $((freeze_s + 35)) ]; then
+				wedged="L1 froze: no heartbeat for $((SECONDS - beat_at)) s, and a key press did not wake it (the probe: $rw/nested-l0-freeze.log)"
+				kill $qpid 2>/dev/null
+			fi
 			# 15 s before the limit, the view from outside L1 too.
 			[ $l0done = 0 ] && [ $SECONDS -ge $l0at ] && { l0done=1; (l0_dump); }
 		fi
@@ -422,6 +478,7 @@ while :; do
 	try=2
 done
 
+[ -n "$revived" ] && say "emulator stall: $revived"
 if [ $show = 0 ]; then
 	cat "$out"
 	cat "$err" >&2
@@ -448,10 +505,14 @@ dump() {
 			head -n 600 | sed 's/^/  | /' >&2
 	fi
 	say "last lines of L1's console ($log):"
-	tail -n 30 <<<"$console" | sed 's/^/  | /' >&2
+	grep -v 'CUBICLE-NESTED beat' <<<"$console" | tail -n 30 | sed 's/^/  | /' >&2
 	if [ -s "$rw/nested-l0.log" ]; then
 		say "L1 seen from outside, 15 s before the limit ($rw/nested-l0.log):"
 		head -n 200 "$rw/nested-l0.log" | sed 's/^/  l0: /' >&2
+	fi
+	if [ -s "$rw/nested-l0-freeze.log" ]; then
+		say "L1's heartbeat stopped ($rw/nested-l0-freeze.log):"
+		head -n 80 "$rw/nested-l0-freeze.log" | sed 's/^/  l0: /' >&2
 	fi
 	[ -s "$rw/nested-qemu.log" ] && sed 's/^/  qemu: /' "$rw/nested-qemu.log" >&2
 	[ -n "$cleanup" ] && cleanup= && say "kept $rw for inspection"
