@@ -563,6 +563,20 @@ static void test_dev_requests(void)
 	dev_stop();
 }
 
+/* Queue 4 KiB reads of sector 8i into chains[i], i in [from, to), on queue 0. */
+static void queue_reads(struct cub_vq_chain *chains, int from, int to)
+{
+	for (int i = from; i < to; i++) {
+		struct cub_vq_chain *c = &chains[i];
+
+		fake_chain_init(c, (uint16_t)i);
+		fake_chain_add(c, hdr(VIRTIO_BLK_T_IN, (uint64_t)i * 8), 16, false);
+		fake_chain_add(c, gmem(4096), 4096, true);
+		fake_chain_add(c, gmem(1), 1, true);
+		CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, c), 0);
+	}
+}
+
 /* Many chains queued before one kick all complete, in order, with few
  * interrupts, one budget (64 requests) per turn of the event loop; a turn
  * that used its budget but left the ring empty asks for no other. */
@@ -593,15 +607,7 @@ static void test_dev_batch(void)
 		CU_ASSERT_EQUAL(fh.vqs[0].used[i].head, i);
 	CU_ASSERT(fh.vqs[0].notifies >= 1 && fh.vqs[0].notifies <= 200 / 32 + 5);
 	/* exactly one budget: all done on the kick, no other turn asked for */
-	for (int i = 200; i < 264; i++) {
-		struct cub_vq_chain *c = &chains[i];
-
-		fake_chain_init(c, (uint16_t)i);
-		fake_chain_add(c, hdr(VIRTIO_BLK_T_IN, (uint64_t)i * 8), 16, false);
-		fake_chain_add(c, gmem(4096), 4096, true);
-		fake_chain_add(c, gmem(1), 1, true);
-		CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, c), 0);
-	}
+	queue_reads(chains, 200, 264);
 	fake_virtio_kick(&fh, 0);
 	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 264);
 	CU_ASSERT_EQUAL(fake_watch_pump(&fh, 100), 0);
@@ -679,15 +685,7 @@ static void test_dev_rate_limited(void)
 		"rate_limiter.bandwidth.size", "64K", "rate_limiter.bandwidth.refill_time", "100",
 		NULL }, false), 0);
 	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
-	for (int i = 0; i < 40; i++) {
-		struct cub_vq_chain *c = &chains[i];
-
-		fake_chain_init(c, (uint16_t)i);
-		fake_chain_add(c, hdr(VIRTIO_BLK_T_IN, (uint64_t)i * 8), 16, false);
-		fake_chain_add(c, gmem(4096), 4096, true);
-		fake_chain_add(c, gmem(1), 1, true);
-		CU_ASSERT_EQUAL(fake_vq_add(&fh, 0, c), 0);
-	}
+	queue_reads(chains, 0, 40);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	fake_virtio_kick(&fh, 0);
 	/* 16 (a 17th if 6 ms went by: a slow machine) */
