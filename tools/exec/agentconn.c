@@ -2,17 +2,16 @@
 /* Reaching a VM's cubicle-agent: the vsock socket (or the API socket that names it), curl over it. */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agentconn.h"
+#include "unixconn.h"
 #include "codec.h"
 
 #define REPLY_MAX (1u << 20) /* unary replies and error bodies kept */
@@ -25,30 +24,17 @@ static long now_ms(void)
 	return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static int unix_connect(struct agent *a, const char *path)
+/* unix_connect, with the reason in a->why when it fails. */
+static int connect_vm(struct agent *a, const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	int fd = unix_connect(path);
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		snprintf(a->why, sizeof(a->why), "%s: the path is too long for a socket", path);
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	/* Non-blocking: connect() would wait, with no limit, on a listener
-	 * whose backlog is full (a VMM that stopped accepting); then it fails
-	 * at once with EAGAIN, retried like a socket not bound yet. */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)) {
+	if (fd < 0) {
 		int e = errno;
 
 		snprintf(a->why, sizeof(a->why), "cannot connect to %s: %s", path,
 			 e == EAGAIN ? "it takes no more connections (is its VMM stuck?)" : strerror(e));
-		if (fd >= 0)
-			close(fd);
 		errno = e;
-		return -1;
 	}
 	return fd;
 }
@@ -283,7 +269,7 @@ int agent_resolve(struct agent *a)
 	for (long deadline = now_ms() + a->timeout_ms;;) {
 		struct timespec pause = { 0, 50 * 1000 * 1000 };
 
-		fd = unix_connect(a, a->vm);
+		fd = connect_vm(a, a->vm);
 		if (fd >= 0 || (errno != ENOENT && errno != ECONNREFUSED && errno != EAGAIN) ||
 		    now_ms() + 50 >= deadline)
 			break;

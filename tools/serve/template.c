@@ -24,6 +24,7 @@
 #include "oci.h"
 #include "serve.h"
 #include "template.h"
+#include "unixconn.h"
 #include "vmm.h"
 
 static void tusage(FILE *f)

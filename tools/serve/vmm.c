@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "serve.h"
+#include "unixconn.h"
 #include "vmm.h"
 
 unsigned long long proc_start_time(pid_t pid, char *state)
@@ -247,31 +248,6 @@ void vmm_log_tail(const struct sandbox *s, char *out, size_t len)
 		p = nl ? nl + 1 : NULL;
 	}
 	snprintf(out, len, "%s", line ? line : last ? last : "");
-}
-
-int unix_connect(const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return errno = ENAMETOOLONG, -1;
-	strcpy(a.sun_path, path);
-	/* Non-blocking: a stream socket's connect() waits, with no limit, while
-	 * the listener's backlog is full, and a VMM that stopped accepting
-	 * fills it with the connections each retry gives up on. Then connect()
-	 * fails at once with EAGAIN, and the socket is made blocking again. */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		int e = errno;
-
-		close(fd);
-		return errno = e, -1;
-	}
-	return fd;
 }
 
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms)

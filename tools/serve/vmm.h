@@ -34,9 +34,6 @@ void vmm_log_tail(const struct sandbox *s, char *out, size_t len);
 /* A call to the VMM's API: 0 on a 2xx answer, else -1 with @msg. */
 int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,
 	    int timeout_ms, char *msg, size_t len);
-/* A connected Unix socket, or -1 (errno; EAGAIN: the listener's backlog is
- * full, it is not accepting). Never waits. */
-int unix_connect(const char *path);
 /* A connection to guest port @port through the vsock socket @path (the
  * CONNECT handshake done), or -1 (errno). */
 int vsock_connect(const char *path, unsigned port, int timeout_ms);
