@@ -296,35 +296,47 @@ args=(-accel "$tcg" "${machine[@]}" -smp "$smp" -m "$mem"
 rm -f "$rw/nested-monitor.in" "$rw/nested-monitor.out"
 mkfifo "$rw/nested-monitor.in" "$rw/nested-monitor.out" || die "mkfifo in $rw failed"
 
+# thread_use PID: how much CPU each of the process's threads used over 2 s
+# (a vCPU that spins in a guest, or none that runs at all), state and wait.
+thread_use() {
+	local pid=$1 t a b
+	declare -A ticks0
+	for t in /proc/$pid/task/*; do
+		read -r a <"$t/stat" 2>/dev/null && a=${a##*) } && set -- $a && ticks0[${t##*/}]=$((${12} + ${13}))
+	done
+	sleep 2
+	for t in /proc/$pid/task/*; do
+		read -r a <"$t/stat" 2>/dev/null || continue
+		a=${a##*) }
+		set -- $a
+		b=$((${12} + ${13} - ${ticks0[${t##*/}]:-0}))
+		echo "  thread ${t##*/} $(cat "$t/comm") state $1: $b ticks in 2 s, wchan $(cat "$t/wchan" 2>/dev/null)"
+	done
+}
+
+# monitor_ask CMDS: CMDS (printf's escapes: \n between commands) to the
+# monitor, its answers (general registers only, not FPU/SSE/debug) indented.
+monitor_ask() {
+	timeout 5 sh -c 'printf "$2" >"$1"' sh "$rw/nested-monitor.in" "$1" &
+	timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
+}
+
 # l0_dump: seen from outside L1, just before the time limit: how much CPU
 # each QEMU thread used over 2 s (a vCPU that spins in a guest, or none that
 # runs at all), then each L1 CPU's registers from the monitor (in a guest
 # of L1's, or in L1's kernel: where it stopped). Written to nested-l0.log.
 l0_dump() {
-	local qemu_pid t a b
+	local qemu_pid
 	qemu_pid=$(pgrep -P "$qpid" | head -n 1)
 	[ -n "$qemu_pid" ] || return 0
 	{
 		echo "L0 view at $(date +%T), ${SECONDS}s into the run, QEMU pid $qemu_pid"
-		declare -A ticks0
-		for t in /proc/$qemu_pid/task/*; do
-			read -r a <"$t/stat" 2>/dev/null && a=${a##*) } && set -- $a && ticks0[${t##*/}]=$((${12} + ${13}))
-		done
-		sleep 2
-		for t in /proc/$qemu_pid/task/*; do
-			read -r a <"$t/stat" 2>/dev/null || continue
-			a=${a##*) }
-			set -- $a
-			b=$((${12} + ${13} - ${ticks0[${t##*/}]:-0}))
-			echo "  thread ${t##*/} $(cat "$t/comm") state $1: $b ticks in 2 s, wchan $(cat "$t/wchan" 2>/dev/null)"
-		done
+		thread_use "$qemu_pid"
 		echo "monitor:"
 		# The general registers (not FPU/SSE/debug) and the next
 		# instructions of each CPU, as that CPU sees memory (a guest's,
 		# when it is in one).
-		timeout 5 sh -c 'printf "info cpus\ninfo registers -a\ncpu 0\nx/4i \$pc\ncpu 1\nx/4i \$pc\n%s" >"$1"' sh \
-			"$rw/nested-monitor.in" "$([ "$arch" = x86_64 ] && printf 'info lapic\n')" &
-		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
+		monitor_ask "info cpus\ninfo registers -a\ncpu 0\nx/4i \$pc\ncpu 1\nx/4i \$pc\n$([ "$arch" = x86_64 ] && echo 'info lapic\n')"
 		echo "(monitor read ended)"
 		# Then an NMI: on x86 L1 panics with every CPU's backtrace on its
 		# console (unknown_nmi_panic, panic_print), which dump() prints.
@@ -336,23 +348,16 @@ l0_dump() {
 
 # freeze_probe: L1 sent no heartbeat for a while (l1-init.sh's "beat" every
 # 10 s). Its CPU's local APIC (timer armed? an interrupt pending, or stuck in
-# service?) and the QEMU threads' CPU use go to nested-l0-freeze.log, then a
+# service?) and the QEMU threads' CPU use over 2 s go to nested-l0-freeze.log, then a
 # key press: an interrupt that wakes a CPU halted with its timer lost.
 freeze_probe() {
-	local qemu_pid t a
+	local qemu_pid
 	qemu_pid=$(pgrep -P "$qpid" | head -n 1)
 	{
 		echo "L1 sent no heartbeat for $1 s (at $(date +%T), ${SECONDS}s into the run)"
-		for t in /proc/$qemu_pid/task/*; do
-			read -r a <"$t/stat" 2>/dev/null || continue
-			a=${a##*) }
-			set -- $a
-			echo "  thread ${t##*/} $(cat "$t/comm") state $1: $((${12} + ${13})) ticks in all, wchan $(cat "$t/wchan" 2>/dev/null)"
-		done
+		thread_use "$qemu_pid"
 		echo "monitor:"
-		timeout 5 sh -c 'printf "info cpus\n%ssendkey shift\n" >"$1"' sh "$rw/nested-monitor.in" \
-			"$([ "$arch" = x86_64 ] && printf 'info lapic\ninfo registers\n')" &
-		timeout 5 cat "$rw/nested-monitor.out" | tr -d '\r' | grep -v -a -E $'^$|\e|^(FPR|YMM|XMM|FCW|DR[0-9])' | sed 's/^/  /'
+		monitor_ask "info cpus\n$([ "$arch" = x86_64 ] && echo 'info lapic\ninfo registers\n')sendkey shift\n"
 		echo "(monitor read ended; a key press sent)"
 	} >>"$rw/nested-l0-freeze.log" 2>&1
 }
