@@ -510,6 +510,82 @@ static void test_rx_pop_ahead(void)
 	dev_close();
 }
 
+/* The socket backend, counting the segments a send and a recv that took a
+ * frame were given. */
+static int rec_send_n, rec_recv_n;
+
+static int64_t rec_send(void *priv, const struct iovec *iov, int n)
+{
+	rec_send_n = n;
+	return ((const struct cub_net_ops *)sockp->ops)->send(priv, iov, n);
+}
+
+static int64_t rec_recv(void *priv, const struct iovec *iov, int n)
+{
+	int64_t r = ((const struct cub_net_ops *)sockp->ops)->recv(priv, iov, n);
+
+	if (r > 0)
+		rec_recv_n = n; /* the one that took a frame */
+	return r;
+}
+
+/*
+ * Buffers that follow one another in memory (as Linux carves its mergeable
+ * receive buffers from one page) reach the backend as one segment; apart,
+ * one segment each. A transmit chain split in two, contiguous: one
+ * segment. Every byte still lands where the guest expects it.
+ */
+static void test_rx_contiguous(void)
+{
+	static uint8_t frag[8][4096] __attribute__((aligned(4096)));
+	static uint8_t frame[14000], got[16000];
+	static struct cub_net_ops ops;
+	struct cub_vq_chain *c[12];
+
+	ops = *(const struct cub_net_ops *)sockp->ops;
+	ops.send = rec_send;
+	ops.recv = rec_recv;
+	be_ops = &ops;
+	CU_ASSERT_EQUAL_FATAL(dev_open(NULL, 0), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (unsigned i = 0; i < 12; i++) {
+		c[i] = i < 8 ? chain() : rx_chain(4096, 0);
+		if (i < 8)
+			seg(c[i], frag[i], 4096, true);
+		fake_vq_add(&fh, RXQ, c[i]);
+	}
+	fake_virtio_kick(&fh, RXQ);
+	for (unsigned f = 0; f < 3; f++) { /* chains 0-3, 4-7 (popped ahead), 8-11 */
+		size_t off = 0;
+
+		fill(frame, sizeof(frame), 60 + f);
+		CU_ASSERT_EQUAL(send(sv[1], frame, sizeof(frame), 0), (ssize_t)sizeof(frame));
+		run_loop();
+		CU_ASSERT_EQUAL_FATAL(fh.vqs[RXQ].n_used, 4 * (f + 1));
+		for (unsigned j = 0; j < 4; j++) {
+			const uint8_t *m = j + 4 * f < 8 ? frag[j + 4 * f] : mem_of(c[j + 4 * f]);
+			size_t skip = j ? 0 : HDR, n = sizeof(frame) - off < 4096 - skip ?
+							  sizeof(frame) - off : 4096 - skip;
+
+			CU_ASSERT_EQUAL(memcmp(m + skip, frame + off, n), 0);
+			off += n;
+		}
+		if (f == 1)
+			CU_ASSERT_EQUAL(rec_recv_n, 2); /* four buffers in one, and the bounce */
+		if (f == 2)
+			CU_ASSERT_EQUAL(rec_recv_n, 5);
+	}
+	fill(frame, 3000, 70);
+	fake_vq_add(&fh, TXQ, tx_chain(frame, 3000, NULL, 100));
+	fake_virtio_kick(&fh, TXQ);
+	CU_ASSERT_EQUAL(rec_send_n, 1);
+	CU_ASSERT_EQUAL(recv(sv[1], got, sizeof(got), MSG_DONTWAIT), 3000);
+	CU_ASSERT_EQUAL(memcmp(got, frame, 3000), 0);
+	fake_virtio_stop(&fh);
+	dev_close();
+	be_ops = NULL;
+}
+
 /* No buffers: stop watching the backend, drop nothing, resume on the kick. */
 static void test_rx_backpressure(void)
 {
@@ -1278,6 +1354,7 @@ int main(void)
 		{ "RX: no buffers, backpressure", test_rx_backpressure },
 		{ "RX: without mergeable buffers", test_rx_no_mrg },
 		{ "RX: buffers popped ahead of a recv, the unused given back", test_rx_pop_ahead },
+		{ "RX and TX: contiguous buffers, one segment", test_rx_contiguous },
 		{ "RX: malformed chains", test_rx_malformed },
 		{ "vnet header backend: offloads", test_offloads },
 		{ "reset with a frame half placed", test_reset },

@@ -55,19 +55,39 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 
 /* ---- iovec helpers ---- */
 
-/* dst = the bytes of src from offset skip on; returns the segment count. */
+/*
+ * Append src's n segments to dst (k used), each joined to the one before it
+ * when it starts where that one ends in the host's address space: a guest's
+ * buffers carved one after another from a page (Linux's mergeable receive
+ * buffers, a frame's pages) reach the backend as one segment, and its
+ * recvmsg/sendmsg walks, checks and copies fewer. Returns the new k, never
+ * more than k + n.
+ */
+static unsigned iov_append(struct iovec *dst, unsigned k, const struct iovec *src, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (!src[i].iov_len)
+			continue;
+		if (k && (uint8_t *)dst[k - 1].iov_base + dst[k - 1].iov_len == src[i].iov_base)
+			dst[k - 1].iov_len += src[i].iov_len;
+		else
+			dst[k++] = src[i];
+	}
+	return k;
+}
+
+/* dst = the bytes of src from offset skip on, contiguous segments joined;
+ * returns the segment count (at most n). */
 static unsigned iov_tail(const struct iovec *src, unsigned n, size_t skip, struct iovec *dst)
 {
-	unsigned k = 0;
+	unsigned i = 0, k = 0;
 
-	for (unsigned i = 0; i < n; i++) {
-		if (skip >= src[i].iov_len) {
-			skip -= src[i].iov_len;
-			continue;
-		}
-		dst[k].iov_base = (uint8_t *)src[i].iov_base + skip;
-		dst[k++].iov_len = src[i].iov_len - skip;
-		skip = 0;
+	while (i < n && skip >= src[i].iov_len)
+		skip -= src[i++].iov_len;
+	if (i < n) {
+		dst[0].iov_base = (uint8_t *)src[i].iov_base + skip;
+		dst[0].iov_len = src[i].iov_len - skip;
+		k = iov_append(dst, 1, src + i + 1, n - i - 1);
 	}
 	return k;
 }
@@ -479,8 +499,7 @@ static int rx_ahead(struct net *n, size_t room, size_t want, unsigned k)
 			n->sp_head[n->n_sp++] = m->head;
 			return rx_giveback(n, n->n_sp - 1) ?: (int)k;
 		}
-		memcpy(&n->rx_iov[k], m->in, m->n_in * sizeof(*m->in));
-		k += m->n_in;
+		k = iov_append(n->rx_iov, k, m->in, m->n_in);
 		n->sp_head[n->n_sp] = m->head;
 		n->sp_nseg[n->n_sp] = m->n_in;
 		n->sp_len[n->n_sp++] = (uint32_t)m->in_len;
