@@ -166,6 +166,11 @@ static struct {
 	int landlock_ctl; /* the control threads': what confine_allow added, or -1 */
 	uint64_t handled; /* the rights both rulesets handle */
 	unsigned allowed; /* rules in landlock_ctl */
+	struct {
+		dev_t dev;
+		ino_t ino;
+		uint64_t access;
+	} given[32]; /* the first rules added, to add none twice */
 } cf = { .landlock = -1, .landlock_ctl = -1 };
 
 /* The background build (confine_start): every kind but the signal
@@ -457,14 +462,55 @@ int confine_allow(const char *path, bool write)
 	else
 		pb.allowed_access = LANDLOCK_ACCESS_FS_READ_FILE | (write ? LANDLOCK_ACCESS_FS_WRITE_FILE : 0);
 	pb.allowed_access &= cf.handled;
-	if (syscall(__NR_landlock_add_rule, cf.landlock_ctl, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+	/* the same folder again (every library's, the disks'): nothing new */
+	for (unsigned i = 0; i < cf.allowed && i < CUB_ARRAY_SIZE(cf.given); i++)
+		if (cf.given[i].dev == st.st_dev && cf.given[i].ino == st.st_ino &&
+		    !(pb.allowed_access & ~cf.given[i].access)) {
+			close(fd);
+			return 0;
+		}
+	if (syscall(__NR_landlock_add_rule, cf.landlock_ctl, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0) {
 		e = -errno;
-	else
+	} else {
+		if (cf.allowed < CUB_ARRAY_SIZE(cf.given)) {
+			cf.given[cf.allowed].dev = st.st_dev;
+			cf.given[cf.allowed].ino = st.st_ino;
+			cf.given[cf.allowed].access = pb.allowed_access;
+		}
 		cf.allowed++;
+	}
 	close(fd);
 	if (!e)
 		log_debug("landlock: the control threads may %s %s", write ? "read and write" : "read", path);
 	return e;
+}
+
+/* Kind @a's list is kind @b's (the signal thread's has its own rule). */
+static bool same_list(int a, int b)
+{
+	return a != CONFINE_SIGNALS && b != CONFINE_SIGNALS &&
+	       kinds[a].plugin_calls == kinds[b].plugin_calls && kinds[a].io == kinds[b].io &&
+	       kinds[a].control == kinds[b].control;
+}
+
+/* Kind @k's program: a copy of an earlier kind's with the same list
+ * (vCPUs' and workers' are one list), else compiled. */
+static int build_or_copy(int k, const struct registry *reg, char *err, size_t errlen)
+{
+	for (int j = 0; j < k; j++) {
+		size_t sz = cf.prog[j].len * sizeof(struct sock_filter);
+
+		if (!same_list(k, j) || !cf.prog[j].filter)
+			continue;
+		cf.prog[k].filter = malloc(sz);
+		if (!cf.prog[k].filter)
+			return errf(err, errlen, -ENOMEM, "seccomp: the %s filter: out of memory",
+				    kinds[k].name);
+		memcpy(cf.prog[k].filter, cf.prog[j].filter, sz);
+		cf.prog[k].len = cf.prog[j].len;
+		return 0;
+	}
+	return build((enum confine_kind)k, reg, err, errlen);
 }
 
 static void *bg_build(void *arg)
@@ -475,7 +521,7 @@ static void *bg_build(void *arg)
 	(void)arg;
 	for (int k = 0; !ret && k < CONFINE_KINDS; k++)
 		if (k != CONFINE_SIGNALS)
-			ret = build((enum confine_kind)k, bg.reg, err, sizeof(err));
+			ret = build_or_copy(k, bg.reg, err, sizeof(err));
 	pthread_mutex_lock(&bg.lock);
 	bg.ret = ret;
 	memcpy(bg.err, err, sizeof(err));

@@ -291,8 +291,9 @@ static int vcpu_opens_landlocked(void)
 }
 
 /* The control thread reaches what confine_allow let it, and nothing else:
- * in a folder allowed for writing it makes, writes, renames and removes;
- * an allowed file it reads but does not write; /dev/null it cannot open. */
+ * in a folder allowed for writing it makes, writes, renames and removes
+ * (also when it was first allowed for reading); an allowed file it reads
+ * but does not write (its folder allowed twice); /dev/null it cannot open. */
 static char ll_dir[64];
 
 static int control_landlocked(void)
@@ -307,11 +308,14 @@ static int control_landlocked(void)
 		return 100;
 	if (confine_allow(a, false) || strlen(ll_dir) + 4 >= sizeof(a)) /* not made yet: ENOENT is 0 */
 		return 101;
+	/* rw asked for to read first: asked again to write, it is writable */
 	snprintf(a, sizeof(a), "%s/rw", ll_dir);
-	if (confine_allow(a, true))
+	if (confine_allow(a, false) || confine_allow(a, true))
 		return 101;
+	/* ro twice: still read only */
 	snprintf(a, sizeof(a), "%s/ro", ll_dir);
-	if (confine_allow(a, false) || confine_thread(CONFINE_CONTROL, "event-loop"))
+	if (confine_allow(a, false) || confine_allow(a, false) ||
+	    confine_thread(CONFINE_CONTROL, "event-loop"))
 		return 102;
 	snprintf(a, sizeof(a), "%s/rw/a", ll_dir);
 	fd = open(a, O_WRONLY | O_CREAT | O_EXCL, 0600);
