@@ -173,8 +173,8 @@ static struct {
 	} given[32]; /* the first rules added, to add none twice */
 } cf = { .landlock = -1, .landlock_ctl = -1 };
 
-/* The background build (confine_start): every kind but the signal
- * thread's, compiled beside the VM's setup. */
+/* The background build (confine_start): every kind's list, compiled
+ * beside the VM's setup. */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t done_cond;
@@ -520,8 +520,7 @@ static void *bg_build(void *arg)
 
 	(void)arg;
 	for (int k = 0; !ret && k < CONFINE_KINDS; k++)
-		if (k != CONFINE_SIGNALS)
-			ret = build_or_copy(k, bg.reg, err, sizeof(err));
+		ret = build_or_copy(k, bg.reg, err, sizeof(err));
 	pthread_mutex_lock(&bg.lock);
 	bg.ret = ret;
 	memcpy(bg.err, err, sizeof(err));
@@ -590,12 +589,6 @@ static int init(enum confine_mode mode, const struct registry *reg, bool backgro
 		confine_free();
 		return ret;
 	}
-	/* The signal thread's filter now: that thread starts at once. */
-	ret = build(CONFINE_SIGNALS, reg, err, errlen);
-	if (ret) {
-		confine_free();
-		return ret;
-	}
 	bg.reg = reg;
 	bg.ret = 0;
 	bg.err[0] = '\0';
@@ -644,7 +637,7 @@ int confine_thread(enum confine_kind kind, const char *name)
 		t_name[0] = '\0';
 	if (!cf.ready || (t_kinds & (1u << kind)))
 		return 0;
-	if (kind != CONFINE_SIGNALS) {
+	{
 		char err[sizeof(bg.err)];
 		int ret = bg_wait(err, sizeof(err));
 

@@ -46,9 +46,8 @@ enum confine_mode confine_default_mode(void);
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
 
 /*
- * confine_init with the compiling done beside the caller's setup: the
- * signal thread's filter now, the other kinds' in a thread of its own
- * (which takes no signal). confine_ready waits for them and says whether
+ * confine_init with the compiling done beside the caller's setup, every
+ * kind's filter in a thread of its own (which takes no signal). confine_ready waits for them and says whether
  * they compiled (0, or -errno with the message in @err); confine_thread
  * waits for them too. Off the critical path on a host with a spare CPU:
  * the VM's creation runs meanwhile.

@@ -54,12 +54,25 @@ static void *signal_thread(void *arg)
 {
 	struct run_ctx *r = arg;
 	siginfo_t si;
+	int old;
+	bool ok;
 
 	pthread_setname_np(pthread_self(), "signals");
-	if (confine_thread(CONFINE_SIGNALS, "signals"))
+	/* Its filter is compiled with the others, beside the setup: it waits
+	 * for it (signals stay pending meanwhile) and tells run_seal, which
+	 * lets no guest instruction run before. Not cancelled in between: a
+	 * teardown's cancel waits for sigwaitinfo. */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	ok = !confine_thread(CONFINE_SIGNALS, "signals");
+	pthread_mutex_lock(&r->sig_lock);
+	r->sig_confined = true;
+	pthread_cond_broadcast(&r->sig_cond);
+	pthread_mutex_unlock(&r->sig_lock);
+	if (!ok)
 		run_exit(r, VM_EXIT_ERROR, "the signal thread could not be confined");
+	pthread_setcancelstate(old, NULL);
 	for (;;) {
-		int sig = sigwaitinfo(&r->sigs, &si), old;
+		int sig = sigwaitinfo(&r->sigs, &si);
 		char why[64];
 
 		if (sig < 0)
@@ -80,9 +93,11 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
-	/* The filters, before any thread: the signal thread's now (it
-	 * confines itself as it starts), the others' compiled beside the
-	 * VM's setup, each thread confined as its setup ends (run_seal). */
+	pthread_mutex_init(&r->sig_lock, NULL);
+	pthread_cond_init(&r->sig_cond, NULL);
+	/* The filters, before any thread: compiled beside the VM's setup,
+	 * each thread confined as its setup ends (run_seal; the signal thread
+	 * as soon as they are ready). */
 	ret = confine_start((enum confine_mode)r->seccomp, &r->reg, err, errlen);
 	if (ret)
 		return ret;
@@ -258,6 +273,11 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 	if (ret)
 		return errf(err, errlen, ret, "seccomp: cannot confine the VMM's threads: %s",
 			    strerror(-ret));
+	/* the signal thread's own, before any guest instruction */
+	pthread_mutex_lock(&r->sig_lock);
+	while (r->have_sig_thread && !r->sig_confined)
+		pthread_cond_wait(&r->sig_cond, &r->sig_lock);
+	pthread_mutex_unlock(&r->sig_lock);
 	return 0;
 }
 

@@ -410,7 +410,7 @@ static void test_unknown_call(void)
 }
 
 /* The background build (confine_start): the same lists, each thread
- * waiting for its own; the signal thread's ready at once. */
+ * waiting for them, the signal thread too. */
 static void test_background(void)
 {
 	use_start = true;
