@@ -66,6 +66,7 @@ static void *signal_thread(void *arg)
 	ok = !confine_thread(CONFINE_SIGNALS, "signals");
 	pthread_mutex_lock(&r->sig_lock);
 	r->sig_confined = true;
+	r->sig_failed = !ok;
 	pthread_cond_broadcast(&r->sig_cond);
 	pthread_mutex_unlock(&r->sig_lock);
 	if (!ok)
@@ -277,7 +278,10 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 	pthread_mutex_lock(&r->sig_lock);
 	while (r->have_sig_thread && !r->sig_confined)
 		pthread_cond_wait(&r->sig_cond, &r->sig_lock);
+	ret = r->sig_failed ? -EPERM : 0;
 	pthread_mutex_unlock(&r->sig_lock);
+	if (ret)
+		return errf(err, errlen, ret, "seccomp: cannot confine the signal thread (its error is above)");
 	return 0;
 }
 

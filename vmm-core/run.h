@@ -22,11 +22,11 @@ struct run_ctx {
 	unsigned n_insts;
 	sigset_t sigs;
 	pthread_t sig_thread;
-	/* The signal thread loaded its filter (or gave up): run_seal waits
+	/* The signal thread loaded its filter (or failed to): run_seal waits
 	 * for it (a lock of its own: the API's builds hold lock). */
 	pthread_mutex_t sig_lock;
 	pthread_cond_t sig_cond;
-	bool sig_confined;
+	bool sig_confined, sig_failed;
 	struct event_loop *ev;
 	bool have_vm, have_sig_thread, ev_started;
 	bool host_check;
