@@ -485,32 +485,16 @@ int confine_allow(const char *path, bool write)
 	return e;
 }
 
-/* Kind @a's list is kind @b's (the signal thread's has its own rule). */
-static bool same_list(int a, int b)
+/* The kind whose compiled program kind @k loads: the first with the same
+ * list (vCPUs and workers share one; the signal thread's has its own rule). */
+static int list_of(int k)
 {
-	return a != CONFINE_SIGNALS && b != CONFINE_SIGNALS &&
-	       kinds[a].plugin_calls == kinds[b].plugin_calls && kinds[a].io == kinds[b].io &&
-	       kinds[a].control == kinds[b].control;
-}
-
-/* Kind @k's program: a copy of an earlier kind's with the same list
- * (vCPUs' and workers' are one list), else compiled. */
-static int build_or_copy(int k, const struct registry *reg, char *err, size_t errlen)
-{
-	for (int j = 0; j < k; j++) {
-		size_t sz = cf.prog[j].len * sizeof(struct sock_filter);
-
-		if (!same_list(k, j) || !cf.prog[j].filter)
-			continue;
-		cf.prog[k].filter = malloc(sz);
-		if (!cf.prog[k].filter)
-			return errf(err, errlen, -ENOMEM, "seccomp: the %s filter: out of memory",
-				    kinds[k].name);
-		memcpy(cf.prog[k].filter, cf.prog[j].filter, sz);
-		cf.prog[k].len = cf.prog[j].len;
-		return 0;
-	}
-	return build((enum confine_kind)k, reg, err, errlen);
+	for (int j = 0; j < k; j++)
+		if (k != CONFINE_SIGNALS && j != CONFINE_SIGNALS &&
+		    kinds[j].plugin_calls == kinds[k].plugin_calls && kinds[j].io == kinds[k].io &&
+		    kinds[j].control == kinds[k].control)
+			return j;
+	return k;
 }
 
 static void *bg_build(void *arg)
@@ -520,7 +504,8 @@ static void *bg_build(void *arg)
 
 	(void)arg;
 	for (int k = 0; !ret && k < CONFINE_KINDS; k++)
-		ret = build_or_copy(k, bg.reg, err, sizeof(err));
+		if (list_of(k) == k)
+			ret = build((enum confine_kind)k, bg.reg, err, sizeof(err));
 	pthread_mutex_lock(&bg.lock);
 	bg.ret = ret;
 	memcpy(bg.err, err, sizeof(err));
@@ -629,7 +614,9 @@ int confine_ready(char *err, size_t errlen)
 
 int confine_thread(enum confine_kind kind, const char *name)
 {
+	char err[sizeof(bg.err)];
 	sigset_t sys;
+	int ret;
 
 	if (name)
 		snprintf(t_name, sizeof(t_name), "%s", name);
@@ -637,14 +624,10 @@ int confine_thread(enum confine_kind kind, const char *name)
 		t_name[0] = '\0';
 	if (!cf.ready || (t_kinds & (1u << kind)))
 		return 0;
-	{
-		char err[sizeof(bg.err)];
-		int ret = bg_wait(err, sizeof(err));
-
-		if (ret) {
-			log_err("seccomp: cannot confine thread %s (%s): %s", t_name, kinds[kind].name, err);
-			return ret;
-		}
+	ret = bg_wait(err, sizeof(err));
+	if (ret) {
+		log_err("seccomp: cannot confine thread %s (%s): %s", t_name, kinds[kind].name, err);
+		return ret;
 	}
 	/* SIGSYS must reach the handler, not kill silently */
 	sigemptyset(&sys);
@@ -655,7 +638,7 @@ int confine_thread(enum confine_kind kind, const char *name)
 	     syscall(__NR_landlock_restrict_self, cf.landlock, 0) < 0) ||
 	    (kind == CONFINE_CONTROL && cf.landlock_ctl >= 0 &&
 	     syscall(__NR_landlock_restrict_self, cf.landlock_ctl, 0) < 0) ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &cf.prog[kind]) < 0) {
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &cf.prog[list_of(kind)]) < 0) {
 		int e = errno;
 
 		log_err("seccomp: cannot confine thread %s (%s): %s", t_name, kinds[kind].name,
