@@ -241,19 +241,6 @@ void mem_destroy(struct guest_mem *m)
 	m->fd = -1;
 }
 
-void *mem_map(const struct guest_mem *m, uint64_t gpa, uint64_t len)
-{
-	if (!len || gpa + len - 1 < gpa || !m->host)
-		return NULL;
-	for (unsigned i = 0; i < m->n_banks; i++) {
-		const struct mem_bank *b = &m->bank[i];
-
-		if (gpa >= b->gpa && gpa - b->gpa < b->size && len <= b->size - (gpa - b->gpa))
-			return m->host + b->off + (gpa - b->gpa);
-	}
-	return NULL;
-}
-
 int mem_write(const struct guest_mem *m, uint64_t gpa, const void *src, uint64_t len)
 {
 	void *p = mem_map(m, gpa, len);

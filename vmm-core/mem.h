@@ -52,8 +52,20 @@ void mem_take_dirty(struct guest_mem *m, uint64_t *out);
 void mem_put_dirty(struct guest_mem *m, const uint64_t *bits);
 #define MEM_PAGE 4096u
 /* Host pointer for [gpa, gpa+len) if it lies wholly inside one bank, else
- * NULL (also on overflow and len == 0). */
-void *mem_map(const struct guest_mem *m, uint64_t gpa, uint64_t len);
+ * NULL (also on overflow and len == 0). Inline: every descriptor a device
+ * pops goes through it. */
+static inline void *mem_map(const struct guest_mem *m, uint64_t gpa, uint64_t len)
+{
+	if (!len || gpa + len - 1 < gpa || !m->host)
+		return NULL;
+	for (unsigned i = 0; i < m->n_banks; i++) {
+		const struct mem_bank *b = &m->bank[i];
+
+		if (gpa >= b->gpa && gpa - b->gpa < b->size && len <= b->size - (gpa - b->gpa))
+			return m->host + b->off + (gpa - b->gpa);
+	}
+	return NULL;
+}
 /* Copy into / out of guest RAM with the same checks: 0 or -EFAULT. */
 int mem_write(const struct guest_mem *m, uint64_t gpa, const void *src, uint64_t len);
 int mem_read(const struct guest_mem *m, uint64_t gpa, void *dst, uint64_t len);

@@ -56,11 +56,11 @@ size_t iov_from_buf(const struct iovec *iov, int cnt, size_t pos, const void *bu
 	return copy(iov, cnt, pos, (void *)buf, len, true);
 }
 
-/* See iov.h. The iov is passed to the kernel as it is when the whole of it is
- * asked for (the hot path of a disk request); otherwise, and after a short
- * transfer, the remaining slice is rebuilt in cur, IOV_MAX entries at a time. */
-int64_t fullio_iov(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt, size_t pos,
-		   size_t len)
+/* The general case of fullio_iov: the slice [pos, pos + len) is rebuilt in
+ * cur, IOV_MAX entries at a time, and restarted after short transfers. */
+static int64_t __attribute__((noinline))
+fullio_slice(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt, size_t pos,
+	     size_t len)
 {
 	struct iovec cur[IOV_MAX];
 	size_t done = 0;
@@ -113,6 +113,47 @@ int64_t fullio_iov(int fd, bool wr, uint64_t off, const struct iovec *iov, int c
 		}
 	}
 	return (int64_t)done;
+}
+
+/* See iov.h. The hot path of a disk request (the whole iov, one segment or
+ * a few, moved by one call) passes the iov to the kernel as it is, with no
+ * slice built on the stack; the rest, and a short transfer's remainder, go
+ * through fullio_slice. */
+int64_t fullio_iov(int fd, bool wr, uint64_t off, const struct iovec *iov, int cnt, size_t pos,
+		   size_t len)
+{
+	size_t want;
+	ssize_t r;
+
+	if (pos || len != SIZE_MAX || cnt < 1 || cnt > IOV_MAX || off > (uint64_t)INT64_MAX)
+		return fullio_slice(fd, wr, off, iov, cnt, pos, len);
+	if (cnt == 1) { /* the common 4 KiB request: no iovec for the kernel to copy in */
+		want = iov->iov_len;
+		r = wr ? pwrite(fd, iov->iov_base, want, (off_t)off) :
+			 pread(fd, iov->iov_base, want, (off_t)off);
+	} else {
+		want = 0;
+		for (int i = 0; i < cnt; i++) {
+			if (iov[i].iov_len > SSIZE_MAX - want) /* the kernel would refuse it */
+				return fullio_slice(fd, wr, off, iov, cnt, pos, len);
+			want += iov[i].iov_len;
+		}
+		r = wr ? pwritev(fd, iov, cnt, (off_t)off) : preadv(fd, iov, cnt, (off_t)off);
+	}
+	if (r >= 0 && (size_t)r == want)
+		return r;
+	if (r < 0 && errno != EINTR)
+		return -errno;
+	if (r == 0 && want)
+		return wr ? -EIO : 0; /* end of file */
+	/* short, or interrupted: the slice's loop takes the rest */
+	if (r < 0)
+		r = 0;
+	{
+		int64_t more = fullio_slice(fd, wr, off + (uint64_t)r, iov, cnt, (size_t)r, SIZE_MAX);
+
+		return more < 0 ? more : r + more;
+	}
 }
 
 int64_t fullio_pread_upto(int fd, void *buf, size_t len, uint64_t off)

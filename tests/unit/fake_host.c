@@ -292,6 +292,8 @@ static int fake_vq_pop(struct cub_vq *vq, struct cub_vq_chain *c)
 		ret = 1;
 	}
 	pthread_mutex_unlock(&q->fh->lock);
+	if (!ret && q->empty_pop)
+		q->empty_pop(q);
 	return ret;
 }
 

@@ -48,6 +48,9 @@ struct fake_vq {
 	unsigned unpops;   /* chains given back unused (unpop) */
 	unsigned unpop_bad; /* unpop calls naming chains not popped last */
 	int pop_err;       /* knob: nonzero makes pop return it */
+	/* knob: called (no lock held) by a pop that found the ring empty, on
+	 * the popping thread: a test's way into the moment a drain ends */
+	void (*empty_pop)(struct fake_vq *q);
 	uint16_t size;     /* knob: what queue_size reports (0: FAKE_VQ_LEN) */
 };
 

@@ -78,6 +78,41 @@ static void test_slices(void)
 	close(fd);
 }
 
+/* The whole of a short iov (the disk's hot path: one call, no slice): the
+ * bytes land right, a read across end of file is short and carries on
+ * into the next entries' bytes no further, errors come back as -errno. */
+static void test_whole(void)
+{
+	int fd = fd_with_pattern();
+	uint8_t want[FILE_LEN], a[5], b[0], c[7], one[9];
+	struct iovec v[3] = { { a, sizeof(a) }, { b, 0 }, { c, sizeof(c) } };
+	struct iovec w[1] = { { one, sizeof(one) } };
+
+	CU_ASSERT_EQUAL_FATAL(fullio_pread(fd, want, sizeof(want), 0), 0);
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, 200, v, 3, 0, SIZE_MAX), 12);
+	CU_ASSERT_EQUAL(memcmp(a, want + 200, 5), 0);
+	CU_ASSERT_EQUAL(memcmp(c, want + 205, 7), 0);
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, 300, w, 1, 0, SIZE_MAX), 9);
+	CU_ASSERT_EQUAL(memcmp(one, want + 300, 9), 0);
+	/* across end of file: 8 bytes are left, the first entry and 3 of c */
+	memset(c, 0, sizeof(c));
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, FILE_LEN - 8, v, 3, 0, SIZE_MAX), 8);
+	CU_ASSERT_EQUAL(memcmp(c, want + FILE_LEN - 3, 3), 0);
+	CU_ASSERT_EQUAL(c[3], 0);
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, FILE_LEN, w, 1, 0, SIZE_MAX), 0);
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, FILE_LEN - 4, w, 1, 0, SIZE_MAX), 4);
+	/* a write grows the file; then a read sees it */
+	memset(one, 0xab, sizeof(one));
+	CU_ASSERT_EQUAL(fullio_iov(fd, true, FILE_LEN - 2, w, 1, 0, SIZE_MAX), 9);
+	memset(one, 0, sizeof(one));
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, FILE_LEN + 6, w, 1, 0, SIZE_MAX), 1);
+	CU_ASSERT_EQUAL(one[0], 0xab);
+	CU_ASSERT_EQUAL(fullio_iov(-1, false, 0, v, 3, 0, SIZE_MAX), -EBADF);
+	CU_ASSERT_EQUAL(fullio_iov(-1, true, 0, w, 1, 0, SIZE_MAX), -EBADF);
+	CU_ASSERT_EQUAL(fullio_iov(fd, false, (uint64_t)INT64_MAX + 1, w, 1, 0, SIZE_MAX), -EINVAL);
+	close(fd);
+}
+
 static void test_flat(void)
 {
 	int fd = fd_with_pattern(), p[2];
@@ -101,6 +136,7 @@ int main(void)
 	static const struct cu_test tests[] = {
 		{ "iov_total, iov_to_buf, iov_from_buf", test_total_and_copy },
 		{ "fullio_iov slices, more than IOV_MAX entries, end of file", test_slices },
+		{ "fullio_iov of a whole short iov: data, end of file, errors", test_whole },
 		{ "fullio_pread/pwrite/pread_upto/write/datasync", test_flat },
 		{ NULL, NULL },
 	};

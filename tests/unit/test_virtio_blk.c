@@ -703,6 +703,193 @@ static void test_dev_rate_limited(void)
 	dev_stop();
 }
 
+/* ---- kicks from several threads at once ---- */
+
+#define RACE_SLOTS 32   /* chains each racer has queued at most */
+#define RACE_N	   3000 /* chains each racer adds in the first part */
+
+struct racer {
+	pthread_t t;
+	struct cub_vq_chain c[RACE_SLOTS];
+	uint8_t *st[RACE_SLOTS];
+	bool wait_done; /* reuse a slot only once its chain completed (else skip it) */
+	unsigned n;
+	bool failed;
+};
+
+static _Atomic bool race_quit, pump_quit;
+
+/* A slot's chain completed: its status byte is no longer 0xee (5 s). */
+static bool slot_done(const uint8_t *st, bool wait)
+{
+	for (int i = 0; i < 50000; i++) {
+		if (__atomic_load_n(st, __ATOMIC_ACQUIRE) != 0xee)
+			return true;
+		if (!wait)
+			return false;
+		usleep(100);
+	}
+	return false;
+}
+
+/* A vCPU of a guest: queue a read, kick, again and again. */
+static void *racer_run(void *arg)
+{
+	struct racer *r = arg;
+
+	for (unsigned i = 0; i < r->n && !race_quit; i++) {
+		unsigned k = i % RACE_SLOTS;
+
+		if (i >= RACE_SLOTS && !slot_done(r->st[k], r->wait_done)) {
+			if (r->wait_done) {
+				r->failed = true; /* a chain never completed: a kick was lost */
+				break;
+			}
+			fake_virtio_kick(&fh, 0); /* still queued, or abandoned by a stop */
+			continue;
+		}
+		__atomic_store_n(r->st[k], 0xee, __ATOMIC_RELEASE);
+		if (fake_vq_add(&fh, 0, &r->c[k])) {
+			r->failed = true;
+			break;
+		}
+		fake_virtio_kick(&fh, 0);
+	}
+	return NULL;
+}
+
+/* The event loop: serves the queue's re-arm fd. */
+static void *pump_run(void *arg)
+{
+	(void)arg;
+	while (!pump_quit) {
+		fake_watch_pump(&fh, 100);
+		usleep(50);
+	}
+	return NULL;
+}
+
+static unsigned used_now(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fh.lock);
+	n = fh.vqs[0].n_used;
+	pthread_mutex_unlock(&fh.lock);
+	return n;
+}
+
+/* The kick that comes after the drain's last look at the ring. */
+static struct cub_vq_chain late;
+static unsigned late_kicks;
+
+static void kick_late(struct fake_vq *q)
+{
+	if (late_kicks++)
+		return;
+	CU_ASSERT_EQUAL(fake_vq_add(q->fh, 0, &late), 0);
+	fake_virtio_kick(q->fh, 0); /* the drain is still on: this only marks the queue */
+}
+
+/*
+ * A chain queued and kicked just after the draining thread found the ring
+ * empty, before it let go of the queue: that kick finds the queue being
+ * drained and leaves it to the drainer, which must hand the queue to the
+ * event loop (kick_fd) rather than drop the kick. Deterministic: the fake
+ * ring's empty pop makes the kick at that very moment.
+ */
+static void test_dev_late_kick(void)
+{
+	uint8_t *st;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ NULL }, false), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	fake_watch_pump(&fh, 10); /* the start's own kick, if queued */
+	fake_chain_init(&late, 3);
+	fake_chain_add(&late, hdr(VIRTIO_BLK_T_IN, 8), 16, false);
+	fake_chain_add(&late, gmem(512), 512, true);
+	st = gmem(1);
+	*st = 0xee;
+	fake_chain_add(&late, st, 1, true);
+	simple(VIRTIO_BLK_T_IN, 0, 512, true);
+	late_kicks = 0;
+	fh.vqs[0].empty_pop = kick_late;
+	CU_ASSERT_EQUAL(submit(0, NULL), VIRTIO_BLK_S_OK);
+	CU_ASSERT_EQUAL(late_kicks, 1); /* the late chain went in with its kick */
+	CU_ASSERT_EQUAL(fh.vqs[0].n_used, 1); /* ... after the drain's last pop */
+	CU_ASSERT_EQUAL(fake_watch_pump(&fh, 10), 1); /* the event loop's turn */
+	CU_ASSERT_EQUAL_FATAL(fh.vqs[0].n_used, 2);
+	CU_ASSERT_EQUAL(fh.vqs[0].used[1].head, 3);
+	CU_ASSERT_EQUAL(*st, VIRTIO_BLK_S_OK);
+	fh.vqs[0].empty_pop = NULL;
+	dev_stop();
+}
+
+/*
+ * Two guest vCPUs kick the same queue while each other's drains run, and the
+ * event loop serves re-arms: every chain completes with no kick lost (the
+ * last ones have no later kick to rescue them). Then stops and starts while
+ * they keep kicking: once a stop returns, nothing is pushed until the start.
+ */
+static void test_dev_kick_race(void)
+{
+	static struct racer rc[2];
+	pthread_t pump;
+	unsigned n;
+
+	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ NULL }, false), 0);
+	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	for (int t = 0; t < 2; t++)
+		for (int k = 0; k < RACE_SLOTS; k++) {
+			struct cub_vq_chain *c = &rc[t].c[k];
+
+			fake_chain_init(c, (uint16_t)(t * RACE_SLOTS + k));
+			fake_chain_add(c, hdr(VIRTIO_BLK_T_IN, (uint64_t)k), 16, false);
+			fake_chain_add(c, gmem(512), 512, true);
+			rc[t].st[k] = gmem(1);
+			fake_chain_add(c, rc[t].st[k], 1, true);
+		}
+	race_quit = pump_quit = false;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&pump, NULL, pump_run, NULL), 0);
+	for (int t = 0; t < 2; t++) {
+		rc[t].wait_done = true;
+		rc[t].n = RACE_N;
+		rc[t].failed = false;
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&rc[t].t, NULL, racer_run, &rc[t]), 0);
+	}
+	for (int t = 0; t < 2; t++)
+		pthread_join(rc[t].t, NULL);
+	CU_ASSERT_FALSE(rc[0].failed || rc[1].failed);
+	CU_ASSERT(fake_vq_wait_used(&fh, 0, 2 * RACE_N, 5000));
+	CU_ASSERT_EQUAL(used_now(), 2 * RACE_N);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+
+	/* stop and start under fire */
+	for (int t = 0; t < 2; t++) {
+		rc[t].wait_done = false;
+		rc[t].n = UINT32_MAX;
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&rc[t].t, NULL, racer_run, &rc[t]), 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		usleep(1000);
+		fake_virtio_stop(&fh);
+		n = used_now();
+		usleep(2000);
+		CU_ASSERT_EQUAL(used_now(), n); /* stopped: the kicks drain nothing */
+		CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
+	}
+	usleep(1000);
+	CU_ASSERT(used_now() > 2 * RACE_N); /* and it served after each start */
+	race_quit = true;
+	for (int t = 0; t < 2; t++)
+		pthread_join(rc[t].t, NULL);
+	fake_virtio_stop(&fh);
+	pump_quit = true;
+	pthread_join(pump, NULL);
+	CU_ASSERT_EQUAL(fh.broken_calls, 0);
+	dev_stop();
+}
+
 static int suite_init(void)
 {
 	int fd;
@@ -735,6 +922,8 @@ int main(void)
 		{ "device: a batch on one kick, one budget per turn", test_dev_batch },
 		{ "device: a large request carried over wake-ups", test_dev_big_request_inline },
 		{ "device: rate limiter", test_dev_rate_limited },
+		{ "device: a kick just after the drain's last look is not lost", test_dev_late_kick },
+		{ "device: kicks racing from two threads, stop and start under fire", test_dev_kick_race },
 		{ NULL, NULL },
 	};
 	char cmd[128];

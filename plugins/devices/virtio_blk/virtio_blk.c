@@ -24,8 +24,11 @@
  * that is the event-loop thread, as Firecracker's synchronous engine does:
  * no thread hop per request, and worker threads only where a backend needs
  * them (doc/plugin-guide.md, "Lifecycle and threads"). A kick that arrives
- * while another thread drains only sets `kicked`, and the draining thread
- * hands the queue back to the event loop when it is done.
+ * while another thread drains only sets ST_KICKED, and the draining thread
+ * hands the queue back to the event loop when it is done. Who drains is
+ * decided by a compare-and-swap on the queue's state word, taken and given
+ * back without a lock: a request costs no mutex; start and stop still take
+ * the queue's lock, and a stop waits on its condition variable.
  *
  * (An `iothread = true` parameter once served each queue on a worker
  * thread instead. The wake-up of that thread and the one back cost more than
@@ -81,16 +84,23 @@ struct blk_cfg {
 	struct cub_rl *rl;
 };
 
+/* A queue's state word. */
+enum {
+	ST_RUNNING = 1u,   /* started: a kick may drain it */
+	ST_DRAINING = 2u,  /* a thread is in blk_drain; only it uses the ring */
+	ST_KICKED = 4u,    /* a kick came: the drainer hands the queue back when done */
+	ST_QUIT = 8u,      /* stopping: finish the chunk in hand and return */
+	ST_STOPWAIT = 16u, /* a stop waits on cond for ST_DRAINING to go off */
+};
+
 struct blk;
 
 struct blk_queue {
 	struct blk *b;
 	struct cub_vq *vq;
-	pthread_mutex_t lock; /* kicked, running, draining; writes of quit */
-	pthread_cond_t cond;  /* draining went false */
-	bool kicked, running;
-	_Atomic bool quit;    /* read without the lock on every request */
-	bool draining;        /* a thread is in blk_drain */
+	pthread_mutex_t lock; /* start and stop */
+	pthread_cond_t cond;  /* ST_DRAINING went off while a stop waits */
+	_Atomic unsigned st;  /* ST_*: read and changed without the lock */
 	int kick_fd;          /* eventfd re-arming a drain that used its budget */
 	int rl_fd;            /* with a rate limiter: timerfd, tokens are due */
 	uint64_t rl_wait_us;  /* the request in hand waits this long for tokens (0: not) */
@@ -324,7 +334,7 @@ static uint64_t blk_step(struct blk_queue *q, uint64_t max)
 
 static bool quitting(struct blk_queue *q)
 {
-	return atomic_load_explicit(&q->quit, memory_order_acquire);
+	return atomic_load_explicit(&q->st, memory_order_acquire) & ST_QUIT;
 }
 
 /* The rate limiter's say on the request in hand (data requests only:
@@ -411,13 +421,14 @@ static void blk_config_read(void *priv, uint32_t off, void *buf, uint32_t len)
 static void queue_stop(struct blk_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
-	atomic_store_explicit(&q->quit, true, memory_order_release);
-	/* Wait for a draining thread to put back its request. */
-	while (q->draining)
+	/* Wait for a draining thread to put back its request: it sees
+	 * ST_STOPWAIT and turns ST_DRAINING off under this lock. */
+	atomic_fetch_or(&q->st, ST_QUIT | ST_STOPWAIT);
+	while (atomic_load(&q->st) & ST_DRAINING)
 		pthread_cond_wait(&q->cond, &q->lock);
 	if (q->rl_fd >= 0) /* tokens no request waits for any more */
 		timerfd_settime(q->rl_fd, 0, &(struct itimerspec){ 0 }, NULL);
-	q->running = false;
+	atomic_store(&q->st, ST_QUIT); /* stopped: no one drains until a start */
 	q->inflight = false;
 	q->held = false; /* the reset clears the ring it came from */
 	q->vq = NULL;
@@ -450,11 +461,10 @@ static int blk_start(void *priv, struct cub_vq *const *vqs, unsigned n)
 		if (!vqs[i])
 			continue;
 		pthread_mutex_lock(&q->lock);
-		if (!q->running) {
+		if (!(atomic_load(&q->st) & ST_RUNNING)) {
 			q->vq = vqs[i];
-			atomic_store_explicit(&q->quit, false, memory_order_release);
-			q->kicked = true; /* buffers may already be waiting */
-			q->running = true;
+			/* kicked: buffers may already be waiting */
+			atomic_store(&q->st, ST_RUNNING | ST_KICKED);
 		}
 		pthread_mutex_unlock(&q->lock);
 	}
@@ -476,38 +486,54 @@ static void rearm(struct blk_queue *q)
 }
 
 /*
- * One budget's worth on this thread unless another one is
- * draining. Work left over, or a kick that came meanwhile, goes back to the
- * event loop through kick_fd: this call is bounded whoever keeps kicking.
+ * One budget's worth on this thread unless another one is draining (then
+ * ST_KICKED tells that one to come back). Work left over, or a kick that
+ * came meanwhile, goes back to the event loop through kick_fd: this call is
+ * bounded whoever keeps kicking. The queue's fds are written only while
+ * ST_DRAINING is on: a stop waits for it to go off before it disarms the
+ * timer, and the device closes them only after a stop.
  */
 static void drain_inline(struct blk_queue *q)
 {
+	unsigned s = atomic_load(&q->st);
 	bool more;
 
-	pthread_mutex_lock(&q->lock);
-	q->kicked = true;
-	if (!q->running || q->draining || q->quit) {
-		pthread_mutex_unlock(&q->lock);
-		return;
+	for (;;) {
+		if ((s & (ST_RUNNING | ST_DRAINING | ST_QUIT)) != ST_RUNNING) {
+			/* stopped, or another thread drains: it will see the mark */
+			s = atomic_fetch_or(&q->st, ST_KICKED) | ST_KICKED;
+			if ((s & (ST_RUNNING | ST_DRAINING | ST_QUIT)) != ST_RUNNING)
+				return;
+			continue; /* that drain ended meanwhile: take the queue */
+		}
+		if (atomic_compare_exchange_strong(&q->st, &s, (s | ST_DRAINING) & ~ST_KICKED))
+			break;
 	}
-	q->draining = true;
-	q->kicked = false;
-	pthread_mutex_unlock(&q->lock);
 	more = blk_drain(q);
-	pthread_mutex_lock(&q->lock);
-	if (q->rl_wait_us && !q->quit) {
+	if (q->rl_wait_us && !quitting(q)) {
 		/* The request in hand waits for tokens: the timer brings it back. */
 		struct itimerspec it = { .it_value = { .tv_sec = (time_t)(q->rl_wait_us / 1000000),
 						       .tv_nsec = (long)(q->rl_wait_us % 1000000) * 1000 } };
 
 		timerfd_settime(q->rl_fd, 0, &it, NULL);
-	} else if ((more || q->kicked) && !q->quit) {
-		rearm(q);
 	}
-	q->kicked = false;
-	q->draining = false;
-	pthread_cond_broadcast(&q->cond); /* a stop() may be waiting */
-	pthread_mutex_unlock(&q->lock);
+	s = atomic_load(&q->st);
+	for (;;) {
+		if (s & ST_STOPWAIT) { /* a stop waits: off under its lock, and tell it */
+			pthread_mutex_lock(&q->lock);
+			atomic_fetch_and(&q->st, ~(ST_DRAINING | ST_KICKED));
+			pthread_cond_broadcast(&q->cond);
+			pthread_mutex_unlock(&q->lock);
+			return;
+		}
+		if (!q->rl_wait_us && (more || (s & ST_KICKED))) {
+			rearm(q); /* while ST_DRAINING is on: kick_fd is still open */
+			more = false;
+		}
+		/* fails when a kick or a stop came since s was read: look again */
+		if (atomic_compare_exchange_strong(&q->st, &s, s & ~(ST_DRAINING | ST_KICKED)))
+			return;
+	}
 }
 
 /* rl_fd fired: the rate limiter's tokens are due. */

@@ -225,7 +225,10 @@ static inline int blk_parse(const struct cub_vq_chain *c, const struct blk_limit
 
 	if (out_len < BLK_HDR_LEN)
 		return blk_fail(r, BLK_STATUS, VIRTIO_BLK_S_IOERR, "request header too short");
-	blk_iov_read(c->out, c->n_out, 0, hdr, sizeof(hdr));
+	if (c->out[0].iov_len >= sizeof(hdr)) /* the header in one segment: Linux's way */
+		memcpy(hdr, c->out[0].iov_base, sizeof(hdr));
+	else
+		blk_iov_read(c->out, c->n_out, 0, hdr, sizeof(hdr));
 	r->type = blk_le32(hdr);
 	r->sector = blk_le64(hdr + 8);
 
