@@ -131,8 +131,8 @@ static const struct crule control_rules[] = {
 	ANY("pipe"), ANY("pipe2"), ANY("eventfd2"), ANY("timerfd_create"),
 	ANY("epoll_create1"), ANY("dup"), ANY("dup2"), ANY("dup3"), ANY("sched_getaffinity"),
 	ANY("uname"), ANY("sysinfo"), ANY("umask"), ANY("munlock"), ANY("mlock"),
-	/* pthread_cancel (the teardown's, of the signal thread) installs
-	 * glibc's cancellation handler each time: SIGCANCEL, signal 32 */
+	/* pthread_cancel (a lazy restore's teardown, of the uffd thread)
+	 * installs glibc's cancellation handler each time: SIGCANCEL, signal 32 */
 	ARG("rt_sigaction", 0, ~0ull, 32),
 	IOC_TYPE(0x94), /* FICLONE, FICLONERANGE (snapshots' disks) */
 	IOC(0x5402), IOC(0x5403), IOC(0x5404), /* TCSETS, TCSETSW, TCSETSF */

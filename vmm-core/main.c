@@ -462,7 +462,8 @@ static int enter_jail(struct jail_cfg *j, const char *sock)
 	if (!ret && sock)
 		ret = http_load(err, sizeof(err));
 	tzset(); /* /etc/localtime, which the jail has not */
-	/* glibc loads libgcc_s at the first pthread_cancel (the teardown's) */
+	/* glibc loads libgcc_s at the first pthread_cancel (a lazy restore's
+	 * teardown, of its uffd thread) */
 	if (!ret && !dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
 		log_warn("jail: libgcc_s.so.1: %s", dlerror());
 	if (!ret)

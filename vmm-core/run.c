@@ -54,15 +54,12 @@ static void *signal_thread(void *arg)
 {
 	struct run_ctx *r = arg;
 	siginfo_t si;
-	int old;
 	bool ok;
 
 	pthread_setname_np(pthread_self(), "signals");
 	/* Its filter is compiled with the others, beside the setup: it waits
 	 * for it (signals stay pending meanwhile) and tells run_seal, which
-	 * lets no guest instruction run before. Not cancelled in between: a
-	 * teardown's cancel waits for sigwaitinfo. */
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	 * lets no guest instruction run before. */
 	ok = !confine_thread(CONFINE_SIGNALS, "signals");
 	pthread_mutex_lock(&r->sig_lock);
 	r->sig_confined = true;
@@ -71,17 +68,18 @@ static void *signal_thread(void *arg)
 	pthread_mutex_unlock(&r->sig_lock);
 	if (!ok)
 		run_exit(r, VM_EXIT_ERROR, "the signal thread could not be confined");
-	pthread_setcancelstate(old, NULL);
 	for (;;) {
 		int sig = sigwaitinfo(&r->sigs, &si);
 		char why[64];
 
+		/* the teardown's SIGTERM to this thread, or any signal once it
+		 * has begun: the VM is going already */
+		if (atomic_load(&r->sig_quit))
+			break;
 		if (sig < 0)
-			continue; /* EINTR; cancellation ends us at teardown */
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+			continue; /* EINTR */
 		snprintf(why, sizeof(why), "stopped by signal %s", strsignal(sig));
 		run_exit(r, 128 + sig, why);
-		pthread_setcancelstate(old, NULL);
 	}
 	return NULL;
 }
@@ -416,7 +414,10 @@ out:
 void run_teardown(struct run_ctx *r)
 {
 	if (r->have_sig_thread) {
-		pthread_cancel(r->sig_thread); /* sigwaitinfo is a cancellation point */
+		/* Not pthread_cancel: glibc would load libgcc_s to unwind the
+		 * thread, a library and its relocations on every VM's exit. */
+		atomic_store(&r->sig_quit, true);
+		pthread_kill(r->sig_thread, SIGTERM); /* blocked everywhere: it waits for it */
 		pthread_join(r->sig_thread, NULL);
 	}
 	if (r->have_vm)

@@ -4,6 +4,7 @@
 #define CUBICLE_RUN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +28,9 @@ struct run_ctx {
 	pthread_mutex_t sig_lock;
 	pthread_cond_t sig_cond;
 	bool sig_confined, sig_failed;
+	/* The teardown asks the signal thread to end: set, then a SIGTERM to
+	 * that thread alone (no pthread_cancel, which loads libgcc_s). */
+	_Atomic bool sig_quit;
 	struct event_loop *ev;
 	bool have_vm, have_sig_thread, ev_started;
 	bool host_check;
