@@ -18,9 +18,14 @@
  * libgcc_s). A forbidden call ends in SIGSYS (enforce): the handler writes
  * one line naming the call and the thread, then the process exits with
  * CONFINE_EXIT_STATUS.
+ *
+ * A list is first written out as text (every rule, the mode, the
+ * architecture, libseccomp's version): a program compiled from the same
+ * text on an earlier start is loaded from the cache instead (bpfcache.h).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <malloc.h>
@@ -41,11 +46,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bpfcache.h"
 #include "cnode.h"
 #include "confine.h"
+#include "cubicle-build.h"
 #include "jail.h"
 #include "loader.h"
 #include "log.h"
+#include "sysnames.h"
 
 struct crule {
 	const char *name;
@@ -162,6 +170,7 @@ static struct {
 	enum confine_mode mode;
 	bool ready;
 	struct sock_fprog prog[CONFINE_KINDS];
+	unsigned from_cache; /* programs bpfcache_load gave (the rest compiled) */
 	int landlock;  /* a Landlock ruleset allowing no path, or -1 */
 	int landlock_ctl; /* the control threads': what confine_allow added, or -1 */
 	uint64_t handled; /* the rights both rulesets handle */
@@ -216,18 +225,21 @@ const char *confine_mode_name(enum confine_mode m)
 }
 
 /*
- * SIGSYS from a filter (enforce). Only calls every list allows happen here:
- * write and exit_group, and the libseccomp name lookup's malloc (brk,
- * mmap). A thread cannot trap while holding malloc's lock: malloc makes
- * only calls every list allows.
+ * SIGSYS from a filter (enforce). Only calls every list allows happen here
+ * (write, exit_group), and nothing that takes a lock: the trapping thread
+ * may hold malloc's (fork holds it around its clone, forbidden to most
+ * threads), so the call's name comes from a table made at build time
+ * (sysnames.h), not from libseccomp, whose lookup allocates.
  */
 static void on_sigsys(int sig, siginfo_t *si, void *uc)
 {
-	char line[256], *name;
+	const char *name = NULL;
+	char line[256];
 	int n;
 
 	(void)sig, (void)uc;
-	name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, si->si_syscall);
+	if (si->si_syscall >= 0 && (size_t)si->si_syscall < sizeof(sys_names) / sizeof(*sys_names))
+		name = sys_names[si->si_syscall];
 	n = snprintf(line, sizeof(line),
 		     "cubicle: error: seccomp: thread %s made the forbidden system call %s (%d); stopping (exit status %d)\n",
 		     t_name[0] ? t_name : "?", name ? name : "?", si->si_syscall,
@@ -237,13 +249,65 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 	_exit(CONFINE_EXIT_STATUS);
 }
 
+/* Where a list's rules go: into a libseccomp filter, or (ctx NULL) into
+ * the text that describes the list, the cache's key. */
+struct sink {
+	scmp_filter_ctx ctx;
+	char *desc;
+	size_t len, cap;
+	bool nomem;
+};
+
+static void __attribute__((format(printf, 2, 3))) describe(struct sink *s, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(s->desc ? s->desc + s->len : NULL, s->desc ? s->cap - s->len : 0, fmt,
+			      ap);
+		va_end(ap);
+		if (n < 0) {
+			s->nomem = true;
+			return;
+		}
+		if (s->desc && (size_t)n < s->cap - s->len) {
+			s->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = s->cap ? s->cap * 2 : 4096;
+			char *p;
+
+			while (cap < s->len + (size_t)n + 1)
+				cap *= 2;
+			p = realloc(s->desc, cap);
+			if (!p) {
+				s->nomem = true;
+				return;
+			}
+			s->desc = p;
+			s->cap = cap;
+		}
+	}
+}
+
 /* A call this libseccomp knows on this architecture: its number; else a
  * negative number (a call the architecture lacks: open on arm64). */
-static int rule_add(scmp_filter_ctx ctx, const char *name, int arg, uint64_t mask,
-		    uint64_t value, uint32_t errno_, char *err, size_t errlen)
+static int rule_add(struct sink *s, const char *name, int arg, uint64_t mask, uint64_t value,
+		    uint32_t errno_, char *err, size_t errlen)
 {
-	int nr = seccomp_syscall_resolve_name(name), ret;
+	scmp_filter_ctx ctx = s->ctx;
+	int nr, ret;
 	uint32_t act = errno_ ? SCMP_ACT_ERRNO(errno_) : SCMP_ACT_ALLOW;
+
+	if (!ctx) {
+		describe(s, "%s %d %llx %llx %u\n", name, arg, (unsigned long long)mask,
+			 (unsigned long long)value, errno_);
+		return 0;
+	}
+	nr = seccomp_syscall_resolve_name(name);
 
 	if (nr == __NR_SCMP_ERROR)
 		return errf(err, errlen, -EINVAL, "seccomp: unknown system call '%s'", name);
@@ -262,7 +326,7 @@ static int rule_add(scmp_filter_ctx ctx, const char *name, int arg, uint64_t mas
 	return 0;
 }
 
-static int rules_add(scmp_filter_ctx ctx, const struct crule *r, size_t n, char *err,
+static int rules_add(struct sink *ctx, const struct crule *r, size_t n, char *err,
 		     size_t errlen)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -275,7 +339,7 @@ static int rules_add(scmp_filter_ctx ctx, const struct crule *r, size_t n, char 
 	return 0;
 }
 
-static int plugin_rules_add(scmp_filter_ctx ctx, const struct registry *reg, char *err,
+static int plugin_rules_add(struct sink *ctx, const struct registry *reg, char *err,
 			    size_t errlen)
 {
 	for (unsigned i = 0; reg && i < reg->n; i++) {
@@ -300,51 +364,103 @@ static int plugin_rules_add(scmp_filter_ctx ctx, const struct registry *reg, cha
 
 /* A tap's jail (jail.h): jail_seal's setresuid(uid, uid, uid), which glibc
  * runs in every thread, confined ones too; no other uid. */
-static int seal_rule_add(scmp_filter_ctx ctx, char *err, size_t errlen)
+static int seal_rule_add(struct sink *s, char *err, size_t errlen)
 {
-	int nr = seccomp_syscall_resolve_name("setresuid"), ret;
+	int nr, ret;
 	uid_t u;
 
-	if (!jail_seal_pending(&u) || nr < 0)
+	if (!jail_seal_pending(&u))
 		return 0;
-	ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 3,
+	if (!s->ctx) {
+		describe(s, "setresuid-seal %u\n", (unsigned)u);
+		return 0;
+	}
+	nr = seccomp_syscall_resolve_name("setresuid");
+	if (nr < 0)
+		return 0;
+	ret = seccomp_rule_add(s->ctx, SCMP_ACT_ALLOW, nr, 3,
 			       SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, u),
 			       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, u),
 			       SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffffu, u));
 	return ret ? errf(err, errlen, ret, "seccomp: rule for setresuid: %s", strerror(-ret)) : 0;
 }
 
-/* Compile one kind's list into cf.prog[k]. */
+/* Every rule of kind @k's list, into @s. */
+static int add_lists(enum confine_kind k, const struct registry *reg, struct sink *s, char *err,
+		     size_t errlen)
+{
+	int ret = rules_add(s, base_rules, sizeof(base_rules) / sizeof(*base_rules), err, errlen);
+
+#ifdef __SANITIZE_ADDRESS__
+	if (!ret)
+		ret = rules_add(s, san_rules, sizeof(san_rules) / sizeof(*san_rules), err, errlen);
+#endif
+	if (!ret && kinds[k].control)
+		ret = rules_add(s, control_rules, sizeof(control_rules) / sizeof(*control_rules), err,
+				errlen);
+	else if (!ret)
+		ret = rules_add(s, noexec_rules, sizeof(noexec_rules) / sizeof(*noexec_rules), err,
+				errlen);
+	if (!ret && kinds[k].io)
+		ret = rules_add(s, io_rules, sizeof(io_rules) / sizeof(*io_rules), err, errlen);
+	if (!ret && k == CONFINE_SIGNALS)
+		ret = rules_add(s, signal_rules, sizeof(signal_rules) / sizeof(*signal_rules), err,
+				errlen);
+	if (!ret && kinds[k].plugin_calls)
+		ret = plugin_rules_add(s, reg, err, errlen);
+	if (!ret)
+		ret = seal_rule_add(s, err, errlen);
+	return ret;
+}
+
+/* Kind @k's list as text: what its program is compiled from. */
+static int describe_list(enum confine_kind k, const struct registry *reg, struct sink *d,
+			 char *err, size_t errlen)
+{
+	const struct scmp_version *v = seccomp_version();
+	int ret;
+
+	/* what else the program depends on: this cubicle (the list's form),
+	 * libseccomp and the kernel API level it found, the architecture */
+	describe(d, "cubicle %s seccomp list 1\nlibseccomp %u.%u.%u api %u\narch %u\nmode %s\nkind %s\n",
+		 PACKAGE_VERSION, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
+		 seccomp_api_get(), (unsigned)SCMP_ARCH_NATIVE,
+		 cf.mode == CONFINE_LOG ? "log" : "trap", kinds[k].name);
+	ret = add_lists(k, reg, d, err, errlen);
+	if (!ret && d->nomem)
+		ret = errf(err, errlen, -ENOMEM, "seccomp: out of memory");
+	return ret;
+}
+
+/* Compile one kind's list into cf.prog[k], or load it from the cache. */
 static int build(enum confine_kind k, const struct registry *reg, char *err, size_t errlen)
 {
-	scmp_filter_ctx ctx;
+	struct sink d = { 0 }, c = { 0 };
+	unsigned short n = 0;
 	char *buf = NULL;
 	off_t size = 0;
 	int ret, fd = -1;
+	struct sock_filter *cached;
 
-	ctx = seccomp_init(cf.mode == CONFINE_LOG ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
-	if (!ctx)
+	ret = describe_list(k, reg, &d, err, errlen);
+	if (ret) {
+		free(d.desc);
+		return ret;
+	}
+	cached = bpfcache_load(d.desc, d.len, &n);
+	if (cached) {
+		cf.prog[k].len = n;
+		cf.prog[k].filter = cached;
+		cf.from_cache++;
+		free(d.desc);
+		return 0;
+	}
+	c.ctx = seccomp_init(cf.mode == CONFINE_LOG ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
+	if (!c.ctx) {
+		free(d.desc);
 		return errf(err, errlen, -ENOMEM, "seccomp: cannot make a filter");
-	ret = rules_add(ctx, base_rules, sizeof(base_rules) / sizeof(*base_rules), err, errlen);
-#ifdef __SANITIZE_ADDRESS__
-	if (!ret)
-		ret = rules_add(ctx, san_rules, sizeof(san_rules) / sizeof(*san_rules), err, errlen);
-#endif
-	if (!ret && kinds[k].control)
-		ret = rules_add(ctx, control_rules, sizeof(control_rules) / sizeof(*control_rules),
-				err, errlen);
-	else if (!ret)
-		ret = rules_add(ctx, noexec_rules, sizeof(noexec_rules) / sizeof(*noexec_rules),
-				err, errlen);
-	if (!ret && kinds[k].io)
-		ret = rules_add(ctx, io_rules, sizeof(io_rules) / sizeof(*io_rules), err, errlen);
-	if (!ret && k == CONFINE_SIGNALS)
-		ret = rules_add(ctx, signal_rules, sizeof(signal_rules) / sizeof(*signal_rules),
-				err, errlen);
-	if (!ret && kinds[k].plugin_calls)
-		ret = plugin_rules_add(ctx, reg, err, errlen);
-	if (!ret)
-		ret = seal_rule_add(ctx, err, errlen);
+	}
+	ret = add_lists(k, reg, &c, err, errlen);
 	if (ret)
 		goto out;
 	/* The BPF, into memory: loaded per thread without libseccomp. */
@@ -353,7 +469,7 @@ static int build(enum confine_kind k, const struct registry *reg, char *err, siz
 		ret = errf(err, errlen, -errno, "seccomp: memfd_create: %s", strerror(errno));
 		goto out;
 	}
-	ret = seccomp_export_bpf(ctx, fd);
+	ret = seccomp_export_bpf(c.ctx, fd);
 	if (!ret && ((size = lseek(fd, 0, SEEK_END)) <= 0 || size % sizeof(struct sock_filter) ||
 		     size / sizeof(struct sock_filter) > BPF_MAXINSNS))
 		ret = -EINVAL;
@@ -369,11 +485,13 @@ static int build(enum confine_kind k, const struct registry *reg, char *err, siz
 	cf.prog[k].len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
 	cf.prog[k].filter = (struct sock_filter *)buf;
 	buf = NULL;
+	bpfcache_store(d.desc, d.len, cf.prog[k].filter, cf.prog[k].len);
 out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
-	seccomp_release(ctx);
+	free(d.desc);
+	seccomp_release(c.ctx);
 	return ret;
 }
 
@@ -541,8 +659,8 @@ static int bg_wait(char *err, size_t errlen)
 	if (join) {
 		pthread_join(bg.thread, NULL);
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		log_debug("seccomp: filters compiled beside the setup; asked for after %ld us, waited %ld us",
-			  us_between(&bg.t0, &w0), us_between(&w0, &t));
+		log_debug("seccomp: filters ready beside the setup (%u of them from the cache); asked for after %ld us, waited %ld us",
+			  cf.from_cache, us_between(&bg.t0, &w0), us_between(&w0, &t));
 	}
 	return ret;
 }
@@ -665,6 +783,7 @@ void confine_free(void)
 	cf.landlock = cf.landlock_ctl = -1;
 	cf.handled = 0;
 	cf.allowed = 0;
+	cf.from_cache = 0;
 	for (int k = 0; k < CONFINE_KINDS; k++) {
 		free(cf.prog[k].filter);
 		cf.prog[k].filter = NULL;

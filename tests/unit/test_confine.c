@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the seccomp allow-lists (vmm-core/confine.c): each case runs in a child process
  * that confines one of its threads and then makes calls its kind may or may not make. */
+#include <dirent.h>
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/landlock.h>
@@ -424,6 +425,175 @@ static void test_background(void)
 	use_start = false;
 }
 
+/* ---- compiled filters kept between starts (bpfcache.c) ---- */
+
+static char cache_root[] = "/tmp/cubicle-test-confine-XXXXXX";
+
+#define CACHE_MAX 8
+#define FILE_MAX  16384
+
+struct cfile {
+	char path[400];
+	uint8_t b[FILE_MAX];
+	size_t len;
+};
+
+/* The cache's files in @dir (sorted by name): their count. */
+static int cache_files(const char *dir, struct cfile *f)
+{
+	struct dirent **e;
+	int n = scandir(dir, &e, NULL, alphasort), k = 0;
+
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(e[i]->d_name);
+
+		if (k < CACHE_MAX && l > 4 && !strcmp(e[i]->d_name + l - 4, ".bpf")) {
+			int fd;
+			ssize_t got;
+
+			snprintf(f[k].path, sizeof(f[k].path), "%s/%s", dir, e[i]->d_name);
+			fd = open(f[k].path, O_RDONLY);
+			got = fd >= 0 ? read(fd, f[k].b, sizeof(f[k].b)) : -1;
+			f[k].len = got > 0 ? (size_t)got : 0;
+			if (fd >= 0)
+				close(fd);
+			k++;
+		}
+		free(e[i]);
+	}
+	free(e);
+	return k;
+}
+
+static bool same_file(const struct cfile *want)
+{
+	static struct cfile now;
+	int fd = open(want->path, O_RDONLY);
+	ssize_t got = fd >= 0 ? read(fd, now.b, sizeof(now.b)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return got == (ssize_t)want->len && !memcmp(now.b, want->b, want->len);
+}
+
+static void write_file(const char *path, const void *b, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(write(fd, b, len), (ssize_t)len);
+	close(fd);
+}
+
+static int start_and_free(void)
+{
+	char err[256] = "";
+	int ret = confine_init(CONFINE_ENFORCE, NULL, err, sizeof(err));
+
+	if (ret)
+		fprintf(stderr, "confine_init: %s\n", err);
+	confine_free();
+	return ret;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * The first start compiles each list and keeps its program; a file that is
+ * damaged, names another list, or may be written by others is refused and
+ * written again from a fresh compile; a folder others may write is not
+ * used; "off" uses none. A file that passes every check is what the
+ * threads load: one holding an allow-all program (checksum right) lets a
+ * vCPU call uname, which shows where the trust lies (the folder's owner).
+ */
+static void test_cache(void)
+{
+	static struct cfile f[CACHE_MAX], g[CACHE_MAX];
+	char dir[300], global[300];
+	struct stat st;
+	int n, vcpu = -1;
+
+	snprintf(global, sizeof(global), "%s", getenv("CUBICLE_SECCOMP_CACHE"));
+	snprintf(dir, sizeof(dir), "%s/own", cache_root);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	setenv("CUBICLE_SECCOMP_CACHE", dir, 1);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	n = cache_files(dir, f);
+	CU_ASSERT_EQUAL_FATAL(n, 3); /* control, vCPU (and worker), signals */
+	for (int i = 0; i < n; i++) {
+		CU_ASSERT(f[i].len > 24 && !memcmp(f[i].b, "CUBBPF1\n", 8));
+		CU_ASSERT_EQUAL(stat(f[i].path, &st), 0);
+		CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+		if (memmem(f[i].b, f[i].len, "kind vcpu\n", 10))
+			vcpu = i;
+	}
+	CU_ASSERT_FATAL(vcpu >= 0);
+	/* the same lists again: the same files, untouched */
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT_EQUAL(cache_files(dir, g), 3);
+	for (int i = 0; i < n; i++)
+		CU_ASSERT(same_file(&f[i]));
+	/* a damaged program */
+	f[0].b[f[0].len - 1] ^= 0x40;
+	write_file(f[0].path, f[0].b, f[0].len);
+	f[0].b[f[0].len - 1] ^= 0x40;
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT(same_file(&f[0]));
+	/* another list's file under this list's name */
+	write_file(f[0].path, f[1].b, f[1].len);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT(same_file(&f[0]));
+	/* a file others may write */
+	CU_ASSERT_EQUAL(chmod(f[1].path, 0666), 0);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT(same_file(&f[1]));
+	CU_ASSERT_EQUAL(stat(f[1].path, &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+	/* a folder others may write: nothing read, nothing written */
+	CU_ASSERT_EQUAL(unlink(f[2].path), 0);
+	CU_ASSERT_EQUAL(chmod(dir, 0777), 0);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT_NOT_EQUAL(access(f[2].path, F_OK), 0);
+	CU_ASSERT_EQUAL(chmod(dir, 0700), 0);
+	/* "off" */
+	setenv("CUBICLE_SECCOMP_CACHE", "off", 1);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT_NOT_EQUAL(access(f[2].path, F_OK), 0);
+	setenv("CUBICLE_SECCOMP_CACHE", dir, 1);
+	CU_ASSERT_EQUAL(start_and_free(), 0);
+	CU_ASSERT(same_file(&f[2]));
+	/* cached programs confine as compiled ones do */
+	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
+	/* what a trusted file holds is what loads: the vCPU list made allow-all */
+	{
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		uint32_t desc_len;
+		uint8_t *b = g[0].b;
+		uint64_t sum;
+
+		memcpy(&desc_len, f[vcpu].b + 8, 4);
+		memcpy(b, f[vcpu].b, 24 + desc_len);
+		memcpy(b + 12, &(uint32_t){ 1 }, 4);
+		memcpy(b + 24 + desc_len, &allow, sizeof(allow));
+		sum = fnv(fnv(0xcbf29ce484222325ull, b + 24, desc_len), &allow, sizeof(allow));
+		memcpy(b + 16, &sum, 8);
+		write_file(f[vcpu].path, b, 24 + desc_len + sizeof(allow));
+		expect_ok(vcpu_unames, NULL, CONFINE_ENFORCE);
+		write_file(f[vcpu].path, f[vcpu].b, f[vcpu].len);
+		expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
+	}
+	setenv("CUBICLE_SECCOMP_CACHE", global, 1);
+}
+
 /* Can this process load a seccomp filter at all? (qemu-user cannot.) */
 static bool seccomp_works(void)
 {
@@ -450,12 +620,25 @@ int main(void)
 		{ "Landlock: no path for a vCPU thread, only the allowed ones for the control thread", test_landlock },
 		{ "an unknown declared call", test_unknown_call },
 		{ "filters compiled in the background (confine_start)", test_background },
+		{ "compiled filters kept between starts: trusted, checked, refreshed", test_cache },
 		{ NULL, NULL },
 	};
+	char cmd[64];
+	int ret;
 
 	if (!seccomp_works()) {
 		printf("SKIP: this process cannot load seccomp filters (qemu-user?)\n");
 		return 77;
 	}
-	return cu_run("confine", tests);
+	/* every start here keeps its programs in a folder of the test's own */
+	if (!mkdtemp(cache_root)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	setenv("CUBICLE_SECCOMP_CACHE", cache_root, 1);
+	ret = cu_run("confine", tests);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", cache_root);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", cache_root);
+	return ret;
 }
