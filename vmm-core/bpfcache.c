@@ -38,6 +38,11 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 
 #define FNV0 0xcbf29ce484222325ull
 
+uint64_t bpfcache_sum(const char *desc, size_t len, const void *prog, size_t plen)
+{
+	return fnv(fnv(FNV0, desc, len), prog, plen);
+}
+
 /* The cache folder, opened (the user's own, writable by no one else), or
  * -1. With @create, its two last levels are made when missing. */
 static int cache_dir(bool create)
@@ -119,7 +124,7 @@ struct sock_filter *bpfcache_load(const char *desc, size_t len, unsigned short *
 	if (memcmp(h.magic, MAGIC, sizeof(h.magic)) || h.desc_len != len || !h.n ||
 	    h.n > BPF_MAXINSNS || size != sizeof(h) + len + plen ||
 	    memcmp(buf + sizeof(h), desc, len) ||
-	    fnv(fnv(FNV0, desc, len), buf + sizeof(h) + len, plen) != h.sum) {
+	    bpfcache_sum(desc, len, buf + sizeof(h) + len, plen) != h.sum) {
 		log_debug("seccomp: cached filter %s is not this list's, or damaged: compiling", name);
 		goto out;
 	}
@@ -147,7 +152,7 @@ void bpfcache_store(const char *desc, size_t len, const struct sock_filter *prog
 	file_name(name, sizeof(name), desc, len);
 	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
 	memcpy(h.magic, MAGIC, sizeof(h.magic));
-	h.sum = fnv(fnv(FNV0, desc, len), prog, plen);
+	h.sum = bpfcache_sum(desc, len, prog, plen);
 	buf = malloc(size);
 	fd = buf ? openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
 	if (fd < 0) {

@@ -19,7 +19,10 @@
 
 #include <linux/filter.h>
 #include <stddef.h>
+#include <stdint.h>
 
+/* A file's checksum: FNV-1a over the description, then the program. */
+uint64_t bpfcache_sum(const char *desc, size_t len, const void *prog, size_t plen);
 /* The program compiled from the list @desc describes (malloc'd; its
  * length in *n), or NULL when the cache has none that can be trusted. */
 struct sock_filter *bpfcache_load(const char *desc, size_t len, unsigned short *n);

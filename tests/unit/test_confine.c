@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bpfcache.h"
 #include "confine.h"
 #include "cunit_main.h"
 #include "loader.h"
@@ -496,17 +497,6 @@ static int start_and_free(void)
 	return ret;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /*
  * The first start compiles each list and keeps its program; a file that is
  * damaged, names another list, or may be written by others is refused and
@@ -584,7 +574,7 @@ static void test_cache(void)
 		memcpy(b, f[vcpu].b, 24 + desc_len);
 		memcpy(b + 12, &(uint32_t){ 1 }, 4);
 		memcpy(b + 24 + desc_len, &allow, sizeof(allow));
-		sum = fnv(fnv(0xcbf29ce484222325ull, b + 24, desc_len), &allow, sizeof(allow));
+		sum = bpfcache_sum((const char *)b + 24, desc_len, &allow, sizeof(allow));
 		memcpy(b + 16, &sum, 8);
 		write_file(f[vcpu].path, b, 24 + desc_len + sizeof(allow));
 		expect_ok(vcpu_unames, NULL, CONFINE_ENFORCE);
