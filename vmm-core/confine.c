@@ -19,9 +19,10 @@
  * one line naming the call and the thread, then the process exits with
  * CONFINE_EXIT_STATUS.
  *
- * A list is first written out as text (every rule, the mode, the
- * architecture, libseccomp's version): a program compiled from the same
- * text on an earlier start is loaded from the cache instead (bpfcache.h).
+ * A list is first written out as text (every rule, the mode, cubicle's and
+ * libseccomp's versions, the architecture): a program compiled from the
+ * same text on an earlier start is loaded from the cache instead
+ * (bpfcache.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -308,7 +309,6 @@ static int rule_add(struct sink *s, const char *name, int arg, uint64_t mask, ui
 		return 0;
 	}
 	nr = seccomp_syscall_resolve_name(name);
-
 	if (nr == __NR_SCMP_ERROR)
 		return errf(err, errlen, -EINVAL, "seccomp: unknown system call '%s'", name);
 	if (nr < 0)
