@@ -424,7 +424,7 @@ static int describe_list(enum confine_kind k, const struct registry *reg, struct
 	 * libseccomp and the kernel API level it found, the architecture */
 	describe(d, "cubicle %s seccomp list 1\nlibseccomp %u.%u.%u api %u\narch %u\nmode %s\nkind %s\n",
 		 PACKAGE_VERSION, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
-		 seccomp_api_get(), (unsigned)SCMP_ARCH_NATIVE,
+		 seccomp_api_get(), (unsigned)seccomp_arch_native(), /* SCMP_ARCH_NATIVE is 0 */
 		 cf.mode == CONFINE_LOG ? "log" : "trap", kinds[k].name);
 	ret = add_lists(k, reg, d, err, errlen);
 	if (!ret && d->nomem)

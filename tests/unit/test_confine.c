@@ -6,6 +6,7 @@
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
+#include <seccomp.h>
 #include <stdbool.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
@@ -527,6 +528,14 @@ static void test_cache(void)
 			vcpu = i;
 	}
 	CU_ASSERT_FATAL(vcpu >= 0);
+	/* the list names this machine's architecture (a cache shared by an
+	 * x86 host and an arm64 guest over 9p must not mix them up) */
+	{
+		char arch[32];
+
+		snprintf(arch, sizeof(arch), "\narch %u\n", (unsigned)seccomp_arch_native());
+		CU_ASSERT(seccomp_arch_native() != 0 && memmem(f[vcpu].b, f[vcpu].len, arch, strlen(arch)));
+	}
 	/* the same lists again: the same files, untouched */
 	CU_ASSERT_EQUAL(start_and_free(), 0);
 	CU_ASSERT_EQUAL(cache_files(dir, g), 3);
