@@ -250,11 +250,13 @@ static int write_file(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
 	size_t n = strlen(text);
+	ssize_t w;
 
 	if (fd < 0)
 		return -errno;
-	if (write(fd, text, n) != (ssize_t)n)
-		ret = -errno;
+	w = write(fd, text, n);
+	if (w != (ssize_t)n)
+		ret = w < 0 ? -errno : -EIO;
 	close(fd);
 	return ret;
 }
@@ -509,13 +511,22 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 		log_debug("jail: the host's network namespace (a tap): no user namespace; capabilities %#llx kept until the VM is sealed",
 			  (unsigned long long)keep);
 	} else if (unshare(CLONE_NEWUSER) == 0) {
-		/* A user namespace of its own: the uid maps to itself only. */
-		if (write_file("/proc/self/setgroups", "deny") ||
+		/*
+		 * A user namespace of its own: the uid maps to itself only.
+		 * The drop from root left the process undumpable, so its
+		 * /proc/self files belong to root and newer kernels (6.18)
+		 * refuse to open the maps for writing (EACCES); dumpable for
+		 * the three writes only, before any guest code exists.
+		 */
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+		if ((ret = write_file("/proc/self/setgroups", "deny")) ||
 		    (snprintf(map, sizeof(map), "%u %u 1", (unsigned)j->uid, (unsigned)j->uid),
-		     write_file("/proc/self/uid_map", map)) ||
+		     (ret = write_file("/proc/self/uid_map", map))) ||
 		    (snprintf(map, sizeof(map), "%u %u 1", (unsigned)j->gid, (unsigned)j->gid),
-		     write_file("/proc/self/gid_map", map)))
-			return errf(err, errlen, -EPERM, "jail: writing the user namespace's maps");
+		     (ret = write_file("/proc/self/gid_map", map))))
+			return errf(err, errlen, ret, "jail: writing the user namespace's maps: %s",
+				    strerror(-ret));
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	} else {
 		log_warn("jail: no user namespace (%s): this kernel refuses unprivileged ones",
 			 strerror(errno));
