@@ -13,6 +13,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/sched.h>
 #include <net/if.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -427,7 +428,8 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 }
 
 /* The child: everything after the fork. 0, or -errno after a message. */
-static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errlen)
+static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, char *err,
+		      size_t errlen)
 {
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
 					     "/dev/random", "/dev/net/tun" };
@@ -448,7 +450,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 	if ((ret = vm_kvm_preopen(err, errlen)))
 		return ret;
 	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
-	if ((ret = write_file(p, "0")))
+	if (!born_in_cg && (ret = write_file(p, "0")))
 		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "/");
@@ -550,6 +552,41 @@ static int jail_child(struct jail_cfg *j, const char *cg, char *err, size_t errl
 	return 0;
 }
 
+/*
+ * The jail's first process, pid 1 of a new pid namespace, born in the
+ * cgroup @cg (clone3's CLONE_INTO_CGROUP, Linux 5.7; *@born true) so that it
+ * never migrates: a write to cgroup.procs takes the cgroup core's write
+ * lock, which waits for an RCU grace period (~10 ms a start on a 6.18
+ * host). A raw clone3 runs no fork handlers and leaves glibc's cached
+ * thread id the parent's: sound here, the process has one thread, and the
+ * child sets up and forks the VMM with glibc's fork, which gives it its own.
+ * A kernel without it: unshare + fork, and the child joins by itself.
+ */
+static pid_t jail_fork(const char *cg, bool *born)
+{
+	struct clone_args ca = { .flags = CLONE_NEWPID | CLONE_INTO_CGROUP,
+				 .exit_signal = SIGCHLD };
+	int fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long pid = -1;
+
+	*born = false;
+	if (fd >= 0) {
+		ca.cgroup = (uint64_t)fd;
+		pid = syscall(SYS_clone3, &ca, sizeof(ca));
+		if (pid > 0)
+			close(fd);
+		if (pid >= 0) {
+			*born = true;
+			return (pid_t)pid;
+		}
+		log_debug("jail: clone3 into the cgroup: %s; unshare and fork", strerror(errno));
+		close(fd);
+	}
+	if (unshare(CLONE_NEWPID) < 0)
+		return -1;
+	return fork();
+}
+
 /* The supervisor: forward signals, wait, remove the cgroup, exit. */
 static void supervise(pid_t child, const char *cg)
 {
@@ -580,6 +617,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	};
 	char cg[PATH_MAX], p[PATH_MAX], top[PATH_MAX], *slash;
 	struct stat st;
+	bool born;
 	sigset_t s;
 	pid_t pid;
 	int ret;
@@ -633,20 +671,17 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	/* The child is pid 1 of a new pid namespace. */
 	jail_sigs(&s);
 	sigprocmask(SIG_BLOCK, &s, NULL);
-	if (unshare(CLONE_NEWPID) < 0) {
-		ret = errf(err, errlen, -errno, "--jail: unshare(CLONE_NEWPID): %s", strerror(errno));
-		goto undo;
-	}
 	fflush(NULL);
-	pid = fork();
+	pid = jail_fork(cg, &born);
 	if (pid < 0) {
-		ret = errf(err, errlen, -errno, "--jail: fork: %s", strerror(errno));
+		ret = errf(err, errlen, -errno, "--jail: a process in a new pid namespace: %s",
+			   strerror(errno));
 		goto undo;
 	}
 	if (pid > 0)
 		supervise(pid, cg); /* never returns */
 	sigprocmask(SIG_UNBLOCK, &s, NULL);
-	ret = jail_child(j, cg, err, errlen);
+	ret = jail_child(j, cg, born, err, errlen);
 	if (ret) {
 		log_err("%s", err);
 		_exit(VM_EXIT_ERROR);

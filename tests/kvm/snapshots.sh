@@ -552,6 +552,8 @@ elif [ -n "${sk:-}" ]; then
 		probe=$(sed -n 's/.*jail probe: //p' "$tmp/jrestore.err")
 	fi
 	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jrestore.err")
+	# in the cgroup: the namespace's init and the VMM, not the supervisor
+	cgprocs=$(cat "$cg/cgroup.procs" 2>/dev/null | tr '\n' ' ')
 	kill -TERM $p 2>/dev/null
 	# bounded: a jailed VMM that does not end must fail this test, not hang the run
 	i=0
@@ -564,10 +566,11 @@ elif [ -n "${sk:-}" ]; then
 	   echo "$probe" | grep -q '^pid 2 uid 65534 gid 65534; / holds:.*; 2 processes: 1 2; network interfaces: lo; read-only binds: 1 of 1$' &&
 	   ! echo "$probe" | grep -Eq '/ holds:.* (etc|usr|bin|home|sys|lib)( |;)' &&
 	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
+	   [ "$(echo $cgprocs | wc -w)" = 2 ] && ! echo " $cgprocs" | grep -q " $p " &&
 	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
-		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup $cg gone"
+		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs (the init and the VMM) and is gone"
 	else
-		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}'$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'" >>"$tmp/jrestore.out"
+		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}' (pids '$cgprocs')$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'" >>"$tmp/jrestore.out"
 		tail -n 15 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
 		notok "restore --jail" "$tmp/jrestore.out"
 	fi
