@@ -24,6 +24,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -558,29 +559,33 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, char 
  * never migrates: a write to cgroup.procs takes the cgroup core's write
  * lock, which waits for an RCU grace period (~10 ms a start on a 6.18
  * host). A raw clone3 runs no fork handlers and leaves glibc's cached
- * thread id the parent's: sound here, the process has one thread, and the
- * child sets up and forks the VMM with glibc's fork, which gives it its own.
- * A kernel without it: unshare + fork, and the child joins by itself.
+ * thread id the parent's: sound while the process has one thread (checked),
+ * and the child only sets up and forks the VMM with glibc's fork, which
+ * gives it its own. Else, or on a kernel without it: unshare + fork, and
+ * the child joins by itself.
  */
 static pid_t jail_fork(const char *cg, bool *born)
 {
 	struct clone_args ca = { .flags = CLONE_NEWPID | CLONE_INTO_CGROUP,
 				 .exit_signal = SIGCHLD };
-	int fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	long pid = -1;
+	int fd = __libc_single_threaded ? open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	long pid;
+	int e;
 
 	*born = false;
 	if (fd >= 0) {
 		ca.cgroup = (uint64_t)fd;
 		pid = syscall(SYS_clone3, &ca, sizeof(ca));
-		if (pid > 0)
-			close(fd);
+		e = errno;
+		close(fd);
 		if (pid >= 0) {
 			*born = true;
 			return (pid_t)pid;
 		}
-		log_debug("jail: clone3 into the cgroup: %s; unshare and fork", strerror(errno));
-		close(fd);
+		log_debug("jail: clone3 into the cgroup: %s; unshare and fork", strerror(e));
+	} else {
+		log_debug("jail: %s; unshare and fork",
+			  __libc_single_threaded ? "cannot open the cgroup" : "threads exist");
 	}
 	if (unshare(CLONE_NEWPID) < 0)
 		return -1;
