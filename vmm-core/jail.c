@@ -450,9 +450,12 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, char 
 	 * holds no /dev/kvm. */
 	if ((ret = vm_kvm_preopen(err, errlen)))
 		return ret;
-	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
-	if (!born_in_cg && (ret = write_file(p, "0")))
-		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
+	if (!born_in_cg) { /* jail_fork could not make it there */
+		snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
+		if ((ret = write_file(p, "0")))
+			return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg,
+				    strerror(-ret));
+	}
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "/");
 	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (j->new_net ? CLONE_NEWNET : 0)) < 0)
