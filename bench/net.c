@@ -2,7 +2,7 @@
 /* bench/net: the virtio-net path on the host (split virtqueues in guest RAM,
  * the virtio-net plugin, the net host, the socket backend on a socketpair)
  * against a plain sendmsg/recvmsg loop on the same socketpair, same run.
- * Usage: net [RUNS [tx|rx]] */
+ * Usage: net [RUNS [tx|rx [BYTES]]] */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -260,11 +260,12 @@ int main(int argc, char **argv)
 {
 	unsigned runs = argc > 1 ? (unsigned)atoi(argv[1]) : 5;
 	const char *only = argc > 2 ? argv[2] : "";
+	size_t size = argc > 3 ? (size_t)atoi(argv[3]) : 0;
 	static struct bench_dev dev;
 	pthread_t lt, pt;
 
-	if (runs < 1 || runs > 32) {
-		fprintf(stderr, "usage: net [RUNS 1..32 [tx|rx]]\n");
+	if (runs < 1 || runs > 32 || (argc > 3 && size != 64 && size != 1500 && size != 65536)) {
+		fprintf(stderr, "usage: net [RUNS 1..32 [tx|rx [64|1500|65536]]]\n");
 		return 2;
 	}
 	if (bench_init("net") || socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv)) {
@@ -293,9 +294,12 @@ int main(int argc, char **argv)
 
 		if (*only && strcasecmp(only, dir))
 			continue;
-		measure(dir, 64, 200000, runs);
-		measure(dir, 1500, 100000, runs);
-		measure(dir, 65536, 5000, runs);
+		if (!size || size == 64)
+			measure(dir, 64, 200000, runs);
+		if (!size || size == 1500)
+			measure(dir, 1500, 100000, runs);
+		if (!size || size == 65536)
+			measure(dir, 65536, 5000, runs);
 	}
 	printf("kicks: %u, interrupts: %u\n", bench_kicks, bench_irqs);
 
