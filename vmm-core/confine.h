@@ -56,6 +56,17 @@ int confine_start(enum confine_mode mode, const struct registry *reg, char *err,
 int confine_ready(char *err, size_t errlen);
 
 /*
+ * Before a jail (main thread, as root, no other thread): load each kind's
+ * program for @mode and @reg from the cache, compiling and storing the
+ * missing ones, for the jailed process's confine_start to take instead of
+ * compiling (it cannot reach the cache). Best effort: what fails here is
+ * compiled there. confine_preloaded: how many programs the last
+ * confine_init or confine_start took from it.
+ */
+void confine_preload(enum confine_mode mode, const struct registry *reg);
+unsigned confine_preloaded(void);
+
+/*
  * Confine the calling thread with @kind's filter and call it @name in the
  * line a forbidden call writes (NULL: its own name). Once per thread and
  * kind; filters stack, so a thread started by a confined thread keeps its

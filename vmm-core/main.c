@@ -452,10 +452,13 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 /* Into the jail once its paths are named (@sock, the API socket, is made
  * inside): what loads lazily loaded now (the jail has no libraries), then
  * jail_enter. Returns only in the jailed child: 0, or a cubicle exit status. */
-static int enter_jail(struct jail_cfg *j, const char *sock)
+static int enter_jail(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 {
 	char err[1024] = "";
 	int ret = 0;
+
+	/* the seccomp programs from root's cache, which the jail cannot reach */
+	confine_preload((enum confine_mode)r->seccomp, &r->reg);
 
 	if (sock && !(ret = jail_add(j, sock, err, sizeof(err))))
 		j->skip = j->paths[j->n_paths - 1];
@@ -491,7 +494,7 @@ static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 		log_err("%s", err);
 		return VM_EXIT_ERROR;
 	}
-	return enter_jail(j, sock);
+	return enter_jail(r, j, sock);
 }
 
 /* `restore DIR --jail ROOT`: the paths of the plan the snapshot holds (with
@@ -522,7 +525,7 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 		log_err("%s", err);
 		return VM_EXIT_ERROR;
 	}
-	return enter_jail(j, sock);
+	return enter_jail(r, j, sock);
 }
 
 static int cmd_run(int argc, char **argv)

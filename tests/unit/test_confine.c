@@ -593,6 +593,47 @@ static void test_cache(void)
 	setenv("CUBICLE_SECCOMP_CACHE", global, 1);
 }
 
+/* In the child: every program came from confine_preload (3 lists: the
+ * control threads', the vCPUs' and workers', the signal thread's). */
+static int all_preloaded(void)
+{
+	return confine_preloaded() == 3 ? 0 : 110;
+}
+
+/*
+ * Before a jail: confine_preload compiles the missing lists into the cache
+ * and keeps the programs; a later start that cannot reach the cache (as a
+ * jailed one cannot) takes them instead of compiling, and they confine as
+ * compiled ones do. A list that differs from the preloaded one (another
+ * mode) is compiled as before.
+ */
+static void test_preload(void)
+{
+	static struct cfile f[CACHE_MAX];
+	char dir[300], global[300], out[1024];
+
+	snprintf(global, sizeof(global), "%s", getenv("CUBICLE_SECCOMP_CACHE"));
+	snprintf(dir, sizeof(dir), "%s/preload", cache_root);
+	CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+	setenv("CUBICLE_SECCOMP_CACHE", dir, 1);
+	confine_preload(CONFINE_ENFORCE, NULL);
+	CU_ASSERT_EQUAL(cache_files(dir, f), 3); /* compiled, and kept for the next */
+	setenv("CUBICLE_SECCOMP_CACHE", "off", 1);
+	CU_ASSERT_EQUAL(in_child(CONFINE_ENFORCE, NULL, all_preloaded, out, sizeof(out)), 0);
+	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
+	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
+	/* log mode describes other lists: none preloaded fits */
+	CU_ASSERT_EQUAL(in_child(CONFINE_LOG, NULL, all_preloaded, out, sizeof(out)), 110);
+	/* from the cache the second time (a cache file holds what it should) */
+	setenv("CUBICLE_SECCOMP_CACHE", dir, 1);
+	confine_preload(CONFINE_ENFORCE, NULL);
+	CU_ASSERT_EQUAL(cache_files(dir, f), 3);
+	setenv("CUBICLE_SECCOMP_CACHE", "off", 1);
+	CU_ASSERT_EQUAL(in_child(CONFINE_ENFORCE, NULL, all_preloaded, out, sizeof(out)), 0);
+	confine_preload(CONFINE_OFF, NULL); /* nothing */
+	setenv("CUBICLE_SECCOMP_CACHE", global, 1);
+}
+
 /* Can this process load a seccomp filter at all? (qemu-user cannot.) */
 static bool seccomp_works(void)
 {
@@ -620,6 +661,7 @@ int main(void)
 		{ "an unknown declared call", test_unknown_call },
 		{ "filters compiled in the background (confine_start)", test_background },
 		{ "compiled filters kept between starts: trusted, checked, refreshed", test_cache },
+		{ "programs read before a jail, taken by the jailed start", test_preload },
 		{ NULL, NULL },
 	};
 	char cmd[64];
