@@ -420,7 +420,7 @@ static int rx_continue(struct net *n, unsigned *done, bool expired)
 		rx_hold(n, n->rxm);
 		got++;
 		c = n->pend_len - n->pend_off;
-		c = iov_copy(n->rxm->in, n->rxm->n_in, 0, n->bounce + n->pend_off, c, true);
+		c = iov_copy(n->rxm->in, n->rxm->n_in, 0, n->pend_buf + n->pend_off, c, true);
 		n->pend_off += c;
 		n->used[n->n_used++] = (struct cub_vq_used){ n->rxm->head, (uint32_t)c };
 	}
@@ -517,7 +517,8 @@ static int rx_ahead(struct net *n, size_t room, size_t want, unsigned k)
  * Linux guest's receive buffer is so: the header is 12 bytes. The kernel's
  * copy to user memory (rep movsb) then runs at a third to a half of its
  * aligned speed (a 64 KiB datagram into a page + 12: 25-50 us against 9 us
- * on this project's AMD EPYC hosts), where recv into the aligned bounce
+ * on this project's AMD EPYC hosts), where recv into the bounce buffer
+ * (the frame 64-byte aligned there, a tap's vnet header just before it)
  * and a memcpy to the guest (vector stores, aligned by glibc) take 9-11 us;
  * at 1500 bytes the two are even, and the memcpy of a small frame is a few
  * nanoseconds (bench/net, RX rows).
@@ -541,6 +542,9 @@ static int rx_one(struct net *n, unsigned *done)
 	struct cub_vq_chain *c = n->rxc;
 	size_t skip = n->vnet ? 0 : HDR, room = c->in_len - skip, frame, rem, base = 0;
 	bool bounced = rx_bounce(c);
+	/* a backend's vnet header comes first: the frame after it 64-byte
+	 * aligned in the bounce buffer too */
+	uint8_t *b = n->bounce + (n->vnet ? BOUNCE_LEAD - HDR : BOUNCE_LEAD);
 	unsigned k, i;
 	struct vnet_hdr hd = { 0 };
 	int64_t r;
@@ -550,7 +554,7 @@ static int rx_one(struct net *n, unsigned *done)
 		/* The whole frame in the bounce buffer; as much as fits in
 		 * the chain goes there after, the rest into further buffers
 		 * as an overflow would (rx_continue), from offset room. */
-		n->rx_iov[0].iov_base = n->bounce;
+		n->rx_iov[0].iov_base = b;
 		n->rx_iov[0].iov_len = n->mrg || room > CUB_NET_MAX_FRAME + HDR ?
 					       CUB_NET_MAX_FRAME + HDR : room;
 		k = 1;
@@ -566,7 +570,7 @@ static int rx_one(struct net *n, unsigned *done)
 				return -EIO;
 			k = (unsigned)kk;
 		}
-		n->rx_iov[k].iov_base = n->bounce;
+		n->rx_iov[k].iov_base = b = n->bounce;
 		n->rx_iov[k++].iov_len = CUB_NET_MAX_FRAME + HDR;
 	}
 	r = n->be->ops->recv(n->be->priv, n->rx_iov, (int)k);
@@ -594,7 +598,7 @@ static int rx_one(struct net *n, unsigned *done)
 	}
 	n->rx_errs = 0;
 	if (bounced)
-		iov_copy(c->in, c->n_in, skip, n->bounce, (size_t)r < room ? (size_t)r : room, true);
+		iov_copy(c->in, c->n_in, skip, b, (size_t)r < room ? (size_t)r : room, true);
 	frame = (size_t)r - (n->vnet ? HDR : 0);
 	n->last_frame = frame;
 	if (n->vnet) {
@@ -640,6 +644,7 @@ static int rx_one(struct net *n, unsigned *done)
 	}
 	if (rx_giveback(n, i))
 		return -EIO;
+	n->pend_buf = b;
 	n->pend_len = base + rem;
 	n->pend_off = base;
 	n->pend_frame = (uint32_t)frame;

@@ -347,7 +347,7 @@ static int net_create(struct cub_inst *in, const struct cub_host *h, const void 
 	n->rxm = malloc(sizeof(*n->rxm));
 	n->txc = malloc(sizeof(*n->txc));
 	/* 64-byte aligned: the kernel's copy into it runs at full speed (rx_bounce) */
-	n->bounce = aligned_alloc(64, (CUB_NET_MAX_FRAME + HDR + 63) / 64 * 64);
+	n->bounce = aligned_alloc(64, BOUNCE_SIZE);
 	if (!n->rxc || !n->rxm || !n->txc || !n->bounce) {
 		net_free(n);
 		return h->fail(in, -ENOMEM, "out of memory");

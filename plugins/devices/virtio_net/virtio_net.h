@@ -51,6 +51,10 @@
 #define ETH_HLEN 14
 #define HDR CUB_NET_HDR_LEN
 #define NUM_BUFFERS_OFF 10
+/* The bounce buffer: 64-byte aligned, a frame received whole into it
+ * starting BOUNCE_LEAD bytes in (its vnet header, if any, just before). */
+#define BOUNCE_LEAD 64
+#define BOUNCE_SIZE ((BOUNCE_LEAD + CUB_NET_MAX_FRAME + HDR + 63) / 64 * 64)
 #define MAX_SEGS 1023   /* UIO_MAXIOV, less one for a header or the bounce buffer */
 #define RX_WAIT_MS 100  /* a half-placed frame waits this long for more buffers */
 
@@ -107,7 +111,8 @@ struct net {
 	bool rx_waiting;      /* tfd armed: the pending frame waits for buffers */
 	unsigned rx_errs;     /* recv errors in a row */
 	struct cub_vq_chain *rxc, *rxm;
-	uint8_t *bounce;      /* CUB_NET_MAX_FRAME */
+	uint8_t *bounce;      /* BOUNCE_SIZE bytes */
+	uint8_t *pend_buf;    /* where in bounce the pending frame's bytes are */
 	size_t pend_len, pend_off;
 	size_t last_frame;    /* bytes the last recv brought (for the rx limiter) */
 	uint32_t pend_frame;  /* bytes of the frame, for the counters */
