@@ -434,7 +434,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, char 
 {
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
 					     "/dev/random", "/dev/net/tun" };
-	char cwd[PATH_MAX], old[PATH_MAX], map[64], p[PATH_MAX];
+	char cwd[PATH_MAX], map[64], p[PATH_MAX];
 	uint64_t keep;
 	struct rlimit rl;
 	sigset_t s;
@@ -476,10 +476,13 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, char 
 		return errf(err, errlen, ret, "jail: /proc: %s", strerror(-ret));
 	if ((ret = in_root(p, sizeof(p), j->dir, cwd)) || (ret = mkdirs(p, j->uid, j->gid)))
 		return errf(err, errlen, ret, "jail: the working folder %s: %s", cwd, strerror(-ret));
-	snprintf(old, sizeof(old), "%s/.old-root", j->dir);
-	if ((mkdir(old, 0700) < 0 && errno != EEXIST) ||
-	    syscall(SYS_pivot_root, j->dir, old) < 0 || chdir("/") < 0 ||
-	    umount2("/.old-root", MNT_DETACH) < 0 || rmdir("/.old-root") < 0)
+	/*
+	 * The old root stacked on the new one, then detached (pivot_root(2),
+	 * new_root and put_old the same): no folder for it to make in DIR and
+	 * remove again (a mkdir there took 0.1-1 ms of a jailed start).
+	 */
+	if (chdir(j->dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return errf(err, errlen, -errno, "jail: pivot_root into %s: %s", j->dir,
 			    strerror(errno));
 	if (chdir(cwd) < 0)
