@@ -525,6 +525,22 @@ static struct sock_filter *take_preloaded(const struct sink *d, unsigned short *
 	return NULL;
 }
 
+/* Kind @k's program for the list @d describes: from the cache (1), else
+ * compiled and kept there (0), or -errno with a message. */
+static int cached_or_compiled(enum confine_kind k, const struct registry *reg,
+			      const struct sink *d, struct sock_filter **prog, unsigned short *n,
+			      char *err, size_t errlen)
+{
+	int ret;
+
+	if ((*prog = bpfcache_load(d->desc, d->len, n)))
+		return 1;
+	ret = compile(k, reg, prog, n, err, errlen);
+	if (!ret)
+		bpfcache_store(d->desc, d->len, *prog, *n);
+	return ret;
+}
+
 /* Compile one kind's list into cf.prog[k], or take it from what was
  * preloaded, or load it from the cache. */
 static int build(enum confine_kind k, const struct registry *reg, char *err, size_t errlen)
@@ -542,11 +558,10 @@ static int build(enum confine_kind k, const struct registry *reg, char *err, siz
 	prog = take_preloaded(&d, &n);
 	if (prog)
 		cf.preloaded++;
-	else if ((prog = bpfcache_load(d.desc, d.len, &n)))
+	else if ((ret = cached_or_compiled(k, reg, &d, &prog, &n, err, errlen)) > 0)
 		cf.from_cache++;
-	else if (!(ret = compile(k, reg, &prog, &n, err, errlen)))
-		bpfcache_store(d.desc, d.len, prog, n);
-	if (!ret) {
+	if (ret >= 0) {
+		ret = 0;
 		cf.prog[k].len = n;
 		cf.prog[k].filter = prog;
 	}
@@ -800,14 +815,9 @@ void confine_preload(enum confine_mode mode, const struct registry *reg)
 		free(pre[k].prog);
 		pre[k].desc = NULL;
 		pre[k].prog = NULL;
-		if (list_of(k) != k || describe_list((enum confine_kind)k, reg, &d, err, sizeof(err))) {
-			free(d.desc);
-			continue; /* the jailed start compiles it, and says what fails */
-		}
-		prog = bpfcache_load(d.desc, d.len, &n);
-		if (!prog && !compile((enum confine_kind)k, reg, &prog, &n, err, sizeof(err)))
-			bpfcache_store(d.desc, d.len, prog, n);
-		if (!prog) {
+		/* what fails here the jailed start compiles, and says why */
+		if (list_of(k) != k || describe_list((enum confine_kind)k, reg, &d, err, sizeof(err)) ||
+		    cached_or_compiled((enum confine_kind)k, reg, &d, &prog, &n, err, sizeof(err)) < 0) {
 			free(d.desc);
 			continue;
 		}
