@@ -542,18 +542,18 @@ static int rx_one(struct net *n, unsigned *done)
 	struct cub_vq_chain *c = n->rxc;
 	size_t skip = n->vnet ? 0 : HDR, room = c->in_len - skip, frame, rem, base = 0;
 	bool bounced = rx_bounce(c);
-	/* a backend's vnet header comes first: the frame after it 64-byte
-	 * aligned in the bounce buffer too */
-	uint8_t *b = n->bounce + (n->vnet ? BOUNCE_LEAD - HDR : BOUNCE_LEAD);
+	uint8_t *b = n->bounce; /* what the recv put there: the frame, or its overflow */
 	unsigned k, i;
 	struct vnet_hdr hd = { 0 };
 	int64_t r;
 
 	n->n_sp = 0;
 	if (bounced) {
-		/* The whole frame in the bounce buffer; as much as fits in
+		/* The whole frame in the bounce buffer, 64-byte aligned (a
+		 * backend's vnet header just before it); as much as fits in
 		 * the chain goes there after, the rest into further buffers
 		 * as an overflow would (rx_continue), from offset room. */
+		b += n->vnet ? BOUNCE_LEAD - HDR : BOUNCE_LEAD;
 		n->rx_iov[0].iov_base = b;
 		n->rx_iov[0].iov_len = n->mrg || room > CUB_NET_MAX_FRAME + HDR ?
 					       CUB_NET_MAX_FRAME + HDR : room;
@@ -561,17 +561,17 @@ static int rx_one(struct net *n, unsigned *done)
 		base = room;
 	} else {
 		k = iov_tail(c->in, c->n_in, skip, n->rx_iov);
-	}
-	if (!bounced && n->mrg) {
-		if (n->unpop && n->rx_target > room) {
-			int kk = rx_ahead(n, room, n->rx_target, k);
+		if (n->mrg) {
+			if (n->unpop && n->rx_target > room) {
+				int kk = rx_ahead(n, room, n->rx_target, k);
 
-			if (kk < 0)
-				return -EIO;
-			k = (unsigned)kk;
+				if (kk < 0)
+					return -EIO;
+				k = (unsigned)kk;
+			}
+			n->rx_iov[k].iov_base = b;
+			n->rx_iov[k++].iov_len = CUB_NET_MAX_FRAME + HDR;
 		}
-		n->rx_iov[k].iov_base = b = n->bounce;
-		n->rx_iov[k++].iov_len = CUB_NET_MAX_FRAME + HDR;
 	}
 	r = n->be->ops->recv(n->be->priv, n->rx_iov, (int)k);
 	if (r > 0)
