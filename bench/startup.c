@@ -292,16 +292,16 @@ int main(int argc, char **argv)
 			char **argv;
 			const char *marker;
 			struct sample *s;
-			bool api;
+			const char *sock; /* the API's, renamed each round */
 		} v[] = {
-			{ flo, "!", fs, false },
-			{ cub, "guest boot done", cs, false },
-			{ api, "guest boot done", as, true },
-			{ off, "guest boot done", os, false },
-			{ nopit, "guest boot done", ns, false },
-			{ jailed, "guest boot done", js, false },
+			{ flo, "!", fs, NULL },
+			{ cub, "guest boot done", cs, NULL },
+			{ api, "guest boot done", as, sock },
+			{ off, "guest boot done", os, NULL },
+			{ nopit, "guest boot done", ns, NULL },
+			{ jailed, "guest boot done", js, NULL }, /* last: left out without a jail */
 		};
-		const int nv = nojail ? 5 : 6;
+		const int nv = (int)(sizeof(v) / sizeof(v[0])) - (nojail != NULL);
 
 		/*
 		 * Interleave so all see the same machine state, and rotate the
@@ -316,8 +316,7 @@ int main(int argc, char **argv)
 			for (int k = 0; k < nv; k++) {
 				int j = (i + k) % nv;
 
-				if (measure(v[j].argv, v[j].marker, &v[j].s[i],
-					    v[j].api ? sock : NULL)) {
+				if (measure(v[j].argv, v[j].marker, &v[j].s[i], v[j].sock)) {
 					unlink(cfg);
 					return 1;
 				}
