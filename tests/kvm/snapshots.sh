@@ -26,6 +26,17 @@ counts() { sed -n 's/.*guest: count \([0-9][0-9]*\)$/\1/p' "$1"; }
 # Are the counts in FILE consecutive from its first to its last?
 consecutive() { counts "$1" | awk 'NR > 1 && $1 != p + 1 { bad = 1 } { p = $1 } END { exit bad }'; }
 scratch() { "$cub" ctl "$1" call mmio get_scratch 2>/dev/null; }
+# Wait (up to 120 s, while PID lives) until FILE logs a count of at least N
+# after its first SKIP count lines: after a rollback the file still holds
+# the counts from before it, which wait_line would find at once.
+wait_count_after() {
+	wc_i=0
+	while [ $wc_i -lt 1200 ] && kill -0 "$1" 2>/dev/null &&
+	      ! counts "$2" | tail -n +$(($3 + 1)) | awk -v n="$4" '$1 >= n { f = 1 } END { exit !f }'; do
+		sleep 0.1
+		wc_i=$((wc_i + 1))
+	done
+}
 # kB of FIELD (Rss, Pss, Shared_Clean, ...) in pid's mappings of FILE.
 map_kb() {
 	awk -v f="$2" -v k="$3:" '$NF == f { on = 1; next } /^[0-9a-f]+-[0-9a-f]+ / { on = 0 }
@@ -113,12 +124,7 @@ if [ -n "$rpid" ] && kill -0 $rpid 2>/dev/null; then
 	fi
 	n_before=$(counts "$tmp/restored.err" | wc -l)
 	"$cub" ctl "$tmp/r.sock" resume >>"$tmp/rb.out" 2>&1
-	# the file already holds count s+2 from before: wait for a new line
-	i=0
-	while [ $i -lt 1200 ] && kill -0 $rpid 2>/dev/null &&
-	      [ "$(counts "$tmp/restored.err" | wc -l)" -le "$n_before" ]; do
-		sleep 0.1; i=$((i + 1))
-	done
+	wait_count_after $rpid "$tmp/restored.err" "$n_before" 0
 	after=$(counts "$tmp/restored.err" | tail -n +$((n_before + 1)) | head -n 1)
 	# RSS bounds what 100 rollbacks may keep; under ASan its quarantine keeps
 	# what they free (LeakSanitizer checks at the exit instead, below).
@@ -421,8 +427,11 @@ if [ -n "$s" ]; then
 			esac
 		fi
 		s2=$(scratch "$tmp/dc.sock")
+		n_before=$(counts "$tmp/dc.err" | wc -l)
 		"$cub" ctl "$tmp/dc.sock" resume >>"$tmp/drb.out" 2>&1
-		wait_line $pid "$tmp/dc.err" "guest: count $((sk + 3))\$"
+		# three rounds on from the rollback: sector 1 holds a count it
+		# wrote since (a count is logged before its round's write)
+		wait_count_after $pid "$tmp/dc.err" "$n_before" $((sk + 3))
 		set -- $(sector1 "$tmp/dc.img")
 		rss_ok=yes
 		[ $((rss1 - rss0)) -lt 4096 ] || grep -qa '__asan_init' "$cub" 2>/dev/null || rss_ok=no
