@@ -150,8 +150,12 @@ static int create(struct vm *vm, const struct plan *cfg, int ram_fd, bool uffd, 
 		return ret;
 	}
 	fcntl(vm->vm_fd, F_SETFD, FD_CLOEXEC);
-	/* RAM before the irqchip: KVM_SET_USER_MEMORY_REGION is several times
-	 * slower once the irqchip's private memslots exist (measured on PVM). */
+	/* RAM before the irqchip. Registering the irqchip's devices on KVM's
+	 * I/O buses leaves an SRCU grace period pending (Linux 6.18: the old
+	 * bus is freed by call_srcu), and a memslot change after it waits for
+	 * that period to end: 6-7 ms on the PVM host measured, where the whole
+	 * start is 3. The VM's close waits for it instead when the VM dies
+	 * that young (make bench's floor + irqchip row shows KVM's own cost). */
 	ret = map_ram(vm, ram_fd, err, errlen);
 	if (!ret && uffd)
 		ret = uffd_start(vm, err, errlen);
