@@ -53,16 +53,18 @@ static long status_kib(pid_t pid, const char *key)
 }
 
 /*
- * Resident KiB of every mapping but guest RAM (cubicle's memfd, the floor's
- * shared anonymous mapping), from /proc/PID/smaps: exact, where status's
- * RssAnon/RssFile are per-thread cached counters on kernels before 6.2 and
- * may be off by 64 pages a thread. -1 when smaps cannot be read.
+ * Resident KiB of every mapping but guest RAM (cubicle's memfd, or with
+ * machine.thp its anonymous RAM: named "cubicle-guest-ram" where the kernel
+ * names anonymous memory, advised huge pages, "hg" in VmFlags, everywhere;
+ * the floor's shared anonymous mapping), from /proc/PID/smaps: exact, where
+ * status's RssAnon/RssFile are per-thread cached counters on kernels before
+ * 6.2 and may be off by 64 pages a thread. -1 when smaps cannot be read.
  */
 static long smaps_kib(pid_t pid)
 {
 	char path[64], line[512];
 	bool guest = false;
-	long kib = 0;
+	long kib = 0, rss = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
@@ -76,12 +78,18 @@ static long smaps_kib(pid_t pid)
 		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s%n", &a, &b, &n) == 2 && n) {
 			const char *name = line + n;
 
+			kib += guest ? 0 : rss; /* the mapping before */
+			rss = 0;
 			name += strspn(name, " ");
-			guest = !strncmp(name, "/memfd:", 7) || !strncmp(name, "/dev/zero", 9);
-		} else if (!guest && !strncmp(line, "Rss:", 4)) {
-			kib += strtol(line + 4, NULL, 10);
+			guest = !strncmp(name, "/memfd:", 7) || !strncmp(name, "/dev/zero", 9) ||
+				strstr(name, "cubicle-guest-ram");
+		} else if (!strncmp(line, "Rss:", 4)) {
+			rss = strtol(line + 4, NULL, 10);
+		} else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " hg")) {
+			guest = true;
 		}
 	}
+	kib += guest ? 0 : rss;
 	fclose(f);
 	return kib;
 }

@@ -32,7 +32,7 @@ static const struct key api_keys[] = {
 };
 static const struct key machine_keys[] = {
 	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL },
-	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { NULL, 0 },
+	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { "thp", CN_BOOL }, { NULL, 0 },
 };
 static const struct key boot_keys[] = {
 	{ "kernel", CN_STR }, { "initrd", CN_STR }, { "cmdline", CN_STR }, { "format", CN_STR },
@@ -264,6 +264,8 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	p->vcpus = 1;
 	p->memory_mib = 256;
 	p->host_check = true;
+	p->thp = true;
+	p->thp_given = false;
 	if (!g)
 		return 0;
 	if ((ret = check_keys(g, "machine", machine_keys, err, len)))
@@ -284,6 +286,9 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	if ((ret = get_flag(g, "pit", &pit, err, len)))
 		return ret;
 	p->no_pit = !pit;
+	if ((ret = get_flag(g, "thp", &p->thp, err, len)))
+		return ret;
+	p->thp_given = cnode_get(g, "thp") != NULL;
 	return get_flag(g, "track_dirty_pages", &p->track_dirty, err, len);
 }
 
@@ -473,6 +478,11 @@ int plan_build(struct plan *p, const struct cnode *root, const char *path, const
 	    (ret = plan_boot(p, cnode_get(root, "boot"), err, len)) ||
 	    (ret = arch_plan_check(p, err, len)))
 		return ret;
+	/* machine.thp by default for a kernel, not for a flat payload: a few
+	 * pages of code gain nothing from 2 MiB ones and would zero 2 MiB at
+	 * its first touch of each. */
+	if (p->boot.format == BOOT_FLAT && !p->thp_given)
+		p->thp = false;
 	return plan_devices(p, cnode_get(root, "devices"), reg, err, len);
 }
 

@@ -85,6 +85,8 @@ static int map_ram(struct vm *vm, int ram_fd, char *err, size_t errlen)
 	}
 	if (ram_fd >= 0)
 		ret = mem_create_file(&vm->mem, ram_fd, size, banks, (unsigned)n);
+	else if (vm->cfg->thp)
+		ret = mem_create_thp(&vm->mem, size, banks, (unsigned)n);
 	else
 		ret = mem_create(&vm->mem, size, banks, (unsigned)n);
 	if (ret) {

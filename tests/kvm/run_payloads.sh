@@ -214,9 +214,14 @@ term_ms=${CUBICLE_TERM_MS:-1000}
 [ "$nested_l1" = 1 ] && term_ms=${CUBICLE_TERM_MS:-6000}
 
 # Resident KiB of pid's mappings but guest RAM (smaps): the VMM's own memory.
+# Guest RAM is the memfd "cubicle-guest-ram", or with machine.thp anonymous
+# memory named so where the kernel names it, and advised huge pages ("hg" in
+# VmFlags, which nothing else of cubicle's has) where it cannot.
 vmm_kib() {
-	awk '/^[0-9a-f]+-[0-9a-f]+ / { g = ($0 ~ /cubicle-guest-ram/) } /^Rss:/ && !g { s += $2 }
-	     END { print s + 0 }' "/proc/$1/smaps" 2>/dev/null
+	awk 'function done() { if (!g) s += r; r = 0 }
+	     /^[0-9a-f]+-[0-9a-f]+ / { done(); g = ($0 ~ /cubicle-guest-ram/) }
+	     /^Rss:/ { r = $2 } /^VmFlags:/ && / hg( |$)/ { g = 1 }
+	     END { done(); print s + 0 }' "/proc/$1/smaps" 2>/dev/null
 }
 # ASan's shadow and quarantine grow RSS with every allocation it sees.
 asan=0 asan_note=

@@ -53,6 +53,31 @@ static void test_minimal(void)
 	plan_free(&c);
 }
 
+static void expect_err(const char *text, const char *line, const char *what);
+
+/* machine.thp: on for a kernel, off for a flat payload, as said when said. */
+static void test_thp(void)
+{
+	static const struct {
+		const char *text;
+		bool thp;
+	} cases[] = {
+		{ KERNEL_OK, true },
+		{ "boot = { kernel = \"vmlinuz\"; format = \"bzimage\"; };\n", true },
+		{ "boot = { kernel = \"vmlinuz\"; format = \"flat\"; };\n", false },
+		{ "machine = { thp = true; };\nboot = { kernel = \"vmlinuz\"; format = \"flat\"; };\n", true },
+		{ "machine = { thp = false; };\n" KERNEL_OK, false },
+	};
+	struct plan c;
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CU_ASSERT_EQUAL_FATAL(load(&c, cases[i].text, NULL, 0), 0);
+		CU_ASSERT_EQUAL(c.thp, cases[i].thp);
+		plan_free(&c);
+	}
+	expect_err(KERNEL_OK "machine = { thp = 1; };\n", ":2:", "machine.thp");
+}
+
 static void expect_err(const char *text, const char *line, const char *what)
 {
 	struct plan c;
@@ -263,6 +288,7 @@ int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "minimal config and defaults", test_minimal },
+		{ "machine.thp: on for a kernel, off for a flat payload", test_thp },
 		{ "schema errors name file:line", test_errors },
 		{ "api group: socket, id and paths", test_api_group },
 		{ "missing config file", test_missing_file },

@@ -128,7 +128,9 @@ static bool page_zero(const uint8_t *p)
 
 /*
  * Which pages of the chunk at @off might hold something. In a memfd, all
- * (its holes are skipped before). In a private mapping of a snapshot's
+ * (its holes are skipped before). In anonymous RAM (machine.thp), the pages
+ * present or swapped: one never touched reads as zero, and reading it would
+ * only map the zero page for nothing. In a private mapping of a snapshot's
  * memory file, the pages where the file has data and those the guest wrote
  * (copied on write: anonymous in pagemap); any other page would be read
  * from a hole of the file, which faults it in (on tmpfs: allocates it in
@@ -140,13 +142,13 @@ static void chunk_wanted(const struct guest_mem *m, int pm, uint64_t off, unsign
 
 	for (unsigned i = 0; i < n; i++)
 		want[i] = true;
-	if (!m->private_file || pm < 0 ||
+	if ((!m->private_file && !m->anon) || pm < 0 ||
 	    pread(pm, e, n * sizeof(e[0]), (off_t)((uintptr_t)(m->host + off) / PAGE * 8)) !=
 		    (ssize_t)(n * sizeof(e[0])))
 		return; /* read them all */
 	for (unsigned i = 0; i < n; i++)
-		want[i] = (e[i] & (PM_PRESENT | PM_SWAPPED)) && !(e[i] & PM_FILE);
-	while (at < end) { /* the file's data extents in the chunk */
+		want[i] = (e[i] & (PM_PRESENT | PM_SWAPPED)) && (m->anon || !(e[i] & PM_FILE));
+	while (m->private_file && at < end) { /* the file's data extents in the chunk */
 		off_t d = lseek(m->fd, (off_t)at, SEEK_DATA), h;
 
 		if (d < 0 || (uint64_t)d >= end)
@@ -184,7 +186,7 @@ static int write_memory(const struct vm *vm, int fd, uint64_t *written)
 {
 	const struct guest_mem *m = &vm->mem;
 	uint64_t off = 0, run = 0, run_at = 0;
-	int pm = m->private_file ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	int pm = m->private_file || m->anon ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
 	bool want[CHUNK_PAGES];
 	unsigned last = ~0u;
 	int ret = 0;
