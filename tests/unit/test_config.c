@@ -63,7 +63,6 @@ static void test_thp(void)
 		bool thp;
 	} cases[] = {
 		{ KERNEL_OK, true },
-		{ "boot = { kernel = \"vmlinuz\"; format = \"bzimage\"; };\n", true },
 		{ "boot = { kernel = \"vmlinuz\"; format = \"flat\"; };\n", false },
 		{ "machine = { thp = true; };\nboot = { kernel = \"vmlinuz\"; format = \"flat\"; };\n", true },
 		{ "machine = { thp = false; };\n" KERNEL_OK, false },

@@ -2,6 +2,8 @@
 /* Unit tests of guest RAM: bank layout and bounds-checked translation. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -61,6 +63,21 @@ static int advised_huge(const void *p)
 	return hg;
 }
 
+/* Whether smaps shows this process's MADV_HUGEPAGE at all (qemu-user takes
+ * the advice as a no-op, and its smaps is the emulator's). */
+static bool advice_shows(void)
+{
+	size_t len = 4u << 20;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	bool shows;
+
+	if (p == MAP_FAILED)
+		return false;
+	shows = !madvise(p, len, MADV_HUGEPAGE) && advised_huge(p) == 1;
+	munmap(p, len);
+	return shows;
+}
+
 /* machine.thp: private anonymous RAM at a 2 MiB boundary, advised huge
  * pages, the same layout and checks as the memfd's; a snapshot's file
  * mapped over it makes it a private file mapping. (A kernel without THP
@@ -87,10 +104,14 @@ static void test_thp(void)
 	if (m.anon) {
 		CU_ASSERT_EQUAL(m.fd, -1);
 		CU_ASSERT_EQUAL((uintptr_t)m.host & ((2u << 20) - 1), 0);
-		CU_ASSERT_EQUAL(advised_huge(m.host), 1);
-		CU_ASSERT_EQUAL(advised_huge(m.host + m.size - 1), 1);
-		/* nothing else of the test's is advised so */
-		CU_ASSERT_NOT_EQUAL(advised_huge(path), 1);
+		if (advice_shows()) {
+			CU_ASSERT_EQUAL(advised_huge(m.host), 1);
+			CU_ASSERT_EQUAL(advised_huge(m.host + m.size - 1), 1);
+			/* nothing else of the test's is advised so */
+			CU_ASSERT_NOT_EQUAL(advised_huge(path), 1);
+		} else {
+			printf("(smaps does not show MADV_HUGEPAGE here (qemu-user?): the advice is not checked) ");
+		}
 	} else {
 		CU_ASSERT(m.fd >= 0);
 	}
