@@ -264,8 +264,6 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	p->vcpus = 1;
 	p->memory_mib = 256;
 	p->host_check = true;
-	p->thp = true;
-	p->thp_given = false;
 	if (!g)
 		return 0;
 	if ((ret = check_keys(g, "machine", machine_keys, err, len)))
@@ -286,9 +284,6 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	if ((ret = get_flag(g, "pit", &pit, err, len)))
 		return ret;
 	p->no_pit = !pit;
-	if ((ret = get_flag(g, "thp", &p->thp, err, len)))
-		return ret;
-	p->thp_given = cnode_get(g, "thp") != NULL;
 	return get_flag(g, "track_dirty_pages", &p->track_dirty, err, len);
 }
 
@@ -478,11 +473,12 @@ int plan_build(struct plan *p, const struct cnode *root, const char *path, const
 	    (ret = plan_boot(p, cnode_get(root, "boot"), err, len)) ||
 	    (ret = arch_plan_check(p, err, len)))
 		return ret;
-	/* machine.thp by default for a kernel, not for a flat payload: a few
-	 * pages of code gain nothing from 2 MiB ones and would zero 2 MiB at
-	 * its first touch of each. */
-	if (p->boot.format == BOOT_FLAT && !p->thp_given)
-		p->thp = false;
+	/* machine.thp, read once the boot format is known: by default on for
+	 * a kernel, off for a flat payload (a few pages of code gain nothing
+	 * from 2 MiB ones and would zero 2 MiB at its first touch of each). */
+	p->thp = p->boot.format != BOOT_FLAT;
+	if ((ret = get_flag(cnode_get(root, "machine"), "thp", &p->thp, err, len)))
+		return ret;
 	return plan_devices(p, cnode_get(root, "devices"), reg, err, len);
 }
 

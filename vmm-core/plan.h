@@ -63,7 +63,6 @@ struct plan {
 	bool no_pit;          /* machine.pit = false: x86 gets no in-kernel PIT */
 	bool thp;             /* machine.thp: RAM on transparent huge pages (mem_create_thp);
 			       * default: true but for a flat payload */
-	bool thp_given;       /* the config says machine.thp */
 	struct boot_cfg boot;
 	struct plan_inst *devs;
 	unsigned n_devs;
