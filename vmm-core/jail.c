@@ -387,6 +387,15 @@ static int forward_and_wait(pid_t child)
 	}
 }
 
+/* Close fds @from to @to (~0u: every one from @from up). */
+static void close_fds(unsigned from, unsigned to)
+{
+	if (from > to || syscall(SYS_close_range, from, to, 0) == 0)
+		return;
+	for (unsigned fd = from; fd <= to && fd < 1024; fd++)
+		close((int)fd);
+}
+
 /*
  * pid 1 of the jail's namespace: the kernel gives a namespace's init only
  * the signals it has handlers for, from inside and from outside alike, so
@@ -409,9 +418,7 @@ static __attribute__((noreturn)) void jail_init(pid_t vmm)
 	};
 	scmp_filter_ctx ctx;
 
-	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
-		for (int fd = 3; fd < 1024; fd++)
-			close(fd);
+	close_fds(3, ~0u);
 	/* a tap's jail: the init needs none of the VMM's setup capabilities */
 	if (seal_state.pending && setresuid(seal_state.uid, seal_state.uid, seal_state.uid) < 0)
 		_exit(VM_EXIT_ERROR);
@@ -479,15 +486,6 @@ static int net_take(struct net_handoff *h, char *err, size_t errlen)
 	}
 	close(fd);
 	return 0;
-}
-
-/* Close fds @from to @to (~0u: every one from @from up). */
-static void close_fds(unsigned from, unsigned to)
-{
-	if (from > to || syscall(SYS_close_range, from, to, 0) == 0)
-		return;
-	for (unsigned fd = from; fd <= to && fd < 1024; fd++)
-		close((int)fd);
 }
 
 /* The child: everything after the fork. 0, or -errno after a message. */
