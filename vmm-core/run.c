@@ -245,24 +245,12 @@ static int run_allow_paths(struct run_ctx *r)
 	return ret;
 }
 
-/*
- * The VM is made: a tap's jail gives up its capabilities (jail_seal),
- * then the event loop and the calling thread (main, or the loop itself when
- * the API makes the VM) are confined, before the guest's first
- * instruction. vCPU threads confine themselves as they start; the main
- * thread of an API-made VM does in run_finish.
- */
+/* The control threads (run_seal_start): the event loop, the calling
+ * thread and the signal thread, each with its filter. */
 static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 {
-	/* the filters compiled beside the setup (before jail_seal: they
-	 * read whether it has work) */
-	int ret = r->seccomp == CONFINE_OFF ? 0 : confine_ready(err, errlen);
+	int ret = run_allow_paths(r);
 
-	if (!ret)
-		ret = jail_seal(err, errlen);
-	if (ret || r->seccomp == CONFINE_OFF)
-		return ret;
-	ret = run_allow_paths(r);
 	if (ret)
 		return errf(err, errlen, ret, "landlock: cannot let the control threads reach the VM's files: %s",
 			    strerror(-ret));
@@ -281,6 +269,37 @@ static int run_seal(struct run_ctx *r, char *err, size_t errlen)
 	if (ret)
 		return errf(err, errlen, ret, "seccomp: cannot confine the signal thread (its error is above)");
 	return 0;
+}
+
+/*
+ * The VM is made: the filters are ready and a tap's jail gives up its
+ * capabilities (jail_seal: its setresuid reaches every thread, which the
+ * vCPUs' filters would refuse), then the vCPU threads start held: each
+ * confines itself while the event loop, the calling thread (main, or the
+ * loop itself when the API makes the VM) and the signal thread are
+ * confined here, and only then do they run the guest's first
+ * instruction. A restored VM stays paused (vm_resume lets it run). The
+ * main thread of an API-made VM confines itself in run_finish.
+ */
+static int run_seal_start(struct run_ctx *r, char *err, size_t errlen)
+{
+	/* the filters compiled beside the setup (before jail_seal: they
+	 * read whether it has work) */
+	int ret = r->seccomp == CONFINE_OFF ? 0 : confine_ready(err, errlen);
+	bool hold = !vm_paused(&r->vm);
+
+	if (!ret)
+		ret = jail_seal(err, errlen);
+	if (ret)
+		return ret;
+	if (hold)
+		vm_hold(&r->vm);
+	ret = vm_start(&r->vm, err, errlen);
+	if (!ret && r->seccomp != CONFINE_OFF)
+		ret = run_seal(r, err, errlen);
+	if (!ret && hold)
+		vm_release(&r->vm);
+	return ret; /* on failure the teardown's exit request frees held vCPUs */
 }
 
 /* The vCPUs are started: what setup alone used leaves the resident set
@@ -333,9 +352,7 @@ int run_setup(struct run_ctx *r, char *err, size_t errlen)
 		 r->n_insts == 1 ? "" : "s");
 	if (b->format != BOOT_FLAT)
 		log_info("kernel command line: %s", b->cmdline);
-	ret = run_seal(r, err, errlen);
-	if (!ret)
-		ret = vm_start(&r->vm, err, errlen);
+	ret = run_seal_start(r, err, errlen);
 	if (!ret)
 		run_settled();
 	return ret;
@@ -390,9 +407,7 @@ int run_restore(struct run_ctx *r, const char *dir, bool resume, char *err, size
 	if (ret)
 		goto out;
 	event_pause(r->ev, true);
-	ret = run_seal(r, err, errlen);
-	if (!ret)
-		ret = vm_start(&r->vm, err, errlen);
+	ret = run_seal_start(r, err, errlen);
 	if (!ret && resume) {
 		ret = vm_resume(&r->vm, err, errlen);
 		event_pause(r->ev, false);

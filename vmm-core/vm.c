@@ -270,7 +270,7 @@ int vm_pause(struct vm *vm, char *err, size_t errlen)
 	pthread_mutex_unlock(&vm->lock);
 	ret = arch_vm_pause(vm, err, errlen);
 	if (ret) {
-		vm_resume(vm, NULL, 0);
+		vm_release(vm); /* the arch saved nothing */
 		return ret;
 	}
 	return 0;
@@ -282,12 +282,24 @@ int vm_resume(struct vm *vm, char *err, size_t errlen)
 
 	if (!vm_paused(vm))
 		return -EALREADY;
-	ret = err ? arch_vm_resume(vm, err, errlen) : 0;
+	ret = arch_vm_resume(vm, err, errlen);
+	vm_release(vm);
+	return ret;
+}
+
+void vm_hold(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	__atomic_store_n(&vm->paused, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+void vm_release(struct vm *vm)
+{
 	pthread_mutex_lock(&vm->lock);
 	__atomic_store_n(&vm->paused, false, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&vm->cond);
 	pthread_mutex_unlock(&vm->lock);
-	return ret;
 }
 
 /* A vCPU's side of vm_pause: wait here until resumed or exiting. */

@@ -94,6 +94,14 @@ void vm_park(struct vm *vm); /* vcpu.c */
 int vm_create_vcpus(struct vm *vm, char *err, size_t errlen);
 /* Start the vCPU threads. */
 int vm_start(struct vm *vm, char *err, size_t errlen);
+/*
+ * Hold (before vm_start): the vCPU threads start, set themselves up
+ * (confine.h) and park before the guest's first instruction, until
+ * vm_release: the rest of the setup overlaps theirs. vm_resume releases
+ * too, after the arch's part.
+ */
+void vm_hold(struct vm *vm);
+void vm_release(struct vm *vm);
 /* Block until something requests an exit; returns the status. */
 int vm_wait(struct vm *vm);
 /* Ask every thread to stop; the first request's status and reason win. */
