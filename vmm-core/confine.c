@@ -14,8 +14,8 @@
  * cubicle makes (malloc's mmap/brk, pthread's futex/clone/rseq, logging's
  * write), clone only for threads (clone3 answers ENOSYS, so glibc falls
  * back to clone, whose flags a filter can see), and mmap/mprotect with
- * PROT_EXEC only on the control thread (which may dlopen http-parser or
- * libgcc_s). A forbidden call ends in SIGSYS (enforce): the handler writes
+ * PROT_EXEC only on the control thread (which may dlopen http-parser).
+ * A forbidden call ends in SIGSYS (enforce): the handler writes
  * one line naming the call and the thread, then the process exits with
  * CONFINE_EXIT_STATUS.
  *
@@ -140,9 +140,6 @@ static const struct crule control_rules[] = {
 	ANY("pipe"), ANY("pipe2"), ANY("eventfd2"), ANY("timerfd_create"),
 	ANY("epoll_create1"), ANY("dup"), ANY("dup2"), ANY("dup3"), ANY("sched_getaffinity"),
 	ANY("uname"), ANY("sysinfo"), ANY("umask"), ANY("munlock"), ANY("mlock"),
-	/* pthread_cancel (a lazy restore's teardown, of the uffd thread)
-	 * installs glibc's cancellation handler each time: SIGCANCEL, signal 32 */
-	ARG("rt_sigaction", 0, ~0ull, 32),
 	IOC_TYPE(0x94), /* FICLONE, FICLONERANGE (snapshots' disks) */
 	IOC(0x5402), IOC(0x5403), IOC(0x5404), /* TCSETS, TCSETSW, TCSETSF */
 	IOC(0x5413),    /* TIOCGWINSZ */

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The cubicle command line: run, restore, plugins, check-host, disk, ctl, exec, cp.
  * Only this file decides to exit the process. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -465,10 +464,6 @@ static int enter_jail(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 	if (!ret && sock)
 		ret = http_load(err, sizeof(err));
 	tzset(); /* /etc/localtime, which the jail has not */
-	/* glibc loads libgcc_s at the first pthread_cancel (a lazy restore's
-	 * teardown, of its uffd thread) */
-	if (!ret && !dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE))
-		log_warn("jail: libgcc_s.so.1: %s", dlerror());
 	if (!ret)
 		ret = jail_enter(j, err, sizeof(err));
 	if (ret) {

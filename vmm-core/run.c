@@ -199,7 +199,7 @@ static int loaded_folder(struct dl_phdr_info *info, size_t size, void *arg)
  * where Landlock fences them: the boot files; the folder of every file the
  * plan names, the API socket's and api.paths; the restored snapshot's
  * and its parents' (read only); the folders libraries were loaded from, to load more
- * (libgcc_s); /proc/self (metrics, dirty pages); the CPU lists in
+ * (http-parser); /proc/self (metrics, dirty pages); the CPU lists in
  * /sys/devices/system/cpu. Nothing else.
  */
 static int run_allow_paths(struct run_ctx *r)

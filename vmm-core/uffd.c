@@ -184,8 +184,11 @@ void uffd_stop(struct vm *vm)
 
 	if (!u)
 		return;
+	/* A blocking eventfd written once: the write cannot fail or wait
+	 * (not pthread_cancel: glibc would load libgcc_s to unwind the
+	 * thread, a library a jail does not hold). */
 	if (write(u->stop, &one, sizeof(one)) != sizeof(one))
-		pthread_cancel(u->thread); /* poll is a cancellation point */
+		log_err("Uffd memory backend: cannot stop its thread: %s", strerror(errno));
 	pthread_join(u->thread, NULL);
 	log_debug("Uffd memory backend: %" PRIu64 " pages copied, %" PRIu64 " zero pages",
 		  u->copied, u->zeroed);
