@@ -21,6 +21,10 @@ extern const char *const arch_name; /* "x86_64", "aarch64" */
 /* Lay out ram_size bytes of RAM in guest-physical banks (around holes).
  * Returns the number of banks, or -EINVAL if ram_size cannot be placed. */
 int arch_mem_layout(uint64_t ram_size, struct mem_bank *banks, unsigned max);
+/* Start asking the host (on @kvm_fd, which it duplicates) what
+ * arch_vm_setup will need, beside the rest of the setup; nothing to do is
+ * fine, and so is a failure (arch_vm_setup then asks, and says why). */
+void arch_prefetch(int kvm_fd);
 /* After KVM_CREATE_VM and RAM: irqchip, timers, platform devices (x86:
  * i8042 reset, PIT; arm64: GIC). 0 or -errno with a reason in err. */
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen);

@@ -90,6 +90,7 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 {
 	int ret;
 
+	vm_kvm_prefetch();
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	pthread_mutex_init(&r->sig_lock, NULL);

@@ -67,6 +67,15 @@ int vm_kvm_preopen(char *err, size_t errlen)
 	return 0;
 }
 
+void vm_kvm_prefetch(void)
+{
+	char err[256];
+
+	if (kvm_preopened < 0 && vm_kvm_preopen(err, sizeof(err)))
+		return; /* vm_create says why */
+	arch_prefetch(kvm_preopened);
+}
+
 /* RAM: a new memfd, or (ram_fd >= 0, which this takes) a private mapping
  * of a snapshot's memory file. */
 static int map_ram(struct vm *vm, int ram_fd, char *err, size_t errlen)

@@ -133,5 +133,8 @@ int irq_msi(struct vm *vm, uint64_t addr, uint32_t data);
 /* Open /dev/kvm now (the jail, before it drops privileges): every later VM
  * uses a duplicate of this fd. 0, or -errno with a message. */
 int vm_kvm_preopen(char *err, size_t errlen);
+/* The same where not done yet (errors left for vm_create), then
+ * arch_prefetch: what the VM's setup asks the host is asked beside it. */
+void vm_kvm_prefetch(void);
 
 #endif

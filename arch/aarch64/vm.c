@@ -47,6 +47,12 @@ int arch_mem_layout(uint64_t ram_size, struct mem_bank *banks, unsigned max)
 	return a64_mem_layout(ram_size, banks, max);
 }
 
+/* Nothing the setup waits long for: KVM_ARM_PREFERRED_TARGET is quick. */
+void arch_prefetch(int kvm_fd)
+{
+	(void)kvm_fd;
+}
+
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 {
 	unsigned n = vm->cfg && vm->cfg->vcpus ? vm->cfg->vcpus : 1;

@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the x86 boot plan without /dev/kvm: bzImage and ELF
  * parsing, e820, zero page, MP and ACPI tables, RAM layout, device
- * placement, GDT, page tables and per-vCPU CPUID. */
+ * placement, GDT, page tables and per-vCPU CPUID; with it, KVM's
+ * supported CPUID asked ahead. */
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../arch/x86_64/boot.h"
 #include "../../arch/x86_64/layout.h"
@@ -609,6 +613,36 @@ static void test_cpuid(void)
 	free(sup);
 }
 
+/* KVM's supported CPUID asked ahead on a thread (arch_prefetch), on a
+ * duplicate of the fd: the table asked directly, taken once. Needs
+ * /dev/kvm. */
+static void test_cpuid_ahead(void)
+{
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	struct kvm_cpuid2 *direct, *ahead, *again;
+
+	if (fd < 0) {
+		printf("no /dev/kvm (%s): skipped ", strerror(errno));
+		return;
+	}
+	direct = x86_cpuid_supported(fd);
+	x86_cpuid_ask_ahead(fd);
+	close(fd); /* the thread asks on its own duplicate */
+	ahead = x86_cpuid_supported_once(fd);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(direct);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ahead);
+	CU_ASSERT_EQUAL(ahead->nent, direct->nent);
+	CU_ASSERT_EQUAL(memcmp(ahead->entries, direct->entries,
+			       direct->nent * sizeof(direct->entries[0])), 0);
+	/* taken once: the next call asks KVM itself, here on the closed fd */
+	again = x86_cpuid_supported_once(fd);
+	CU_ASSERT_PTR_NULL(again);
+	CU_ASSERT_EQUAL(errno, EBADF);
+	free(again);
+	free(ahead);
+	free(direct);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -624,6 +658,7 @@ int main(void)
 		{ "GDT and page tables", test_gdt_and_pagetables },
 		{ "ELF vmlinux parsing", test_elf },
 		{ "per-vCPU CPUID", test_cpuid },
+		{ "supported CPUID asked ahead", test_cpuid_ahead },
 		{ NULL, NULL },
 	};
 
