@@ -28,8 +28,42 @@ int bootfile_fail(int e, char *err, size_t errlen, const char *file, const char 
 	return e;
 }
 
+/* [off, off+len) of the file into dst, or -errno with a message. */
+static int read_at(const struct bootfile *f, uint8_t *dst, uint64_t off, uint64_t len, char *err,
+		   size_t errlen)
+{
+	for (uint64_t done = 0; done < len;) {
+		ssize_t r = pread(f->fd, dst + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return bootfile_fail(r ? -errno : -EIO, err, errlen, f->path, "read: %s",
+					     r ? strerror(errno) : "file shrank while loading");
+		done += (uint64_t)r;
+	}
+	return 0;
+}
+
+int bootfile_head(struct bootfile *f, uint64_t head, char *err, size_t errlen)
+{
+	uint64_t n = head < f->size ? head : f->size;
+	int ret;
+
+	free(f->map);
+	f->map = n ? malloc(n) : NULL;
+	if (n && !f->map)
+		return bootfile_fail(-ENOMEM, err, errlen, f->path, "%s", strerror(ENOMEM));
+	ret = n ? read_at(f, f->map, 0, n, err, errlen) : 0;
+	if (ret) {
+		free(f->map);
+		f->map = NULL;
+	}
+	return ret;
+}
+
 int bootfile_open(struct bootfile *f, const char *path, uint64_t limit, const char *ram,
-		  bool map, char *err, size_t errlen)
+		  uint64_t head, char *err, size_t errlen)
 {
 	struct stat st;
 	int e;
@@ -43,7 +77,8 @@ int bootfile_open(struct bootfile *f, const char *path, uint64_t limit, const ch
 		return bootfile_fail(-errno, err, errlen, path, "%s", strerror(errno));
 	if (fstat(f->fd, &st) < 0) {
 		e = -errno;
-		goto out;
+		bootfile_fail(e, err, errlen, path, "%s", strerror(-e));
+		goto out_close;
 	}
 	e = -EINVAL;
 	if (!S_ISREG(st.st_mode)) {
@@ -63,33 +98,9 @@ int bootfile_open(struct bootfile *f, const char *path, uint64_t limit, const ch
 	}
 	f->size = st.st_size;
 	fcntl(f->fd, F_SETFL, fcntl(f->fd, F_GETFL) & ~O_NONBLOCK);
-	if (!map)
+	e = bootfile_head(f, head, err, errlen);
+	if (!e)
 		return 0;
-	/* Read, not mmap: a file truncated while we load it must give a short
-	 * read and a message, not SIGBUS. */
-	f->map = malloc(f->size);
-	if (!f->map) {
-		e = -ENOMEM;
-		goto out;
-	}
-	for (uint64_t done = 0; done < f->size;) {
-		ssize_t r = pread(f->fd, (uint8_t *)f->map + done, f->size - done, (off_t)done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			e = r ? -errno : -EIO;
-			bootfile_fail(e, err, errlen, path, "read: %s",
-				      r ? strerror(errno) : "file shrank while loading");
-			free(f->map);
-			f->map = NULL;
-			goto out_close;
-		}
-		done += (uint64_t)r;
-	}
-	return 0;
-out:
-	bootfile_fail(e, err, errlen, path, "%s", strerror(-e));
 out_close:
 	close(f->fd);
 	f->fd = -1;
@@ -105,38 +116,25 @@ void bootfile_close(struct bootfile *f)
 	f->map = NULL;
 }
 
-int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,
-		     size_t errlen)
-{
-	uint8_t *dst = mem_map(m, gpa, f->size);
-	uint64_t done = 0;
-	ssize_t r;
-
-	if (!dst)
-		return bootfile_fail(-EFAULT, err, errlen, f->path,
-				     "[0x%llx, +%llu) is not in guest RAM", (unsigned long long)gpa,
-				     (unsigned long long)f->size);
-	while (done < f->size) {
-		r = pread(f->fd, dst + done, f->size - done, done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return bootfile_fail(r ? -errno : -EIO, err, errlen, f->path, "read: %s",
-					     r ? strerror(errno) : "file shrank while loading");
-		done += r;
-	}
-	return 0;
-}
-
 int bootfile_copy(const struct bootfile *f, const struct guest_mem *m, uint64_t gpa, uint64_t off,
 		  uint64_t len, char *err, size_t errlen)
 {
-	int ret = -EFAULT;
+	uint8_t *dst = mem_map(m, gpa, len);
 
-	if (f->map && off <= f->size && len <= f->size - off)
-		ret = mem_write(m, gpa, (const uint8_t *)f->map + off, len);
-	if (ret)
-		return bootfile_fail(ret, err, errlen, f->path, "cannot copy the kernel to 0x%llx",
-				     (unsigned long long)gpa);
-	return 0;
+	if (off > f->size || len > f->size - off)
+		return bootfile_fail(-EINVAL, err, errlen, f->path,
+				     "[%llu, +%llu) is not in the file's %llu bytes",
+				     (unsigned long long)off, (unsigned long long)len,
+				     (unsigned long long)f->size);
+	if (!dst)
+		return bootfile_fail(-EFAULT, err, errlen, f->path,
+				     "[0x%llx, +%llu) is not in guest RAM", (unsigned long long)gpa,
+				     (unsigned long long)len);
+	return read_at(f, dst, off, len, err, errlen);
+}
+
+int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,
+		     size_t errlen)
+{
+	return bootfile_copy(f, m, gpa, 0, f->size, err, errlen);
 }

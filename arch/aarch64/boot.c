@@ -34,7 +34,7 @@ static int load_image(struct vm *vm, const struct boot_cfg *b, struct bootfile *
 				     "command line is %zu bytes; arm64 Linux keeps at most %d",
 				     clen, A64_CMDLINE_MAX - 1);
 	if (b->initrd && b->initrd[0]) {
-		ret = bootfile_open(&rd, b->initrd, ram->size, "guest RAM", false, err, errlen);
+		ret = bootfile_open(&rd, b->initrd, ram->size, "guest RAM", 0, err, errlen);
 		if (ret)
 			return ret;
 		p.initrd_size = rd.size;
@@ -124,7 +124,8 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 		return bootfile_fail(-EINVAL, err, errlen, "boot", "no kernel given (boot.kernel)");
 	if (vm->mem.n_banks != 1)
 		return bootfile_fail(-EINVAL, err, errlen, b->kernel, "guest RAM is not one bank");
-	ret = bootfile_open(&im, b->kernel, vm->mem.bank[0].size, "guest RAM", fmt != BOOT_FLAT,
+	ret = bootfile_open(&im, b->kernel, vm->mem.bank[0].size, "guest RAM",
+			    fmt != BOOT_FLAT ? BOOTFILE_HEAD : 0,
 			    err, errlen);
 	if (ret)
 		return ret;

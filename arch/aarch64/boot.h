@@ -36,7 +36,8 @@ struct a64_image_info {
  * Refuses a short file, a big-endian kernel, image_size 0 (kernels before
  * 3.17, whose text_offset endianness is unknown) and a text_offset that is
  * not 4 KiB-aligned or reaches past 2 MiB. Names gzip and EFI zboot files.
- * 0 or -ENOEXEC with a reason in err (no file name).
+ * 0 or -ENOEXEC with a reason in err (no file name). @len is the file's
+ * size; of @img only the 64-byte header is read (bootfile.h's BOOTFILE_HEAD).
  */
 int a64_image_parse(const void *img, size_t len, struct a64_image_info *out, char *err,
 		    size_t errlen);

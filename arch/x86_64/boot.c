@@ -74,7 +74,7 @@ static int load_linux_rest(struct vm *vm, const struct boot_cfg *b, const void *
 		struct bootfile rd;
 		uint64_t top = low_ram_end(vm);
 
-		ret = bootfile_open(&rd, b->initrd, top, "low guest RAM", false, err, errlen);
+		ret = bootfile_open(&rd, b->initrd, top, "low guest RAM", 0, err, errlen);
 		if (ret)
 			return ret;
 		if (x86_initrd_place(rd.size, initrd_max, top, kend, &s.initrd_gpa)) {
@@ -150,6 +150,10 @@ static int load_elf(struct vm *vm, const struct boot_cfg *b, struct bootfile *im
 	char why[200];
 	int ret;
 
+	/* the program headers may lie anywhere in the file: all of it */
+	ret = bootfile_head(im, im->size, err, errlen);
+	if (ret)
+		return ret;
 	ret = x86_elf_parse(im->map, im->size, &ei, why, sizeof(why));
 	if (ret)
 		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
@@ -257,7 +261,8 @@ int arch_boot_load(struct vm *vm, const struct boot_cfg *b, char *err, size_t er
 	if (!low)
 		return bootfile_fail(-EINVAL, err, errlen, b->kernel,
 				     "guest RAM has no bank at address 0");
-	ret = bootfile_open(&im, b->kernel, low, "low guest RAM", fmt != BOOT_FLAT, err, errlen);
+	ret = bootfile_open(&im, b->kernel, low, "low guest RAM",
+			    fmt != BOOT_FLAT ? BOOTFILE_HEAD : 0, err, errlen);
 	if (ret)
 		return ret;
 	memset(&xv->entry, 0, sizeof(xv->entry));

@@ -60,6 +60,8 @@ struct x86_boot_setup {
  * boot flag, protocol < 2.06, no 64-bit entry (XLF_KERNEL_64, protocol
  * 2.12+), a setup_sects/syssize the file is too short for. 0 or -ENOEXEC
  * (-EINVAL for a bad argument) with a reason in err (no file name).
+ * @len is the file's size; of @img only the setup header is read (below
+ * 0x300: the file's head suffices, bootfile.h's BOOTFILE_HEAD).
  */
 int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, char *err,
 		      size_t errlen);
