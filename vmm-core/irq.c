@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Interrupts into the in-kernel irqchip: line levels, irqfd and MSI. */
+/* Interrupts into the in-kernel irqchip (or the arch's own, through
+ * vm->irq_line_hook): line levels, irqfd and MSI. */
 #include <errno.h>
 #include <sys/ioctl.h>
 
@@ -10,6 +11,8 @@ int irq_line(struct vm *vm, unsigned gsi, bool level)
 {
 	struct kvm_irq_level l = { .irq = arch_irq_kvm_line(gsi), .level = level };
 
+	if (vm->irq_line_hook)
+		return vm->irq_line_hook(vm, gsi, level);
 	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0 ? -errno : 0;
 }
 
@@ -17,6 +20,8 @@ int irq_fd_attach(struct vm *vm, int efd, unsigned gsi)
 {
 	struct kvm_irqfd f = { .fd = (__u32)efd, .gsi = gsi };
 
+	if (vm->irq_line_hook) /* no in-kernel pin behind the GSI */
+		return -EOPNOTSUPP;
 	return ioctl(vm->vm_fd, KVM_IRQFD, &f) < 0 ? -errno : 0;
 }
 

@@ -32,7 +32,8 @@ static const struct key api_keys[] = {
 };
 static const struct key machine_keys[] = {
 	{ "vcpus", CN_INT }, { "memory_mib", CN_INT }, { "host_check", CN_BOOL },
-	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { "thp", CN_BOOL }, { NULL, 0 },
+	{ "track_dirty_pages", CN_BOOL }, { "pit", CN_BOOL }, { "thp", CN_BOOL },
+	{ "irqchip", CN_STR }, { NULL, 0 },
 };
 static const struct key boot_keys[] = {
 	{ "kernel", CN_STR }, { "initrd", CN_STR }, { "cmdline", CN_STR }, { "format", CN_STR },
@@ -93,8 +94,8 @@ static int get_int(const struct cnode *n, const char *name, int64_t lo, int64_t 
 	return 0;
 }
 
-static int get_enum(const struct cnode *g, const char *key, const char *const *choices, int *out,
-		    char *err, size_t len)
+static int get_enum(const struct cnode *g, const char *group, const char *key,
+		    const char *const *choices, int *out, char *err, size_t len)
 {
 	const struct cnode *s = cnode_get(g, key);
 	char list[128] = "";
@@ -110,8 +111,8 @@ static int get_enum(const struct cnode *g, const char *key, const char *const *c
 		if (choices[i + 1])
 			strcat(list, ", ");
 	}
-	return errf(err, len, -EINVAL, "%s: 'boot.%s' is \"%s\"; expected one of: %s", s->where, key,
-		    s->s, list);
+	return errf(err, len, -EINVAL, "%s: '%s.%s' is \"%s\"; expected one of: %s", s->where, group,
+		    key, s->s, list);
 }
 
 /* A boot file: expanded, and a regular file (or block device) we can read. */
@@ -157,8 +158,8 @@ static int plan_boot(struct plan *p, const struct cnode *g, char *err, size_t le
 	if ((ret = check_keys(g, "boot", boot_keys, err, len)) ||
 	    (ret = get_file(p, g, "kernel", true, &b->kernel, err, len)) ||
 	    (ret = get_file(p, g, "initrd", false, &b->initrd, err, len)) ||
-	    (ret = get_enum(g, "format", formats, &f, err, len)) ||
-	    (ret = get_enum(g, "mode", modes, &m, err, len)))
+	    (ret = get_enum(g, "boot", "format", formats, &f, err, len)) ||
+	    (ret = get_enum(g, "boot", "mode", modes, &m, err, len)))
 		return ret;
 	b->format = (enum boot_format)f;
 	b->mode = (enum boot_mode)m;
@@ -256,6 +257,8 @@ static int get_flag(const struct cnode *g, const char *key, bool *out, char *err
 
 static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t len)
 {
+	static const char *const irqchips[] = { "kernel", "split", NULL };
+	int irqchip = 0;
 	bool pit;
 	const struct cnode *s;
 	int64_t v;
@@ -280,9 +283,17 @@ static int plan_machine(struct plan *p, const struct cnode *g, char *err, size_t
 	}
 	if ((ret = get_flag(g, "host_check", &p->host_check, err, len)))
 		return ret;
-	pit = true;
+	if ((ret = get_enum(g, "machine", "irqchip", irqchips, &irqchip, err, len)))
+		return ret;
+	p->split_irqchip = irqchip == 1;
+	/* KVM's PIT feeds its own PIC and IOAPIC: "split" has none */
+	pit = !p->split_irqchip;
 	if ((ret = get_flag(g, "pit", &pit, err, len)))
 		return ret;
+	if (pit && p->split_irqchip)
+		return errf(err, len, -EINVAL,
+			    "%s: 'machine.pit' is true with machine.irqchip = \"split\": KVM's PIT needs its in-kernel PIC and IOAPIC (irqchip = \"kernel\")",
+			    cnode_get(g, "pit")->where);
 	p->no_pit = !pit;
 	return get_flag(g, "track_dirty_pages", &p->track_dirty, err, len);
 }

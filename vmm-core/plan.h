@@ -61,6 +61,8 @@ struct plan {
 	bool host_check;
 	bool track_dirty;     /* machine.track_dirty_pages: log dirty pages (Diff snapshots) */
 	bool no_pit;          /* machine.pit = false: x86 gets no in-kernel PIT */
+	bool split_irqchip;   /* machine.irqchip = "split": x86's LAPICs in KVM, the
+			       * IOAPIC in cubicle, no 8259 and no PIT */
 	bool thp;             /* machine.thp: RAM on transparent huge pages (mem_create_thp);
 			       * default: true but for a flat payload */
 	struct boot_cfg boot;

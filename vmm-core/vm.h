@@ -49,6 +49,9 @@ struct vm {
 	struct vcpu *vcpus;
 	struct event_loop *ev;
 	struct pci_bus *pci; /* pci.c: bus 0, NULL on a machine without PCI */
+	/* An interrupt controller of the arch's own (x86's "split" irqchip):
+	 * irq_line gives it the lines; NULL: KVM_IRQ_LINE. */
+	int (*irq_line_hook)(struct vm *vm, unsigned gsi, bool level);
 	const struct plan *cfg;
 
 	pthread_mutex_t lock;

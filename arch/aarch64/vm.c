@@ -135,6 +135,10 @@ int arch_plan_check(const struct plan *c, char *err, size_t errlen)
 			    "%s: boot.format = \"%s\" is x86-only; arm64 boots an Image (\"auto\") or a \"flat\" payload",
 			    c->boot.where_format ? c->boot.where_format : c->boot.where,
 			    c->boot.format == BOOT_BZIMAGE ? "bzimage" : "elf");
+	if (c->split_irqchip)
+		return errf(err, errlen, -EINVAL,
+			    "%s: machine.irqchip = \"split\" is x86-only (KVM's LAPICs beside cubicle's IOAPIC); arm64's GIC is always KVM's",
+			    c->path && *c->path ? c->path : "the VM");
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* x86 snapshot state: the in-kernel PIC, IOAPIC and PIT, the platform
+/* x86 snapshot state: the in-kernel PIC, IOAPIC and PIT (or cubicle's own
+ * IOAPIC of a split irqchip), the platform
  * devices, the guest's clock, and each vCPU's registers, FPU/XSAVE, XCRs,
  * MSRs (every one KVM lists, kvmclock's and the TSC among them), LAPIC,
  * pending events, debug registers and MP state, as KVM's own structs. */
@@ -222,7 +223,15 @@ int arch_snap_save(struct vm *vm, struct snap_w *w, char *err, size_t errlen)
 
 	if (!xv->pause_tsc)
 		return errf(err, errlen, -EINVAL, "the VM is not paused");
-	for (unsigned i = 0; i < 3; i++) {
+	if (xv->split) { /* machine.irqchip = "split": the IOAPIC is ours */
+		struct x86_ioapic_state st;
+
+		x86_ioapic_get(&xv->ioapic, &st);
+		ret = snap_w_put(w, SNAP_K_MACHINE, "ioapic-user", 0, V1, &st, sizeof(st));
+		if (ret)
+			return errf(err, errlen, ret, "state: %s", strerror(-ret));
+	}
+	for (unsigned i = 0; i < 3 && !xv->split; i++) {
 		struct kvm_irqchip c = { .chip_id = chips[i] };
 
 		if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &c) < 0)
@@ -374,7 +383,22 @@ int arch_snap_load(struct vm *vm, const struct snap_r *r, char *err, size_t errl
 		xv->pause_tsc = calloc(vm->n_vcpus, sizeof(*xv->pause_tsc));
 	if (!xv->pause_tsc)
 		return errf(err, errlen, -ENOMEM, "out of memory");
-	for (unsigned i = 0; i < 3; i++) {
+	if (xv->split != (snap_r_find(r, SNAP_K_MACHINE, "ioapic-user", 0) != NULL))
+		return errf(err, errlen, -EINVAL, xv->split ?
+			    "the snapshot's VM has KVM's PIC and IOAPIC (machine.irqchip = \"kernel\") and this restore asks for \"split\": restore it with its irqchip" :
+			    "the snapshot's VM has a split irqchip (machine.irqchip = \"split\") and this restore asks for KVM's PIC and IOAPIC: restore it with its irqchip");
+	if (xv->split) {
+		struct x86_ioapic_state st;
+
+		d = need(r, SNAP_K_MACHINE, "ioapic-user", 0, sizeof(st), err, errlen);
+		if (!d)
+			return -EINVAL;
+		memcpy(&st, d, sizeof(st));
+		ret = x86_ioapic_set(&xv->ioapic, &st, err, errlen);
+		if (ret)
+			return ret;
+	}
+	for (unsigned i = 0; i < 3 && !xv->split; i++) {
 		struct kvm_irqchip c;
 
 		d = need(r, SNAP_K_MACHINE, chip_names[i], 0, sizeof(c), err, errlen);

@@ -298,6 +298,12 @@ int arch_exit(struct vcpu *v)
 		break;
 	case KVM_EXIT_IRQ_WINDOW_OPEN:
 		return 0;
+	case KVM_EXIT_IOAPIC_EOI: /* machine.irqchip = "split": a level pin's EOI */
+		if (x86_of(vm)->split) {
+			x86_ioapic_eoi(&x86_of(vm)->ioapic, run->eoi.vector);
+			return 0;
+		}
+		break;
 	}
 	vm_request_exit(vm, VM_EXIT_CRASH, "vCPU %u: unhandled KVM exit reason %u", v->id,
 			run->exit_reason);

@@ -89,6 +89,50 @@ struct x86_pm {
 	uint16_t gpe_sts, gpe_en;
 };
 
+/* ioapic.c: the IOAPIC of machine.irqchip = "split" (KVM has the LAPICs). */
+#define X86_IOAPIC_PINS 24
+#define X86_IOAPIC_VERSION 0x11 /* as KVM's own, and the MP table says */
+struct x86_ioapic_route {  /* a level pin's MSI, for KVM's EOI exits */
+	uint64_t addr;
+	uint32_t data, pin;
+};
+/* What a snapshot keeps ("ioapic-user"): fixed layout, no padding. */
+struct x86_ioapic_state {
+	uint64_t rte[X86_IOAPIC_PINS];
+	uint32_t regsel;
+	uint32_t lines;  /* pins asserted now, bit n = pin n */
+	uint32_t id;
+	uint32_t pad;
+};
+struct x86_ioapic {
+	pthread_mutex_t lock;
+	struct x86_ioapic_state st;
+	int (*deliver)(void *ctx, uint64_t addr, uint32_t data);
+	int (*routes)(void *ctx, const struct x86_ioapic_route *r, unsigned n);
+	void *ctx;
+	struct x86_ioapic_route last_routes[X86_IOAPIC_PINS];
+	unsigned n_routes;
+	uint64_t delivered, failed, eois; /* counters, for tests and logs */
+};
+void x86_ioapic_init(struct x86_ioapic *io, uint8_t id,
+		     int (*deliver)(void *ctx, uint64_t addr, uint32_t data),
+		     int (*routes)(void *ctx, const struct x86_ioapic_route *r, unsigned n),
+		     void *ctx);
+void x86_ioapic_destroy(struct x86_ioapic *io);
+/* The MSI (address, data) a redirection entry sends. */
+void x86_ioapic_msi(uint64_t rte, uint64_t *addr, uint32_t *data);
+/* A guest access at offset @off of its 4 KiB page. */
+void x86_ioapic_mmio(struct x86_ioapic *io, uint64_t off, void *data, uint32_t len, bool is_write);
+/* Pin @pin's line asserted or not; -EINVAL for a pin it does not have. */
+int x86_ioapic_line(struct x86_ioapic *io, unsigned pin, bool level);
+/* The guest's EOI of @vector (KVM_EXIT_IOAPIC_EOI). */
+void x86_ioapic_eoi(struct x86_ioapic *io, uint8_t vector);
+void x86_ioapic_eoi_locked(struct x86_ioapic *io, uint8_t vector);
+void x86_ioapic_get(struct x86_ioapic *io, struct x86_ioapic_state *st);
+/* A snapshot's state; its level pins' routes go to KVM again. */
+int x86_ioapic_set(struct x86_ioapic *io, const struct x86_ioapic_state *st, char *err,
+		   size_t errlen);
+
 struct x86_vm {
 	struct vm *vm;
 	struct x86_layout layout;
@@ -101,6 +145,8 @@ struct x86_vm {
 	struct x86_cmos cmos;
 	struct x86_pm pm;
 	uint64_t vmgenid_gpa;      /* the VM generation ID's address; 0: none */
+	bool split;                /* machine.irqchip = "split": ioapic is ours */
+	struct x86_ioapic ioapic;
 	bool locks_ready;
 	/* vm_pause: the guest's clocks as they were (vm.c arch_vm_pause). */
 	struct kvm_clock_data pause_clock;
