@@ -10,7 +10,9 @@
  * cubicle does, and "floor irqchip pit" the PIT too: what KVM itself costs
  * for the machine cubicle asks for. Their devices' registration on KVM's
  * I/O buses leaves an SRCU grace period pending that the VM's close waits
- * for when it comes first, so a short life is mostly that wait. */
+ * for when it comes first, so a short life is mostly that wait. "floor
+ * split" enables the split irqchip instead (KVM_CAP_SPLIT_IRQCHIP, 24
+ * pins: the LAPICs only), as machine.irqchip = "split" does. */
 #include <fcntl.h>
 #include <linux/kvm.h>
 #include <stdint.h>
@@ -29,14 +31,16 @@ int main(int argc, char **argv)
 	struct kvm_sregs s;
 	struct kvm_regs regs = { .rip = 0, .rflags = 2 };
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+	struct kvm_enable_cap split_cap = { .cap = KVM_CAP_SPLIT_IRQCHIP, .args = { 24 } };
 	int irqchip = argc > 1 && !strcmp(argv[1], "irqchip");
+	int split = argc > 1 && !strcmp(argv[1], "split");
 	int with_pit = irqchip && argc > 2 && !strcmp(argv[2], "pit");
 	struct kvm_run *run;
 	int kvm, vm, cpu, sz;
 	uint8_t *mem;
 
-	if (argc > 1 + irqchip + with_pit) {
-		fprintf(stderr, "usage: floor [irqchip [pit]]\n");
+	if (argc > 1 + irqchip + split + with_pit) {
+		fprintf(stderr, "usage: floor [irqchip [pit] | split]\n");
 		return 2;
 	}
 	kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
@@ -52,6 +56,8 @@ int main(int argc, char **argv)
 		return perror("floor: memory"), 1;
 	if (irqchip && ioctl(vm, KVM_CREATE_IRQCHIP, 0) < 0)
 		return perror("floor: irqchip"), 1;
+	if (split && ioctl(vm, KVM_ENABLE_CAP, &split_cap) < 0)
+		return perror("floor: split irqchip"), 1;
 	if (with_pit && ioctl(vm, KVM_CREATE_PIT2, &pit) < 0)
 		return perror("floor: pit"), 1;
 	cpu = ioctl(vm, KVM_CREATE_VCPU, 0);

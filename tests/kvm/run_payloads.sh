@@ -108,6 +108,14 @@ if grep -q 'unclaimed pio read 0x40' "$tmp/with-pit.err"; then
 else
 	echo "ok - with the PIT, port 0x40 stays in the kernel"; pass=$((pass + 1))
 fi
+# Interrupts through the IOAPIC, KVM's and cubicle's own (machine.irqchip =
+# "split"): level pins sent again after an EOI while asserted, none once
+# down; edge pins once an edge (tests/kvm/payloads/irq.S).
+extra_dev=',
+  { type = "serial8250"; id = "com1"; console = "none"; }'
+run irq-kernel-irqchip irq long 1 42 'guest: irq ok'
+run irq-split-irqchip irq long 1 42 'guest: irq ok' --set machine.irqchip=split
+extra_dev=
 run hostile-accesses wild long 1 42 'testdev\[pio\]: guest: string io ok'
 run triple-fault fault long 1 4 'triple'
 run i8042-reset reset real 1 0 'reset'

@@ -17,7 +17,7 @@
 #      byte; $CUBICLE_CLONES clones each get a copy of their own (a tag
 #      written into one is read by that clone alone, its writes stay in its
 #      file); a restore never overwrites an existing disk;
-#   7.-9. (below) memory.zst, Uffd, a jailed restore, machine.pit;
+#   7.-9. (below) memory.zst, Uffd, a jailed restore, machine.pit, machine.irqchip;
 #  10. Landlock: the API writes a snapshot only into the VM's own folders
 #      or api.paths.
 
@@ -665,6 +665,47 @@ else
 	kill -9 $pid 2>/dev/null
 	cat "$tmp/nopit.err" >>"$tmp/nopit.out"
 	notok "machine.pit = false: the VM or its snapshot failed" "$tmp/nopit.out"
+fi
+
+# 9a. machine.irqchip = "split" (issue 16): KVM's LAPICs, cubicle's IOAPIC.
+# Its snapshot keeps the IOAPIC's state instead of KVM's PIC and IOAPIC and
+# restores with it; restoring it with KVM's irqchip, or a snapshot of KVM's
+# irqchip split, is refused with a line saying why.
+snap=$tmp/snap-split
+mkcfg split counter long 1
+echo "api = { socket = \"$tmp/split.sock\"; };" >>"$tmp/split.cfg"
+"$cub" run "$tmp/split.cfg" --set machine.irqchip=split >/dev/null 2>"$tmp/split.err" </dev/null &
+pid=$!
+if wait_line $pid "$tmp/split.err" 'guest: count 3$' &&
+   "$cub" ctl "$tmp/split.sock" pause >"$tmp/split.out" 2>&1 &&
+   "$cub" snapshot "$tmp/split.sock" "$snap" >>"$tmp/split.out" 2>&1; then
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	"$cub" restore "$snap" >/dev/null 2>"$tmp/split-r.err" </dev/null &
+	rpid=$!
+	c=$(counts "$tmp/split.err" | tail -n 1)
+	if wait_line $rpid "$tmp/split-r.err" "guest: count $((c + 2))\$"; then
+		kill -9 $rpid 2>/dev/null
+		wait $rpid 2>/dev/null
+		timeout -k 5 30 "$cub" restore "$snap" --set machine.irqchip=kernel >"$tmp/split-r2.err" 2>&1 </dev/null
+		st1=$?
+		timeout -k 5 30 "$cub" restore "$tmp/snap-counter" --set machine.irqchip=split >"$tmp/split-r3.err" 2>&1 </dev/null
+		st2=$?
+		if [ $st1 != 0 ] && grep -q 'has a split irqchip' "$tmp/split-r2.err" && [ $st2 != 0 ] &&
+		   grep -q "has KVM's PIC and IOAPIC" "$tmp/split-r3.err"; then
+			ok "machine.irqchip = split: snapshot and restore (counts on past $c); mismatched irqchips refused ($(head -n 1 "$tmp/split-r2.err"))"
+		else
+			cat "$tmp/split-r2.err" "$tmp/split-r3.err" >>"$tmp/split.out"
+			notok "machine.irqchip = split: mismatched restores (status $st1, $st2)" "$tmp/split.out"
+		fi
+	else
+		kill -9 $rpid 2>/dev/null
+		notok "machine.irqchip = split: the restore did not count on past $c" "$tmp/split-r.err"
+	fi
+else
+	kill -9 $pid 2>/dev/null
+	cat "$tmp/split.err" >>"$tmp/split.out"
+	notok "machine.irqchip = split: the VM or its snapshot failed" "$tmp/split.out"
 fi
 
 # 9b. machine.thp = true (issue 16; the default for a kernel, asked of a
