@@ -353,6 +353,12 @@ int main(int argc, char **argv)
 	median(fps, runs, &pms, &pkib);
 	printf("  (the floor with the in-kernel irqchip and PIT cubicle creates: %.2f ms, ratio %.2fx)\n",
 	       pms, cms / pms);
+	{
+		double sms, skib;
+
+		median(ss, runs, &sms, &skib);
+		printf("  machine.irqchip = \"split\" %6.2f ms   ratio %.2fx the floor\n", sms, sms / fms);
+	}
 	printf("VMM resident memory, excluding guest RAM (smaps, median):\n");
 	printf("  cubicle %8.0f KiB  floor %8.0f KiB  ratio %.2fx\n", ckib, fkib, ckib / fkib);
 	printf("the control API served (--api-sock) and used (5 requests answered), against\n"
