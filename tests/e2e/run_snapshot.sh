@@ -15,10 +15,15 @@
 # rollback in place to the Full brings back tick F, one to the Diff tick N.
 # The writable disk goes with them (the snapshot's copy of it, cloned for
 # the restore, rolled back in place): every tick reads the tick before it.
+# With --split (run_snapshot_split.sh) the VM has machine.irqchip = "split":
+# the new generation's GPE then reaches the guest as a level-triggered SCI
+# through cubicle's IOAPIC, restored from the snapshot.
 # Exit status: 0 pass, 1 fail, 77 skip (see lib.sh).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+irqchip=kernel
+[ "${1:-}" = --split ] && irqchip=split
 e2e_init
 w=$e2e_work
 cat >"$w/init" <<'INIT'
@@ -60,12 +65,12 @@ want_md5=$(head -c $((256 << 10)) "$w/ro.img" | md5sum | cut -d' ' -f1)
 cat >"$w/snap.sh" <<'SCRIPT'
 #!/bin/bash
 # Where KVM is (directly or in L1): $1 work folder, $2 kernel, $3 cubicle
-# (in its build tree, beside tests/kvm/netpeer).
+# (in its build tree, beside tests/kvm/netpeer), $4 machine.irqchip.
 set -u
-w=$1 k=$2 cub=$3
+w=$1 k=$2 cub=$3 irqchip=$4
 t=$(mktemp -d) # sockets and the snapshot: a 9p share cannot hold sockets
 cat >"$w/vm.cfg" <<CFG
-machine = { vcpus = 1; memory_mib = 128; track_dirty_pages = true; };
+machine = { vcpus = 1; memory_mib = 128; track_dirty_pages = true; irqchip = "$irqchip"; };
 boot = { kernel = "$k"; initrd = "$w/initramfs.cpio.gz"; cmdline = "console=ttyS0 reboot=k panic=-1 quiet"; };
 devices = (
   { type = "serial8250"; id = "com1"; console = "file"; path = "$w/serial.log"; },
@@ -130,7 +135,7 @@ pid=$!
 kill $ppid 2>/dev/null
 exit 0
 SCRIPT
-e2e_run bash "$w/snap.sh" "$w" "$e2e_guest/vmlinuz" "$(cd "$(dirname "$CUBICLE")" && pwd)/$(basename "$CUBICLE")"
+e2e_run bash "$w/snap.sh" "$w" "$e2e_guest/vmlinuz" "$(cd "$(dirname "$CUBICLE")" && pwd)/$(basename "$CUBICLE")" "$irqchip"
 echo "# snap.sh exit status $?"
 sed 's/^/# /' "$w/snap.log"
 v() { sed -n "s/^$1=//p" "$w/snap.log" | head -n 1; }
