@@ -33,6 +33,8 @@ static int load(struct plan *c, const char *text, char *const *sets, unsigned n)
 
 #define KERNEL_OK "boot = { kernel = \"vmlinuz\"; };\n"
 
+static void expect_err(const char *text, const char *line, const char *what);
+
 static void test_minimal(void)
 {
 	struct plan c;
@@ -50,10 +52,38 @@ static void test_minimal(void)
 	plan_free(&c);
 	CU_ASSERT_EQUAL_FATAL(load(&c, "machine = { pit = false; };\n" KERNEL_OK, NULL, 0), 0);
 	CU_ASSERT_TRUE(c.no_pit);
+	CU_ASSERT_FALSE(c.split_irqchip);
 	plan_free(&c);
 }
 
-static void expect_err(const char *text, const char *line, const char *what);
+/* machine.irqchip: KVM's by default; "split" has no PIT unless one is
+ * asked for, which is refused (KVM's PIT needs its PIC and IOAPIC). */
+static void test_irqchip(void)
+{
+	char *split[] = { "machine.irqchip=split" };
+	struct plan c;
+
+	CU_ASSERT_EQUAL_FATAL(load(&c, "machine = { irqchip = \"kernel\"; };\n" KERNEL_OK, NULL, 0), 0);
+	CU_ASSERT_FALSE(c.split_irqchip);
+	CU_ASSERT_FALSE(c.no_pit);
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, "machine = { irqchip = \"split\"; };\n" KERNEL_OK, NULL, 0), 0);
+	CU_ASSERT_TRUE(c.split_irqchip);
+	CU_ASSERT_TRUE(c.no_pit);
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, "machine = { irqchip = \"split\"; pit = false; };\n" KERNEL_OK,
+				   NULL, 0), 0);
+	CU_ASSERT_TRUE(c.split_irqchip);
+	plan_free(&c);
+	CU_ASSERT_EQUAL_FATAL(load(&c, KERNEL_OK, split, 1), 0);
+	CU_ASSERT_TRUE(c.split_irqchip);
+	plan_free(&c);
+	expect_err(KERNEL_OK "machine = { irqchip = \"userspace\"; };\n", ":2:",
+		   "'machine.irqchip' is \"userspace\"; expected one of: kernel, split");
+	expect_err(KERNEL_OK "machine = {\n irqchip = \"split\";\n pit = true;\n};\n", ":4:",
+		   "'machine.pit' is true with machine.irqchip = \"split\"");
+	expect_err(KERNEL_OK "machine = { irqchip = 1; };\n", ":2:", "machine.irqchip");
+}
 
 /* machine.thp: on for a kernel, off for a flat payload, as said when said. */
 static void test_thp(void)
@@ -288,6 +318,7 @@ int main(void)
 	static const struct cu_test tests[] = {
 		{ "minimal config and defaults", test_minimal },
 		{ "machine.thp: on for a kernel, off for a flat payload", test_thp },
+		{ "machine.irqchip: kernel, split (no PIT), refusals", test_irqchip },
 		{ "schema errors name file:line", test_errors },
 		{ "api group: socket, id and paths", test_api_group },
 		{ "missing config file", test_missing_file },
