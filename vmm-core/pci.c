@@ -457,6 +457,16 @@ uint64_t pci_bar_mapped(struct pci_dev *pd, unsigned bar)
 	return bar < PCI_NUM_BARS ? __atomic_load_n(&pd->bar[bar].mapped, __ATOMIC_ACQUIRE) : 0;
 }
 
+bool pci_has_devices(const struct vm *vm)
+{
+	const struct pci_bus *pb = vm->pci;
+
+	for (unsigned s = 1; pb && s < PCI_MAX_DEVS; s++)
+		if (pb->devs[s])
+			return true;
+	return false;
+}
+
 unsigned pci_dev_slot(const struct pci_dev *pd)
 {
 	return pd->slot;

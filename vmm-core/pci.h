@@ -97,6 +97,10 @@ int pci_init(struct vm *vm, char *err, size_t errlen);
 /* Unmap every BAR, drop the conf1 ports and free the bus (vCPUs stopped). */
 void pci_destroy(struct vm *vm);
 
+/* Is there a device on bus 0 besides the host bridge? (Main thread, once
+ * the devices are made.) */
+bool pci_has_devices(const struct vm *vm);
+
 /* Claim the conf1 ports on vm->pio (x86). 0 or -errno with a reason in err. */
 int pci_conf1_attach(struct vm *vm, char *err, size_t errlen);
 

@@ -184,8 +184,11 @@ static void test_bar_sizing(void)
 	char err[256];
 
 	vm_init(&vm);
+	/* the host bridge alone is no device (x86 describes no root bridge) */
+	CU_ASSERT_FALSE(pci_has_devices(&vm));
 	pd = pci_dev_add(&vm, &test_id, &hooks, &r, "t", err, sizeof(err));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(pd);
+	CU_ASSERT_TRUE(pci_has_devices(&vm));
 	CU_ASSERT_EQUAL(pci_dev_slot(pd), 1);
 	CU_ASSERT_EQUAL(pci_bar_add(pd, 0, 0x8000, bar_io, &r, err, sizeof(err)), 0);
 	CU_ASSERT_EQUAL(pci_bar_add(pd, 2, 0x1000, bar_io, &r, err, sizeof(err)), 0);
