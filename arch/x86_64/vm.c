@@ -278,6 +278,7 @@ void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val,
 {
 	static const struct { const char *key; long cap; } caps[] = {
 		{ "kvm.pit2", KVM_CAP_PIT2 },
+		{ "kvm.split_irqchip", KVM_CAP_SPLIT_IRQCHIP }, /* machine.irqchip = "split" */
 		{ "kvm.tsc_deadline_timer", KVM_CAP_TSC_DEADLINE_TIMER },
 		{ "kvm.x2apic_api", KVM_CAP_X2APIC_API },
 		{ "kvm.set_tss_addr", KVM_CAP_SET_TSS_ADDR },
