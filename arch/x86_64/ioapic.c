@@ -96,7 +96,10 @@ static void fire(struct x86_ioapic *io, unsigned pin)
 		io->failed++;
 }
 
-/* The level pins' routes, given to KVM when they differ from the last. */
+/* The level pins' routes, given to KVM when they differ from the last.
+ * Each KVM_SET_GSI_ROUTING waits for a grace period of the VM's own
+ * interrupt SRCU: a guest that rewrites its level entries in a loop slows
+ * only its own vCPU (and its devices' lines, which wait on the lock). */
 static void sync_routes(struct x86_ioapic *io)
 {
 	struct x86_ioapic_route r[X86_IOAPIC_PINS];
