@@ -462,6 +462,7 @@ static void net_give(int wfd)
 /* The child's half: wait for the supervisor's namespace and enter it. */
 static int net_take(struct net_handoff *h, char *err, size_t errlen)
 {
+	uint64_t t0 = clock_since_start_us();
 	char path[64];
 	int e = EPIPE, fd;
 	ssize_t n;
@@ -469,6 +470,8 @@ static int net_take(struct net_handoff *h, char *err, size_t errlen)
 	do
 		n = read(h->fd, &e, sizeof(e));
 	while (n < 0 && errno == EINTR);
+	log_debug("jail: waited %llu us for the network namespace",
+		  (unsigned long long)(clock_since_start_us() - t0));
 	close(h->fd);
 	h->fd = -1;
 	if (n != sizeof(e))
@@ -541,6 +544,10 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 		return errf(err, errlen, ret, "jail: /proc: %s", strerror(-ret));
 	if ((ret = in_root(p, sizeof(p), j->dir, cwd)) || (ret = mkdirs(p, j->uid, j->gid)))
 		return errf(err, errlen, ret, "jail: the working folder %s: %s", cwd, strerror(-ret));
+	/* beside the supervisor's network namespace: work the child would
+	 * otherwise wait through, or that would come before the fork */
+	if (j->before_pivot)
+		j->before_pivot(j->before_pivot_arg);
 	if (net->fd >= 0 && (ret = net_take(net, err, errlen)))
 		return ret;
 	/*
@@ -633,8 +640,9 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
  * lock, which waits for an RCU grace period (~10 ms a start on a 6.18
  * host). A raw clone3 runs no fork handlers and leaves glibc's cached
  * thread id the parent's: sound while the process has one thread (checked),
- * and the child only sets up and forks the VMM with glibc's fork, which
- * gives it its own. Else, or on a kernel without it: unshare + fork, and
+ * and the child only sets up (reading files, allocating: no thread, no
+ * signal to itself) and forks the VMM with glibc's fork, which gives it
+ * its own. Else, or on a kernel without it: unshare + fork, and
  * the child joins by itself.
  */
 static pid_t jail_fork(const char *cg, bool *born)

@@ -33,6 +33,11 @@ struct jail_cfg {
 	unsigned n_paths;
 	const char *skip;    /* a path never bound (the API socket: made inside) */
 	bool probe;          /* log what the jailed process sees (tests) */
+	/* Called in the jailed child before the pivot, still root with the
+	 * host's files in view, while the supervisor makes the network
+	 * namespace (what would otherwise run before the fork); may be NULL. */
+	void (*before_pivot)(void *arg);
+	void *before_pivot_arg;
 };
 
 /* Add @path (and nothing if NULL or ""): 0 or -errno with a message. */

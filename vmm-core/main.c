@@ -448,6 +448,16 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	}
 }
 
+/* The seccomp programs from root's cache, which the jail cannot reach:
+ * read in the jailed child before its pivot, beside the supervisor's
+ * making of the network namespace (jail_cfg.before_pivot). */
+static void preload_filters(void *arg)
+{
+	struct run_ctx *r = arg;
+
+	confine_preload((enum confine_mode)r->seccomp, &r->reg);
+}
+
 /* Into the jail once its paths are named (@sock, the API socket, is made
  * inside): what loads lazily loaded now (the jail has no libraries), then
  * jail_enter. Returns only in the jailed child: 0, or a cubicle exit status. */
@@ -456,9 +466,8 @@ static int enter_jail(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 	char err[1024] = "";
 	int ret = 0;
 
-	/* the seccomp programs from root's cache, which the jail cannot reach */
-	confine_preload((enum confine_mode)r->seccomp, &r->reg);
-
+	j->before_pivot = preload_filters;
+	j->before_pivot_arg = r;
 	if (sock && !(ret = jail_add(j, sock, err, sizeof(err))))
 		j->skip = j->paths[j->n_paths - 1];
 	if (!ret && sock)
