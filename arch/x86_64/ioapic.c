@@ -91,9 +91,7 @@ static void fire(struct x86_ioapic *io, unsigned pin)
 	if (*e & RTE_LEVEL)
 		*e |= RTE_REMOTE_IRR;
 	x86_ioapic_msi(*e, &addr, &data);
-	io->delivered++;
-	if (io->deliver(io->ctx, addr, data) < 0)
-		io->failed++;
+	io->deliver(io->ctx, addr, data); /* (an error is KVM's, and rare) */
 }
 
 /* The level pins' routes, given to KVM when they differ from the last.
@@ -118,8 +116,8 @@ static void sync_routes(struct x86_ioapic *io)
 		return;
 	memcpy(io->last_routes, r, n * sizeof(*r));
 	io->n_routes = n;
-	if (io->routes && io->routes(io->ctx, r, n) < 0)
-		io->failed++;
+	if (io->routes)
+		io->routes(io->ctx, r, n); /* (it logs what KVM refused) */
 }
 
 static uint32_t read_reg(struct x86_ioapic *io)
@@ -169,6 +167,21 @@ static void write_reg(struct x86_ioapic *io, uint32_t v)
 		fire(io, pin);
 }
 
+/* The EOI of @vector: its level pins' remote IRR cleared. Lock held. */
+static void eoi(struct x86_ioapic *io, uint8_t vector)
+{
+	for (unsigned i = 0; i < X86_IOAPIC_PINS; i++) {
+		uint64_t *e = &io->st.rte[i];
+
+		if ((*e & RTE_VECTOR) != vector || !(*e & RTE_REMOTE_IRR))
+			continue;
+		*e &= ~RTE_REMOTE_IRR;
+		/* still asserted: once more (a level pin's second look) */
+		if (io->st.lines >> i & 1)
+			fire(io, i);
+	}
+}
+
 void x86_ioapic_mmio(struct x86_ioapic *io, uint64_t off, void *data, uint32_t len, bool is_write)
 {
 	uint32_t v = 0;
@@ -193,7 +206,7 @@ void x86_ioapic_mmio(struct x86_ioapic *io, uint64_t off, void *data, uint32_t l
 			write_reg(io, v);
 			break;
 		case REG_EOI:
-			x86_ioapic_eoi_locked(io, v & 0xff);
+			eoi(io, v & 0xff);
 			break;
 		}
 	} else {
@@ -230,25 +243,10 @@ int x86_ioapic_line(struct x86_ioapic *io, unsigned pin, bool level)
 	return 0;
 }
 
-void x86_ioapic_eoi_locked(struct x86_ioapic *io, uint8_t vector)
-{
-	for (unsigned i = 0; i < X86_IOAPIC_PINS; i++) {
-		uint64_t *e = &io->st.rte[i];
-
-		if ((*e & RTE_VECTOR) != vector || !(*e & RTE_REMOTE_IRR))
-			continue;
-		*e &= ~RTE_REMOTE_IRR;
-		/* still asserted: once more (a level pin's second look) */
-		if (io->st.lines >> i & 1)
-			fire(io, i);
-	}
-}
-
 void x86_ioapic_eoi(struct x86_ioapic *io, uint8_t vector)
 {
 	pthread_mutex_lock(&io->lock);
-	io->eois++;
-	x86_ioapic_eoi_locked(io, vector);
+	eoi(io, vector);
 	pthread_mutex_unlock(&io->lock);
 }
 

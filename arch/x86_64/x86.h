@@ -112,7 +112,6 @@ struct x86_ioapic {
 	void *ctx;
 	struct x86_ioapic_route last_routes[X86_IOAPIC_PINS];
 	unsigned n_routes;
-	uint64_t delivered, failed, eois; /* counters, for tests and logs */
 };
 void x86_ioapic_init(struct x86_ioapic *io, uint8_t id,
 		     int (*deliver)(void *ctx, uint64_t addr, uint32_t data),
@@ -127,7 +126,6 @@ void x86_ioapic_mmio(struct x86_ioapic *io, uint64_t off, void *data, uint32_t l
 int x86_ioapic_line(struct x86_ioapic *io, unsigned pin, bool level);
 /* The guest's EOI of @vector (KVM_EXIT_IOAPIC_EOI). */
 void x86_ioapic_eoi(struct x86_ioapic *io, uint8_t vector);
-void x86_ioapic_eoi_locked(struct x86_ioapic *io, uint8_t vector);
 void x86_ioapic_get(struct x86_ioapic *io, struct x86_ioapic_state *st);
 /* A snapshot's state; its level pins' routes go to KVM again. */
 int x86_ioapic_set(struct x86_ioapic *io, const struct x86_ioapic_state *st, char *err,
