@@ -140,7 +140,7 @@ static void test_descriptor(void)
 	make_base("base.zst", 65536, DISK);
 	CU_ASSERT_STRING_EQUAL(zs->d->name, "zstd-snap");
 	CU_ASSERT_EQUAL(zs->d->kind, CUB_KIND_STORAGE);
-	CU_ASSERT_PTR_NULL(ops()->discard); /* see zstd_snap.c: not offered */
+	CU_ASSERT_PTR_NULL(ops()->discard); /* see zstd_snap/zstd_snap.c: not offered */
 	CU_ASSERT_PTR_NOT_NULL(ops()->flush);
 }
 

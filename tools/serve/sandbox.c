@@ -5,6 +5,7 @@
  * that lets a restarted serve find them again. Each sandbox has its folder
  * STATE/sandboxes/ID holding everything it owns (sockets, logs, disk
  * clones, pause snapshots): removing the folder removes the sandbox.
+ * Making them (and the warm pool) is sandbox_create.c's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -34,7 +35,7 @@ const char *sbx_state_name(enum sbx_state st)
 
 /* ---- the state file ---- */
 
-static int save(const struct sandbox *s)
+int sbx_save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
 	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:O,s:i,s:s,s:O}",
@@ -76,7 +77,7 @@ static int save(const struct sandbox *s)
 	return ret;
 }
 
-static struct sandbox *sbx_new(const char *id)
+struct sandbox *sbx_new(const char *id)
 {
 	struct sandbox *s = calloc(1, sizeof(*s));
 
@@ -93,7 +94,7 @@ static struct sandbox *sbx_new(const char *id)
 	return s;
 }
 
-static void link_in(struct sandbox *s)
+void sbx_link_in(struct sandbox *s)
 {
 	pthread_mutex_lock(&srv.lock);
 	s->next = srv.list;
@@ -166,7 +167,7 @@ void sbx_put(struct sandbox *s)
 		sbx_free(s);
 }
 
-static void set_state(struct sandbox *s, enum sbx_state st)
+void sbx_set_state(struct sandbox *s, enum sbx_state st)
 {
 	pthread_mutex_lock(&srv.lock);
 	s->state = st;
@@ -174,7 +175,7 @@ static void set_state(struct sandbox *s, enum sbx_state st)
 }
 
 /* Everything of @s gone: its VMM, its folder, its place in the list. */
-static void destroy(struct sandbox *s)
+void sbx_destroy(struct sandbox *s)
 {
 	dns_close(s); /* its /30 may be another's next */
 	vmm_end(s);
@@ -183,386 +184,6 @@ static void destroy(struct sandbox *s)
 	pthread_mutex_lock(&srv.lock);
 	unlink_locked(s);
 	pthread_mutex_unlock(&srv.lock);
-}
-
-/* ---- create ---- */
-
-const char *cfg_text(json_t *v)
-{
-	if (json_is_string(v))
-		return json_string_value(v);
-	return json_string_value(json_object_get(v, "="));
-}
-
-/*
- * The --set options that give a clone its own files: every device's
- * vsock socket (uds_path), file console (path) and disk (backend.path)
- * named in the template's snapshot moves into the sandbox's folder.
- */
-static unsigned clone_sets(const struct sandbox *s, json_t *tree, char **sets, unsigned max)
-{
-	json_t *devs = json_object_get(tree, "devices"), *d;
-	unsigned n = 0;
-	size_t i;
-
-	json_array_foreach(devs, i, d) {
-		const char *id = cfg_text(json_object_get(d, "id"));
-		json_t *b = json_object_get(d, "backend");
-		char *set, name[160], path[320];
-
-		if (!id || strpbrk(id, "=/ ") || strlen(id) > 64)
-			continue;
-		sbx_file(s, "v.sock", true, path, sizeof(path));
-		if (cfg_text(json_object_get(d, "uds_path")) && n < max &&
-		    asprintf(&set, "devices.%s.uds_path=%s", id, path) > 0)
-			sets[n++] = set;
-		snprintf(name, sizeof(name), "%s.log", id);
-		sbx_file(s, name, true, path, sizeof(path));
-		if (cfg_text(json_object_get(d, "path")) && n < max &&
-		    asprintf(&set, "devices.%s.path=%s", id, path) > 0)
-			sets[n++] = set;
-		snprintf(name, sizeof(name), "%s.img", id);
-		sbx_file(s, name, true, path, sizeof(path));
-		if (json_is_object(b) && cfg_text(json_object_get(b, "path")) && n < max &&
-		    asprintf(&set, "devices.%s.backend.path=%s", id, path) > 0)
-			sets[n++] = set;
-	}
-	return n;
-}
-
-static void record_latency(double ms)
-{
-	pthread_mutex_lock(&srv.lock);
-	srv.lat[srv.n_lat++ % (sizeof(srv.lat) / sizeof(srv.lat[0]))] = ms;
-	pthread_mutex_unlock(&srv.lock);
-}
-
-void sbx_set_timeout(struct sandbox *s, unsigned timeout)
-{
-	if (timeout > srv.max_timeout)
-		timeout = srv.max_timeout;
-	pthread_mutex_lock(&srv.lock);
-	s->end = time(NULL) + timeout;
-	pthread_mutex_unlock(&srv.lock);
-	if (s->state == SBX_RUNNING || s->state == SBX_PAUSED)
-		save(s);
-}
-
-int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len)
-{
-	json_t *wrap, *list;
-	int st;
-
-	/* the update's members are the create's network ones, with
-	 * allow_internet_access beside them */
-	wrap = json_pack("{s:O}", "network", req);
-	if (!wrap)
-		return snprintf(msg, len, "out of memory"), 500;
-	if (json_object_get(req, "allow_internet_access"))
-		json_object_set(wrap, "allow_internet_access", json_object_get(req, "allow_internet_access"));
-	st = net_allow_list(wrap, srv.net_deny_default, &list, msg, len);
-	json_decref(wrap);
-	if (st)
-		return st;
-	pthread_mutex_lock(&s->op);
-	if (s->state != SBX_RUNNING && s->state != SBX_PAUSED)
-		st = 404, snprintf(msg, len, "sandbox %s not found", s->id);
-	else if (s->net_slot < 0)
-		st = 409, snprintf(msg, len, "sandbox %s has no network (its template has no tap device)",
-				   s->id);
-	else if (s->state == SBX_RUNNING && net_replace(s, list, msg, len))
-		st = 500;
-	if (!st) {
-		pthread_mutex_lock(&s->net_lock); /* the DNS proxy reads it */
-		json_decref(s->net_allow);
-		s->net_allow = json_incref(list);
-		pthread_mutex_unlock(&s->net_lock);
-		save(s);
-		serve_log("sandbox %s: network: %zu allow entries now", s->id, json_array_size(list));
-	}
-	pthread_mutex_unlock(&s->op);
-	json_decref(list);
-	return st;
-}
-
-/* What a create asks of its sandbox (not of its VMM). */
-static void apply_req(struct sandbox *s, json_t *req)
-{
-	json_t *t = json_object_get(req, "timeout"), *md = json_object_get(req, "metadata");
-	json_int_t timeout = srv.default_timeout;
-
-	json_decref(s->metadata);
-	s->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
-	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
-	if (json_is_false(json_object_get(json_object_get(req, "network"), "allowPublicTraffic"))) {
-		s->public_traffic = false;
-		uuid4(s->traffic_token);
-	}
-	if (json_is_integer(t) && json_integer_value(t) >= 0)
-		timeout = json_integer_value(t);
-	if (timeout > srv.max_timeout)
-		timeout = srv.max_timeout;
-	s->started = time(NULL);
-	s->end = s->started + timeout;
-}
-
-/* The template's snapshot folder and manifest, or NULL with a 404 message. */
-static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char *msg, size_t len)
-{
-	char mpath[320];
-	json_t *m;
-
-	snprintf(snap, snaplen, "%s/templates/%s/snap", srv.state_dir, tmpl);
-	snprintf(mpath, sizeof(mpath), "%s/manifest.json", snap);
-	m = json_load_file(mpath, 0, NULL);
-	if (!m)
-		snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
-			 tmpl, mpath, tmpl);
-	return m;
-}
-
-/*
- * A new clone of template @tmpl (manifest @m, snapshot @snap): listed in
- * state @st, its folder made, its VMM started (--paused when @paused). The
- * caller holds a reference and s->op. NULL, with @msg, when it could not be
- * started (then nothing of it is left).
- */
-static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, enum sbx_state st,
-				 bool paused, char *msg, size_t len)
-{
-	char id[ID_LEN + 1], *sets[VMM_SETS_MAX];
-	struct sandbox *s;
-	unsigned n_sets;
-	int ret;
-
-	id[0] = 'i';
-	rand_hex(id + 1, ID_LEN - 1);
-	s = sbx_new(id);
-	if (!s) {
-		snprintf(msg, len, "out of memory");
-		return NULL;
-	}
-	snprintf(s->template_id, sizeof(s->template_id), "%s", tmpl);
-	rand_hex(s->token, 64);
-	s->vcpus = (unsigned)json_integer_value(json_object_get(m, "vcpus"));
-	s->memory_mib = (unsigned)json_integer_value(json_object_get(m, "memory_mib"));
-	s->metadata = json_object();
-	s->started = time(NULL);
-	s->end = s->started + srv.default_timeout;
-	s->state = st;
-	s->jailed = srv.jail_user != NULL;
-	if (mkdir(s->dir, 0700)) {
-		snprintf(msg, len, "%s: %s", s->dir, strerror(errno));
-		sbx_put(s);
-		return NULL;
-	}
-	link_in(s);
-	pthread_mutex_lock(&srv.lock);
-	s->refs++; /* the caller's */
-	pthread_mutex_unlock(&srv.lock);
-	pthread_mutex_lock(&s->op); /* a kill waits until it is made */
-	json_t *tree = json_object_get(json_object_get(m, "config"), "tree");
-	char dev[65];
-
-	n_sets = clone_sets(s, tree, sets, VMM_SETS_MAX);
-	ret = net_template_dev(tree, dev, sizeof(dev), msg, len);
-	if (ret > 0)
-		ret = net_clone(s, dev, sets, &n_sets, VMM_SETS_MAX, msg, len);
-	if (ret < 0) {
-		for (unsigned i = 0; i < n_sets; i++)
-			free(sets[i]);
-		destroy(s);
-		pthread_mutex_unlock(&s->op);
-		sbx_put(s);
-		return NULL;
-	}
-	ret = vmm_spawn(s, snap, sets, n_sets, paused);
-	for (unsigned i = 0; i < n_sets; i++)
-		free(sets[i]);
-	if (ret) {
-		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(errno));
-		destroy(s);
-		pthread_mutex_unlock(&s->op);
-		sbx_put(s);
-		return NULL;
-	}
-	return s;
-}
-
-/* A warm-pool clone of @tmpl taken for a create (state STARTING, s->op
- * held, a reference), or NULL when the pool has none ready. */
-static struct sandbox *pool_take(const char *tmpl)
-{
-	struct sandbox *s;
-
-	pthread_mutex_lock(&srv.lock);
-	for (s = srv.list; s; s = s->next)
-		if (s->state == SBX_POOLED && !strcmp(s->template_id, tmpl)) {
-			s->state = SBX_STARTING;
-			s->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&srv.lock);
-	if (s)
-		pthread_mutex_lock(&s->op);
-	return s;
-}
-
-/* The last step of a create: the agent answered, /init done (or not). */
-static int create_end(struct sandbox *s, const char *tmpl, int ret, double t0, bool pooled,
-		      char *msg, size_t len)
-{
-	if (ret) {
-		char why[400];
-
-		snprintf(why, sizeof(why), "%s", msg);
-		snprintf(msg, len, "sandbox %s from template '%s' did not start: %s", s->id, tmpl, why);
-		serve_log("%s", msg);
-		destroy(s);
-		pthread_mutex_unlock(&s->op);
-		sbx_put(s);
-		return 500;
-	}
-	s->create_ms = now_ms() - t0;
-	record_latency(s->create_ms);
-	set_state(s, SBX_RUNNING);
-	save(s);
-	pthread_mutex_unlock(&s->op);
-	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d%s)", s->id, tmpl, s->create_ms,
-		  (int)s->pid, pooled ? ", from the warm pool" : "");
-	return 0;
-}
-
-int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
-{
-	char snap[300];
-	json_t *m;
-	struct sandbox *s;
-	double t0 = now_ms();
-	json_t *allow;
-	int ret;
-
-	*out = NULL;
-	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
-		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
-	ret = net_allow_list(req, srv.net_deny_default, &allow, msg, len);
-	if (ret)
-		return ret;
-	m = template_open(tmpl, snap, sizeof(snap), msg, len);
-	if (!m) {
-		json_decref(allow);
-		return 404;
-	}
-	/* A warm clone: its VMM has restored the template and waits paused. */
-	while ((s = pool_take(tmpl))) {
-		apply_req(s, req);
-		s->net_allow = json_incref(allow);
-		ret = net_attach(s, msg, len);
-		if (!ret)
-			ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
-		if (!ret)
-			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
-		if (!create_end(s, tmpl, ret, t0, true, msg, len)) {
-			json_decref(m);
-			json_decref(allow);
-			*out = s;
-			return 0;
-		}
-		/* that one failed (and is gone): another, or a fresh clone */
-	}
-	pthread_mutex_lock(&srv.lock);
-	if (srv.n_sandboxes >= srv.max_sandboxes) {
-		pthread_mutex_unlock(&srv.lock);
-		json_decref(m);
-		json_decref(allow);
-		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
-				srv.max_sandboxes), 429;
-	}
-	pthread_mutex_unlock(&srv.lock);
-	s = clone_new(tmpl, m, snap, SBX_STARTING, false, msg, len);
-	json_decref(m);
-	if (!s) {
-		json_decref(allow);
-		return 500;
-	}
-	apply_req(s, req);
-	s->net_allow = allow;
-	save(s); /* a restart mid-create finds the VMM to end */
-	ret = s->net_slot >= 0 ? vmm_wait_api(s, msg, len) : 0;
-	if (!ret)
-		ret = net_attach(s, msg, len);
-	if (!ret)
-		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
-	if (create_end(s, tmpl, ret, t0, false, msg, len))
-		return 500;
-	*out = s;
-	return 0;
-}
-
-/*
- * The warm pool (pool_size clones of pool_template, restored and paused,
- * ready for a create to resume): topped up one clone at a time by the
- * reaper. Pool clones are not listed and are not saved: a restarted serve
- * removes them and makes new ones.
- */
-static void pool_fill(void)
-{
-	static bool said;
-	unsigned have = 0, all;
-	char snap[300], msg[600];
-	struct sandbox *s;
-	json_t *m;
-
-	if (!srv.pool_size || !srv.pool_template)
-		return;
-	pthread_mutex_lock(&srv.lock);
-	for (s = srv.list; s; s = s->next)
-		have += s->state == SBX_POOLED && !strcmp(s->template_id, srv.pool_template);
-	all = srv.n_sandboxes;
-	pthread_mutex_unlock(&srv.lock);
-	if (have >= srv.pool_size || all >= srv.max_sandboxes)
-		return;
-	m = template_open(srv.pool_template, snap, sizeof(snap), msg, sizeof(msg));
-	if (!m) {
-		if (!said)
-			serve_log("warm pool: %s", msg);
-		said = true;
-		return;
-	}
-	said = false;
-	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, msg, sizeof(msg));
-	json_decref(m);
-	if (!s) {
-		serve_log("warm pool: %s", msg);
-		return;
-	}
-	/* ready when its API answers (the VM made, waiting paused) */
-	if (vmm_wait_api(s, msg, sizeof(msg))) {
-		serve_log("warm pool: a clone of '%s' did not start: %s", srv.pool_template, msg);
-		destroy(s);
-	} else {
-		set_state(s, SBX_POOLED);
-	}
-	pthread_mutex_unlock(&s->op);
-	sbx_put(s);
-}
-
-void sbx_pool_drain(void)
-{
-	struct sandbox *s;
-
-	for (;;) {
-		pthread_mutex_lock(&srv.lock);
-		for (s = srv.list; s && s->state != SBX_POOLED; s = s->next)
-			;
-		if (s)
-			s->refs++;
-		pthread_mutex_unlock(&srv.lock);
-		if (!s)
-			return;
-		destroy(s);
-		sbx_put(s);
-	}
 }
 
 /* ---- kill, pause, resume ---- */
@@ -574,7 +195,7 @@ int sbx_kill(struct sandbox *s, char *msg, size_t len)
 		pthread_mutex_unlock(&s->op);
 		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
 	}
-	destroy(s);
+	sbx_destroy(s);
 	pthread_mutex_unlock(&s->op);
 	serve_log("sandbox %s: killed", s->id);
 	return 0;
@@ -653,7 +274,7 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		pthread_mutex_unlock(&s->op);
 		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
 	}
-	set_state(s, SBX_PAUSING);
+	sbx_set_state(s, SBX_PAUSING);
 	pause_dir(s, s->pause_gen + 1, true, dir, sizeof(dir));
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", dir);
 	pause_dir(s, s->pause_gen + 1, false, dir, sizeof(dir));
@@ -665,7 +286,7 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		snprintf(msg, len, "sandbox %s: pausing failed: %s", s->id, why);
 		serve_log("%s", msg);
 		vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, why, sizeof(why));
-		set_state(s, SBX_RUNNING);
+		sbx_set_state(s, SBX_RUNNING);
 		pthread_mutex_unlock(&s->op);
 		return 500;
 	}
@@ -679,8 +300,8 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 		rm_tree(old);
 	}
 	s->pause_gen++;
-	set_state(s, SBX_PAUSED);
-	save(s);
+	sbx_set_state(s, SBX_PAUSED);
+	sbx_save(s);
 	pthread_mutex_unlock(&s->op);
 	serve_log("sandbox %s: paused to %s", s->id, dir);
 	return ret;
@@ -702,13 +323,13 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 		pthread_mutex_unlock(&s->op);
 		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
 	}
-	set_state(s, SBX_RESUMING);
+	sbx_set_state(s, SBX_RESUMING);
 	pause_dir(s, s->pause_gen, false, dir, sizeof(dir));
 	msg[0] = '\0';
 	errno = 0;
 	ret = vmm_spawn(s, dir, NULL, 0, false);
 	if (!ret) {
-		save(s); /* a restart meanwhile ends this VMM and keeps the snapshot */
+		sbx_save(s); /* a restart meanwhile ends this VMM and keeps the snapshot */
 		/* a new tap: its host side and the allow list again */
 		if (s->net_slot >= 0 && !(ret = vmm_wait_api(s, msg, len)))
 			ret = net_attach(s, msg, len);
@@ -722,13 +343,13 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 		snprintf(msg, len, "sandbox %s: resuming from %s failed: %s", s->id, dir, why);
 		serve_log("%s", msg);
 		vmm_end(s);
-		set_state(s, SBX_PAUSED); /* the snapshot is still there: try again later */
-		save(s);
+		sbx_set_state(s, SBX_PAUSED); /* the snapshot is still there: try again later */
+		sbx_save(s);
 		pthread_mutex_unlock(&s->op);
 		return 500;
 	}
 	s->create_ms = now_ms() - t0;
-	set_state(s, SBX_RUNNING);
+	sbx_set_state(s, SBX_RUNNING);
 	sbx_set_timeout(s, timeout);
 	pthread_mutex_unlock(&s->op);
 	serve_log("sandbox %s: resumed in %.1f ms (VMM pid %d)", s->id, s->create_ms, (int)s->pid);
@@ -802,7 +423,7 @@ void *sbx_reaper(void *arg)
 					vmm_log_tail(s, tail, sizeof(tail));
 					serve_log("sandbox %s: its VMM (pid %d) ended on its own%s%s; removed",
 						  s->id, (int)s->pid, *tail ? ": " : "", tail);
-					destroy(s);
+					sbx_destroy(s);
 				}
 				pthread_mutex_unlock(&s->op);
 			}
@@ -814,7 +435,7 @@ void *sbx_reaper(void *arg)
 			}
 			sbx_put(s);
 		}
-		pool_fill();
+		sbx_pool_fill();
 		usleep(250000);
 	}
 	return NULL;
@@ -890,7 +511,7 @@ int sbx_adopt_all(void)
 		s = load(e->d_name);
 		if (!s)
 			continue;
-		link_in(s);
+		sbx_link_in(s);
 		if (s->state == SBX_PAUSED) {
 			kept++;
 			if (s->pid > 0 && vmm_alive(s)) {
@@ -900,7 +521,7 @@ int sbx_adopt_all(void)
 				vmm_end(s);
 			}
 			s->pid = 0;
-			save(s);
+			sbx_save(s);
 			continue;
 		}
 		if (s->state == SBX_RUNNING && vmm_alive(s)) {
@@ -918,7 +539,7 @@ int sbx_adopt_all(void)
 		serve_log("sandbox %s: %s; removed", s->id,
 			  s->state == SBX_RUNNING ? "its VMM ended while serve was away"
 						  : "it was being made when serve stopped");
-		destroy(s);
+		sbx_destroy(s);
 		gone++;
 	}
 	closedir(d);

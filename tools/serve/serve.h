@@ -82,7 +82,7 @@ extern struct server srv;
  * from outside DIR/j/vm (short: a socket path must fit in 108 bytes). */
 #define JAIL_BOX "/vm"
 
-/* ---- sandbox.c ---- */
+/* ---- sandbox.c, sandbox_create.c ---- */
 /* Loads STATE/sandboxes: running ones whose VMM lives are adopted, the rest cleaned. */
 int sbx_adopt_all(void);
 /* The reaper: ends expired sandboxes, notices dead VMMs (a thread). */
@@ -114,6 +114,16 @@ void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu
 /* Its disk copies on the host: bytes allocated (a reflink's shared blocks
  * count) and their sizes; 0 and 0 for a template without disks. */
 void sbx_disk_usage(const struct sandbox *s, unsigned long long *used, unsigned long long *total);
+/* Between the two files: a new sandbox @id (one reference, not listed),
+ * listing it, its state (under srv.lock), its sandbox.json written (0 or
+ * -1, logged), everything of it gone (its VMM, its folder, its place in
+ * the list); the warm pool topped up by one clone (the reaper's). */
+struct sandbox *sbx_new(const char *id);
+void sbx_link_in(struct sandbox *s);
+void sbx_set_state(struct sandbox *s, enum sbx_state st);
+int sbx_save(const struct sandbox *s);
+void sbx_destroy(struct sandbox *s);
+void sbx_pool_fill(void);
 
 /* ---- api.c ---- */
 /* One request of a client connection (control plane, status page, or proxied). */

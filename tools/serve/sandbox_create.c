@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Making sandboxes: clones of a template's snapshot, their timeout and network, the warm pool. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "netpolicy.h"
+#include "serve.h"
+#include "vmm.h"
+
+/* ---- create ---- */
+
+const char *cfg_text(json_t *v)
+{
+	if (json_is_string(v))
+		return json_string_value(v);
+	return json_string_value(json_object_get(v, "="));
+}
+
+/*
+ * The --set options that give a clone its own files: every device's
+ * vsock socket (uds_path), file console (path) and disk (backend.path)
+ * named in the template's snapshot moves into the sandbox's folder.
+ */
+static unsigned clone_sets(const struct sandbox *s, json_t *tree, char **sets, unsigned max)
+{
+	json_t *devs = json_object_get(tree, "devices"), *d;
+	unsigned n = 0;
+	size_t i;
+
+	json_array_foreach(devs, i, d) {
+		const char *id = cfg_text(json_object_get(d, "id"));
+		json_t *b = json_object_get(d, "backend");
+		char *set, name[160], path[320];
+
+		if (!id || strpbrk(id, "=/ ") || strlen(id) > 64)
+			continue;
+		sbx_file(s, "v.sock", true, path, sizeof(path));
+		if (cfg_text(json_object_get(d, "uds_path")) && n < max &&
+		    asprintf(&set, "devices.%s.uds_path=%s", id, path) > 0)
+			sets[n++] = set;
+		snprintf(name, sizeof(name), "%s.log", id);
+		sbx_file(s, name, true, path, sizeof(path));
+		if (cfg_text(json_object_get(d, "path")) && n < max &&
+		    asprintf(&set, "devices.%s.path=%s", id, path) > 0)
+			sets[n++] = set;
+		snprintf(name, sizeof(name), "%s.img", id);
+		sbx_file(s, name, true, path, sizeof(path));
+		if (json_is_object(b) && cfg_text(json_object_get(b, "path")) && n < max &&
+		    asprintf(&set, "devices.%s.backend.path=%s", id, path) > 0)
+			sets[n++] = set;
+	}
+	return n;
+}
+
+static void record_latency(double ms)
+{
+	pthread_mutex_lock(&srv.lock);
+	srv.lat[srv.n_lat++ % (sizeof(srv.lat) / sizeof(srv.lat[0]))] = ms;
+	pthread_mutex_unlock(&srv.lock);
+}
+
+void sbx_set_timeout(struct sandbox *s, unsigned timeout)
+{
+	if (timeout > srv.max_timeout)
+		timeout = srv.max_timeout;
+	pthread_mutex_lock(&srv.lock);
+	s->end = time(NULL) + timeout;
+	pthread_mutex_unlock(&srv.lock);
+	if (s->state == SBX_RUNNING || s->state == SBX_PAUSED)
+		sbx_save(s);
+}
+
+int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len)
+{
+	json_t *wrap, *list;
+	int st;
+
+	/* the update's members are the create's network ones, with
+	 * allow_internet_access beside them */
+	wrap = json_pack("{s:O}", "network", req);
+	if (!wrap)
+		return snprintf(msg, len, "out of memory"), 500;
+	if (json_object_get(req, "allow_internet_access"))
+		json_object_set(wrap, "allow_internet_access", json_object_get(req, "allow_internet_access"));
+	st = net_allow_list(wrap, srv.net_deny_default, &list, msg, len);
+	json_decref(wrap);
+	if (st)
+		return st;
+	pthread_mutex_lock(&s->op);
+	if (s->state != SBX_RUNNING && s->state != SBX_PAUSED)
+		st = 404, snprintf(msg, len, "sandbox %s not found", s->id);
+	else if (s->net_slot < 0)
+		st = 409, snprintf(msg, len, "sandbox %s has no network (its template has no tap device)",
+				   s->id);
+	else if (s->state == SBX_RUNNING && net_replace(s, list, msg, len))
+		st = 500;
+	if (!st) {
+		pthread_mutex_lock(&s->net_lock); /* the DNS proxy reads it */
+		json_decref(s->net_allow);
+		s->net_allow = json_incref(list);
+		pthread_mutex_unlock(&s->net_lock);
+		sbx_save(s);
+		serve_log("sandbox %s: network: %zu allow entries now", s->id, json_array_size(list));
+	}
+	pthread_mutex_unlock(&s->op);
+	json_decref(list);
+	return st;
+}
+
+/* What a create asks of its sandbox (not of its VMM). */
+static void apply_req(struct sandbox *s, json_t *req)
+{
+	json_t *t = json_object_get(req, "timeout"), *md = json_object_get(req, "metadata");
+	json_int_t timeout = srv.default_timeout;
+
+	json_decref(s->metadata);
+	s->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
+	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
+	if (json_is_false(json_object_get(json_object_get(req, "network"), "allowPublicTraffic"))) {
+		s->public_traffic = false;
+		uuid4(s->traffic_token);
+	}
+	if (json_is_integer(t) && json_integer_value(t) >= 0)
+		timeout = json_integer_value(t);
+	if (timeout > srv.max_timeout)
+		timeout = srv.max_timeout;
+	s->started = time(NULL);
+	s->end = s->started + timeout;
+}
+
+/* The template's snapshot folder and manifest, or NULL with a 404 message. */
+static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char *msg, size_t len)
+{
+	char mpath[320];
+	json_t *m;
+
+	snprintf(snap, snaplen, "%s/templates/%s/snap", srv.state_dir, tmpl);
+	snprintf(mpath, sizeof(mpath), "%s/manifest.json", snap);
+	m = json_load_file(mpath, 0, NULL);
+	if (!m)
+		snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
+			 tmpl, mpath, tmpl);
+	return m;
+}
+
+/*
+ * A new clone of template @tmpl (manifest @m, snapshot @snap): listed in
+ * state @st, its folder made, its VMM started (--paused when @paused). The
+ * caller holds a reference and s->op. NULL, with @msg, when it could not be
+ * started (then nothing of it is left).
+ */
+static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, enum sbx_state st,
+				 bool paused, char *msg, size_t len)
+{
+	char id[ID_LEN + 1], *sets[VMM_SETS_MAX];
+	struct sandbox *s;
+	unsigned n_sets;
+	int ret;
+
+	id[0] = 'i';
+	rand_hex(id + 1, ID_LEN - 1);
+	s = sbx_new(id);
+	if (!s) {
+		snprintf(msg, len, "out of memory");
+		return NULL;
+	}
+	snprintf(s->template_id, sizeof(s->template_id), "%s", tmpl);
+	rand_hex(s->token, 64);
+	s->vcpus = (unsigned)json_integer_value(json_object_get(m, "vcpus"));
+	s->memory_mib = (unsigned)json_integer_value(json_object_get(m, "memory_mib"));
+	s->metadata = json_object();
+	s->started = time(NULL);
+	s->end = s->started + srv.default_timeout;
+	s->state = st;
+	s->jailed = srv.jail_user != NULL;
+	if (mkdir(s->dir, 0700)) {
+		snprintf(msg, len, "%s: %s", s->dir, strerror(errno));
+		sbx_put(s);
+		return NULL;
+	}
+	sbx_link_in(s);
+	pthread_mutex_lock(&srv.lock);
+	s->refs++; /* the caller's */
+	pthread_mutex_unlock(&srv.lock);
+	pthread_mutex_lock(&s->op); /* a kill waits until it is made */
+	json_t *tree = json_object_get(json_object_get(m, "config"), "tree");
+	char dev[65];
+
+	n_sets = clone_sets(s, tree, sets, VMM_SETS_MAX);
+	ret = net_template_dev(tree, dev, sizeof(dev), msg, len);
+	if (ret > 0)
+		ret = net_clone(s, dev, sets, &n_sets, VMM_SETS_MAX, msg, len);
+	if (ret < 0) {
+		for (unsigned i = 0; i < n_sets; i++)
+			free(sets[i]);
+		sbx_destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return NULL;
+	}
+	ret = vmm_spawn(s, snap, sets, n_sets, paused);
+	for (unsigned i = 0; i < n_sets; i++)
+		free(sets[i]);
+	if (ret) {
+		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(errno));
+		sbx_destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A warm-pool clone of @tmpl taken for a create (state STARTING, s->op
+ * held, a reference), or NULL when the pool has none ready. */
+static struct sandbox *pool_take(const char *tmpl)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		if (s->state == SBX_POOLED && !strcmp(s->template_id, tmpl)) {
+			s->state = SBX_STARTING;
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	if (s)
+		pthread_mutex_lock(&s->op);
+	return s;
+}
+
+/* The last step of a create: the agent answered, /init done (or not). */
+static int create_end(struct sandbox *s, const char *tmpl, int ret, double t0, bool pooled,
+		      char *msg, size_t len)
+{
+	if (ret) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, len, "sandbox %s from template '%s' did not start: %s", s->id, tmpl, why);
+		serve_log("%s", msg);
+		sbx_destroy(s);
+		pthread_mutex_unlock(&s->op);
+		sbx_put(s);
+		return 500;
+	}
+	s->create_ms = now_ms() - t0;
+	record_latency(s->create_ms);
+	sbx_set_state(s, SBX_RUNNING);
+	sbx_save(s);
+	pthread_mutex_unlock(&s->op);
+	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d%s)", s->id, tmpl, s->create_ms,
+		  (int)s->pid, pooled ? ", from the warm pool" : "");
+	return 0;
+}
+
+int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
+{
+	char snap[300];
+	json_t *m;
+	struct sandbox *s;
+	double t0 = now_ms();
+	json_t *allow;
+	int ret;
+
+	*out = NULL;
+	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
+		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
+	ret = net_allow_list(req, srv.net_deny_default, &allow, msg, len);
+	if (ret)
+		return ret;
+	m = template_open(tmpl, snap, sizeof(snap), msg, len);
+	if (!m) {
+		json_decref(allow);
+		return 404;
+	}
+	/* A warm clone: its VMM has restored the template and waits paused. */
+	while ((s = pool_take(tmpl))) {
+		apply_req(s, req);
+		s->net_allow = json_incref(allow);
+		ret = net_attach(s, msg, len);
+		if (!ret)
+			ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
+		if (!ret)
+			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+		if (!create_end(s, tmpl, ret, t0, true, msg, len)) {
+			json_decref(m);
+			json_decref(allow);
+			*out = s;
+			return 0;
+		}
+		/* that one failed (and is gone): another, or a fresh clone */
+	}
+	pthread_mutex_lock(&srv.lock);
+	if (srv.n_sandboxes >= srv.max_sandboxes) {
+		pthread_mutex_unlock(&srv.lock);
+		json_decref(m);
+		json_decref(allow);
+		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
+				srv.max_sandboxes), 429;
+	}
+	pthread_mutex_unlock(&srv.lock);
+	s = clone_new(tmpl, m, snap, SBX_STARTING, false, msg, len);
+	json_decref(m);
+	if (!s) {
+		json_decref(allow);
+		return 500;
+	}
+	apply_req(s, req);
+	s->net_allow = allow;
+	sbx_save(s); /* a restart mid-create finds the VMM to end */
+	ret = s->net_slot >= 0 ? vmm_wait_api(s, msg, len) : 0;
+	if (!ret)
+		ret = net_attach(s, msg, len);
+	if (!ret)
+		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+	if (create_end(s, tmpl, ret, t0, false, msg, len))
+		return 500;
+	*out = s;
+	return 0;
+}
+
+/*
+ * The warm pool (pool_size clones of pool_template, restored and paused,
+ * ready for a create to resume): topped up one clone at a time by the
+ * reaper. Pool clones are not listed and are not saved: a restarted serve
+ * removes them and makes new ones.
+ */
+void sbx_pool_fill(void)
+{
+	static bool said;
+	unsigned have = 0, all;
+	char snap[300], msg[600];
+	struct sandbox *s;
+	json_t *m;
+
+	if (!srv.pool_size || !srv.pool_template)
+		return;
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		have += s->state == SBX_POOLED && !strcmp(s->template_id, srv.pool_template);
+	all = srv.n_sandboxes;
+	pthread_mutex_unlock(&srv.lock);
+	if (have >= srv.pool_size || all >= srv.max_sandboxes)
+		return;
+	m = template_open(srv.pool_template, snap, sizeof(snap), msg, sizeof(msg));
+	if (!m) {
+		if (!said)
+			serve_log("warm pool: %s", msg);
+		said = true;
+		return;
+	}
+	said = false;
+	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, msg, sizeof(msg));
+	json_decref(m);
+	if (!s) {
+		serve_log("warm pool: %s", msg);
+		return;
+	}
+	/* ready when its API answers (the VM made, waiting paused) */
+	if (vmm_wait_api(s, msg, sizeof(msg))) {
+		serve_log("warm pool: a clone of '%s' did not start: %s", srv.pool_template, msg);
+		sbx_destroy(s);
+	} else {
+		sbx_set_state(s, SBX_POOLED);
+	}
+	pthread_mutex_unlock(&s->op);
+	sbx_put(s);
+}
+
+void sbx_pool_drain(void)
+{
+	struct sandbox *s;
+
+	for (;;) {
+		pthread_mutex_lock(&srv.lock);
+		for (s = srv.list; s && s->state != SBX_POOLED; s = s->next)
+			;
+		if (s)
+			s->refs++;
+		pthread_mutex_unlock(&srv.lock);
+		if (!s)
+			return;
+		sbx_destroy(s);
+		sbx_put(s);
+	}
+}
