@@ -416,6 +416,7 @@ int cmd_run(int argc, char **argv)
 	if (config && !id)
 		id = r.cfg.api_id;
 	if (jail.dir && (ret = run_jailed(&r, &jail, sock))) {
+		jail_paths_free(&jail);
 		plan_free(&r.cfg);
 		registry_free(&r.reg);
 		return ret;
@@ -535,6 +536,7 @@ int cmd_restore(int argc, char **argv)
 	r.sets = o.sets;
 	r.n_sets = o.n_sets;
 	if (jail.dir && (ret = restore_jailed(&r, &jail, argv[optind], sock))) {
+		jail_paths_free(&jail);
 		registry_free(&r.reg);
 		return ret;
 	}

@@ -48,6 +48,8 @@ int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t e
  * of its devices and their backends; and whether it has a tap (new_net
  * false then). */
 int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
+/* Forget the paths added (a jail not entered). */
+void jail_paths_free(struct jail_cfg *j);
 
 /*
  * Enter the jail. Needs root. The calling process makes the cgroup and
