@@ -29,6 +29,9 @@ struct shared_opts {
 	unsigned n_sets, n_dirs;
 	int level; /* -1: not given */
 	int seccomp; /* enum confine_mode; -1: not given */
+	const char *sock, *id; /* --api-sock, --id */
+	struct jail_cfg jail; /* --jail DIR and the --jail-* options */
+	bool jail_opts;       /* a --jail-* option given */
 };
 
 /* Only the plugins @names names (NULL-ended, malloc'd, freed here), for a
@@ -302,27 +305,54 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 	return enter_jail(r, j, sock);
 }
 
+/* The options run and restore share (common_opt reads them). */
+#define COMMON_OPTIONS                                                   \
+	{ "set", required_argument, NULL, 's' },                         \
+	{ "plugin-dir", required_argument, NULL, 'P' },                  \
+	{ "log-level", required_argument, NULL, 'l' },                   \
+	{ "log-file", required_argument, NULL, OPT_LOG_FILE },           \
+	{ "api-sock", required_argument, NULL, 'a' },                    \
+	{ "id", required_argument, NULL, 'i' },                          \
+	{ "seccomp", required_argument, NULL, 'S' },                     \
+	{ "help", no_argument, NULL, 'h' },                              \
+	JAIL_OPTIONS
+
+/* Option @c into @o if it is a shared one: 0, a usage error's exit
+ * status, or -1 when @c is the command's own (--help is). */
+static int common_opt(int c, struct shared_opts *o)
+{
+	switch (c) {
+	case 's':
+	case 'P':
+	case 'l':
+	case OPT_LOG_FILE:
+		return shared_opt(c, o);
+	case 'a':
+		o->sock = optarg;
+		return 0;
+	case 'i':
+		o->id = optarg;
+		return 0;
+	case 'S':
+		return seccomp_opt(o, optarg);
+	}
+	if (c < OPT_JAIL || c > OPT_JAIL_PROBE)
+		return -1;
+	o->jail_opts = true;
+	return jail_opt(c, optarg, &o->jail);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "set", required_argument, NULL, 's' },
-		{ "plugin-dir", required_argument, NULL, 'P' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+		COMMON_OPTIONS,
 		{ "no-host-check", no_argument, NULL, 'H' },
-		{ "api-sock", required_argument, NULL, 'a' },
-		{ "id", required_argument, NULL, 'i' },
 		{ "config-file", required_argument, NULL, 'C' },
 		{ "no-api", no_argument, NULL, 'N' },
-		{ "seccomp", required_argument, NULL, 'S' },
-		JAIL_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct shared_opts o = { .level = -1, .seccomp = -1 };
-	struct jail_cfg jail = { 0 };
-	bool jail_opts = false;
-	const char *sock = NULL, *id = NULL, *config, *json = NULL;
+	const char *config, *json = NULL;
 	bool no_api = false;
 	int c, ret;
 	struct run_ctx r = { .host_check = true };
@@ -330,22 +360,14 @@ int cmd_run(int argc, char **argv)
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-		case 'P':
-		case 'l':
-		case OPT_LOG_FILE:
-			if ((ret = shared_opt(c, &o)))
+		if ((ret = common_opt(c, &o)) >= 0) {
+			if (ret)
 				return ret;
-			break;
+			continue;
+		}
+		switch (c) {
 		case 'H':
 			r.host_check = false;
-			break;
-		case 'a':
-			sock = optarg;
-			break;
-		case 'i':
-			id = optarg;
 			break;
 		case 'C':
 			json = optarg;
@@ -353,40 +375,30 @@ int cmd_run(int argc, char **argv)
 		case 'N':
 			no_api = true;
 			break;
-		case 'S':
-			if ((ret = seccomp_opt(&o, optarg)))
-				return ret;
-			break;
 		case 'h':
 			return cmd_help("run");
 		default:
-			if (c >= OPT_JAIL && c <= OPT_JAIL_PROBE) {
-				if ((ret = jail_opt(c, optarg, &jail)))
-					return ret;
-				jail_opts = true;
-				break;
-			}
 			return bad_option("run", argv);
 		}
 	}
-	if (sock && no_api)
+	if (o.sock && no_api)
 		return usage_error("%s", "--no-api and --api-sock contradict each other");
 	if (optind == argc - 1 && !json)
 		config = argv[optind];
-	else if (optind == argc && (sock || json))
+	else if (optind == argc && (o.sock || json))
 		config = NULL;
 	else if (json)
 		return usage_error("--config-file %s: no CONFIG file besides it", json);
 	else
-		return usage_error("%s", sock ? "'run' takes at most one CONFIG file"
+		return usage_error("%s", o.sock ? "'run' takes at most one CONFIG file"
 					     : "'run' takes exactly one CONFIG file (or --api-sock, or --config-file)");
 	if (!config && o.n_sets)
 		return usage_error("%s", "--set needs a CONFIG file (a libconfig one)");
 	if ((ret = seccomp_mode(&o, &r.seccomp)))
 		return ret;
-	if (jail_opts && !jail.dir)
+	if (o.jail_opts && !o.jail.dir)
 		return usage_error("%s", "the --jail-* options need --jail DIR");
-	if (jail.dir && !config)
+	if (o.jail.dir && !config)
 		return usage_error("%s", "--jail needs a CONFIG file: the jail holds the files its plan names, which an API-built VM names only later");
 	if (o.level >= 0)
 		log_set_level(o.level);
@@ -411,19 +423,19 @@ int cmd_run(int argc, char **argv)
 	if (config)
 		log_set_level(o.level >= 0 ? o.level : r.cfg.log_level);
 	/* The config's api group, unless the command line says otherwise. */
-	if (config && !sock && !no_api)
-		sock = r.cfg.api_socket;
-	if (config && !id)
-		id = r.cfg.api_id;
-	if (jail.dir && (ret = run_jailed(&r, &jail, sock))) {
-		jail_paths_free(&jail);
+	if (config && !o.sock && !no_api)
+		o.sock = r.cfg.api_socket;
+	if (config && !o.id)
+		o.id = r.cfg.api_id;
+	if (o.jail.dir && (ret = run_jailed(&r, &o.jail, o.sock))) {
+		jail_paths_free(&o.jail);
 		plan_free(&r.cfg);
 		registry_free(&r.reg);
 		return ret;
 	}
 	ret = run_prepare(&r, err, sizeof(err));
-	if (!ret && (sock || json))
-		ret = run_api(&r, sock, id, !config, json, err, sizeof(err));
+	if (!ret && (o.sock || json))
+		ret = run_api(&r, o.sock, o.id, !config, json, err, sizeof(err));
 	return run_go(&r, ret, config ? make_booted : NULL, NULL, "setup", err, sizeof(err));
 }
 
@@ -459,43 +471,24 @@ static int load_restore_registry(struct registry *reg, const struct shared_opts 
 int cmd_restore(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "plugin-dir", required_argument, NULL, 'P' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "log-file", required_argument, NULL, OPT_LOG_FILE },
-		{ "api-sock", required_argument, NULL, 'a' },
-		{ "id", required_argument, NULL, 'i' },
+		COMMON_OPTIONS,
 		{ "paused", no_argument, NULL, 'p' },
 		{ "mem-backend", required_argument, NULL, 'm' },
-		{ "set", required_argument, NULL, 's' },
-		{ "seccomp", required_argument, NULL, 'S' },
-		JAIL_OPTIONS,
-		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct shared_opts o = { .level = -1, .seccomp = -1 };
-	struct jail_cfg jail = { 0 };
-	bool jail_opts = false;
-	const char *sock = NULL, *id = NULL;
 	bool paused = false;
 	int c, ret;
 	struct run_ctx r = { .host_check = false };
 	char err[1024] = "";
 
 	while ((c = getopt_long(argc, argv, "s:P:l:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-		case 'P':
-		case 'l':
-		case OPT_LOG_FILE:
-			if ((ret = shared_opt(c, &o)))
+		if ((ret = common_opt(c, &o)) >= 0) {
+			if (ret)
 				return ret;
-			break;
-		case 'a':
-			sock = optarg;
-			break;
-		case 'i':
-			id = optarg;
-			break;
+			continue;
+		}
+		switch (c) {
 		case 'p':
 			paused = true;
 			break;
@@ -505,29 +498,19 @@ int cmd_restore(int argc, char **argv)
 						   optarg);
 			r.mem_uffd = !strcmp(optarg, "uffd");
 			break;
-		case 'S':
-			if ((ret = seccomp_opt(&o, optarg)))
-				return ret;
-			break;
 		case 'h':
 			return cmd_help("restore");
 		default:
-			if (c >= OPT_JAIL && c <= OPT_JAIL_PROBE) {
-				if ((ret = jail_opt(c, optarg, &jail)))
-					return ret;
-				jail_opts = true;
-				break;
-			}
 			return bad_option("restore", argv);
 		}
 	}
 	if (optind != argc - 1)
 		return usage_error("%s", "'restore' takes exactly one snapshot folder");
-	if (paused && !sock)
+	if (paused && !o.sock)
 		return usage_error("%s", "--paused needs --api-sock (nothing could resume the VM)");
 	if ((ret = seccomp_mode(&o, &r.seccomp)))
 		return ret;
-	if (jail_opts && !jail.dir)
+	if (o.jail_opts && !o.jail.dir)
 		return usage_error("%s", "the --jail-* options need --jail DIR");
 	if (o.level >= 0)
 		log_set_level(o.level);
@@ -535,14 +518,14 @@ int cmd_restore(int argc, char **argv)
 		return VM_EXIT_ERROR;
 	r.sets = o.sets;
 	r.n_sets = o.n_sets;
-	if (jail.dir && (ret = restore_jailed(&r, &jail, argv[optind], sock))) {
-		jail_paths_free(&jail);
+	if (o.jail.dir && (ret = restore_jailed(&r, &o.jail, argv[optind], o.sock))) {
+		jail_paths_free(&o.jail);
 		registry_free(&r.reg);
 		return ret;
 	}
 	ret = run_prepare(&r, err, sizeof(err));
-	if (!ret && sock)
-		ret = run_api(&r, sock, id, false, NULL, err, sizeof(err));
+	if (!ret && o.sock)
+		ret = run_api(&r, o.sock, o.id, false, NULL, err, sizeof(err));
 	return run_go(&r, ret, paused ? make_restored_paused : make_restored, argv[optind],
 		      "restore", err, sizeof(err));
 }
