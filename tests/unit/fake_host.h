@@ -186,7 +186,11 @@ const struct cub_method *fake_method_find(const struct cub_plugin *p, const char
 uint64_t fake_io_read(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len);
 void fake_io_write(struct fake_host *fh, unsigned idx, uint64_t off, uint32_t len, uint64_t val);
 
-/* ---- virtio ---- */
+/* ---- virtio (fake_virtio.c) ---- */
+
+/* The fake virtqueues' services: fake_host_init copies them into fh->virtio
+ * (ops.virtio), where a test may replace one. */
+extern const struct cub_virtio_host fake_virtio_host;
 
 /* An empty chain with this head; segments are added in order, readable first. */
 void fake_chain_init(struct cub_vq_chain *c, uint16_t head);
