@@ -498,8 +498,11 @@ void fake_cfg_free(const struct cub_plugin *p, void *cfg)
 int fake_create(struct fake_host *fh, const struct cub_plugin *p, const void *cfg, void **priv)
 {
 	const struct cub_device_ops *ops = p->ops;
+	int err = ops->create(fake_inst(fh), &fh->ops, cfg, priv);
 
-	return ops->create(fake_inst(fh), &fh->ops, cfg, priv);
+	if (err && fh->verbose) /* FAKE_HOST_VERBOSE=1: why a create failed */
+		fprintf(stderr, "(create: %d %s) ", err, fh->fail_msg);
+	return err;
 }
 
 const struct cub_method *fake_method_find(const struct cub_plugin *p, const char *name)

@@ -29,7 +29,6 @@ static int dev_start(const char *const *kv, bool ro_disk)
 {
 	const char *rkv[] = { "path", img, "read_only", ro_disk ? "true" : "false", NULL };
 	const struct cub_storage_ops *so = rawp->ops;
-	int err;
 
 	fake_host_init(&fh);
 	rcfg = fake_cfg_new(rawp, rkv);
@@ -41,10 +40,7 @@ static int dev_start(const char *const *kv, bool ro_disk)
 	bcfg = fake_cfg_new(blk, kv);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(bcfg);
 	bpriv = NULL;
-	err = fake_create(&fh, blk, bcfg, &bpriv);
-	if (err && fh.verbose)
-		fprintf(stderr, "(create: %d %s) ", err, fh.fail_msg);
-	return err;
+	return fake_create(&fh, blk, bcfg, &bpriv);
 }
 
 static void dev_stop(void)

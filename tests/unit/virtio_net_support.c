@@ -55,7 +55,6 @@ int dev_open(const char *const *kv, uint64_t refused)
 	char fdtxt[16];
 	const char *skv[] = { "fd", fdtxt, NULL };
 	const struct cub_net_ops *so = sockp->ops;
-	int err;
 
 	fake_host_init(&fh);
 	fh.features_refused = refused;
@@ -72,10 +71,7 @@ int dev_open(const char *const *kv, uint64_t refused)
 	ncfg = fake_cfg_new(netp, kv);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(ncfg);
 	npriv = NULL;
-	err = fake_create(&fh, netp, ncfg, &npriv);
-	if (err && fh.verbose)
-		fprintf(stderr, "(create: %d %s) ", err, fh.fail_msg);
-	return err;
+	return fake_create(&fh, netp, ncfg, &npriv);
 }
 
 void dev_close(void)
