@@ -19,6 +19,7 @@
 #include "cnode.h"
 #include "confine.h"
 #include "confine_lists.h"
+#include "resident.h"
 #include "cubicle-build.h"
 #include "jail.h"
 #include "loader.h"
@@ -41,6 +42,8 @@ static const struct crule base_rules[] = {
 	ANY("futex"), ANY("exit"), ANY("exit_group"), ANY("rt_sigreturn"),
 	ANY("rt_sigprocmask"), ANY("restart_syscall"), ANY("brk"), ANY("munmap"),
 	ANY("madvise"), ANY("mremap"), ANY("clock_gettime"), ANY("clock_nanosleep"),
+	/* madvise's batch form on this process itself (resident_trim) */
+	ARG("process_madvise", 0, 0xffffffffu, (uint32_t)RESIDENT_PIDFD_SELF),
 	ANY("nanosleep"), ANY("gettid"), ANY("getpid"), ANY("tgkill"), ANY("sched_yield"),
 	ANY("getrandom"), ANY("set_robust_list"), ANY("rseq"),
 	/* pthread_setname_np on itself */

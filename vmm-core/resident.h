@@ -5,6 +5,14 @@
 
 #include <stddef.h>
 
+/* Ranges dropped at most (one per read-only segment: cubicle with its
+ * plugins and their libraries have ~30; IOV_MAX is 1024). */
+#define RESIDENT_MAX_RANGES 256
+/* process_madvise's pidfd for the calling process (PIDFD_SELF_THREAD_GROUP
+ * in linux/pidfd.h from Linux 6.15; older headers lack it). The seccomp
+ * lists allow process_madvise with this pidfd only. */
+#define RESIDENT_PIDFD_SELF (-10001)
+
 /*
  * Called once the VM is made and sealed, before the guest's first
  * instruction: gives back the heap that setup freed (malloc_trim) and drops
