@@ -202,6 +202,8 @@ int fake_vq_add(struct fake_host *fh, unsigned q, const struct cub_vq_chain *c);
 int fake_virtio_start(struct fake_host *fh);
 /* The driver kicks queue q: the device's notify. */
 void fake_virtio_kick(struct fake_host *fh, unsigned q);
+/* @len (1 to 8) bytes of the device's config space at @off, little-endian. */
+uint64_t fake_virtio_config(struct fake_host *fh, uint32_t off, uint32_t len);
 /* The driver resets the device: its stop. */
 void fake_virtio_stop(struct fake_host *fh);
 /* Wait until queue q has seen n pushes, the device breaks, or timeout_ms

@@ -209,6 +209,19 @@ void fake_virtio_kick(struct fake_host *fh, unsigned q)
 	fh->vdev->notify(fh->vpriv, q);
 }
 
+uint64_t fake_virtio_config(struct fake_host *fh, uint32_t off, uint32_t len)
+{
+	uint8_t b[8] = { 0 };
+	uint64_t v = 0;
+
+	if (len > sizeof(b))
+		len = sizeof(b);
+	fh->vdev->config_read(fh->vpriv, off, b, len);
+	for (uint32_t i = 0; i < len; i++)
+		v |= (uint64_t)b[i] << (8 * i);
+	return v;
+}
+
 void fake_virtio_stop(struct fake_host *fh)
 {
 	fh->vdev->stop(fh->vpriv);

@@ -54,17 +54,6 @@ static void dev_stop(void)
 	fake_host_fini(&fh);
 }
 
-static uint64_t cfg_u(uint32_t off, uint32_t len)
-{
-	uint8_t b[8] = { 0 };
-	uint64_t v = 0;
-
-	fh.vdev->config_read(fh.vpriv, off, b, len);
-	for (uint32_t i = 0; i < len; i++)
-		v |= (uint64_t)b[i] << (8 * i);
-	return v;
-}
-
 static void test_dev_config(void)
 {
 	uint64_t f;
@@ -77,11 +66,11 @@ static void test_dev_config(void)
 	f = fh.vdev->features(fh.vpriv);
 	CU_ASSERT(f & F(2) && f & F(6) && f & F(9) && f & F(13) && f & F(14));
 	CU_ASSERT(!(f & F(5)) && !(f & F(12)));
-	CU_ASSERT_EQUAL(cfg_u(0, 8), (4u << 20) / 512);
-	CU_ASSERT_EQUAL(cfg_u(12, 4), 254);
-	CU_ASSERT_EQUAL(cfg_u(20, 4), 512);
-	CU_ASSERT_EQUAL(cfg_u(40, 4), BLK_MAX_RANGES);
-	CU_ASSERT_EQUAL(cfg_u(56, 1), 1);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 0, 8), (4u << 20) / 512);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 12, 4), 254);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 20, 4), 512);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 40, 4), BLK_MAX_RANGES);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 56, 1), 1);
 	dev_stop();
 
 	CU_ASSERT_EQUAL_FATAL(dev_start((const char *[]){ "read_only", "true", "num_queues", "4",
@@ -92,7 +81,7 @@ static void test_dev_config(void)
 	CU_ASSERT(f & F(5) && f & F(12));
 	CU_ASSERT(!(f & F(13)) && !(f & F(14)));
 	CU_ASSERT_EQUAL(fh.vdev->n_queues, 4);
-	CU_ASSERT_EQUAL(cfg_u(34, 2), 4);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 34, 2), 4);
 	dev_stop();
 
 	/* a read-only backend makes a read-only device */

@@ -29,8 +29,8 @@ static void test_config(void)
 	/* the socket backend has no vnet header: no offloads, no MTU unless asked */
 	CU_ASSERT(!(f & (F(F_CSUM) | F(F_GUEST_CSUM) | F(F_HOST_TSO4) | F(F_GUEST_TSO4))));
 	CU_ASSERT(!(f & F(F_MTU)));
-	CU_ASSERT_EQUAL(cfg_u(6, 2), 1); /* VIRTIO_NET_S_LINK_UP */
-	CU_ASSERT_EQUAL(cfg_u(8, 2), 1);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 6, 2), 1); /* VIRTIO_NET_S_LINK_UP */
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 8, 2), 1);
 	mac_of_dev(mac);
 	CU_ASSERT_EQUAL(mac[0] & 3, 2); /* locally administered, unicast */
 	CU_ASSERT_EQUAL(dev_efd() >= 0, true);
@@ -41,7 +41,7 @@ static void test_config(void)
 	mac_of_dev(mac);
 	CU_ASSERT_EQUAL(memcmp(mac, "\x52\x54\x00\xab\xcd\xef", 6), 0);
 	CU_ASSERT(fh.vdev->features(fh.vpriv) & F(F_MTU));
-	CU_ASSERT_EQUAL(cfg_u(10, 2), 9000);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 10, 2), 9000);
 	dev_close();
 
 	CU_ASSERT_EQUAL(dev_open((const char *[]){ "mac", "01:00:5e:00:00:01", NULL }, 0), -EINVAL);

@@ -491,8 +491,8 @@ static void test_offloads(void)
 	f = fh.vdev->features(fh.vpriv);
 	CU_ASSERT(f & F(F_CSUM) && f & F(F_GUEST_CSUM) && f & F(F_HOST_TSO4) && f & F(F_GUEST_TSO4));
 	CU_ASSERT(f & F(F_MTU));
-	CU_ASSERT_EQUAL(cfg_u(10, 2), 1500);
-	CU_ASSERT_EQUAL(cfg_u(6, 2), 0); /* the backend says link down */
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 10, 2), 1500);
+	CU_ASSERT_EQUAL(fake_virtio_config(&fh, 6, 2), 0); /* the backend says link down */
 	CU_ASSERT_EQUAL_FATAL(fake_virtio_start(&fh), 0);
 	CU_ASSERT(vh_on);
 	CU_ASSERT_EQUAL(vh_offloads, CUB_NET_OFF_CSUM | CUB_NET_OFF_TSO4 | CUB_NET_OFF_TSO6);

@@ -120,17 +120,6 @@ void run_loop(void)
 		fake_watch_fire(&fh, efd);
 }
 
-uint64_t cfg_u(uint32_t off, uint32_t len)
-{
-	uint8_t b[8] = { 0 };
-	uint64_t v = 0;
-
-	fh.vdev->config_read(fh.vpriv, off, b, len);
-	for (uint32_t i = 0; i < len; i++)
-		v |= (uint64_t)b[i] << (8 * i);
-	return v;
-}
-
 unsigned le16(const uint8_t *p)
 {
 	return p[0] | p[1] << 8;

@@ -54,7 +54,6 @@ bool readable(int fd);
 /* The event loop: fire the device's watch while its set is readable. */
 void run_loop(void);
 
-uint64_t cfg_u(uint32_t off, uint32_t len);
 unsigned le16(const uint8_t *p);
 /* A transmit chain: header (zeroes unless hd) and frame, split as asked. */
 struct cub_vq_chain *tx_chain(const uint8_t *frame, size_t len, const uint8_t *hd, size_t split);
