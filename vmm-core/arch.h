@@ -25,6 +25,10 @@ int arch_mem_layout(uint64_t ram_size, struct mem_bank *banks, unsigned max);
  * arch_vm_setup will need, beside the rest of the setup; nothing to do is
  * fine, and so is a failure (arch_vm_setup then asks, and says why). */
 void arch_prefetch(int kvm_fd);
+/* The same, before a jail hides the host's files: what an earlier start
+ * kept, else asked of KVM here (on @kvm_fd) and kept; arch_prefetch then
+ * has nothing left to ask. */
+void arch_preload(int kvm_fd);
 /* After KVM_CREATE_VM and RAM: irqchip, timers, platform devices (x86:
  * i8042 reset, PIT; arm64: GIC). 0 or -errno with a reason in err. */
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen);

@@ -6,13 +6,13 @@
  * architecture and libseccomp's version), so a start whose list was
  * compiled before loads the program instead.
  *
- * The cache is $XDG_CACHE_HOME/cubicle/seccomp, else ~/.cache/cubicle/seccomp,
- * made only where that cache folder already exists; CUBICLE_SECCOMP_CACHE
- * names another folder, or "off". A file is used only when the folder is
- * the user's own and writable by nobody else, the file likewise, and it holds
- * the very list asked for (compared byte for byte, not by a hash) and an
- * intact program (checksum); else the list is compiled and the file written
- * again.
+ * The files are cachefile.h's, in $XDG_CACHE_HOME/cubicle/seccomp, else
+ * ~/.cache/cubicle/seccomp, made only where that cache folder already
+ * exists; CUBICLE_SECCOMP_CACHE names another folder, or "off". A file is
+ * used only when the folder is the user's own and writable by nobody else,
+ * the file likewise, and it holds the very list asked for (compared byte for
+ * byte, not by a hash) and an intact program (checksum); else the list is
+ * compiled and the file written again.
  */
 #ifndef CUBICLE_BPFCACHE_H
 #define CUBICLE_BPFCACHE_H

@@ -221,14 +221,15 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	}
 }
 
-/* The seccomp programs from root's cache, which the jail cannot reach:
- * read in the jailed child before its pivot, beside the supervisor's
- * making of the network namespace (jail_cfg.before_pivot). */
-static void preload_filters(void *arg)
+/* The seccomp programs and KVM's CPUID table from root's cache, which the
+ * jail cannot reach: read in the jailed child before its pivot, beside the
+ * supervisor's making of the network namespace (jail_cfg.before_pivot). */
+static void preload_cached(void *arg)
 {
 	struct run_ctx *r = arg;
 
 	confine_preload((enum confine_mode)r->seccomp, &r->reg);
+	vm_kvm_preload();
 }
 
 /* Into the jail once its paths are named (@sock, the API socket, is made
@@ -239,7 +240,7 @@ static int enter_jail(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 	char err[1024] = "";
 	int ret = 0;
 
-	j->before_pivot = preload_filters;
+	j->before_pivot = preload_cached;
 	j->before_pivot_arg = r;
 	if (sock && !(ret = jail_add(j, sock, err, sizeof(err))))
 		j->skip = j->paths[j->n_paths - 1];

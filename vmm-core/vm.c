@@ -67,6 +67,12 @@ int vm_kvm_preopen(char *err, size_t errlen)
 	return 0;
 }
 
+void vm_kvm_preload(void)
+{
+	if (kvm_preopened >= 0)
+		arch_preload(kvm_preopened);
+}
+
 void vm_kvm_prefetch(void)
 {
 	char err[256];

@@ -139,5 +139,8 @@ int vm_kvm_preopen(char *err, size_t errlen);
 /* The same where not done yet (errors left for vm_create), then
  * arch_prefetch: what the VM's setup asks the host is asked beside it. */
 void vm_kvm_prefetch(void);
+/* arch_preload on the fd vm_kvm_preopen opened (none: nothing), before a
+ * jail hides the host's files. */
+void vm_kvm_preload(void);
 
 #endif

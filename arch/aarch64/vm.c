@@ -53,6 +53,11 @@ void arch_prefetch(int kvm_fd)
 	(void)kvm_fd;
 }
 
+void arch_preload(int kvm_fd)
+{
+	(void)kvm_fd;
+}
+
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 {
 	unsigned n = vm->cfg && vm->cfg->vcpus ? vm->cfg->vcpus : 1;

@@ -8,9 +8,14 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include "cachefile.h"
+#include "log.h"
 #include "x86.h"
 
 #define CPUID_1_ECX_X2APIC       (1u << 21)
@@ -48,28 +53,131 @@ struct kvm_cpuid2 *x86_cpuid_supported(int kvm_fd)
 }
 
 /*
- * KVM_GET_SUPPORTED_CPUID asked ahead (arch_prefetch), on a thread of its
- * own with a duplicate of the /dev/kvm fd: KVM answers it leaf by leaf
- * from the host's cpuid, trapped under a paravirtual KVM such as PVM
- * (0.4 ms a call there), which the rest of the setup then hides.
+ * KVM's answer kept between starts (cachefile.h), in the folder "cpuid"
+ * (CUBICLE_CPUID_CACHE names another, or "off"). The answer depends on
+ * the host's CPU and microcode as KVM saw them when its modules loaded,
+ * their parameters and the kernel: the key is this boot (boot_id), the
+ * kernel's release and version, and each loaded KVM module's sysfs folder
+ * (its inode: a module loaded again, with other parameters maybe, gets a
+ * new one). What differs by the host CPU that ran the ioctl (APIC ids)
+ * x86_cpuid_for_vcpu sets anyway.
+ */
+static const struct cachefile_kind cpuid_files = {
+	.folder = "cpuid",
+	.env = "CUBICLE_CPUID_CACHE",
+	.magic = "CUBCPU1\n",
+	.suffix = ".cpuid",
+	.what = "cpuid",
+	.elem = sizeof(struct kvm_cpuid_entry2),
+	.max_n = 4096,
+};
+
+/* The key as text in @buf, its length; 0 when part of it is unknown (no
+ * boot id, no KVM module folder): nothing is kept then. */
+static size_t cpuid_key(char *buf, size_t size)
+{
+	static const char *const mods[] = { "kvm", "kvm_intel", "kvm_amd", "kvm_pvm" };
+	char boot[64], path[64];
+	struct utsname u;
+	struct stat st;
+	ssize_t got;
+	size_t n;
+	int fd, m, found = 0;
+
+	fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	got = read(fd, boot, sizeof(boot) - 1);
+	close(fd);
+	if (got < 32 || uname(&u))
+		return 0;
+	boot[got] = '\0';
+	boot[strcspn(boot, "\n")] = '\0';
+	m = snprintf(buf, size, "KVM_GET_SUPPORTED_CPUID\nboot %s\nkernel %s %s %s\n", boot,
+		     u.release, u.version, u.machine);
+	if (m < 0 || (size_t)m >= size)
+		return 0;
+	n = (size_t)m;
+	for (unsigned i = 0; i < sizeof(mods) / sizeof(mods[0]); i++) {
+		snprintf(path, sizeof(path), "/sys/module/%s", mods[i]);
+		if (stat(path, &st))
+			continue;
+		m = snprintf(buf + n, size - n, "module %s %llu %lld.%09ld\n", mods[i],
+			     (unsigned long long)st.st_ino, (long long)st.st_ctim.tv_sec,
+			     st.st_ctim.tv_nsec);
+		if (m < 0 || (size_t)m >= size - n)
+			return 0;
+		n += (size_t)m;
+		found++;
+	}
+	return found ? n : 0;
+}
+
+/* The table kept for @key, or NULL. */
+static struct kvm_cpuid2 *cpuid_cached(const char *key, size_t len)
+{
+	uint32_t n;
+	struct kvm_cpuid_entry2 *e = len ? cachefile_load(&cpuid_files, key, len, &n) : NULL;
+	struct kvm_cpuid2 *c = e ? malloc(sizeof(*c) + n * sizeof(*e)) : NULL;
+
+	if (c) {
+		memset(c, 0, sizeof(*c));
+		c->nent = n;
+		memcpy(c->entries, e, n * sizeof(*e));
+	}
+	free(e);
+	return c;
+}
+
+/*
+ * KVM_GET_SUPPORTED_CPUID asked ahead (arch_prefetch): from the file kept
+ * by an earlier start, else on a thread of its own with a duplicate of the
+ * /dev/kvm fd, which keeps the answer for the next. KVM answers it leaf by
+ * leaf from the host's cpuid, trapped under a paravirtual KVM such as PVM
+ * or a nested one (0.4 ms a call there).
  */
 static struct {
 	pthread_t thread;
 	bool running;
 	int fd;
 	struct kvm_cpuid2 *table;
+	char key[512];
+	size_t key_len;
 } ahead = { .fd = -1 };
 
 static void *ask_ahead(void *arg)
 {
 	(void)arg;
 	ahead.table = x86_cpuid_supported(ahead.fd);
+	if (ahead.table && ahead.key_len)
+		cachefile_store(&cpuid_files, ahead.key, ahead.key_len, ahead.table->entries,
+				ahead.table->nent);
 	return NULL;
+}
+
+/* The kept table, when there is one: true. */
+static bool from_cache(void)
+{
+	ahead.key_len = cpuid_key(ahead.key, sizeof(ahead.key));
+	ahead.table = cpuid_cached(ahead.key, ahead.key_len);
+	if (ahead.table)
+		log_debug("cpuid: KVM's supported table (%u entries) from the cache", ahead.table->nent);
+	return ahead.table;
+}
+
+void x86_cpuid_preload(int kvm_fd)
+{
+	if (ahead.running || ahead.table || from_cache() || !ahead.key_len)
+		return;
+	ahead.table = x86_cpuid_supported(kvm_fd);
+	if (ahead.table)
+		cachefile_store(&cpuid_files, ahead.key, ahead.key_len, ahead.table->entries,
+				ahead.table->nent);
 }
 
 void x86_cpuid_ask_ahead(int kvm_fd)
 {
-	if (ahead.running || ahead.table)
+	if (ahead.running || ahead.table || from_cache())
 		return;
 	ahead.fd = fcntl(kvm_fd, F_DUPFD_CLOEXEC, 0);
 	if (ahead.fd < 0)

@@ -143,6 +143,11 @@ void arch_prefetch(int kvm_fd)
 	x86_cpuid_ask_ahead(kvm_fd);
 }
 
+void arch_preload(int kvm_fd)
+{
+	x86_cpuid_preload(kvm_fd);
+}
+
 int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 {
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };

@@ -160,9 +160,13 @@ static inline struct x86_vm *x86_of(struct vm *vm)
 /* KVM_GET_SUPPORTED_CPUID on the /dev/kvm fd, growing the buffer on E2BIG.
  * Returns a malloc'd table or NULL with errno set. */
 struct kvm_cpuid2 *x86_cpuid_supported(int kvm_fd);
-/* Ask it now on a thread of its own (arch_prefetch); the next
- * x86_cpuid_supported_once takes that answer (later ones ask KVM again). */
+/* Ask it now (arch_prefetch): the table an earlier start kept
+ * (CUBICLE_CPUID_CACHE), else KVM's answer on a thread of its own, kept for
+ * the next; the next x86_cpuid_supported_once takes that answer (later
+ * ones ask KVM again). x86_cpuid_preload (arch_preload, before a jail
+ * hides the cache) reads the kept table, else asks KVM here and keeps it. */
 void x86_cpuid_ask_ahead(int kvm_fd);
+void x86_cpuid_preload(int kvm_fd);
 struct kvm_cpuid2 *x86_cpuid_supported_once(int kvm_fd);
 /* The table vCPU @id of @n_vcpus gets: topology, APIC id, hypervisor bit.
  * Returns a malloc'd table or NULL (ENOMEM). */

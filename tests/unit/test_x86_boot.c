@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the x86 boot plan without /dev/kvm: bzImage and ELF
  * parsing, e820, zero page, MP and ACPI tables, RAM layout, device
- * placement, GDT, page tables and per-vCPU CPUID; with it, KVM's
- * supported CPUID asked ahead. */
+ * placement, GDT, page tables and per-vCPU CPUID (KVM's supported table
+ * asked ahead and kept: test_x86_cpuid). */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -613,56 +613,6 @@ static void test_cpuid(void)
 	free(sup);
 }
 
-/* What KVM's table takes from the CPU that ran the ioctl (its APIC id in
- * leaf 1 EBX 31:24, leaves 0xb and 0x1f EDX, AMD's leaf 0x8000001e EAX and
- * EBX 7:0; x86_cpuid_for_vcpu sets each per vCPU): cleared, so that tables
- * asked on two CPUs compare equal. */
-static void cpu_neutral(struct kvm_cpuid2 *c)
-{
-	for (unsigned i = 0; i < c->nent; i++) {
-		struct kvm_cpuid_entry2 *e = &c->entries[i];
-
-		if (e->function == 1)
-			e->ebx &= 0x00ffffffu;
-		else if (e->function == 0xb || e->function == 0x1f)
-			e->edx = 0;
-		else if (e->function == 0x8000001e)
-			e->eax = 0, e->ebx &= ~0xffu;
-	}
-}
-
-/* KVM's supported CPUID asked ahead on a thread (arch_prefetch), on a
- * duplicate of the fd: the table asked directly, taken once. Needs
- * /dev/kvm. (The thread may run on the other CPU: compared CPU-neutral.) */
-static void test_cpuid_ahead(void)
-{
-	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-	struct kvm_cpuid2 *direct, *ahead, *again;
-
-	if (fd < 0) {
-		printf("no /dev/kvm (%s): skipped ", strerror(errno));
-		return;
-	}
-	direct = x86_cpuid_supported(fd);
-	x86_cpuid_ask_ahead(fd);
-	close(fd); /* the thread asks on its own duplicate */
-	ahead = x86_cpuid_supported_once(fd);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(direct);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(ahead);
-	CU_ASSERT_EQUAL_FATAL(ahead->nent, direct->nent);
-	cpu_neutral(ahead);
-	cpu_neutral(direct);
-	CU_ASSERT_EQUAL(memcmp(ahead->entries, direct->entries,
-			       direct->nent * sizeof(direct->entries[0])), 0);
-	/* taken once: the next call asks KVM itself, here on the closed fd */
-	again = x86_cpuid_supported_once(fd);
-	CU_ASSERT_PTR_NULL(again);
-	CU_ASSERT_EQUAL(errno, EBADF);
-	free(again);
-	free(ahead);
-	free(direct);
-}
-
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -678,7 +628,6 @@ int main(void)
 		{ "GDT and page tables", test_gdt_and_pagetables },
 		{ "ELF vmlinux parsing", test_elf },
 		{ "per-vCPU CPUID", test_cpuid },
-		{ "supported CPUID asked ahead", test_cpuid_ahead },
 		{ NULL, NULL },
 	};
 
