@@ -83,7 +83,9 @@ static struct {
 	pthread_cond_t done_cond;
 	pthread_t thread;
 	bool running;     /* started and not joined */
+	bool deferred;    /* for confine_build to run, on the caller's thread */
 	bool done;        /* finished (ret and err say how) */
+	bool untold;      /* the debug line about it not written yet */
 	int ret;
 	char err[256];
 	const struct registry *reg;
@@ -370,7 +372,7 @@ static long us_between(const struct timespec *a, const struct timespec *b)
 static int bg_wait(char *err, size_t errlen)
 {
 	struct timespec w0, t;
-	bool join;
+	bool join, tell;
 	int ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &w0);
@@ -379,12 +381,15 @@ static int bg_wait(char *err, size_t errlen)
 		pthread_cond_wait(&bg.done_cond, &bg.lock);
 	join = bg.running;
 	bg.running = false;
+	tell = bg.untold;
+	bg.untold = false;
 	ret = bg.ret;
 	if (ret && err)
 		snprintf(err, errlen, "%s", bg.err);
 	pthread_mutex_unlock(&bg.lock);
-	if (join) {
+	if (join)
 		pthread_join(bg.thread, NULL);
+	if (tell) {
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		log_debug("seccomp: filters ready beside the setup (%u of them from the cache, %u read before the jail); asked for after %ld us, waited %ld us",
 			  cf.from_cache, cf.preloaded, us_between(&bg.t0, &w0), us_between(&w0, &t));
@@ -392,8 +397,14 @@ static int bg_wait(char *err, size_t errlen)
 	return ret;
 }
 
-static int init(enum confine_mode mode, const struct registry *reg, bool background, char *err,
-		size_t errlen)
+enum build_where {
+	BUILD_NOW,	/* here, before init returns */
+	BUILD_THREAD,	/* on a thread of its own */
+	BUILD_DEFERRED, /* on whichever thread calls confine_build */
+};
+
+static int init(enum confine_mode mode, const struct registry *reg, enum build_where where,
+		char *err, size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
 	sigset_t all, old;
@@ -423,18 +434,20 @@ static int init(enum confine_mode mode, const struct registry *reg, bool backgro
 	bg.ret = 0;
 	bg.err[0] = '\0';
 	bg.done = false;
+	bg.untold = where != BUILD_NOW;
 	clock_gettime(CLOCK_MONOTONIC, &bg.t0);
-	if (background) {
+	if (where == BUILD_THREAD) {
 		/* the builder takes no signal: they are the signal thread's */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		bg.running = !pthread_create(&bg.thread, NULL, bg_build, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	if (!bg.running)
+	bg.deferred = where == BUILD_DEFERRED;
+	if (where != BUILD_DEFERRED && !bg.running)
 		bg_build(NULL); /* here and now */
 	cf.ready = true;
-	if (background)
+	if (where != BUILD_NOW)
 		return 0;
 	ret = bg_wait(err, errlen);
 	if (ret)
@@ -444,12 +457,30 @@ static int init(enum confine_mode mode, const struct registry *reg, bool backgro
 
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
 {
-	return init(mode, reg, false, err, errlen);
+	return init(mode, reg, BUILD_NOW, err, errlen);
 }
 
 int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
 {
-	return init(mode, reg, true, err, errlen);
+	return init(mode, reg, BUILD_THREAD, err, errlen);
+}
+
+int confine_start_deferred(enum confine_mode mode, const struct registry *reg, char *err,
+			   size_t errlen)
+{
+	return init(mode, reg, BUILD_DEFERRED, err, errlen);
+}
+
+void confine_build(void)
+{
+	bool run;
+
+	pthread_mutex_lock(&bg.lock);
+	run = bg.deferred;
+	bg.deferred = false;
+	pthread_mutex_unlock(&bg.lock);
+	if (run)
+		bg_build(NULL);
 }
 
 void confine_preload(enum confine_mode mode, const struct registry *reg)

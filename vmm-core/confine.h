@@ -54,6 +54,17 @@ int confine_init(enum confine_mode mode, const struct registry *reg, char *err, 
  */
 int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
 int confine_ready(char *err, size_t errlen);
+/*
+ * confine_start without a thread of its own: the next confine_build call
+ * compiles, on the caller's thread (a thread the caller starts anyway: the
+ * signal thread, which blocks every signal it does not wait for). Until it
+ * has run, confine_ready and confine_thread wait: the caller must make
+ * sure it runs (on that thread, or on its own if it cannot start it).
+ * confine_build does nothing when there is nothing left to compile.
+ */
+int confine_start_deferred(enum confine_mode mode, const struct registry *reg, char *err,
+			   size_t errlen);
+void confine_build(void);
 
 /*
  * Before a jail (main thread, as root, no other thread): load each kind's

@@ -57,9 +57,10 @@ static void *signal_thread(void *arg)
 	bool ok;
 
 	pthread_setname_np(pthread_self(), "signals");
-	/* Its filter is compiled with the others, beside the setup: it waits
-	 * for it (signals stay pending meanwhile) and tells run_seal, which
-	 * lets no guest instruction run before. */
+	/* It compiles (or loads) every kind's filter, beside the setup
+	 * (signals stay pending meanwhile), confines itself and tells
+	 * run_seal, which lets no guest instruction run before. */
+	confine_build();
 	ok = !confine_thread(CONFINE_SIGNALS, "signals");
 	pthread_mutex_lock(&r->sig_lock);
 	r->sig_confined = true;
@@ -95,10 +96,10 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 	pthread_cond_init(&r->cond, NULL);
 	pthread_mutex_init(&r->sig_lock, NULL);
 	pthread_cond_init(&r->sig_cond, NULL);
-	/* The filters, before any thread: compiled beside the VM's setup,
-	 * each thread confined as its setup ends (run_seal; the signal thread
-	 * as soon as they are ready). */
-	ret = confine_start((enum confine_mode)r->seccomp, &r->reg, err, errlen);
+	/* The filters, before any thread: compiled beside the VM's setup by
+	 * the signal thread, each thread confined as its setup ends (run_seal;
+	 * the signal thread as soon as they are ready). */
+	ret = confine_start_deferred((enum confine_mode)r->seccomp, &r->reg, err, errlen);
 	if (ret)
 		return ret;
 	if (r->seccomp != CONFINE_OFF)
@@ -110,6 +111,7 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 	pthread_sigmask(SIG_BLOCK, &r->sigs, NULL);
 	ret = pthread_create(&r->sig_thread, NULL, signal_thread, r);
 	if (ret) {
+		confine_build(); /* no thread to do it: the teardown waits for it */
 		snprintf(err, errlen, "signal thread: %s", strerror(ret));
 		return -ret;
 	}

@@ -32,8 +32,17 @@ static void *nop(void *arg)
 	return arg;
 }
 
-/* confine_start (the background build, as cubicle does) instead of confine_init */
-static bool use_start;
+/* How in_child starts: confine_init; confine_start (the build on a thread
+ * of its own); confine_start_deferred (on a thread the caller starts, which
+ * runs confine_build: the signal thread in cubicle). */
+enum { START_INIT, START_THREAD, START_DEFERRED };
+static int use_start;
+
+static void *builder(void *arg)
+{
+	confine_build();
+	return arg;
+}
 
 /* Run fn in a child after confine_init(mode, reg); its exit status, and
  * what it wrote to stderr in @out. */
@@ -60,10 +69,15 @@ static int in_child(enum confine_mode mode, const struct registry *reg, int (*fn
 		 * filter (glibc sets up its thread signals then) */
 		if (pthread_create(&t, NULL, nop, NULL) || pthread_join(t, NULL))
 			_exit(99);
-		if ((use_start ? confine_start : confine_init)(mode, reg, err, sizeof(err))) {
+		if ((use_start == START_THREAD	   ? confine_start
+		     : use_start == START_DEFERRED ? confine_start_deferred
+						   : confine_init)(mode, reg, err, sizeof(err))) {
 			fprintf(stderr, "confine_init: %s\n", err);
 			_exit(100);
 		}
+		if (use_start == START_DEFERRED &&
+		    (pthread_create(&t, NULL, builder, NULL) || pthread_detach(t)))
+			_exit(99);
 		_exit(fn());
 	}
 	close(pfd[1]);
@@ -410,13 +424,21 @@ static void test_unknown_call(void)
 	CU_ASSERT_EQUAL(confine_thread(CONFINE_VCPU, "vcpu0"), -EINVAL);
 	CU_ASSERT_FALSE(confine_thread_has(CONFINE_VCPU));
 	confine_free();
+	/* deferred: nothing compiled until confine_build, which says why */
+	err[0] = '\0';
+	CU_ASSERT_EQUAL(confine_start_deferred(CONFINE_ENFORCE, &reg, err, sizeof(err)), 0);
+	confine_build();
+	confine_build(); /* nothing left to do */
+	CU_ASSERT_EQUAL(confine_ready(err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
+	confine_free();
 }
 
 /* The background build (confine_start): the same lists, each thread
  * waiting for them, the signal thread too. */
 static void test_background(void)
 {
-	use_start = true;
+	use_start = START_THREAD;
 	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
 	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
 	expect_ok(control_opens, NULL, CONFINE_ENFORCE);
@@ -424,7 +446,22 @@ static void test_background(void)
 	expect_killed(signals_preads, NULL, "signals", "pread64");
 	expect_ok(vcpu_unames, &decl_reg, CONFINE_ENFORCE);
 	expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
-	use_start = false;
+	use_start = START_INIT;
+}
+
+/* The build deferred to a thread the caller starts (confine_start_deferred,
+ * as cubicle's signal thread does it): the same lists, the same waits. */
+static void test_deferred(void)
+{
+	use_start = START_DEFERRED;
+	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
+	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
+	expect_ok(control_opens, NULL, CONFINE_ENFORCE);
+	expect_killed(control_forks, NULL, "event-loop", "clone");
+	expect_killed(signals_preads, NULL, "signals", "pread64");
+	expect_ok(vcpu_unames, &decl_reg, CONFINE_ENFORCE);
+	expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
+	use_start = START_INIT;
 }
 
 /* ---- compiled filters kept between starts (bpfcache.c) ---- */
@@ -660,6 +697,7 @@ int main(void)
 		{ "Landlock: no path for a vCPU thread, only the allowed ones for the control thread", test_landlock },
 		{ "an unknown declared call", test_unknown_call },
 		{ "filters compiled in the background (confine_start)", test_background },
+		{ "filters compiled on the caller's thread (confine_start_deferred)", test_deferred },
 		{ "compiled filters kept between starts: trusted, checked, refreshed", test_cache },
 		{ "programs read before a jail, taken by the jailed start", test_preload },
 		{ NULL, NULL },
