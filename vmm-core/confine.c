@@ -76,13 +76,11 @@ static struct {
 	} given[32]; /* the first rules added, to add none twice */
 } cf = { .landlock = -1, .landlock_ctl = -1 };
 
-/* The background build (confine_start): every kind's list, compiled
- * beside the VM's setup. */
+/* The build confine_start leaves to confine_build: every kind's list,
+ * compiled beside the VM's setup. */
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t done_cond;
-	pthread_t thread;
-	bool running;     /* started and not joined */
 	bool deferred;    /* for confine_build to run, on the caller's thread */
 	bool done;        /* finished (ret and err say how) */
 	bool untold;      /* the debug line about it not written yet */
@@ -367,28 +365,23 @@ static long us_between(const struct timespec *a, const struct timespec *b)
 	return (long)(b->tv_sec - a->tv_sec) * 1000000 + (b->tv_nsec - a->tv_nsec) / 1000;
 }
 
-/* The background build finished and its thread joined (by whichever
- * thread asks first): 0, or its -errno with the message in @err. */
+/* The build finished: 0, or its -errno with the message in @err. */
 static int bg_wait(char *err, size_t errlen)
 {
 	struct timespec w0, t;
-	bool join, tell;
+	bool tell;
 	int ret;
 
 	clock_gettime(CLOCK_MONOTONIC, &w0);
 	pthread_mutex_lock(&bg.lock);
 	while (!bg.done)
 		pthread_cond_wait(&bg.done_cond, &bg.lock);
-	join = bg.running;
-	bg.running = false;
 	tell = bg.untold;
 	bg.untold = false;
 	ret = bg.ret;
 	if (ret && err)
 		snprintf(err, errlen, "%s", bg.err);
 	pthread_mutex_unlock(&bg.lock);
-	if (join)
-		pthread_join(bg.thread, NULL);
 	if (tell) {
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		log_debug("seccomp: filters ready beside the setup (%u of them from the cache, %u read before the jail); asked for after %ld us, waited %ld us",
@@ -397,17 +390,11 @@ static int bg_wait(char *err, size_t errlen)
 	return ret;
 }
 
-enum build_where {
-	BUILD_NOW,	/* here, before init returns */
-	BUILD_THREAD,	/* on a thread of its own */
-	BUILD_DEFERRED, /* on whichever thread calls confine_build */
-};
-
-static int init(enum confine_mode mode, const struct registry *reg, enum build_where where,
-		char *err, size_t errlen)
+/* With @deferred, the build is left to confine_build; else done here. */
+static int init(enum confine_mode mode, const struct registry *reg, bool deferred, char *err,
+		size_t errlen)
 {
 	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
-	sigset_t all, old;
 	int ret;
 
 	confine_free();
@@ -434,20 +421,13 @@ static int init(enum confine_mode mode, const struct registry *reg, enum build_w
 	bg.ret = 0;
 	bg.err[0] = '\0';
 	bg.done = false;
-	bg.untold = where != BUILD_NOW;
+	bg.untold = deferred;
 	clock_gettime(CLOCK_MONOTONIC, &bg.t0);
-	if (where == BUILD_THREAD) {
-		/* the builder takes no signal: they are the signal thread's */
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		bg.running = !pthread_create(&bg.thread, NULL, bg_build, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	bg.deferred = where == BUILD_DEFERRED;
-	if (where != BUILD_DEFERRED && !bg.running)
-		bg_build(NULL); /* here and now */
+	bg.deferred = deferred;
+	if (!deferred)
+		bg_build(NULL);
 	cf.ready = true;
-	if (where != BUILD_NOW)
+	if (deferred)
 		return 0;
 	ret = bg_wait(err, errlen);
 	if (ret)
@@ -457,18 +437,12 @@ static int init(enum confine_mode mode, const struct registry *reg, enum build_w
 
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
 {
-	return init(mode, reg, BUILD_NOW, err, errlen);
+	return init(mode, reg, false, err, errlen);
 }
 
 int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen)
 {
-	return init(mode, reg, BUILD_THREAD, err, errlen);
-}
-
-int confine_start_deferred(enum confine_mode mode, const struct registry *reg, char *err,
-			   size_t errlen)
-{
-	return init(mode, reg, BUILD_DEFERRED, err, errlen);
+	return init(mode, reg, true, err, errlen);
 }
 
 void confine_build(void)

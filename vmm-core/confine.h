@@ -46,24 +46,17 @@ enum confine_mode confine_default_mode(void);
 int confine_init(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
 
 /*
- * confine_init with the compiling done beside the caller's setup, every
- * kind's filter in a thread of its own (which takes no signal). confine_ready waits for them and says whether
- * they compiled (0, or -errno with the message in @err); confine_thread
- * waits for them too. Off the critical path on a host with a spare CPU:
- * the VM's creation runs meanwhile.
+ * confine_init with the compiling left to the next confine_build call, on
+ * a thread the caller starts anyway (cubicle's signal thread, beside the
+ * VM's setup: off the critical path on a host with a spare CPU).
+ * confine_ready waits for it and says whether the filters compiled (0, or
+ * -errno with the message in @err); confine_thread waits for it too: the
+ * caller must make sure confine_build runs (on that thread, or on its own
+ * if it cannot start it). confine_build does nothing when there is
+ * nothing left to compile.
  */
 int confine_start(enum confine_mode mode, const struct registry *reg, char *err, size_t errlen);
 int confine_ready(char *err, size_t errlen);
-/*
- * confine_start without a thread of its own: the next confine_build call
- * compiles, on the caller's thread (a thread the caller starts anyway: the
- * signal thread, which blocks every signal it does not wait for). Until it
- * has run, confine_ready and confine_thread wait: the caller must make
- * sure it runs (on that thread, or on its own if it cannot start it).
- * confine_build does nothing when there is nothing left to compile.
- */
-int confine_start_deferred(enum confine_mode mode, const struct registry *reg, char *err,
-			   size_t errlen);
 void confine_build(void);
 
 /*

@@ -99,7 +99,7 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 	/* The filters, before any thread: compiled beside the VM's setup by
 	 * the signal thread, each thread confined as its setup ends (run_seal;
 	 * the signal thread as soon as they are ready). */
-	ret = confine_start_deferred((enum confine_mode)r->seccomp, &r->reg, err, errlen);
+	ret = confine_start((enum confine_mode)r->seccomp, &r->reg, err, errlen);
 	if (ret)
 		return ret;
 	if (r->seccomp != CONFINE_OFF)

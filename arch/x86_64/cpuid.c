@@ -145,13 +145,20 @@ static struct {
 	size_t key_len;
 } ahead = { .fd = -1 };
 
+/* KVM's answer, kept under the key when there is one. */
+static struct kvm_cpuid2 *ask_and_keep(int kvm_fd)
+{
+	struct kvm_cpuid2 *c = x86_cpuid_supported(kvm_fd);
+
+	if (c && ahead.key_len)
+		cachefile_store(&cpuid_files, ahead.key, ahead.key_len, c->entries, c->nent);
+	return c;
+}
+
 static void *ask_ahead(void *arg)
 {
 	(void)arg;
-	ahead.table = x86_cpuid_supported(ahead.fd);
-	if (ahead.table && ahead.key_len)
-		cachefile_store(&cpuid_files, ahead.key, ahead.key_len, ahead.table->entries,
-				ahead.table->nent);
+	ahead.table = ask_and_keep(ahead.fd);
 	return NULL;
 }
 
@@ -167,12 +174,8 @@ static bool from_cache(void)
 
 void x86_cpuid_preload(int kvm_fd)
 {
-	if (ahead.running || ahead.table || from_cache() || !ahead.key_len)
-		return;
-	ahead.table = x86_cpuid_supported(kvm_fd);
-	if (ahead.table)
-		cachefile_store(&cpuid_files, ahead.key, ahead.key_len, ahead.table->entries,
-				ahead.table->nent);
+	if (!ahead.running && !ahead.table && !from_cache() && ahead.key_len)
+		ahead.table = ask_and_keep(kvm_fd);
 }
 
 void x86_cpuid_ask_ahead(int kvm_fd)

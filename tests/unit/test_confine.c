@@ -32,11 +32,9 @@ static void *nop(void *arg)
 	return arg;
 }
 
-/* How in_child starts: confine_init; confine_start (the build on a thread
- * of its own); confine_start_deferred (on a thread the caller starts, which
- * runs confine_build: the signal thread in cubicle). */
-enum { START_INIT, START_THREAD, START_DEFERRED };
-static int use_start;
+/* How in_child starts: confine_init, or confine_start with a thread that
+ * runs confine_build (cubicle's signal thread). */
+static bool use_start;
 
 static void *builder(void *arg)
 {
@@ -69,14 +67,11 @@ static int in_child(enum confine_mode mode, const struct registry *reg, int (*fn
 		 * filter (glibc sets up its thread signals then) */
 		if (pthread_create(&t, NULL, nop, NULL) || pthread_join(t, NULL))
 			_exit(99);
-		if ((use_start == START_THREAD	   ? confine_start
-		     : use_start == START_DEFERRED ? confine_start_deferred
-						   : confine_init)(mode, reg, err, sizeof(err))) {
+		if ((use_start ? confine_start : confine_init)(mode, reg, err, sizeof(err))) {
 			fprintf(stderr, "confine_init: %s\n", err);
 			_exit(100);
 		}
-		if (use_start == START_DEFERRED &&
-		    (pthread_create(&t, NULL, builder, NULL) || pthread_detach(t)))
+		if (use_start && (pthread_create(&t, NULL, builder, NULL) || pthread_detach(t)))
 			_exit(99);
 		_exit(fn());
 	}
@@ -415,29 +410,25 @@ static void test_unknown_call(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "plugin bad"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
 	confine_free();
-	/* compiled in the background: the start succeeds (the signal
+	/* the build left to confine_build: the start succeeds (the signal
 	 * thread's list has no plugin calls), the wait says why not */
 	err[0] = '\0';
 	CU_ASSERT_EQUAL(confine_start(CONFINE_ENFORCE, &reg, err, sizeof(err)), 0);
+	confine_build();
+	confine_build(); /* nothing left to do */
 	CU_ASSERT_EQUAL(confine_ready(err, sizeof(err)), -EINVAL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
 	CU_ASSERT_EQUAL(confine_thread(CONFINE_VCPU, "vcpu0"), -EINVAL);
 	CU_ASSERT_FALSE(confine_thread_has(CONFINE_VCPU));
 	confine_free();
-	/* deferred: nothing compiled until confine_build, which says why */
-	err[0] = '\0';
-	CU_ASSERT_EQUAL(confine_start_deferred(CONFINE_ENFORCE, &reg, err, sizeof(err)), 0);
-	confine_build();
-	confine_build(); /* nothing left to do */
-	CU_ASSERT_EQUAL(confine_ready(err, sizeof(err)), -EINVAL);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "no_such_call"));
-	confine_free();
 }
 
-/* The kill/allow cases with the filters built as @how says. */
-static void kill_allow_cases(int how)
+/* The build left to a thread the caller starts (confine_start and
+ * confine_build, as cubicle's signal thread does it): the same lists, each
+ * thread waiting for them. */
+static void test_background(void)
 {
-	use_start = how;
+	use_start = true;
 	expect_killed(vcpu_opens, NULL, "vcpu7", "openat");
 	expect_ok(vcpu_allowed, NULL, CONFINE_ENFORCE);
 	expect_ok(control_opens, NULL, CONFINE_ENFORCE);
@@ -445,21 +436,7 @@ static void kill_allow_cases(int how)
 	expect_killed(signals_preads, NULL, "signals", "pread64");
 	expect_ok(vcpu_unames, &decl_reg, CONFINE_ENFORCE);
 	expect_killed(vcpu_unames, NULL, "vcpu0", "uname");
-	use_start = START_INIT;
-}
-
-/* The background build (confine_start): the same lists, each thread
- * waiting for them, the signal thread too. */
-static void test_background(void)
-{
-	kill_allow_cases(START_THREAD);
-}
-
-/* The build deferred to a thread the caller starts (confine_start_deferred,
- * as cubicle's signal thread does it): the same lists, the same waits. */
-static void test_deferred(void)
-{
-	kill_allow_cases(START_DEFERRED);
+	use_start = false;
 }
 
 /* ---- compiled filters kept between starts (bpfcache.c) ---- */
@@ -694,8 +671,7 @@ int main(void)
 		{ "log and off", test_modes },
 		{ "Landlock: no path for a vCPU thread, only the allowed ones for the control thread", test_landlock },
 		{ "an unknown declared call", test_unknown_call },
-		{ "filters compiled in the background (confine_start)", test_background },
-		{ "filters compiled on the caller's thread (confine_start_deferred)", test_deferred },
+		{ "filters compiled on the signal thread (confine_start, confine_build)", test_background },
 		{ "compiled filters kept between starts: trusted, checked, refreshed", test_cache },
 		{ "programs read before a jail, taken by the jailed start", test_preload },
 		{ NULL, NULL },
