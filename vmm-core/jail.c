@@ -174,53 +174,6 @@ static int write_file(const char *path, const char *text)
 	return ret;
 }
 
-/* @root@path, for a path of the host: where it is inside the new root. */
-static int in_root(char *out, size_t len, const char *root, const char *path)
-{
-	if ((size_t)snprintf(out, len, "%s%s", root, path) >= len)
-		return -ENAMETOOLONG;
-	return 0;
-}
-
-/* Bind the host's @path at the same path under @root. A path that does not
- * exist yet (a socket or an image cubicle makes) gets its folder made
- * there instead: from outside it appears as ROOT/PATH. */
-static int bind_in(const char *root, const char *path, bool skip, bool ro, uid_t uid,
-		   gid_t gid, char *err, size_t errlen)
-{
-	char dst[PATH_MAX], parent[PATH_MAX], *slash;
-	struct stat st;
-	int ret, fd;
-
-	if ((ret = in_root(dst, sizeof(dst), root, path)))
-		return errf(err, errlen, ret, "jail: %s: path too long", path);
-	snprintf(parent, sizeof(parent), "%s", dst);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
-	if ((ret = mkdirs(parent, uid, gid)))
-		return errf(err, errlen, ret, "jail: making %s: %s", parent, strerror(-ret));
-	if (skip || stat(path, &st) < 0)
-		return 0; /* made inside */
-	if (S_ISDIR(st.st_mode)) {
-		if ((ret = mkdirs(dst, uid, gid)))
-			return errf(err, errlen, ret, "jail: making %s: %s", dst, strerror(-ret));
-	} else {
-		fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		if (fd < 0 && errno != EEXIST && errno != EISDIR && errno != ENXIO)
-			return errf(err, errlen, -errno, "jail: making %s: %s", dst, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-	}
-	if (mount(path, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return errf(err, errlen, -errno, "jail: binding %s: %s", path, strerror(errno));
-	if (ro && mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
-			NULL) < 0)
-		return errf(err, errlen, -errno, "jail: making %s read-only: %s", path,
-			    strerror(errno));
-	return 0;
-}
-
 /* What the jailed process sees (--jail-probe, for tests): one line. */
 static void probe(const struct jail_cfg *j)
 {
@@ -413,7 +366,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 	struct rlimit rl;
 	sigset_t s;
 	pid_t vmm;
-	int ret;
+	int ret, root;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* No fd but stdin, stdout and stderr crosses into the jail (the
@@ -442,19 +395,24 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount(j->dir, j->dir, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return errf(err, errlen, -errno, "jail: mounts: %s", strerror(errno));
-	for (unsigned i = 0; i < j->n_paths; i++)
-		if ((ret = bind_in(j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
-				   j->read_only[i], j->uid, j->gid, err, errlen)))
-			return ret;
+	/* the folder as the bind made it: everything below is made from here,
+	 * following no link (jail_root.c) */
+	if ((root = open(j->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errf(err, errlen, -errno, "jail: %s: %s", j->dir, strerror(errno));
+	ret = 0;
+	for (unsigned i = 0; !ret && i < j->n_paths; i++)
+		ret = jail_bind(root, j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
+				j->read_only[i], j->uid, j->gid, err, errlen);
 	/* (the last, the tun device, for a tap's jail only) */
-	for (unsigned i = 0; i < sizeof(devs) / sizeof(*devs) - j->new_net; i++)
-		if ((ret = bind_in(j->dir, devs[i], false, false, 0, 0, err, errlen)))
-			return ret;
-	if ((ret = in_root(p, sizeof(p), j->dir, "/proc")) || (ret = mkdirs(p, 0, 0)) ||
-	    (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 && (ret = -errno)))
-		return errf(err, errlen, ret, "jail: /proc: %s", strerror(-ret));
-	if ((ret = in_root(p, sizeof(p), j->dir, cwd)) || (ret = mkdirs(p, j->uid, j->gid)))
-		return errf(err, errlen, ret, "jail: the working folder %s: %s", cwd, strerror(-ret));
+	for (unsigned i = 0; !ret && i < sizeof(devs) / sizeof(*devs) - j->new_net; i++)
+		ret = jail_bind(root, j->dir, devs[i], false, false, 0, 0, err, errlen);
+	if (!ret)
+		ret = jail_mount_proc(root, j->dir, err, errlen);
+	if (!ret)
+		ret = jail_make_dir(root, j->dir, cwd, j->uid, j->gid, err, errlen);
+	close(root);
+	if (ret)
+		return ret;
 	/* beside the supervisor's network namespace: work the child would
 	 * otherwise wait through, or that would come before the fork */
 	if (j->before_pivot)

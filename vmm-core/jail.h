@@ -52,6 +52,32 @@ int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t er
 void jail_paths_free(struct jail_cfg *j);
 
 /*
+ * The jail folder's contents, made before the pivot (jail_root.c) without
+ * following a symbolic link below the folder's fd @root (the jailed uid owns
+ * the folder: a link there would lead root anywhere on the host).
+ */
+/* @path, absolute, as a path below the jail's root: "." and ".." taken
+ * lexically, never above the top ("" for "/"). 0 or -ENAMETOOLONG. */
+int jail_rel(char *out, size_t len, const char *path);
+/* O_PATH fd of @rel below the folder fd @root (O_DIRECTORY etc. in
+ * @flags), no link followed on the way or at the end (-ELOOP): or -errno. */
+int jail_open_beneath(int root, const char *rel, int flags);
+/* The same for a folder, making what is missing (owned by @uid:@gid). */
+int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
+/* Bind the host's @path at the same path below @root (the folder @dir, for
+ * messages); a path that does not exist yet (or @skip) gets its folder only;
+ * @ro: read-only, nosuid, nodev. 0 or -errno with a message. */
+int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, uid_t uid,
+	      gid_t gid, char *err, size_t errlen);
+/* A new proc at DIR/proc. */
+int jail_mount_proc(int root, const char *dir, char *err, size_t errlen);
+/* The folder @path below @root (mkdir -p, new folders @uid:@gid). */
+int jail_make_dir(int root, const char *dir, const char *path, uid_t uid, gid_t gid,
+		  char *err, size_t errlen);
+/* Tests: resolve one component at a time, as on a kernel without openat2. */
+void jail_root_walk_only(bool on);
+
+/*
  * Enter the jail. Needs root. The calling process makes the cgroup and
  * forks; it then only forwards SIGINT, SIGTERM and SIGHUP to the child,
  * waits for it, removes the cgroup and exits with the child's status: this

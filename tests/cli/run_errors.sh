@@ -316,6 +316,29 @@ EOF
 expect "run --jail with a tap's policy.pin: refused, file and line named" 1 "pin.cfg:4: --jail with policy.pin: the jail has no bpffs" -- \
 	run --no-host-check --jail "$tmp/pinjail" "$tmp/pin.cfg"
 [ ! -e "$tmp/pinjail" ] || { echo "not ok - the refused jail made its folder"; fail=$((fail + 1)); }
+# A jailed VMM runs as the uid that owns the jail folder and could leave a
+# symbolic link there for the next jailed start (made as root) to follow:
+# DIR/<first folder of the kernel's path> -> elsewhere. Refused, the link
+# named; nothing made where it points; the cgroup gone.
+if [ $kvm = 1 ] && [ "$(id -u)" = 0 ] && { [ -e /sys/fs/cgroup/cgroup.controllers ] ||
+	[ -e /sys/fs/cgroup/unified/cgroup.controllers ]; }; then
+	mkdir -p "$tmp/lj" "$tmp/victim"
+	chown 65534:65534 "$tmp/lj"
+	first=$(printf '%s\n' "$tmp" | cut -d/ -f2)
+	ln -s "$tmp/victim" "$tmp/lj/$first"
+	printf '\364' >"$tmp/flat.bin"
+	printf 'boot = { kernel = "%s"; format = "flat"; mode = "protected"; };\n' "$tmp/flat.bin" >"$tmp/lj.cfg"
+	expect "run --jail: a symbolic link left in the jail folder is refused" 1 \
+		"jail: $tmp/lj/.*flat.bin: a symbolic link on the way .*follows no link" -- \
+		run -l err --jail "$tmp/lj" "$tmp/lj.cfg"
+	if [ -n "$(ls -A "$tmp/victim")" ]; then
+		echo "not ok - the link's target got: $(cd "$tmp/victim" && find . | tr '\n' ' ')"
+		fail=$((fail + 1))
+	fi
+	rm -f "$tmp/lj/$first"
+else
+	echo "ok - run --jail: a link in the jail folder # SKIP needs root, cgroup v2 and KVM"
+fi
 # template build from a root file system: refused before anything boots,
 # nothing left in the state folder
 printf 'boot = { kernel = "k"; cmdline = "quiet"; };\ndevices = ( { type = "virtio-blk"; id = "root"; } );\n' >"$tmp/tmpl.cfg"

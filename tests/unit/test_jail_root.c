@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of the jail's root (vmm-core/jail_root.c): paths below the jail
+ * folder are resolved and made without following a symbolic link (the
+ * jailed uid owns the folder and could leave one pointing anywhere), with
+ * openat2 and with the walk a kernel without it takes; as root, binds in a
+ * mount namespace of the test's own. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "jail.h"
+
+static char dir[] = "/tmp/cubicle-test-jailroot-XXXXXX";
+static char jdir[300], outside[300];
+static int root = -1;
+
+static void put(const char *rel, const char *text)
+{
+	char p[400];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	f = fopen(p, "w");
+	CU_ASSERT_FATAL(f != NULL);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Nothing made in @path (the folder links point to). */
+static bool empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return false;
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n == 0;
+}
+
+static void test_rel(void)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "/a/b", "a/b" },	   { "/", "" },		 { "/a/./b//c/", "a/b/c" },
+		{ "/a/../../b", "b" },	   { "/x/y/..", "x" },	 { "/..", "" },
+		{ "/a/.../b", "a/.../b" }, { "//a//", "a" },
+	};
+	char out[16], big[64];
+
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CU_ASSERT_EQUAL(jail_rel(out, sizeof(out), cases[i].in), 0);
+		CU_ASSERT_STRING_EQUAL(out, cases[i].out);
+	}
+	memset(big, 'a', sizeof(big) - 1);
+	big[0] = '/';
+	big[sizeof(big) - 1] = '\0';
+	CU_ASSERT_EQUAL(jail_rel(out, sizeof(out), big), -ENAMETOOLONG);
+}
+
+/* The same cases with openat2 and with the component walk. */
+static void resolve_cases(const char *tag)
+{
+	char a[64], p[400];
+	struct stat st, want;
+	int fd;
+
+	/* made, owned by the uid asked (our own), then found again */
+	snprintf(a, sizeof(a), "%s/b/c", tag);
+	fd = jail_mkdir_beneath(root, a, getuid(), getgid());
+	CU_ASSERT_FATAL(fd >= 0);
+	snprintf(p, sizeof(p), "%s/%s", jdir, a);
+	CU_ASSERT_EQUAL_FATAL(stat(p, &want), 0);
+	CU_ASSERT_TRUE(S_ISDIR(want.st_mode) && want.st_uid == getuid());
+	CU_ASSERT_EQUAL(fstat(fd, &st), 0);
+	CU_ASSERT_EQUAL(st.st_ino, want.st_ino);
+	close(fd);
+	fd = jail_mkdir_beneath(root, a, getuid(), getgid());
+	CU_ASSERT(fd >= 0);
+	CU_ASSERT(fd >= 0 && fstat(fd, &st) == 0 && st.st_ino == want.st_ino);
+	if (fd >= 0)
+		close(fd);
+	/* a link to outside, on the way and at the end: refused, nothing made there */
+	snprintf(p, sizeof(p), "%s/%s/out", jdir, tag);
+	CU_ASSERT_EQUAL_FATAL(symlink(outside, p), 0);
+	snprintf(a, sizeof(a), "%s/out/x/y", tag);
+	CU_ASSERT_EQUAL(jail_mkdir_beneath(root, a, getuid(), getgid()), -ELOOP);
+	snprintf(a, sizeof(a), "%s/out", tag);
+	CU_ASSERT_EQUAL(jail_mkdir_beneath(root, a, getuid(), getgid()), -ELOOP);
+	CU_ASSERT_EQUAL(jail_open_beneath(root, a, 0), -ELOOP);
+	CU_ASSERT_TRUE(empty(outside));
+	/* a link to a folder inside is refused as well */
+	snprintf(p, sizeof(p), "%s/%s/in", jdir, tag);
+	CU_ASSERT_EQUAL_FATAL(symlink("b", p), 0);
+	snprintf(a, sizeof(a), "%s/in/c", tag);
+	CU_ASSERT_EQUAL(jail_open_beneath(root, a, O_DIRECTORY), -ELOOP);
+	/* a file where a folder should be */
+	snprintf(p, sizeof(p), "jail/%s/f", tag);
+	put(p, "x");
+	snprintf(a, sizeof(a), "%s/f/x", tag);
+	CU_ASSERT_EQUAL(jail_mkdir_beneath(root, a, getuid(), getgid()), -ENOTDIR);
+	/* a file found, not a folder */
+	snprintf(a, sizeof(a), "%s/f", tag);
+	fd = jail_open_beneath(root, a, 0);
+	CU_ASSERT(fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode));
+	if (fd >= 0)
+		close(fd);
+	CU_ASSERT(jail_open_beneath(root, a, O_DIRECTORY) == -ENOTDIR);
+}
+
+static void test_openat2(void)
+{
+	jail_root_walk_only(false);
+	resolve_cases("o2");
+}
+
+static void test_walk(void)
+{
+	jail_root_walk_only(true);
+	resolve_cases("walk");
+	jail_root_walk_only(false);
+}
+
+/* As root, in a mount namespace of its own (a child): a file bound, a file
+ * bound read-only, a folder made for a path not there yet, a proc, and a
+ * bind refused for a link on the way. The child's exit status: the number
+ * of the first check that failed. */
+static int bind_child(void)
+{
+	char err[512], src[400], p[400], out[400];
+	struct stat st;
+	FILE *f;
+	int r;
+
+	/* the fd opened in the new namespace: mounts go where it is */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    (r = open(jdir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return 1;
+	snprintf(src, sizeof(src), "%s/src", dir);
+	if (jail_bind(r, jdir, src, false, false, 0, 0, err, sizeof(err))) {
+		printf("\n  # %s", err);
+		return 2;
+	}
+	snprintf(p, sizeof(p), "%s%s", jdir, src);
+	if (!(f = fopen(p, "r")) || !fgets(out, sizeof(out), f) || strcmp(out, "host file"))
+		return 3;
+	fclose(f);
+	snprintf(src, sizeof(src), "%s/ro", dir);
+	if (jail_bind(r, jdir, src, false, true, 0, 0, err, sizeof(err)))
+		return 4;
+	snprintf(p, sizeof(p), "%s%s", jdir, src);
+	if (open(p, O_WRONLY | O_CLOEXEC) >= 0 || errno != EROFS)
+		return 5;
+	snprintf(src, sizeof(src), "%s/later/sock", dir);
+	snprintf(p, sizeof(p), "%s%s/later", jdir, dir);
+	if (jail_bind(r, jdir, src, false, false, 0, 0, err, sizeof(err)) || stat(p, &st) < 0 ||
+	    !S_ISDIR(st.st_mode))
+		return 6;
+	if (jail_mount_proc(r, jdir, err, sizeof(err)))
+		return 7;
+	snprintf(p, sizeof(p), "%s/proc/self/status", jdir);
+	if (access(p, R_OK) < 0)
+		return 8;
+	/* DIR/<first component of dir> -> outside: refused, named, nothing made */
+	snprintf(p, sizeof(p), "%s/via", jdir);
+	if (symlink(outside, p) < 0)
+		return 9;
+	if (jail_bind(r, jdir, "/via/x/file", false, false, 0, 0, err, sizeof(err)) != -ELOOP ||
+	    !strstr(err, "a symbolic link on the way") || !strstr(err, "/via/x/file") || !empty(outside))
+		return 10;
+	if (jail_make_dir(r, jdir, "/via/x", 0, 0, err, sizeof(err)) != -ELOOP || !empty(outside))
+		return 11;
+	close(r);
+	return 0;
+}
+
+static void test_bind(void)
+{
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0) {
+		printf("\n  # binds: skipped (not root: no mount namespace)\n");
+		return;
+	}
+	put("src", "host file");
+	put("ro", "read only");
+	pid = fork();
+	CU_ASSERT_FATAL(pid >= 0);
+	if (pid == 0)
+		_exit(bind_child());
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT_TRUE(WIFEXITED(status));
+	if (WEXITSTATUS(status))
+		printf("\n  # bind check %d failed\n", WEXITSTATUS(status));
+	CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "paths taken lexically, never above the top", test_rel },
+		{ "made and found with openat2; links refused", test_openat2 },
+		{ "the same one component at a time (no openat2)", test_walk },
+		{ "binds, read-only, proc, a link refused (root)", test_bind },
+		{ NULL, NULL },
+	};
+	char cmd[400];
+	int ret;
+
+	if (!mkdtemp(dir)) {
+		perror(dir);
+		return 1;
+	}
+	snprintf(jdir, sizeof(jdir), "%s/jail", dir);
+	snprintf(outside, sizeof(outside), "%s/outside", dir);
+	if (mkdir(jdir, 0755) < 0 || mkdir(outside, 0755) < 0 ||
+	    (root = open(jdir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		perror(jdir);
+		return 1;
+	}
+	ret = cu_run("jail_root", tests);
+	close(root);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	return ret;
+}
