@@ -286,6 +286,12 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 	char err[1024] = "", **dirs;
 	int ret = snap_open(&im, dir, err, sizeof(err));
 
+	/* what the snapshot alone names is checked once the jail's uid is
+	 * known (jail_check_untrusted): a jailed VMM may have written it */
+	j->confirmed = r->sets;
+	j->n_confirmed = r->n_sets;
+	j->snap_dir = dir;
+	j->adding_untrusted = true;
 	if (!ret) {
 		ret = snap_plan(&im, &p, &r->reg, r->sets, r->n_sets, err, sizeof(err));
 		if (!ret)
@@ -296,8 +302,11 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 	dirs = ret ? NULL : snap_chain_dirs(dir);
 	if (!ret && !dirs)
 		ret = errf(err, sizeof(err), -EINVAL, "%s: its Diff chain cannot be read", dir);
-	for (char **d = dirs; !ret && *d; d++)
+	for (char **d = dirs; !ret && *d; d++) {
+		j->adding_untrusted = d != dirs; /* the first is @dir itself */
 		ret = jail_add_read_only(j, *d, err, sizeof(err));
+	}
+	j->adding_untrusted = false;
 	strv_free(dirs);
 	if (ret) {
 		log_err("%s", err);

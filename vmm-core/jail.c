@@ -593,6 +593,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		return errf(err, errlen, -EINVAL,
 			    "--jail %s: the jail would run as root (uid %u gid %u): chown the folder to the uid and gid cubicle should run as, or pass --jail-uid and --jail-gid",
 			    j->dir, (unsigned)j->uid, (unsigned)j->gid);
+	if ((ret = jail_check_untrusted(j, err, errlen)))
+		return ret;
 	/* The cgroup: BASE/vm-PID, with the controllers the limits need. */
 	snprintf(top, sizeof(top), "%s", base);
 	slash = strrchr(top, '/');

@@ -32,6 +32,18 @@ struct jail_cfg {
 	bool read_only[JAIL_MAX_PATHS]; /* bound read-only (jail_add_read_only) */
 	unsigned n_paths;
 	const char *skip;    /* a path never bound (the API socket: made inside) */
+	/*
+	 * A restore's paths the snapshot alone names (its plan's, its Diff
+	 * parents): a VMM writes its snapshot, so one a guest took over could
+	 * name another jail's files there. jail_add marks what it adds while
+	 * @adding_untrusted, unless a --set VALUE (@confirmed, "KEY=VALUE")
+	 * names the same path; jail_enter checks them (jail_check_untrusted).
+	 */
+	bool untrusted[JAIL_MAX_PATHS];
+	bool adding_untrusted;
+	char *const *confirmed;
+	unsigned n_confirmed;
+	const char *snap_dir; /* the snapshot folder the command line names */
 	bool probe;          /* log what the jailed process sees (tests) */
 	/* Called in the jailed child before the pivot, still root with the
 	 * host's files in view, while the supervisor makes the network
@@ -48,6 +60,15 @@ int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t e
  * of its devices and their backends; and whether it has a tap (new_net
  * false then). */
 int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
+/*
+ * The paths marked untrusted that the jail's uid could have made or
+ * changed: one that uid or the jail's gid owns, or anyone may write, is
+ * refused (a folder beside the snapshot folder the command line names, a
+ * Diff's parent, excepted: its owner could write that one too). One not
+ * there is fine (nothing is bound: it is made inside). Call once the uid
+ * and gid are known. 0, or -EPERM with a message naming the path.
+ */
+int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen);
 /* Forget the paths added (a jail not entered). */
 void jail_paths_free(struct jail_cfg *j);
 

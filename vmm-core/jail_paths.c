@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jail.h"
@@ -13,27 +14,93 @@
 #include "log.h"
 #include "plan.h"
 
-int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen)
+/* @path made absolute (the working folder's, for a relative one): a new
+ * string, or NULL with errno. */
+static char *absolute(const char *path)
 {
 	char cwd[PATH_MAX], *abs;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	abs = malloc(strlen(cwd) + strlen(path) + 2);
+	if (abs)
+		sprintf(abs, "%s/%s", cwd, path);
+	return abs;
+}
+
+/* Whether a --set VALUE names @abs too. */
+static bool confirmed(const struct jail_cfg *j, const char *abs)
+{
+	for (unsigned i = 0; i < j->n_confirmed; i++) {
+		const char *v = strchr(j->confirmed[i], '=');
+		char *a = v && v[1] ? absolute(v + 1) : NULL;
+		bool same = a && !strcmp(a, abs);
+
+		free(a);
+		if (same)
+			return true;
+	}
+	return false;
+}
+
+int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen)
+{
+	char *abs;
 
 	if (!path || !*path)
 		return 0;
 	if (j->n_paths == JAIL_MAX_PATHS)
 		return errf(err, errlen, -E2BIG, "jail: more than %d paths", JAIL_MAX_PATHS);
-	if (path[0] == '/') {
-		abs = strdup(path);
-	} else {
-		if (!getcwd(cwd, sizeof(cwd)))
-			return errf(err, errlen, -errno, "jail: getcwd: %s", strerror(errno));
-		abs = malloc(strlen(cwd) + strlen(path) + 2);
-		if (abs)
-			sprintf(abs, "%s/%s", cwd, path);
-	}
-	if (!abs)
-		return errf(err, errlen, -ENOMEM, "out of memory");
+	if (!(abs = absolute(path)))
+		return errf(err, errlen, -errno, "jail: %s: %s", path, strerror(errno));
 	j->read_only[j->n_paths] = false;
+	j->untrusted[j->n_paths] = j->adding_untrusted && !confirmed(j, abs);
 	j->paths[j->n_paths++] = abs;
+	return 0;
+}
+
+/* The folder holding @path's real location, into @out (PATH_MAX): false if
+ * it cannot be resolved. */
+static bool real_home(const char *path, char *out)
+{
+	char *slash;
+
+	if (!realpath(path, out))
+		return false;
+	slash = strrchr(out, '/');
+	if (slash)
+		slash[slash == out] = '\0'; /* "/" for one at the top */
+	return true;
+}
+
+int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
+{
+	char home[PATH_MAX], here[PATH_MAX];
+	bool have_home = j->snap_dir && real_home(j->snap_dir, home);
+
+	for (unsigned i = 0; i < j->n_paths; i++) {
+		const char *why;
+		struct stat st;
+
+		if (!j->untrusted[i] || stat(j->paths[i], &st) < 0)
+			continue; /* not there: nothing bound, it is made inside */
+		if (S_ISDIR(st.st_mode) && have_home && real_home(j->paths[i], here) &&
+		    !strcmp(here, home))
+			continue; /* beside the snapshot: its owner's own */
+		if (st.st_uid == j->uid)
+			why = "the jail's uid owns it";
+		else if (st.st_gid == j->gid)
+			why = "the jail's gid owns it";
+		else if (st.st_mode & S_IWOTH)
+			why = "anyone may write it";
+		else
+			continue;
+		return errf(err, errlen, -EPERM,
+			    "--jail %s: %s: only the snapshot names it and %s (uid %u gid %u): a jailed VMM writes its snapshot, and one a guest took over could name another jail's files; if it is meant, name it with --set (a Diff's parents: keep them beside it)",
+			    j->dir, j->paths[i], why, (unsigned)j->uid, (unsigned)j->gid);
+	}
 	return 0;
 }
 

@@ -551,7 +551,8 @@ fi
 #    bound in read-only, the clone's disk copy and its API socket made inside
 #    the jail (ROOT/PATH from outside). It counts on, is driven through that
 #    socket, sees none of the host's files or processes; the snapshot's copy
-#    is unchanged and the cgroup is gone after SIGTERM. Root and cgroup v2
+#    is unchanged and the cgroup is gone after SIGTERM; a copy of the
+#    snapshot naming another jail's disk is refused. Root and cgroup v2
 #    only (in the nested harness's L1, which mounts none, cgroup2 is mounted
 #    here).
 [ "$nested_l1" = 1 ] && ! [ -e /sys/fs/cgroup/cgroup.controllers ] &&
@@ -623,6 +624,31 @@ elif [ -n "${sk:-}" ]; then
 	else
 		tail -n 15 "$tmp/jabort.err" >"$tmp/jabort.out"
 		notok "restore --jail: SIGABRT to the VMM (init '$init', VMM '$vmm'): status $got, cgroup '${cg:-?}'" "$tmp/jabort.out"
+	fi
+	# A jailed VMM writes its snapshot, so a jailed restore does not take
+	# host paths from it on trust: a copy whose disk names another jail's
+	# image (the jail's uid owns it; no --set names it) is refused before
+	# anything starts, the path named, that image untouched, no cgroup made.
+	fg=$tmp/forged
+	rm -rf "$fg" && cp -a "$ds" "$fg" && mkdir -p "$tmp/otherjail" &&
+		printf 'other tenant' >"$tmp/otherjail/disk.img" && chown -R 65534:65534 "$tmp/otherjail"
+	python3 - "$fg/manifest.json" "$tmp/otherjail/disk.img" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for d in m["config"]["tree"]["devices"]:
+    if isinstance(d.get("backend"), dict) and "path" in d["backend"]:
+        d["backend"]["path"] = sys.argv[2]
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+	env $jenv "$cub" restore "$fg" --jail "$jr" -l err >"$tmp/jforged.out" 2>"$tmp/jforged.err" </dev/null
+	got=$?
+	if [ $got = 1 ] && [ "$(wc -l <"$tmp/jforged.err")" = 1 ] &&
+	   grep -q "$tmp/otherjail/disk.img: only the snapshot names it and the jail's uid owns it" "$tmp/jforged.err" &&
+	   [ "$(cat "$tmp/otherjail/disk.img")" = "other tenant" ]; then
+		ok "restore --jail: a snapshot naming another jail's disk (owned by the jail's uid, not given with --set) is refused before anything starts, the path named"
+	else
+		cat "$tmp/jforged.err" >>"$tmp/jforged.out"
+		notok "restore --jail of a forged snapshot: status $got" "$tmp/jforged.out"
 	fi
 fi
 

@@ -145,6 +145,24 @@ code2=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id3/connect")
 	bad "paused across the restart: GET $code state $st3, connect $code2 $(cat "$tmp/out")"
 code=$(api -X DELETE "$url/sandboxes/$id3")
 [ "$code" = 204 ] || bad "kill $id3: HTTP $code"
+# a pause snapshot folder its VMM replaced with a link (to another
+# sandbox's snapshot, say) is not resumed from; the folder back, it is
+code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
+id4=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
+code=$(api -X POST -d '{}' "$url/sandboxes/$id4/pause")
+pd=$state/sandboxes/$id4/pause-1
+if [ "$code" = 204 ] && [ -d "$pd" ] && mv "$pd" "$pd.real" && ln -s "$pd.real" "$pd"; then
+	code=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id4/connect")
+	grep -q "sandbox $id4: resuming from $pd failed: $pd is not a folder (a symbolic link?): not followed" "$tmp/serve.log" &&
+		[ "$code" = 500 ] && ! pgrep -f "fake-vmm.py restore $pd" >/dev/null && rm "$pd" && mv "$pd.real" "$pd" &&
+		code=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id4/connect") && [ "$code" = 201 ] &&
+		echo "ok - a pause folder replaced by a link is not resumed from (500, logged); put back, it is (201)" ||
+		bad "resume through a link: HTTP $code; log: $(grep "$id4" "$tmp/serve.log" | tail -n 2)"
+else
+	bad "pause $id4 (HTTP $code) or its folder $pd"
+fi
+code=$(api -X DELETE "$url/sandboxes/$id4")
+[ "$code" = 204 ] || bad "kill $id4: HTTP $code"
 # a VMM that dies while serve runs
 pkill -KILL -f "fake-vmm.py restore .*--id $id" || bad "no VMM of $id to kill"
 i=0

@@ -3,7 +3,8 @@
  * folder are resolved and made without following a symbolic link (the
  * jailed uid owns the folder and could leave one pointing anywhere), with
  * openat2 and with the walk a kernel without it takes; as root, binds in a
- * mount namespace of the test's own. */
+ * mount namespace of the test's own, and the paths a restore's snapshot
+ * alone names that the jail's uid could have made (jail_paths.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -207,6 +208,82 @@ static void test_bind(void)
 	CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
 }
 
+/* @path's check alone, as a restore's snapshot-only path (not confirmed
+ * unless @confirm), for a jail of uid:gid 65534 whose snapshot folder is
+ * DIR/snaps/this: 0 or the error, its message in @err. */
+static int untrusted(const char *path, const char *confirm, char *err, size_t errlen)
+{
+	char snap[400], set[450];
+	char *const sets[] = { set };
+	struct jail_cfg j = { .dir = jdir, .uid = 65534, .gid = 65534 };
+	int ret;
+
+	snprintf(snap, sizeof(snap), "%s/snaps/this", dir);
+	snprintf(set, sizeof(set), "devices.disk.backend.path=%s", confirm ? confirm : "");
+	j.snap_dir = snap;
+	j.confirmed = sets;
+	j.n_confirmed = confirm ? 1 : 0;
+	j.adding_untrusted = true;
+	CU_ASSERT_EQUAL_FATAL(jail_add(&j, path, err, errlen), 0);
+	j.adding_untrusted = false;
+	ret = jail_check_untrusted(&j, err, errlen);
+	jail_paths_free(&j);
+	return ret;
+}
+
+static void test_untrusted(void)
+{
+	static const char *const made[] = { "snaps", "snaps/this", "snaps/parent", "other",
+					    "other/snap" };
+	char p[400], q[400], err[1024] = "";
+
+	if (geteuid() != 0) {
+		printf("\n  # snapshot paths: skipped (not root: cannot chown to 65534)\n");
+		return;
+	}
+	for (unsigned i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, made[i]);
+		CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+		CU_ASSERT_EQUAL_FATAL(chown(p, 65534, 65534), 0);
+	}
+	put("nobody.img", "");
+	put("root.img", "");
+	put("world.img", "");
+	put("group.img", "");
+	snprintf(p, sizeof(p), "%s/nobody.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(p, 65534, 0), 0);
+	snprintf(q, sizeof(q), "%s/group.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(q, 0, 65534), 0);
+	/* another jail's file (the jail's uid owns it): refused, named */
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, p));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "only the snapshot names it and the jail's uid owns it"));
+	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "the jail's gid owns it"));
+	/* ... unless the command line names it too (--set) */
+	CU_ASSERT_EQUAL(untrusted(p, p, err, sizeof(err)), 0);
+	/* root's file is bound (the jail reads it as others may) */
+	snprintf(p, sizeof(p), "%s/root.img", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/world.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chmod(p, 0666), 0);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "anyone may write it"));
+	/* not there: nothing is bound (it is made inside) */
+	snprintf(p, sizeof(p), "%s/none.img", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	/* a Diff's parent beside the snapshot: its owner's own */
+	snprintf(p, sizeof(p), "%s/snaps/parent", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	/* one elsewhere, or a link beside it leading there: refused */
+	snprintf(p, sizeof(p), "%s/other/snap", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	snprintf(q, sizeof(q), "%s/snaps/link", dir);
+	CU_ASSERT_EQUAL_FATAL(symlink(p, q), 0);
+	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, q));
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -214,6 +291,8 @@ int main(void)
 		{ "made and found with openat2; links refused", test_openat2 },
 		{ "the same one component at a time (no openat2)", test_walk },
 		{ "binds, read-only, proc, a link refused (root)", test_bind },
+		{ "a restore's snapshot-only paths the jail's uid could have made (root)",
+		  test_untrusted },
 		{ NULL, NULL },
 	};
 	char cmd[400];

@@ -311,6 +311,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 {
 	char dir[320];
 	double t0 = now_ms();
+	struct stat st;
 	int ret;
 
 	pthread_mutex_lock(&s->op);
@@ -327,7 +328,16 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 	pause_dir(s, s->pause_gen, false, dir, sizeof(dir));
 	msg[0] = '\0';
 	errno = 0;
-	ret = vmm_spawn(s, dir, NULL, 0, false);
+	/* its VMM made that folder: a link left there (to another sandbox's
+	 * snapshot) would be bound into this one's jail */
+	if (lstat(dir, &st) < 0) {
+		ret = -1;
+	} else if (!S_ISDIR(st.st_mode)) {
+		snprintf(msg, len, "%s is not a folder (a symbolic link?): not followed", dir);
+		ret = -1;
+	} else {
+		ret = vmm_spawn(s, dir, NULL, 0, false);
+	}
 	if (!ret) {
 		sbx_save(s); /* a restart meanwhile ends this VMM and keeps the snapshot */
 		/* a new tap: its host side and the allow list again */
