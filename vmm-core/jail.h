@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct plan;
@@ -69,6 +70,12 @@ int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t er
  * and gid are known. 0, or -EPERM with a message naming the path.
  */
 int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen);
+/* The same for one such path, on what it is now: an O_PATH fd of it to bind
+ * from (the check and the bind see the same file; *@st is its fstat),
+ * -ENOENT when it is not there (or not to be opened), or -errno with a
+ * message. */
+int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
+			size_t errlen);
 /* Forget the paths added (a jail not entered). */
 void jail_paths_free(struct jail_cfg *j);
 
@@ -87,9 +94,11 @@ int jail_open_beneath(int root, const char *rel, int flags);
 int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
 /* Bind the host's @path at the same path below @root (the folder @dir, for
  * messages); a path that does not exist yet (or @skip) gets its folder only;
- * @ro: read-only, nosuid, nodev. 0 or -errno with a message. */
+ * @ro: read-only, nosuid, nodev. @check: a path only a snapshot names, bound
+ * from the fd jail_open_untrusted checked with @check's rule. 0 or -errno
+ * with a message. */
 int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, uid_t uid,
-	      gid_t gid, char *err, size_t errlen);
+	      gid_t gid, const struct jail_cfg *check, char *err, size_t errlen);
 /* A new proc at DIR/proc. */
 int jail_mount_proc(int root, const char *dir, char *err, size_t errlen);
 /* The folder @path below @root (mkdir -p, new folders @uid:@gid). */

@@ -2,6 +2,7 @@
 /* What a jail holds: the paths a plan names (its kernel, initrd, every path
  * parameter of its devices and their backends), bound in by jail.c. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,33 +76,67 @@ static bool real_home(const char *path, char *out)
 	return true;
 }
 
-int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
+/* Why the jail's uid could have made or changed what @st describes (at
+ * @real, its real location), or NULL. */
+static const char *could_have(const struct jail_cfg *j, const char *real, const struct stat *st)
 {
 	char home[PATH_MAX], here[PATH_MAX];
-	bool have_home = j->snap_dir && real_home(j->snap_dir, home);
 
+	if (S_ISDIR(st->st_mode) && j->snap_dir && real_home(j->snap_dir, home) &&
+	    real_home(real, here) && !strcmp(here, home))
+		return NULL; /* beside the snapshot: its owner's own */
+	if (st->st_uid == j->uid)
+		return "the jail's uid owns it";
+	if (st->st_gid == j->gid)
+		return "the jail's gid owns it";
+	if (st->st_mode & S_IWOTH)
+		return "anyone may write it";
+	return NULL;
+}
+
+static int refuse(const struct jail_cfg *j, const char *path, const char *why, char *err,
+		  size_t errlen)
+{
+	return errf(err, errlen, -EPERM,
+		    "--jail %s: %s: only the snapshot names it and %s (uid %u gid %u): a jailed VMM writes its snapshot, and one a guest took over could name another jail's files; if it is meant, name it with --set (a Diff's parents: keep them beside it)",
+		    j->dir, path, why, (unsigned)j->uid, (unsigned)j->gid);
+}
+
+int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
+{
 	for (unsigned i = 0; i < j->n_paths; i++) {
 		const char *why;
 		struct stat st;
 
 		if (!j->untrusted[i] || stat(j->paths[i], &st) < 0)
 			continue; /* not there: nothing bound, it is made inside */
-		if (S_ISDIR(st.st_mode) && have_home && real_home(j->paths[i], here) &&
-		    !strcmp(here, home))
-			continue; /* beside the snapshot: its owner's own */
-		if (st.st_uid == j->uid)
-			why = "the jail's uid owns it";
-		else if (st.st_gid == j->gid)
-			why = "the jail's gid owns it";
-		else if (st.st_mode & S_IWOTH)
-			why = "anyone may write it";
-		else
-			continue;
-		return errf(err, errlen, -EPERM,
-			    "--jail %s: %s: only the snapshot names it and %s (uid %u gid %u): a jailed VMM writes its snapshot, and one a guest took over could name another jail's files; if it is meant, name it with --set (a Diff's parents: keep them beside it)",
-			    j->dir, j->paths[i], why, (unsigned)j->uid, (unsigned)j->gid);
+		if ((why = could_have(j, j->paths[i], &st)))
+			return refuse(j, j->paths[i], why, err, errlen);
 	}
 	return 0;
+}
+
+int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
+			size_t errlen)
+{
+	char real[64];
+	const char *why;
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	if (fd < 0)
+		return -ENOENT; /* not there (as stat failing was): made inside */
+	snprintf(real, sizeof(real), "/proc/self/fd/%d", fd);
+	if (fstat(fd, st) < 0) {
+		int e = errno;
+
+		close(fd);
+		return errf(err, errlen, -e, "jail: %s: %s", path, strerror(e));
+	}
+	if ((why = could_have(j, real, st))) {
+		close(fd);
+		return refuse(j, path, why, err, errlen);
+	}
+	return fd;
 }
 
 int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t errlen)

@@ -197,11 +197,12 @@ static int fail(char *err, size_t errlen, int e, const char *dir, const char *re
 }
 
 int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, uid_t uid,
-	      gid_t gid, char *err, size_t errlen)
+	      gid_t gid, const struct jail_cfg *check, char *err, size_t errlen)
 {
-	char rel[PATH_MAX], proc[64], *name;
+	char rel[PATH_MAX], proc[64], src_proc[64], *name;
+	const char *src = path;
+	int ret, pfd, fd, sfd = -1;
 	struct stat st;
-	int ret, pfd, fd;
 
 	if ((ret = jail_rel(rel, sizeof(rel), path)))
 		return errf(err, errlen, ret, "jail: %s: path too long", path);
@@ -217,27 +218,37 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 		name[-1] = '/'; /* @rel whole again, for messages */
 	if (pfd < 0)
 		return fail(err, errlen, pfd, dir, rel, "making its folder");
-	if (skip || stat(path, &st) < 0) {
+	if (!skip && check) {
+		sfd = jail_open_untrusted(check, path, &st, err, errlen);
+		if (sfd < 0 && sfd != -ENOENT) {
+			close(pfd);
+			return sfd;
+		}
+		if (sfd >= 0)
+			src = fd_path(src_proc, sizeof(src_proc), sfd);
+	}
+	if (skip || (check ? sfd < 0 : stat(path, &st) < 0)) {
 		close(pfd); /* made inside */
 		return 0;
 	}
 	if (S_ISDIR(st.st_mode)) {
 		fd = jail_mkdir_beneath(pfd, name, uid, gid);
+	} else if (mknodat(pfd, name, S_IFREG | 0600, 0) < 0 && errno != EEXIST) {
+		fd = -errno;
 	} else {
-		if (mknodat(pfd, name, S_IFREG | 0600, 0) < 0 && errno != EEXIST) {
-			ret = -errno;
-			close(pfd);
-			return fail(err, errlen, ret, dir, rel, "making the file to bind on");
-		}
 		fd = jail_open_beneath(pfd, name, 0);
 	}
 	if (fd < 0) {
+		if (sfd >= 0)
+			close(sfd);
 		close(pfd);
 		return fail(err, errlen, fd, dir, rel, "where it is bound");
 	}
-	ret = mount(path, fd_path(proc, sizeof(proc), fd), NULL, MS_BIND | MS_REC, NULL) < 0
+	ret = mount(src, fd_path(proc, sizeof(proc), fd), NULL, MS_BIND | MS_REC, NULL) < 0
 		      ? -errno : 0;
 	close(fd);
+	if (sfd >= 0)
+		close(sfd);
 	if (ret) {
 		close(pfd);
 		return errf(err, errlen, ret, "jail: binding %s: %s", path, strerror(-ret));

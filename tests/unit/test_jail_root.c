@@ -149,7 +149,7 @@ static int bind_child(void)
 	    (r = open(jdir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return 1;
 	snprintf(src, sizeof(src), "%s/src", dir);
-	if (jail_bind(r, jdir, src, false, false, 0, 0, err, sizeof(err))) {
+	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, err, sizeof(err))) {
 		printf("\n  # %s", err);
 		return 2;
 	}
@@ -158,14 +158,14 @@ static int bind_child(void)
 		return 3;
 	fclose(f);
 	snprintf(src, sizeof(src), "%s/ro", dir);
-	if (jail_bind(r, jdir, src, false, true, 0, 0, err, sizeof(err)))
+	if (jail_bind(r, jdir, src, false, true, 0, 0, NULL, err, sizeof(err)))
 		return 4;
 	snprintf(p, sizeof(p), "%s%s", jdir, src);
 	if (open(p, O_WRONLY | O_CLOEXEC) >= 0 || errno != EROFS)
 		return 5;
 	snprintf(src, sizeof(src), "%s/later/sock", dir);
 	snprintf(p, sizeof(p), "%s%s/later", jdir, dir);
-	if (jail_bind(r, jdir, src, false, false, 0, 0, err, sizeof(err)) || stat(p, &st) < 0 ||
+	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, err, sizeof(err)) || stat(p, &st) < 0 ||
 	    !S_ISDIR(st.st_mode))
 		return 6;
 	if (jail_mount_proc(r, jdir, err, sizeof(err)))
@@ -177,11 +177,32 @@ static int bind_child(void)
 	snprintf(p, sizeof(p), "%s/via", jdir);
 	if (symlink(outside, p) < 0)
 		return 9;
-	if (jail_bind(r, jdir, "/via/x/file", false, false, 0, 0, err, sizeof(err)) != -ELOOP ||
+	if (jail_bind(r, jdir, "/via/x/file", false, false, 0, 0, NULL, err, sizeof(err)) != -ELOOP ||
 	    !strstr(err, "a symbolic link on the way") || !strstr(err, "/via/x/file") || !empty(outside))
 		return 10;
 	if (jail_make_dir(r, jdir, "/via/x", 0, 0, err, sizeof(err)) != -ELOOP || !empty(outside))
 		return 11;
+	/* a path only a snapshot names: checked on the fd it is bound from */
+	{
+		struct jail_cfg jc = { .dir = jdir, .uid = 65534, .gid = 65534 };
+
+		snprintf(src, sizeof(src), "%s/src", dir);
+		snprintf(p, sizeof(p), "%s/theirs", dir);
+		if (chown(p, 65534, 65534) < 0)
+			return 12;
+		if (jail_bind(r, jdir, p, false, false, 0, 0, &jc, err, sizeof(err)) != -EPERM ||
+		    !strstr(err, "only the snapshot names it and the jail's uid owns it"))
+			return 13;
+		snprintf(out, sizeof(out), "%s%s", jdir, p);
+		if (access(out, F_OK) == 0)
+			return 14; /* refused before anything was made for it */
+		if (jail_bind(r, jdir, src, false, false, 0, 0, &jc, err, sizeof(err)))
+			return 15; /* root's file: bound, from the fd */
+		snprintf(p, sizeof(p), "%s%s", jdir, src);
+		if (!(f = fopen(p, "r")) || !fgets(out, sizeof(out), f) || strcmp(out, "host file"))
+			return 16;
+		fclose(f);
+	}
 	close(r);
 	return 0;
 }
@@ -197,6 +218,7 @@ static void test_bind(void)
 	}
 	put("src", "host file");
 	put("ro", "read only");
+	put("theirs", "another jail's");
 	pid = fork();
 	CU_ASSERT_FATAL(pid >= 0);
 	if (pid == 0)
