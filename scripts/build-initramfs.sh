@@ -173,8 +173,11 @@ while IFS=' ' read -r range colon rest; do
 	kib=$((kib + (0x$end - 0x$start + 1) / 1024))
 done </proc/iomem
 read -r cmdline </proc/cmdline
+# where the kernel's text runs: KASLR's choice (root reads it unmasked)
+text=$(grep ' _text$' /proc/kallsyms | cut -d' ' -f1)
 
 echo "CUBICLE-GUEST cpus=$cpus"
+echo "CUBICLE-GUEST text=$text"
 echo "CUBICLE-GUEST mem_kib=$kib"
 echo "CUBICLE-GUEST cmdline=$cmdline"
 echo "CUBICLE-GUEST ready"

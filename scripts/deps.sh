@@ -4,7 +4,7 @@
 # example guest (--test: and what only the tests use). Uses sudo when not root. Safe to run again.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config
-libconfig-dev libffi-dev libzstd-dev libxxhash-dev libseccomp-dev zlib1g-dev libbpf-dev libcunit1-dev
+libconfig-dev libffi-dev libzstd-dev libxxhash-dev libseccomp-dev zlib1g-dev liblz4-dev libbpf-dev libcunit1-dev
 libhttp-parser-dev libjansson-dev libc-ares-dev libcurl4-gnutls-dev libarchive-dev nettle-dev curl
 qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
 e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler

@@ -133,6 +133,17 @@ int bootfile_copy(const struct bootfile *f, const struct guest_mem *m, uint64_t 
 	return read_at(f, dst, off, len, err, errlen);
 }
 
+int bootfile_read(const struct bootfile *f, void *dst, uint64_t off, uint64_t len, char *err,
+		  size_t errlen)
+{
+	if (off > f->size || len > f->size - off)
+		return bootfile_fail(-EINVAL, err, errlen, f->path,
+				     "[%llu, +%llu) is not in the file's %llu bytes",
+				     (unsigned long long)off, (unsigned long long)len,
+				     (unsigned long long)f->size);
+	return read_at(f, dst, off, len, err, errlen);
+}
+
 int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,
 		     size_t errlen)
 {

@@ -43,6 +43,10 @@ void bootfile_close(struct bootfile *f);
  * in err (a range outside the file or RAM, a read error, a file that shrank). */
 int bootfile_copy(const struct bootfile *f, const struct guest_mem *m, uint64_t gpa, uint64_t off,
 		  uint64_t len, char *err, size_t errlen);
+/* Read [off, off+len) of the file into dst. 0, or -errno with
+ * "FILE: reason" in err. */
+int bootfile_read(const struct bootfile *f, void *dst, uint64_t off, uint64_t len, char *err,
+		  size_t errlen);
 /* The whole file at gpa (bootfile_copy of [0, size)). */
 int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,
 		     size_t errlen);

@@ -37,7 +37,8 @@ static const struct key machine_keys[] = {
 };
 static const struct key boot_keys[] = {
 	{ "kernel", CN_STR }, { "initrd", CN_STR }, { "cmdline", CN_STR }, { "format", CN_STR },
-	{ "mode", CN_STR }, { "load_addr", CN_INT }, { "entry", CN_INT }, { NULL, 0 },
+	{ "mode", CN_STR }, { "load_addr", CN_INT }, { "entry", CN_INT }, { "decompress", CN_STR },
+	{ NULL, 0 },
 };
 
 /* Check a group's members against a key table. */
@@ -145,10 +146,11 @@ static int plan_boot(struct plan *p, const struct cnode *g, char *err, size_t le
 {
 	static const char *const formats[] = { "auto", "bzimage", "elf", "flat", NULL };
 	static const char *const modes[] = { "real", "protected", "long", NULL };
+	static const char *const decompress[] = { "vmm", "guest", NULL };
 	static const char *const flat_only[] = { "mode", "load_addr", "entry" };
 	struct boot_cfg *b = &p->boot;
 	const struct cnode *s;
-	int f = BOOT_AUTO, m = BOOT_MODE_REAL, ret;
+	int f = BOOT_AUTO, m = BOOT_MODE_REAL, d = BOOT_DECOMPRESS_VMM, ret;
 	int64_t v;
 
 	if (!g)
@@ -159,9 +161,11 @@ static int plan_boot(struct plan *p, const struct cnode *g, char *err, size_t le
 	    (ret = get_file(p, g, "kernel", true, &b->kernel, err, len)) ||
 	    (ret = get_file(p, g, "initrd", false, &b->initrd, err, len)) ||
 	    (ret = get_enum(g, "boot", "format", formats, &f, err, len)) ||
-	    (ret = get_enum(g, "boot", "mode", modes, &m, err, len)))
+	    (ret = get_enum(g, "boot", "mode", modes, &m, err, len)) ||
+	    (ret = get_enum(g, "boot", "decompress", decompress, &d, err, len)))
 		return ret;
 	b->format = (enum boot_format)f;
+	b->decompress = (enum boot_decompress)d;
 	b->mode = (enum boot_mode)m;
 	b->where_format = (s = cnode_get(g, "format")) ? s->where : NULL;
 	b->where_mode = (s = cnode_get(g, "mode")) ? s->where : NULL;

@@ -17,6 +17,9 @@ struct registry;
 
 enum boot_format { BOOT_AUTO = 0, BOOT_BZIMAGE, BOOT_ELF, BOOT_FLAT };
 enum boot_mode { BOOT_MODE_REAL = 0, BOOT_MODE_PROTECTED, BOOT_MODE_LONG };
+/* Who decompresses a compressed kernel (x86 bzImage): cubicle, before the
+ * guest starts, or the kernel's own decompressor in the guest. */
+enum boot_decompress { BOOT_DECOMPRESS_VMM = 0, BOOT_DECOMPRESS_GUEST };
 
 struct boot_cfg {
 	const char *kernel;  /* path, ~ and ${VAR} expanded, relative to the config */
@@ -24,6 +27,7 @@ struct boot_cfg {
 	const char *cmdline; /* "" if none */
 	enum boot_format format;
 	enum boot_mode mode; /* flat payloads only */
+	enum boot_decompress decompress;
 	uint64_t load_addr;  /* flat payloads only: where the image goes */
 	uint64_t entry;      /* flat payloads only: first instruction (default load_addr) */
 	/* Where the keys were given, for arch checks; NULL when absent. */

@@ -3,11 +3,15 @@
  * guest RAM (bzImage, ELF vmlinux or a flat payload) and records the BSP's
  * entry state for vcpu.c. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "arch.h"
 #include "boot.h"
 #include "bootfile.h"
+#include "log.h"
 #include "x86.h"
 
 #define PAGE_SIZE 0x1000ULL
@@ -112,6 +116,107 @@ static int load_linux_rest(struct vm *vm, const struct boot_cfg *b, const void *
 	return 0;
 }
 
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/*
+ * boot.decompress = "vmm": the bzImage's payload decompressed here and laid
+ * out as the kernel's own decompressor would (unpack.c), relocated by a
+ * random kernel_alignment-aligned virtual offset as its KASLR would (not
+ * with "nokaslr" on the command line), and entered at startup_64 with the
+ * bzImage's setup header (KASLR_FLAG set when relocated). The kernel runs
+ * at its link-time physical address: the decompressor's physical
+ * randomization is not done. -ENOTSUP when the payload is in a compression
+ * cubicle does not read: the caller boots the bzImage as it is.
+ */
+static int load_bzimage_unpacked(struct vm *vm, const struct boot_cfg *b, struct bootfile *im,
+				 const struct x86_kernel_info *ki, char *err, size_t errlen)
+{
+	struct x86_vm *xv = x86_of(vm);
+	struct x86_vmlinux v;
+	struct setup_header hdr;
+	struct timespec t0;
+	uint64_t delta = 0, r;
+	uint8_t *payload;
+	size_t count[3] = { 0 };
+	bool kaslr = false;
+	const char *no_kaslr = "the kernel has no relocations";
+	char why[256];
+	int ret, sets;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (!ki->payload_length)
+		return -ENOTSUP;
+	payload = x86_unpack_alloc(ki->payload_length);
+	if (!payload)
+		return bootfile_fail(-ENOMEM, err, errlen, b->kernel, "%s", strerror(errno));
+	ret = bootfile_read(im, payload, ki->pm_offset + ki->payload_offset, ki->payload_length,
+			    err, errlen);
+	if (!ret && x86_payload_kind(payload, ki->payload_length) == X86_PAYLOAD_OTHER) {
+		log_debug("boot: %s is %s-compressed, which cubicle does not decompress: the kernel decompresses itself",
+			  b->kernel, x86_payload_name(payload, ki->payload_length));
+		ret = -ENOTSUP;
+	}
+	if (!ret) {
+		ret = x86_vmlinux_unpack(&vm->mem, X86_HIMEM_START, low_ram_end(vm), payload,
+					 ki->payload_length, &v, why, sizeof(why));
+		if (ret)
+			bootfile_fail(ret, err, errlen, b->kernel, "%s (boot.decompress = \"guest\" leaves it to the kernel)",
+				      why);
+	}
+	if (!ret)
+		log_debug("boot: %s: %s payload, %u bytes, decompressed to %llu in %.2f ms",
+			  b->kernel, x86_payload_name(payload, ki->payload_length),
+			  ki->payload_length, (unsigned long long)v.size, ms_since(&t0));
+	x86_unpack_release(payload, ki->payload_length);
+	if (ret)
+		return ret;
+
+	sets = x86_vmlinux_reloc_sets(&v, count);
+	if (sets < 0) {
+		no_kaslr = "a relocation table cubicle does not read";
+		log_warn("boot: %s: the %zu bytes after the kernel are not a relocation table cubicle reads: it runs at its link address (no KASLR)",
+			 b->kernel, v.relocs_len);
+	} else if (sets && x86_cmdline_has(b->cmdline, "nokaslr")) {
+		no_kaslr = "nokaslr";
+	} else if (sets) {
+		uint64_t slots = x86_kaslr_slots(ki->pref_address, v.elf.hi - v.elf.lo,
+						 ki->kernel_alignment);
+
+		if (getrandom(&r, sizeof(r), 0) == (ssize_t)sizeof(r)) {
+			delta = (r % slots) * ki->kernel_alignment;
+			kaslr = true;
+		} else {
+			no_kaslr = "no random numbers";
+			log_warn("boot: no random numbers (%s): the kernel runs at its link address (no KASLR)",
+				 strerror(errno));
+		}
+	}
+	ret = delta ? x86_vmlinux_relocate(&vm->mem, &v, (int64_t)delta, why, sizeof(why)) : 0;
+	x86_vmlinux_free(&v);
+	if (ret)
+		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
+	if (kaslr)
+		log_debug("boot: KASLR: virtual offset 0x%llx (%zu relocations), ready in %.2f ms",
+			  (unsigned long long)delta, count[0] + count[1] + count[2], ms_since(&t0));
+	else
+		log_debug("boot: no KASLR (%s), ready in %.2f ms", no_kaslr, ms_since(&t0));
+
+	memset(&hdr, 0, sizeof(hdr));
+	memcpy(&hdr, (const uint8_t *)im->map + X86_SETUP_HDR_OFF, ki->hdr_len);
+	if (kaslr)
+		hdr.loadflags |= KASLR_FLAG;
+	ret = load_linux_rest(vm, b, &hdr, ki->hdr_len, ki->cmdline_size, ki->initrd_addr_max,
+			      (v.elf.hi + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1), err, errlen);
+	xv->entry.rip = v.elf.entry;
+	return ret;
+}
+
 static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct bootfile *im, char *err,
 			size_t errlen)
 {
@@ -124,6 +229,9 @@ static int load_bzimage(struct vm *vm, const struct boot_cfg *b, struct bootfile
 	ret = x86_bzimage_parse(im->map, im->size, &ki, why, sizeof(why));
 	if (ret)
 		return bootfile_fail(ret, err, errlen, b->kernel, "%s", why);
+	if (b->decompress == BOOT_DECOMPRESS_VMM &&
+	    (ret = load_bzimage_unpacked(vm, b, im, &ki, err, errlen)) != -ENOTSUP)
+		return ret;
 	x86_bzimage_span(&ki, X86_KERNEL_LOAD, &run, &end);
 	if (end > low_ram_end(vm) || X86_KERNEL_LOAD + ki.pm_size > low_ram_end(vm))
 		return bootfile_fail(-ENOMEM, err, errlen, b->kernel,

@@ -6,6 +6,7 @@
 
 #include <asm/bootparam.h>
 #include <asm/e820.h>
+#include <elf.h>
 #include <linux/kvm.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +35,8 @@ struct x86_kernel_info {
 	uint64_t pref_address;
 	uint32_t init_size;        /* memory the kernel needs from its run address */
 	uint16_t xloadflags;
+	uint32_t payload_offset;   /* the compressed kernel, from pm_offset (2.08+; else 0) */
+	uint32_t payload_length;
 };
 
 /* Where a 64-bit ELF vmlinux goes. */
@@ -78,6 +81,62 @@ int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *e
  * -EFAULT (a segment outside RAM) with a reason in err. */
 int x86_elf_load(const struct guest_mem *m, const void *img, size_t len, char *err,
 		 size_t errlen);
+
+/* unpack.c: a bzImage's kernel decompressed by cubicle (boot.decompress). */
+enum x86_payload_kind { X86_PAYLOAD_LZ4, X86_PAYLOAD_ZSTD, X86_PAYLOAD_GZIP, X86_PAYLOAD_OTHER };
+#define X86_VMLINUX_MAX (1ULL << 30) /* the most a payload may decompress to */
+
+/* The kernel decompressed into guest RAM: its loadable segments (in
+ * place) and the relocation table that followed them (malloc'd). */
+struct x86_vmlinux {
+	struct x86_elf_info elf;
+	Elf64_Phdr seg[16];
+	unsigned n_seg;
+	uint8_t *relocs;
+	size_t relocs_len;
+	uint64_t size; /* decompressed bytes */
+};
+
+/* Which compression a bzImage's payload (setup header payload_offset and
+ * payload_length) uses: one cubicle decompresses, or X86_PAYLOAD_OTHER. */
+enum x86_payload_kind x86_payload_kind(const void *payload, size_t len);
+/* Its name for messages: "lz4", "zstd", "gzip", "xz", "bzip2", "lzma",
+ * "lzo" or "an unknown format". */
+const char *x86_payload_name(const void *payload, size_t len);
+/*
+ * Decompress @payload (lz4 legacy frames, zstd or gzip) and copy the
+ * vmlinux ELF file's PT_LOAD segments to their p_paddr in @m, through an
+ * 8 MiB window (the whole file is never held), zeroing their bss; the
+ * bytes after the ELF file are kept in out->relocs. Every segment must lie
+ * in [@ram_lo, @ram_hi): nothing is written before that is known. 0, or
+ * -ENOTSUP (another compression), -ENOEXEC (corrupt, a size that is not
+ * the trailer's, not an x86-64 ELF), -ENOMEM/-EFAULT with a reason in err;
+ * on failure guest RAM may hold part of the kernel and out is empty.
+ */
+int x86_vmlinux_unpack(const struct guest_mem *m, uint64_t ram_lo, uint64_t ram_hi,
+		       const void *payload, size_t len, struct x86_vmlinux *out, char *err,
+		       size_t errlen);
+void x86_vmlinux_free(struct x86_vmlinux *v);
+/* @len bytes of scratch memory on 2 MiB pages where the host has them
+ * (NULL with errno), and its release. */
+void *x86_unpack_alloc(size_t len);
+void x86_unpack_release(void *p, size_t len);
+/* The relocation table's sets: 0 (no table), 2 (64-bit and 32-bit, Linux
+ * 6.12 and later) or 3 (and the inverse 32-bit ones between), their sizes
+ * in count[0] (64-bit), count[1] (inverse), count[2] (32-bit); -ENOEXEC if
+ * the bytes are not such a table. */
+int x86_vmlinux_reloc_sets(const struct x86_vmlinux *v, size_t count[3]);
+/* Shift the kernel's virtual addresses by @delta: every place the table
+ * names must lie in a segment (checked for all before any is written).
+ * 0, or -ENOEXEC with a reason in err. */
+int x86_vmlinux_relocate(const struct guest_mem *m, const struct x86_vmlinux *v, int64_t delta,
+			 char *err, size_t errlen);
+/* How many virtual offsets KASLR chooses from for a kernel that runs at
+ * @pref and spans @span bytes, aligned to @align (at least 1). */
+uint64_t x86_kaslr_slots(uint64_t pref, uint64_t span, uint64_t align);
+/* Whether @word is one of the command line's options before a "--"
+ * ("nokaslr"), as the kernel splits it (double quotes group). */
+bool x86_cmdline_has(const char *cmdline, const char *word);
 
 /*
  * The e820 map for RAM @banks (bank 0 at gpa 0, at least 1 MiB): usable

@@ -85,6 +85,11 @@ int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, 
 	out->pref_address = h.pref_address;
 	out->init_size = h.init_size;
 	out->xloadflags = h.xloadflags;
+	if (h.version >= 0x0208 && h.payload_length &&
+	    (uint64_t)h.payload_offset + h.payload_length <= out->pm_size) {
+		out->payload_offset = h.payload_offset;
+		out->payload_length = h.payload_length;
+	}
 	if (out->relocatable &&
 	    (!out->kernel_alignment || (out->kernel_alignment & (out->kernel_alignment - 1))))
 		return fail(-ENOEXEC, err, errlen, "kernel_alignment 0x%x is not a power of two",
