@@ -5,7 +5,7 @@
  * and command line, runs interleaved, medians. cubicle runs twice: as configured (it
  * decompresses the kernel itself, boot.decompress = "vmm") and with the kernel's own
  * decompressor in the guest (boot.decompress = "guest"), what it did before.
- * Usage: microvm CUBICLE QEMU KERNEL INITRD [RUNS] */
+ * Usage: microvm CUBICLE QEMU KERNEL INITRD [RUNS]; BENCH_VERBOSE=1 also prints every run. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +66,10 @@ int main(int argc, char **argv)
 		}
 	}
 	unlink(cfg);
+	if (getenv("BENCH_VERBOSE"))
+		for (int i = 0; i < runs; i++)
+			fprintf(stderr, "run %d: cubicle %.1f, decompress=guest %.1f, QEMU %.1f ms\n", i + 1,
+				c[i], g[i], q[i]);
 	printf("stock kernel + busybox initramfs, exec to the init's marker on the serial console,\n"
 	       "1 vCPU, 256 MiB, \"" CMDLINE "\", median of %d, interleaved:\n", runs);
 	{
