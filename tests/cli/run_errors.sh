@@ -121,7 +121,26 @@ if [ $x86 = 1 ]; then
 	expect_kvm "not a kernel" 1 "junk-kernel: .*not a bzImage or ELF" -- run "$tmp/vm.cfg"
 	cfg "boot = { kernel = \"junk-kernel\"; format = \"flat\"; mode = \"real\"; load_addr = 0x200000; };"
 	expect_kvm "real-mode payload above 1 MiB" 1 "junk-kernel: .*" -- run "$tmp/vm.cfg"
+	# a bzImage (protocol 2.15, 64-bit) whose lz4 payload is corrupt: cubicle
+	# decompresses it (boot.decompress = "vmm") and says so, naming the file
+	python3 - "$tmp/lz4-kernel" <<'PY'
+import struct, sys
+payload = struct.pack('<II', 0x184c2102, 100) + b'\xff' * 100 + struct.pack('<I', 4096)
+img = bytearray(5 * 512) + payload
+struct.pack_into('<BI', img, 0x1f1, 4, len(payload) // 16)
+struct.pack_into('<HH4sH', img, 0x1fe, 0xaa55, 0x66eb, b'HdrS', 0x020f)
+struct.pack_into('<B', img, 0x211, 1)
+struct.pack_into('<IIBxH', img, 0x22c, 0x7fffffff, 0x200000, 1, 1)
+struct.pack_into('<I', img, 0x238, 2047)
+struct.pack_into('<II', img, 0x248, 0, len(payload))
+struct.pack_into('<QI', img, 0x258, 0x1000000, 0x3000000)
+open(sys.argv[1], 'wb').write(img)
+PY
+	cfg "boot = { kernel = \"lz4-kernel\"; };" "machine = { host_check = false; };"
+	expect_kvm "corrupt lz4 kernel" 1 "lz4-kernel: lz4: block at 4 is corrupt \\(boot.decompress = \"guest\" leaves it to the kernel\\)" -- run "$tmp/vm.cfg"
 fi
+cfg "$good_boot"
+expect "bad boot.decompress" 1 "--set boot.decompress=cpu: 'boot.decompress' is \"cpu\"; expected one of: vmm, guest" -- run "$tmp/vm.cfg" --set boot.decompress=cpu
 if [ $x86 = 1 ] && { [ -d /sys/module/kvm_pvm ] || ! grep -qwE 'vmx|svm' /proc/cpuinfo; }; then
 	cfg "$good_boot"
 	expect_kvm "host check refuses Linux on this KVM" 1 "cannot run a stock Linux kernel|no VT-x|vmx" -- run "$tmp/vm.cfg"
