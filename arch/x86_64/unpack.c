@@ -197,19 +197,11 @@ static int sink_headers(struct sink *s, const uint8_t *p, size_t n, struct x86_e
 	return 0;
 }
 
-static int sink_put(struct sink *s, const uint8_t *p, size_t n, struct x86_elf_info *ei)
+/* Bytes [off, off+n) of the decompressed file to where they belong: the
+ * parts of segments into guest RAM, the part past the ELF file into the
+ * relocation table. */
+static void sink_scatter(struct sink *s, uint64_t off, const uint8_t *p, size_t n)
 {
-	uint64_t off = s->done;
-	int ret;
-
-	if (!n)
-		return 0;
-	if (n > s->total - s->done)
-		return fail(-ENOEXEC, s->err, s->errlen,
-			    "the payload decompresses to more than the %llu bytes its trailer says",
-			    (unsigned long long)s->total);
-	if (!s->have_hdr && (ret = sink_headers(s, p, n, ei)))
-		return ret;
 	for (unsigned i = 0; i < s->n_ph; i++) {
 		const Elf64_Phdr *ph = &s->ph[i];
 		uint64_t lo = off > ph->p_offset ? off : ph->p_offset;
@@ -225,41 +217,103 @@ static int sink_put(struct sink *s, const uint8_t *p, size_t n, struct x86_elf_i
 
 		memcpy(s->relocs + (from - s->elf_end), p + (from - off), off + n - from);
 	}
+}
+
+/* The next @n bytes, in order; the first call checks the headers. */
+static int sink_put(struct sink *s, const uint8_t *p, size_t n, struct x86_elf_info *ei)
+{
+	int ret;
+
+	if (!n)
+		return 0;
+	if (n > s->total - s->done)
+		return fail(-ENOEXEC, s->err, s->errlen,
+			    "the payload decompresses to more than the %llu bytes its trailer says",
+			    (unsigned long long)s->total);
+	if (!s->have_hdr && (ret = sink_headers(s, p, n, ei)))
+		return ret;
+	sink_scatter(s, s->done, p, n);
 	s->done += n;
 	return 0;
 }
 
+/* Where [off, off+n) of the file lies whole inside one segment's file
+ * part: its place in guest RAM, which a block can be decompressed to
+ * directly; NULL otherwise. */
+static uint8_t *sink_direct(const struct sink *s, uint64_t off, size_t n)
+{
+	for (unsigned i = 0; i < s->n_ph; i++) {
+		const Elf64_Phdr *ph = &s->ph[i];
+
+		if (off >= ph->p_offset && off + n <= ph->p_offset + ph->p_filesz)
+			return mem_map(s->m, ph->p_paddr + (off - ph->p_offset), n);
+	}
+	return NULL;
+}
+
 /* ---- the decompressors: each writes through one CHUNK-sized window ---- */
+
+/*
+ * lz4 -l's legacy frames: blocks of 8 MiB of output each (the last one
+ * shorter), each compressed on its own. The first (it holds the ELF
+ * headers) goes through the window; a later one straight into guest RAM
+ * when its output lies inside one segment (most of the kernel: one copy
+ * fewer), else through the window too. (Decompressing the blocks on
+ * several threads was measured on a 2-core host and gained nothing there:
+ * the time is the first touch of guest RAM, not lz4.)
+ */
+#define LZ4_MAX_BLOCKS (X86_VMLINUX_MAX / LZ4_LEGACY_BLOCK + 1)
 
 static int unpack_lz4(const uint8_t *in, size_t len, uint8_t *win, struct sink *s,
 		      struct x86_elf_info *ei)
 {
-	size_t pos = 4;
+	size_t pos = 4, at[LZ4_MAX_BLOCKS];
+	uint32_t csize[LZ4_MAX_BLOCKS];
+	unsigned n_blocks = 0;
 	int ret;
 
 	while (pos < len) {
-		uint32_t csize;
-		int n;
+		uint32_t c;
 
 		if (len - pos < 4)
 			return fail(-ENOEXEC, s->err, s->errlen, "lz4: truncated block header at %zu",
 				    pos);
-		csize = le32(in + pos);
+		c = le32(in + pos);
 		pos += 4;
-		if (csize == LZ4_LEGACY_MAGIC)
+		if (c == LZ4_LEGACY_MAGIC)
 			continue; /* a second legacy stream, concatenated */
-		if (csize > (uint32_t)LZ4_compressBound(LZ4_LEGACY_BLOCK) || csize > len - pos)
+		if (c > (uint32_t)LZ4_compressBound(LZ4_LEGACY_BLOCK) || c > len - pos)
 			return fail(-ENOEXEC, s->err, s->errlen,
-				    "lz4: block at %zu claims %u bytes (%zu left)", pos - 4, csize,
+				    "lz4: block at %zu claims %u bytes (%zu left)", pos - 4, c,
 				    len - pos);
-		n = LZ4_decompress_safe((const char *)in + pos, (char *)win, (int)csize,
-					(int)LZ4_LEGACY_BLOCK);
-		if (n < 0)
-			return fail(-ENOEXEC, s->err, s->errlen, "lz4: block at %zu is corrupt",
-				    pos - 4);
-		if ((ret = sink_put(s, win, (size_t)n, ei)))
+		if (n_blocks == LZ4_MAX_BLOCKS)
+			return fail(-ENOEXEC, s->err, s->errlen, "lz4: more than %u blocks",
+				    (unsigned)LZ4_MAX_BLOCKS);
+		at[n_blocks] = pos;
+		csize[n_blocks++] = c;
+		pos += c;
+	}
+	if (!n_blocks || s->total <= (uint64_t)(n_blocks - 1) * LZ4_LEGACY_BLOCK ||
+	    s->total > (uint64_t)n_blocks * LZ4_LEGACY_BLOCK)
+		return fail(-ENOEXEC, s->err, s->errlen,
+			    "lz4: %u blocks of 8 MiB cannot make the %llu bytes the payload's trailer says",
+			    n_blocks, (unsigned long long)s->total);
+	for (unsigned k = 0; k < n_blocks; k++) {
+		uint64_t off = (uint64_t)k * LZ4_LEGACY_BLOCK;
+		size_t want = k + 1 < n_blocks ? LZ4_LEGACY_BLOCK : (size_t)(s->total - off);
+		uint8_t *dst = k ? sink_direct(s, off, want) : NULL;
+		int n = LZ4_decompress_safe((const char *)in + at[k], (char *)(dst ? dst : win),
+					    (int)csize[k], (int)want);
+
+		if (n != (int)want)
+			return fail(-ENOEXEC, s->err, s->errlen,
+				    n < 0 ? "lz4: block at %zu is corrupt, or longer than the payload's trailer says"
+					  : "lz4: block at %zu is shorter than 8 MiB or than the payload's trailer says",
+				    at[k] - 4);
+		if (dst)
+			s->done += want;
+		else if ((ret = sink_put(s, win, want, ei)))
 			return ret;
-		pos += csize;
 	}
 	return 0;
 }

@@ -18,11 +18,14 @@
 #define MiB (1ULL << 20)
 #define KMAP 0xffffffff80000000ULL
 #define TEXT_PA (16 * MiB)
-#define TEXT_LEN (9 * MiB) /* more than one 8 MiB lz4 block and window */
-#define DATA_PA (TEXT_PA + 10 * MiB)
+/* lz4 blocks of 8 MiB: the first holds the headers, the second lies inside
+ * the text (decompressed straight into RAM), the
+ * third holds the text's end, the data and the table (through a window) */
+#define TEXT_LEN (20 * MiB)
+#define DATA_PA (TEXT_PA + 22 * MiB)
 #define DATA_FILE 0x3000
 #define DATA_MEM 0x5000
-#define RAM (48 * MiB)
+#define RAM (64 * MiB)
 
 /* Places the relocation table names, as offsets into the text segment. */
 #define R64_A 0x1000
@@ -33,6 +36,7 @@
 
 static uint8_t *file;
 static size_t file_len;
+static size_t lz4_block = 8 * MiB; /* what lz4 -l writes; tests change it */
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -92,6 +96,14 @@ static void build(bool three_sets, bool bad_reloc)
 	memcpy(file + elf_end, table, 4 * n);
 }
 
+static uint32_t le32_of(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
 static void append_size(uint8_t *out, size_t *len)
 {
 	put32(out + *len, (uint32_t)file_len);
@@ -105,8 +117,8 @@ static uint8_t *pack_lz4(size_t *len)
 	size_t pos = 4;
 
 	put32(out, 0x184c2102);
-	for (size_t off = 0; off < file_len; off += 8 * MiB) {
-		size_t n = file_len - off < 8 * MiB ? file_len - off : 8 * MiB;
+	for (size_t off = 0; off < file_len; off += lz4_block) {
+		size_t n = file_len - off < lz4_block ? file_len - off : lz4_block;
 		int c = LZ4_compress_default((const char *)file + off, (char *)out + pos + 4, (int)n,
 					     LZ4_compressBound((int)n));
 
@@ -309,6 +321,25 @@ static void test_refusals(void)
 	p[4 + 4 + 41] ^= 0x5a;
 	CU_ASSERT_NOT_EQUAL(x86_vmlinux_unpack(&m, MiB, RAM, p, len, &v, err, sizeof(err)), 0);
 	free(p);
+	/* blocks that are not 8 MiB each: refused, not laid out at the wrong place */
+	lz4_block = 4 * MiB;
+	p = pack_lz4(&len);
+	lz4_block = 8 * MiB;
+	CU_ASSERT_EQUAL(x86_vmlinux_unpack(&m, MiB, RAM, p, len, &v, err, sizeof(err)), -ENOEXEC);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "8 MiB"));
+	free(p);
+	/* a corrupt block past the first (decompressed straight into RAM):
+	 * refused, named */
+	p = pack_lz4(&len);
+	{
+		size_t b1 = 4 + 4 + le32_of(p + 4);
+
+		memset(p + b1 + 4 + 16, 0xff, 64);
+		CU_ASSERT_EQUAL(x86_vmlinux_unpack(&m, MiB, RAM, p, len, &v, err, sizeof(err)),
+				-ENOEXEC);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "lz4: block at "));
+	}
+	free(p);
 	/* zstd cut inside its frame */
 	p = pack_zstd(&len);
 	memmove(p + len / 2, p + len - 4, 4);
@@ -320,7 +351,7 @@ static void test_refusals(void)
 	memset(m.host, 0xaa, RAM);
 	CU_ASSERT_EQUAL(x86_vmlinux_unpack(&m, 32 * MiB, RAM, p, len, &v, err, sizeof(err)),
 			-ENOMEM);
-	CU_ASSERT_EQUAL(x86_vmlinux_unpack(&m, MiB, 20 * MiB, p, len, &v, err, sizeof(err)),
+	CU_ASSERT_EQUAL(x86_vmlinux_unpack(&m, MiB, 30 * MiB, p, len, &v, err, sizeof(err)),
 			-ENOMEM);
 	CU_ASSERT_EQUAL(*(const uint8_t *)mem_map(&m, TEXT_PA + 1, 1), 0xaa);
 	free(p);
