@@ -20,7 +20,7 @@ int main(int argc, char **argv)
 {
 	const char *tmp = getenv("TMPDIR");
 	char cfg[PATH_MAX];
-	double *c, *g, *q;
+	double *c, *g, *q, rc[1000], rg[1000], rq[1000];
 	int runs;
 	FILE *f;
 
@@ -61,15 +61,18 @@ int main(int argc, char **argv)
 			fail();
 		for (int i = 0; i < runs; i++) {
 			c[i] = start_all(vmm, 1, MARKER, false);
+			rc[i] = marker_rss_kib / 1024.0;
 			q[i] = start_all(qemu, 1, MARKER, false);
+			rq[i] = marker_rss_kib / 1024.0;
 			g[i] = start_all(vmm_guest, 1, MARKER, false);
+			rg[i] = marker_rss_kib / 1024.0;
 		}
 	}
 	unlink(cfg);
 	if (getenv("BENCH_VERBOSE"))
 		for (int i = 0; i < runs; i++)
-			fprintf(stderr, "run %d: cubicle %.1f, decompress=guest %.1f, QEMU %.1f ms\n", i + 1,
-				c[i], g[i], q[i]);
+			fprintf(stderr, "run %d: cubicle %.1f, decompress=guest %.1f, QEMU %.1f ms; RSS %.1f / %.1f / %.1f MiB\n",
+				i + 1, c[i], g[i], q[i], rc[i], rg[i], rq[i]);
 	printf("stock kernel + busybox initramfs, exec to the init's marker on the serial console,\n"
 	       "1 vCPU, 256 MiB, \"" CMDLINE "\", median of %d, interleaved:\n", runs);
 	{
@@ -82,6 +85,10 @@ int main(int argc, char **argv)
 		printf("  ratio                             %9.2fx QEMU microvm (the goal: 0.45x or less)\n",
 		       mc / mq);
 		printf("  ratio, boot.decompress=guest      %9.2fx QEMU microvm\n", mg / mq);
+		printf("  process RSS at the marker (guest RAM included), medians:\n");
+		printf("  cubicle                           %9.1f MiB\n", median(rc, (unsigned)runs));
+		printf("  cubicle, boot.decompress=guest    %9.1f MiB\n", median(rg, (unsigned)runs));
+		printf("  QEMU microvm                      %9.1f MiB\n", median(rq, (unsigned)runs));
 	}
 	free(c);
 	free(g);

@@ -156,11 +156,30 @@ static int feed(struct proc *p, const char *marker)
  * each (SIGSTOP) as soon as it has. Returns when the last one did, in ms
  * since @t0; a process that ends or stays silent past the timeout fails.
  */
+unsigned long marker_rss_kib;
+
+static unsigned long rss_kib(pid_t pid)
+{
+	char path[64], line[128];
+	unsigned long kib = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %lu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
 static double wait_all(struct proc *ps, unsigned n, const char *marker, bool stop, double t0)
 {
 	static struct pollfd pf[MAX_CLONES];
 	static unsigned idx[MAX_CLONES];
-	double deadline = t0 + timeout_s * 1e3;
+	double deadline = t0 + timeout_s * 1e3, last = 0;
 	unsigned left = n;
 
 	while (left) {
@@ -196,9 +215,12 @@ static double wait_all(struct proc *ps, unsigned n, const char *marker, bool sto
 				fail();
 			}
 			if (r > 0) {
+				last = now_ms();
 				left--;
 				if (stop)
 					kill(p->pid, SIGSTOP);
+				/* one process: nothing else is timed after it */
+				marker_rss_kib = n == 1 ? rss_kib(p->pid) : 0;
 				if (verbose)
 					fprintf(stderr, "  [%u] '%s' after %.1f ms\n", idx[j], marker,
 						now_ms() - t0);

@@ -40,6 +40,10 @@ pid_t spawn(char *const argv[], const char *log, int *fd);
 double run_to_end(char *const argv[], const char *log);
 /* Start @n copies of @argv; ms until all showed @marker (@stop: SIGSTOP each). */
 double start_all(char *const argv[], unsigned n, const char *marker, bool stop);
+/* The VmRSS (KiB) of the process a start_all of one copy saw show its
+ * marker, read just after (the time returned is taken before); 0 when
+ * unknown or for more copies. */
+extern unsigned long marker_rss_kib;
 /* The number of lines of the file @path holding @marker. */
 unsigned count_in(const char *path, const char *marker);
 /* Wait for @pid's log to hold @marker more than @after times; fail otherwise. */
