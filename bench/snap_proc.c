@@ -227,7 +227,7 @@ static double wait_all(struct proc *ps, unsigned n, const char *marker, bool sto
 			}
 		}
 	}
-	return now_ms() - t0;
+	return (last ? last : now_ms()) - t0;
 }
 
 /* Start @n copies of @argv at once; ms until each has shown @marker. */
