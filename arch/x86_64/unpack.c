@@ -21,7 +21,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <lz4.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +35,7 @@
 #define CHUNK (8u << 20)            /* the output window every format writes through */
 #define RELOCS_MAX (64u << 20)      /* a relocation table longer than this is not one */
 
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
+#define fail x86_boot_fail
 
 static uint32_t le32(const uint8_t *p)
 {
