@@ -75,27 +75,37 @@ fail:
 #define PR_SET_VMA_ANON_NAME 0
 #endif
 
-int mem_create_thp(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n)
+void *mem_anon_aligned(uint64_t size)
 {
-	int ret = set_banks(m, size, banks, n);
 	uint8_t *p, *at;
 	uintptr_t skew;
 
-	if (ret)
-		return ret;
 	/* THP_SIZE more, then the unaligned ends cut off */
 	if (size > UINT64_MAX - THP_SIZE)
-		return -ENOMEM;
+		return errno = ENOMEM, MAP_FAILED;
 	p = mmap(NULL, size + THP_SIZE, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
-		return -errno;
+		return MAP_FAILED;
 	skew = (uintptr_t)p & (THP_SIZE - 1);
 	at = skew ? p + (THP_SIZE - skew) : p;
 	if (at > p)
 		munmap(p, (size_t)(at - p));
 	if (at + size < p + size + THP_SIZE)
 		munmap(at + size, (size_t)(p + size + THP_SIZE - (at + size)));
+	return at;
+}
+
+int mem_create_thp(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n)
+{
+	int ret = set_banks(m, size, banks, n);
+	uint8_t *at;
+
+	if (ret)
+		return ret;
+	at = mem_anon_aligned(size);
+	if (at == MAP_FAILED)
+		return -errno;
 	/* A kernel built without THP refuses the advice: the memfd then, as
 	 * without machine.thp. (THP built but off: the advice is taken, and
 	 * the RAM works the same on 4 KiB pages.) The advice also marks the

@@ -36,6 +36,9 @@ int mem_create(struct guest_mem *m, uint64_t size, const struct mem_bank *banks,
  * 512. Named "cubicle-guest-ram" in /proc/PID/maps where the kernel can
  * name anonymous memory. No fd (m->fd is -1). */
 int mem_create_thp(struct guest_mem *m, uint64_t size, const struct mem_bank *banks, unsigned n);
+/* @size bytes of private anonymous memory (MAP_NORESERVE) at a 2 MiB
+ * boundary, where huge pages can back it; MAP_FAILED with errno set. */
+void *mem_anon_aligned(uint64_t size);
 /* The same over @fd (a file of exactly @size bytes), mapped MAP_PRIVATE:
  * reads fault in from the file, writes stay private. Takes @fd. */
 int mem_create_file(struct guest_mem *m, int fd, uint64_t size, const struct mem_bank *banks,

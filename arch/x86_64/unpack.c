@@ -49,21 +49,12 @@ static uint32_t le32(const uint8_t *p)
 void *x86_unpack_alloc(size_t len)
 {
 	size_t span = (len + HUGE - 1) & ~(HUGE - 1);
-	uint8_t *p = mmap(NULL, span + HUGE, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	uintptr_t skew;
-	uint8_t *at;
+	void *p = mem_anon_aligned(span);
 
 	if (p == MAP_FAILED)
 		return NULL;
-	skew = (uintptr_t)p & (HUGE - 1);
-	at = skew ? p + (HUGE - skew) : p;
-	if (at > p)
-		munmap(p, (size_t)(at - p));
-	if (at + span < p + span + HUGE)
-		munmap(at + span, (size_t)(p + span + HUGE - (at + span)));
-	madvise(at, span, MADV_HUGEPAGE); /* advice: without it, 4 KiB pages */
-	return at;
+	madvise(p, span, MADV_HUGEPAGE); /* advice: without it, 4 KiB pages */
+	return p;
 }
 
 void x86_unpack_release(void *p, size_t len)
