@@ -3,7 +3,6 @@
  * guest RAM (bzImage, ELF vmlinux or a flat payload) and records the BSP's
  * entry state for vcpu.c. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -157,15 +156,12 @@ static int load_bzimage_unpacked(struct vm *vm, const struct boot_cfg *b, struct
 		return bootfile_fail(-ENOMEM, err, errlen, b->kernel, "%s", strerror(errno));
 	ret = bootfile_read(im, payload, ki->pm_offset + ki->payload_offset, ki->payload_length,
 			    err, errlen);
-	if (!ret && x86_payload_kind(payload, ki->payload_length) == X86_PAYLOAD_OTHER) {
-		log_debug("boot: %s is %s-compressed, which cubicle does not decompress: the kernel decompresses itself",
-			  b->kernel, x86_payload_name(payload, ki->payload_length));
-		ret = -ENOTSUP;
-	}
 	if (!ret) {
 		ret = x86_vmlinux_unpack(&vm->mem, X86_HIMEM_START, low_ram_end(vm), payload,
 					 ki->payload_length, &v, why, sizeof(why));
-		if (ret)
+		if (ret == -ENOTSUP)
+			log_debug("boot: %s: %s: the kernel decompresses itself", b->kernel, why);
+		else if (ret)
 			bootfile_fail(ret, err, errlen, b->kernel, "%s (boot.decompress = \"guest\" leaves it to the kernel)",
 				      why);
 	}
