@@ -368,6 +368,10 @@ expect "template build: --disk-size alone" 2 "--disk-size goes with --rootfs or 
 expect "template build: --disk-size not a size" 2 "--disk-size '64G' is not a size in MiB" -- \
 	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --disk-size 64G --state "$tmp/tstate"
 printf 'boot = { kernel = "k"; cmdline = "quiet"; };\n' >"$tmp/tmpl2.cfg"
+expect "template build: --jail-user not UID:GID" 2 "jail_user 0:65534: expected UID:GID, two numbers other than 0" -- \
+	template build t "$tmp/tmpl.cfg" --jail-user 0:65534 --state "$tmp/tstate"
+expect "template build: --jail-cgroup alone" 2 "--jail-cgroup goes with --jail-user" -- \
+	template build t "$tmp/tmpl.cfg" --jail-cgroup /sys/fs/cgroup/x --state "$tmp/tstate"
 expect "template build --ext4 of a file that is not ext4" 1 "tmpl2.cfg is not an ext4 image" -- \
 	template build t "$tmp/tmpl2.cfg" --ext4 "$tmp/tmpl2.cfg" --state "$tmp/tstate"
 if command -v mke2fs >/dev/null || [ -x /sbin/mke2fs ]; then

@@ -17,9 +17,12 @@
 #   - a warm pool of 2 restored-and-paused clones serves some creates;
 #   - afterwards (serve stopped: it ends its pool) no VMM process, socket or
 #     sandbox folder is left;
+#   - `cubicle template build --jail-user` builds a template with its VMM
+#     jailed; the snapshot it wrote is made root's;
 #   - a second serve with jail_user runs the SDK's flow again with every VMM
 #     jailed (as 65534, its root holding only its files, a cgroup with
-#     limits); killed, a sandbox leaves no cgroup, folder or process.
+#     limits), and one sandbox from the jailed template; killed, a sandbox
+#     leaves no cgroup, folder or process.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${CUBICLE_E2E_TIMEOUT:=900}"
@@ -79,11 +82,26 @@ jail_user = "65534:65534";
 jail_memory_max = "1G";
 jail_pids_max = "64";
 CFG
+	# A template built jailed too (its own console and vsock paths: the
+	# base build's, root's, are not the jail's uid's to write)
+	sed "s|$t/template|$t/jtemplate|g" "$w/vm.cfg" >"$w/jvm.cfg"
+	if serve_template jailed "$w/jvm.cfg" --jail-user 65534:65534; then
+		jt=$state/templates/jailed
+		# the VMM ran as 65534; what it wrote is root's now, links none
+		notroot=$(find "$jt/snap" ! -user root -o ! -group root -o -perm /022 ! -type l -o -type l 2>&1 | head -n 3)
+		if grep -q "jailed in .* as uid 65534 gid 65534" "$jt/build.log" && [ -n "$(ls "$jt/snap")" ] &&
+		   [ -z "$notroot" ] && ! [ -e "$jt/j" ] && [ -z "$(ls -d "$cgbase"/vm-* 2>/dev/null)" ]; then
+			ok "template build --jail-user: its VMM ran jailed as 65534; the snapshot ($(ls "$jt/snap" | wc -l) entries) is root's, the jail folder and cgroup gone"
+		else
+			bad "template build --jail-user: $(grep -c 'jailed in' "$jt/build.log") 'jailed in' lines; not root's or writable: '$notroot'; left: $(ls -d "$jt/j" "$cgbase"/vm-* 2>/dev/null)"
+		fi
+	fi
 	start_serve "$t/jserve.cfg" "$w/jserve.log"
 	SDK_TEST_DIR=/tmp/serve-sdk-jailed node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
-	# One more by hand, to look at its VMM from outside.
+	# One more by hand, from the jailed template, to look at its VMM from
+	# outside.
 	id=$(curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
-		-d '{"templateID":"base"}' "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p')
+		-d '{"templateID":"jailed"}' "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p')
 	sup= vmm= cg= uid= root= lim=
 	for p in $(pgrep -f "cubicle restore .*--id $id" 2>/dev/null); do
 		if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" = 0 ]; then sup=$p; else vmm=$p; fi

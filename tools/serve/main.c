@@ -409,9 +409,7 @@ static void on_stop(int sig)
 	srv.stopping = 1;
 }
 
-/* jail_user is UID:GID, both numbers and neither 0; jail_cgroup defaults
- * to what `cubicle --jail` uses. 0, or -1 after a message. */
-static int jail_check(void)
+int serve_jail_check(const char *who)
 {
 	unsigned long uid, gid;
 	char *end;
@@ -429,15 +427,15 @@ static int jail_check(void)
 				  ? "/sys/fs/cgroup/unified/cubicle"
 				  : "/sys/fs/cgroup/cubicle";
 	if (geteuid()) {
-		fprintf(stderr, "cubicle serve: jail_user %s: jailed VMMs need serve to run as root\n",
-			srv.jail_user);
+		fprintf(stderr, "%s: jail_user %s: jailed VMMs need %s to run as root\n", who,
+			srv.jail_user, who);
 		return -1;
 	}
 	return 0;
 bad:
-	fprintf(stderr, "cubicle serve: jail_user %s: expected UID:GID, two numbers other than 0\n",
+	fprintf(stderr, "%s: jail_user %s: expected UID:GID, two numbers other than 0\n", who,
 		srv.jail_user);
-	return -1;
+	return -2;
 }
 
 static int serve_main(int argc, char **argv)
@@ -500,7 +498,7 @@ static int serve_main(int argc, char **argv)
 		fprintf(stderr, "cubicle serve: seccomp %s: expected enforce, log or off\n", srv.seccomp);
 		return 2;
 	}
-	if (srv.jail_user && jail_check())
+	if (srv.jail_user && serve_jail_check("cubicle serve"))
 		return 2;
 	{
 		char why[300];

@@ -2,8 +2,18 @@
 #ifndef CUBICLE_SERVE_RMTREE_H
 #define CUBICLE_SERVE_RMTREE_H
 
+#include <stddef.h>
+
 /* Removes @path, a file or a folder and all it holds (not following
  * links): 0, or -1 with errno (ENOENT when @path is not there). */
 int rm_tree(const char *path);
+/* Takes over the folder @from, which another uid wrote (a jailed VMM's
+ * snapshot, whose guest may have taken that VMM over): moved to @to (same
+ * file system), then every entry must be a folder or a regular file with
+ * one link (no symbolic link, device, socket or fifo) and is made root's
+ * and writable by root alone (the mode's read and execute bits kept). The
+ * writer has ended. 0, or -1 with @msg naming the entry; what was taken
+ * stays at @to either way. Root only (chown). */
+int adopt_tree(const char *from, const char *to, char *msg, size_t len);
 
 #endif

@@ -39,6 +39,7 @@ struct sandbox {
 	json_t *metadata;           /* an object of strings */
 	double create_ms;           /* create or resume to agent ready */
 	bool jailed;                /* its VMM runs `--jail DIR/j` (files: sbx_file) */
+	const char *log_name;       /* its VMM's output in DIR: NULL is vmm.log */
 	int net_slot;               /* its /30 of the network_subnet, -1: no network */
 	char net_dev[65];           /* the tap device's id in its VM */
 	json_t *net_allow;          /* its egress allow list (strings) */
@@ -77,6 +78,11 @@ struct server {
 };
 
 extern struct server srv;
+
+/* srv.jail_user is UID:GID, both numbers and neither 0, and this process
+ * is root; srv.jail_cgroup defaults to what `cubicle --jail` uses. 0, or
+ * after a message that starts with @who, -2 (not UID:GID) or -1 (not root). */
+int serve_jail_check(const char *who);
 
 /* Inside a jail, the folder that holds a sandbox's files (its VMM's view);
  * from outside DIR/j/vm (short: a socket path must fit in 108 bytes). */

@@ -54,7 +54,13 @@ static void tusage(FILE *f)
 	      "  -d, --state DIR     serve's state folder (default /var/lib/cubicle/serve)\n"
 	      "  -s, --set PATH=VAL  override a value of CONFIG (as cubicle run)\n"
 	      "      --wait SECONDS  how long the agent may take to answer (default 300)\n"
-	      "      --force         replace a template of that name\n",
+	      "      --force         replace a template of that name\n"
+	      "      --jail-user UID:GID  boot it jailed (cubicle run --jail) as UID:GID\n"
+	      "                       (numbers, not 0; needs root), as `cubicle serve\n"
+	      "                       --jail-user` runs its sandboxes; the snapshot it\n"
+	      "                       writes is checked and made root's\n"
+	      "      --jail-cgroup DIR  the jailed VMM's parent cgroup (default\n"
+	      "                       /sys/fs/cgroup/cubicle)\n",
 	      f);
 }
 
@@ -65,7 +71,7 @@ static int vsock_path(struct sandbox *s, char *out, size_t len)
 	char sock[300];
 	double t0 = now_ms();
 
-	snprintf(sock, sizeof(sock), "%s/api.sock", s->dir);
+	sbx_file(s, "api.sock", false, sock, sizeof(sock));
 	for (; now_ms() - t0 < 60000 && vmm_alive(s); usleep(100000)) {
 		char *body = NULL;
 		const char *p;
@@ -295,6 +301,18 @@ out:
 	return ret;
 }
 
+/* srv.jail_user's uid and gid (checked by serve_jail_check): 0, or -1. */
+static int jail_ids(uid_t *uid, gid_t *gid)
+{
+	unsigned u, g;
+
+	if (!srv.jail_user || sscanf(srv.jail_user, "%u:%u", &u, &g) != 2)
+		return -1;
+	*uid = u;
+	*gid = g;
+	return 0;
+}
+
 static int build(int argc, char **argv, const char *state)
 {
 	static const struct option lo[] = {
@@ -306,17 +324,23 @@ static int build(int argc, char **argv, const char *state)
 		{ "ext4", required_argument, NULL, 'e' },
 		{ "oci", required_argument, NULL, 'o' },
 		{ "disk-size", required_argument, NULL, 'z' },
+		{ "jail-user", required_argument, NULL, 'J' },
+		{ "jail-cgroup", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	char *av[64], tdir[300], final[300], old[320], vs[256], snap[320], msg[600], body[400];
+	char *av[80], tdir[300], final[300], old[320], vs[256], snap[320], msg[600], body[400];
+	char api[320], jroot[300], jids[32], host_vs[600];
 	unsigned n = 0, wait_s = 300, disk_mib = 0, cfg_at;
 	bool force = false;
 	const char *rootsrc = NULL;
 	char root_kind = 0, img[PATH_MAX] = "";
-	struct sandbox s = { .child = true };
+	struct sandbox s = { .child = true, .log_name = "build.log" };
 	const char *name, *cfg;
 	double t0 = now_ms();
+	uid_t uid;
+	gid_t gid;
+	pid_t vpid;
 	int c, lfd;
 
 	av[n++] = (char *)srv.cubicle;
@@ -350,10 +374,16 @@ static int build(int argc, char **argv, const char *state)
 			disk_mib = (unsigned)v;
 			break;
 		}
+		case 'J': srv.jail_user = optarg; break;
+		case 'C': srv.jail_cgroup = optarg; break;
 		case 'h': tusage(stdout); return 0;
 		default: tusage(stderr); return 2;
 		}
 	}
+	if (srv.jail_cgroup && !srv.jail_user)
+		return fprintf(stderr, "cubicle template: --jail-cgroup goes with --jail-user\n"), 2;
+	if (srv.jail_user && (c = serve_jail_check("cubicle template")))
+		return c == -2 ? 2 : 1;
 	if (argc - optind != 2) {
 		tusage(stderr);
 		return 2;
@@ -383,14 +413,31 @@ static int build(int argc, char **argv, const char *state)
 		return fprintf(stderr, "cubicle template: %s: %s\n", tdir, strerror(errno)), 1;
 	snprintf(s.dir, sizeof(s.dir), "%s", tdir);
 	snprintf(s.id, sizeof(s.id), "template");
-	snprintf(snap, sizeof(snap), "%s/snap", tdir);
+	if (srv.jail_user) {
+		/* the jail needs its folder's absolute path */
+		char real[PATH_MAX];
+
+		errno = 0;
+		if (!realpath(tdir, real) || strlen(real) >= sizeof(s.dir) - 16) {
+			fprintf(stderr, "cubicle template: %s: %s\n", tdir,
+				strerror(errno ? errno : ENAMETOOLONG));
+			rmdir(tdir);
+			return 1;
+		}
+		snprintf(s.dir, sizeof(s.dir), "%s", real);
+		s.jailed = true;
+	}
+	/* where the VMM writes the snapshot (inside its jail: /vm/snap) */
+	sbx_file(&s, "snap", true, snap, sizeof(snap));
 	cfg_at = n;
 	av[n++] = (char *)cfg;
 	av[n++] = "--api-sock";
-	char api[320];
-
-	snprintf(api, sizeof(api), "%s/api.sock", tdir);
+	sbx_file(&s, "api.sock", true, api, sizeof(api));
 	av[n++] = api;
+	if (s.jailed) {
+		snprintf(jroot, sizeof(jroot), "%s/j", s.dir);
+		vmm_jail_args(av, &n, jroot, jids, sizeof(jids));
+	}
 	av[n] = NULL;
 	snprintf(msg, sizeof(msg), "%s/build.log", tdir);
 	lfd = open(msg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -433,6 +480,11 @@ static int build(int argc, char **argv, const char *state)
 		cfg = tcfg;
 		av[cfg_at] = tcfg;
 		snprintf(msg, sizeof(msg), "%s/build.log", tdir);
+		/* the jailed VMM writes to its root disk as the jail's uid */
+		if (s.jailed && jail_ids(&uid, &gid) == 0 && chown(img, uid, gid)) {
+			fprintf(stderr, "cubicle template: %s: %s\n", img, strerror(errno));
+			goto fail;
+		}
 	}
 	fprintf(stderr, "cubicle template: booting %s (log %s)\n", cfg, msg);
 	s.pid = lfd < 0 ? -1 : fork();
@@ -455,9 +507,11 @@ static int build(int argc, char **argv, const char *state)
 			cfg, *msg ? ": " : "", msg);
 		goto fail;
 	}
-	/* the agent's /health, through the config's own vsock socket */
+	/* the agent's /health, through the config's own vsock socket (from
+	 * outside a jail: where the jail made it) */
+	snprintf(host_vs, sizeof(host_vs), "%s%s%s", s.jailed ? s.dir : "", s.jailed ? "/j" : "", vs);
 	srv.agent_wait_ms = wait_s * 1000;
-	if (vmm_wait_health(&s, vs, msg, sizeof(msg))) {
+	if (vmm_wait_health(&s, host_vs, msg, sizeof(msg))) {
 		fprintf(stderr, "cubicle template: %s\n", msg);
 		goto fail;
 	}
@@ -469,8 +523,28 @@ static int build(int argc, char **argv, const char *state)
 		fprintf(stderr, "cubicle template: %s\n", msg);
 		goto fail;
 	}
+	vpid = s.pid;
 	vmm_end(&s);
-	unlink(api);
+	if (s.jailed) {
+		/* out of the jail, once its VMM is gone (its cgroup removed: no
+		 * process of the jail is left): DIR/j/vm/snap -> DIR/snap */
+		char jsnap[320], out[320], cg[300];
+
+		snprintf(cg, sizeof(cg), "%s/vm-%d", srv.jail_cgroup, (int)vpid);
+		if (!access(cg, F_OK)) {
+			fprintf(stderr, "cubicle template: %s is still there: a process of the jail may live\n", cg);
+			goto fail;
+		}
+		sbx_file(&s, "snap", false, jsnap, sizeof(jsnap));
+		snprintf(out, sizeof(out), "%s/snap", s.dir);
+		if (adopt_tree(jsnap, out, msg, sizeof(msg))) {
+			fprintf(stderr, "cubicle template: %s\n", msg);
+			goto fail;
+		}
+		rm_tree(jroot);
+	} else {
+		unlink(api);
+	}
 	if (*img)
 		unlink(img); /* the snapshot holds its own copy of the root disk */
 	if (!access(final, F_OK)) {

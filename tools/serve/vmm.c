@@ -118,10 +118,43 @@ void vmm_end(struct sandbox *s)
 	s->pid_start = 0;
 }
 
+int vmm_jail_args(char **argv, unsigned *n, const char *root, char *buf, size_t len)
+{
+	char *gid;
+
+	/* UID:GID, checked when serve started (serve_jail_check) */
+	snprintf(buf, len, "%s", srv.jail_user);
+	gid = strchr(buf, ':');
+	if (!gid)
+		return -1;
+	*gid++ = '\0';
+	argv[(*n)++] = "--jail";
+	argv[(*n)++] = (char *)root;
+	argv[(*n)++] = "--jail-uid";
+	argv[(*n)++] = buf;
+	argv[(*n)++] = "--jail-gid";
+	argv[(*n)++] = gid;
+	argv[(*n)++] = "--jail-cgroup";
+	argv[(*n)++] = (char *)srv.jail_cgroup;
+	if (srv.jail_memory_max) {
+		argv[(*n)++] = "--jail-memory-max";
+		argv[(*n)++] = (char *)srv.jail_memory_max;
+	}
+	if (srv.jail_cpu_max) {
+		argv[(*n)++] = "--jail-cpu-max";
+		argv[(*n)++] = (char *)srv.jail_cpu_max;
+	}
+	if (srv.jail_pids_max) {
+		argv[(*n)++] = "--jail-pids-max";
+		argv[(*n)++] = (char *)srv.jail_pids_max;
+	}
+	return 0;
+}
+
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
 	char api[300], host_api[300], log[300], root[300], *argv[48 + 2 * VMM_SETS_MAX];
-	char uid[32] = "", *gid;
+	char uid[32] = "";
 	unsigned n = 0;
 	pid_t pid;
 	int lfd;
@@ -143,33 +176,9 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 		argv[n++] = (char *)srv.seccomp;
 	}
 	if (s->jailed) {
-		/* UID:GID, checked when serve started */
-		snprintf(uid, sizeof(uid), "%s", srv.jail_user);
-		gid = strchr(uid, ':');
-		if (!gid)
-			return errno = EINVAL, -1;
-		*gid++ = '\0';
 		snprintf(root, sizeof(root), "%s/j", s->dir);
-		argv[n++] = "--jail";
-		argv[n++] = root;
-		argv[n++] = "--jail-uid";
-		argv[n++] = uid;
-		argv[n++] = "--jail-gid";
-		argv[n++] = gid;
-		argv[n++] = "--jail-cgroup";
-		argv[n++] = (char *)srv.jail_cgroup;
-		if (srv.jail_memory_max) {
-			argv[n++] = "--jail-memory-max";
-			argv[n++] = (char *)srv.jail_memory_max;
-		}
-		if (srv.jail_cpu_max) {
-			argv[n++] = "--jail-cpu-max";
-			argv[n++] = (char *)srv.jail_cpu_max;
-		}
-		if (srv.jail_pids_max) {
-			argv[n++] = "--jail-pids-max";
-			argv[n++] = (char *)srv.jail_pids_max;
-		}
+		if (vmm_jail_args(argv, &n, root, uid, sizeof(uid)))
+			return errno = EINVAL, -1;
 	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
 		argv[n++] = "--set";
@@ -219,7 +228,7 @@ void vmm_log_tail(const struct sandbox *s, char *out, size_t len)
 	int fd;
 
 	out[0] = '\0';
-	snprintf(path, sizeof(path), "%s/vmm.log", s->dir);
+	snprintf(path, sizeof(path), "%s/%s", s->dir, s->log_name ? s->log_name : "vmm.log");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;

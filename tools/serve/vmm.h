@@ -25,11 +25,15 @@ bool vmm_alive(struct sandbox *s);
  * jailed one gets SIGTERM first (its supervisor then removes its cgroup;
  * else serve does). */
 void vmm_end(struct sandbox *s);
+/* The --jail options of a VMM whose jail is @root (srv.jail_user's uid and
+ * gid, in @buf; srv.jail_cgroup; the limits) appended to @argv at *@n (at
+ * most 14): 0, or -1 when jail_user is not UID:GID. */
+int vmm_jail_args(char **argv, unsigned *n, const char *root, char *buf, size_t len);
 /* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
  * its own, output to DIR/vmm.log, with --paused when @paused (the VM waits
  * for PATCH /vm Resumed): 0, or -1 (errno). */
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused);
-/* The last error line (or last line) of DIR/vmm.log. */
+/* The last error line (or last line) of DIR/vmm.log (DIR/s->log_name). */
 void vmm_log_tail(const struct sandbox *s, char *out, size_t len);
 /* A call to the VMM's API: 0 on a 2xx answer, else -1 with @msg. */
 int vmm_api(const struct sandbox *s, const char *method, const char *path, const char *body,

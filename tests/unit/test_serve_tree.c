@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of tools/serve/rmtree.c: rm_tree (a folder and all it holds,
+ * links not followed) and adopt_tree (a folder another uid wrote, a jailed
+ * template build's snapshot, taken over: moved, then only folders and
+ * files with one name, made root's and writable by root alone). Needs root
+ * (chown); skipped with a message otherwise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "rmtree.h"
+
+#define OWNER 65534
+
+static char top[256];
+
+static const char *tmp(const char *name)
+{
+	static char b[4][512];
+	static unsigned i;
+
+	i = (i + 1) % 4;
+	snprintf(b[i], sizeof(b[i]), "%s/%s", top, name);
+	return b[i];
+}
+
+/* A file of @text, owned by OWNER, mode @mode. */
+static void put(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	CU_ASSERT_EQUAL(chown(path, OWNER, OWNER), 0);
+	CU_ASSERT_EQUAL(chmod(path, mode), 0);
+}
+
+static void dir(const char *path, mode_t mode)
+{
+	CU_ASSERT_EQUAL(mkdir(path, mode), 0);
+	CU_ASSERT_EQUAL(chown(path, OWNER, OWNER), 0);
+	CU_ASSERT_EQUAL(chmod(path, mode), 0);
+}
+
+/* A snapshot folder as a jailed VMM writes one: a file, a sub-folder. */
+static void snapshot(const char *d)
+{
+	char p[600];
+
+	dir(d, 0777);
+	snprintf(p, sizeof(p), "%s/memory", d);
+	put(p, "guest ram", 0666);
+	snprintf(p, sizeof(p), "%s/disks", d);
+	dir(p, 0700);
+	snprintf(p, sizeof(p), "%s/disks/root.img", d);
+	put(p, "disk", 0600);
+}
+
+static void owned_by_root(const char *p, mode_t want)
+{
+	struct stat st;
+
+	CU_ASSERT_EQUAL_FATAL(lstat(p, &st), 0);
+	CU_ASSERT_EQUAL(st.st_uid, 0);
+	CU_ASSERT_EQUAL(st.st_gid, 0);
+	CU_ASSERT_EQUAL(st.st_mode & 07777, want);
+}
+
+static void test_adopt(void)
+{
+	char msg[700];
+
+	snapshot(tmp("j-snap"));
+	CU_ASSERT_EQUAL(adopt_tree(tmp("j-snap"), tmp("snap"), msg, sizeof(msg)), 0);
+	CU_ASSERT_EQUAL(access(tmp("j-snap"), F_OK), -1);
+	/* the read and execute bits stay; the write bits go but root's */
+	owned_by_root(tmp("snap"), 0755);
+	owned_by_root(tmp("snap/memory"), 0644);
+	owned_by_root(tmp("snap/disks"), 0700);
+	owned_by_root(tmp("snap/disks/root.img"), 0600);
+	CU_ASSERT_EQUAL(rm_tree(tmp("snap")), 0);
+	CU_ASSERT_EQUAL(access(tmp("snap"), F_OK), -1);
+}
+
+/* Each thing a guest that took its VMM over could leave: refused, named. */
+static void test_adopt_refused(void)
+{
+	static const char *const kinds[] = { "symlink", "hardlink", "fifo", "socket", "toplink" };
+	char msg[700], p[600];
+
+	for (unsigned i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		const char *k = kinds[i], *bad = tmp("j-snap/disks/x");
+
+		snapshot(tmp("j-snap"));
+		put(tmp("outside"), "the host's", 0644);
+		if (!strcmp(k, "symlink")) {
+			CU_ASSERT_EQUAL(symlink(tmp("outside"), bad), 0);
+		} else if (!strcmp(k, "hardlink")) {
+			CU_ASSERT_EQUAL(link(tmp("outside"), bad), 0);
+		} else if (!strcmp(k, "fifo")) {
+			CU_ASSERT_EQUAL(mkfifo(bad, 0600), 0);
+		} else if (!strcmp(k, "socket")) {
+			struct sockaddr_un a = { .sun_family = AF_UNIX };
+			int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+			snprintf(a.sun_path, sizeof(a.sun_path), "%s", bad);
+			CU_ASSERT_EQUAL(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+			close(fd);
+		} else {
+			/* the folder itself a link to one elsewhere */
+			CU_ASSERT_EQUAL(rename(tmp("j-snap"), tmp("elsewhere")), 0);
+			CU_ASSERT_EQUAL(symlink(tmp("elsewhere"), tmp("j-snap")), 0);
+		}
+		msg[0] = '\0';
+		CU_ASSERT_EQUAL(adopt_tree(tmp("j-snap"), tmp("snap"), msg, sizeof(msg)), -1);
+		if (!strcmp(k, "toplink")) {
+			CU_ASSERT_PTR_NOT_NULL(strstr(msg, "j-snap: not a folder"));
+			CU_ASSERT_EQUAL(access(tmp("snap"), F_OK), -1); /* not moved */
+			CU_ASSERT_EQUAL(rm_tree(tmp("j-snap")), 0);
+			/* the link went, not what it led to */
+			CU_ASSERT_EQUAL(access(tmp("elsewhere/memory"), F_OK), 0);
+			CU_ASSERT_EQUAL(rm_tree(tmp("elsewhere")), 0);
+		} else {
+			snprintf(p, sizeof(p), "%s: not a folder or a file with one name", tmp("snap/disks/x"));
+			if (!strstr(msg, p))
+				printf("\n  %s: %s\n", k, msg);
+			CU_ASSERT_PTR_NOT_NULL(strstr(msg, p));
+			CU_ASSERT_EQUAL(rm_tree(tmp("snap")), 0);
+		}
+		/* what the link led to is untouched: still OWNER's, as it was */
+		{
+			struct stat st;
+
+			CU_ASSERT_EQUAL(lstat(tmp("outside"), &st), 0);
+			CU_ASSERT_EQUAL(st.st_uid, OWNER);
+			CU_ASSERT_EQUAL(st.st_mode & 07777, 0644);
+		}
+		CU_ASSERT_EQUAL(unlink(tmp("outside")), 0);
+	}
+	CU_ASSERT_EQUAL(adopt_tree(tmp("nothing"), tmp("snap"), msg, sizeof(msg)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "nothing: No such file"));
+}
+
+int main(void)
+{
+	static const struct cu_test tests[] = {
+		{ "adopt_tree: a folder another uid wrote, made root's", test_adopt },
+		{ "adopt_tree: links, fifos, sockets refused and named", test_adopt_refused },
+		{ NULL, NULL },
+	};
+	const char *t = getenv("TMPDIR");
+	int ret;
+
+	if (geteuid() != 0) {
+		printf("test_serve_tree: skipped: taking a folder over needs root (chown)\n");
+		return 77;
+	}
+	snprintf(top, sizeof(top), "%s/cubicle-tree-XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(top))
+		return perror("mkdtemp"), 1;
+	ret = cu_run("serve_tree", tests);
+	rm_tree(top);
+	return ret;
+}
