@@ -174,7 +174,7 @@ static int run_go(struct run_ctx *r, int ret,
 
 enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CPU,
        OPT_JAIL_MEM, OPT_JAIL_PIDS, OPT_JAIL_IO, OPT_JAIL_NOFILE, OPT_JAIL_FSIZE,
-       OPT_JAIL_PROBE };
+       OPT_JAIL_PROBE, OPT_JAIL_FOREIGN };
 
 /* The --jail* options of run and restore (jail_opt reads them). */
 #define JAIL_OPTIONS                                                              \
@@ -188,7 +188,8 @@ enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CP
 	{ "jail-io-max", required_argument, NULL, OPT_JAIL_IO },                  \
 	{ "jail-nofile", required_argument, NULL, OPT_JAIL_NOFILE },              \
 	{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },                \
-	{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE }
+	{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE },                      \
+	{ "jail-foreign-ids", required_argument, NULL, OPT_JAIL_FOREIGN }
 
 /* A --jail* option into @j: 0, 1 when @c is not one, or a usage error's
  * exit status. */
@@ -217,6 +218,23 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	case OPT_JAIL_NOFILE: j->nofile = v; return 0;
 	case OPT_JAIL_FSIZE: j->fsize = v; return 0;
 	case OPT_JAIL_PROBE: j->probe = true; return 0;
+	case OPT_JAIL_FOREIGN: {
+		unsigned long long a, b;
+		char *dash;
+
+		errno = 0;
+		a = strtoull(arg, &dash, 10);
+		if (errno || dash == arg || *dash != '-' || !dash[1])
+			return usage_error("--jail-foreign-ids %s: expected FIRST-LAST, two numbers", arg);
+		b = strtoull(dash + 1, &end, 10);
+		if (errno || *end || a == 0 || a > b || b > 0xfffffffeull)
+			return usage_error("--jail-foreign-ids %s: expected FIRST-LAST, two numbers from 1 to 4294967294, FIRST not above LAST",
+					   arg);
+		j->foreign_first = (uint32_t)a;
+		j->foreign_last = (uint32_t)b;
+		j->have_foreign = true;
+		return 0;
+	}
 	default: return 1;
 	}
 }
@@ -346,7 +364,7 @@ static int common_opt(int c, struct shared_opts *o)
 	case 'S':
 		return seccomp_opt(o, optarg);
 	}
-	if (c < OPT_JAIL || c > OPT_JAIL_PROBE)
+	if (c < OPT_JAIL || c > OPT_JAIL_FOREIGN)
 		return -1;
 	o->jail_opts = true;
 	return jail_opt(c, optarg, &o->jail);

@@ -45,6 +45,11 @@ struct jail_cfg {
 	char *const *confirmed;
 	unsigned n_confirmed;
 	const char *snap_dir; /* the snapshot folder the command line names */
+	/* Other jails' uids and gids (--jail-foreign-ids FIRST-LAST: serve's
+	 * range, one uid per sandbox): an untrusted path one of them owns is
+	 * refused as one the jail's own uid owns. */
+	bool have_foreign;
+	uint32_t foreign_first, foreign_last;
 	bool probe;          /* log what the jailed process sees (tests) */
 	/* Called in the jailed child before the pivot, still root with the
 	 * host's files in view, while the supervisor makes the network
@@ -63,7 +68,8 @@ int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t e
 int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
 /*
  * The paths marked untrusted that the jail's uid could have made or
- * changed: one that uid or the jail's gid owns, or anyone may write, is
+ * changed: one that uid or the jail's gid owns (or another jail's, of the
+ * foreign range), or anyone may write, is
  * refused (a folder beside the snapshot folder the command line names, a
  * Diff's parent, excepted: its owner could write that one too). One not
  * there is fine (nothing is bound: it is made inside). Call once the uid

@@ -89,6 +89,10 @@ static const char *could_have(const struct jail_cfg *j, const char *real, const 
 		return "the jail's uid owns it";
 	if (st->st_gid == j->gid)
 		return "the jail's gid owns it";
+	if (j->have_foreign && st->st_uid >= j->foreign_first && st->st_uid <= j->foreign_last)
+		return "another jail's uid owns it";
+	if (j->have_foreign && st->st_gid >= j->foreign_first && st->st_gid <= j->foreign_last)
+		return "another jail's gid owns it";
 	if (st->st_mode & S_IWOTH)
 		return "anyone may write it";
 	return NULL;

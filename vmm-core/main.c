@@ -141,7 +141,8 @@ static const char help_restore[] =
 	"                         as for run\n"
 	"      --jail DIR         run jailed, as for run (the snapshot folder is bound\n"
 	"                         in read-only; the files a restore makes, its disk\n"
-	"                         copies and sockets, are DIR/PATH from outside)\n"
+	"                         copies and sockets, are DIR/PATH from outside)\n"	"      --jail-foreign-ids FIRST-LAST  other jails' uids and gids: a path only\n"
+	"                         the snapshot names that one of them owns is refused\n"
 	"\n"
 	"Exit status as for run. See cubicle(1), SNAPSHOTS.\n";
 

@@ -63,6 +63,10 @@ if [ "$sc" = unset ]; then unset CUBICLE_SECCOMP; else CUBICLE_SECCOMP=$sc; fi
 expect "--jail-* without --jail" 2 "the --jail-\* options need --jail DIR" -- run --jail-pids-max 64 x.cfg
 expect "--jail without a config" 2 "--jail needs a CONFIG file" -- run --jail "$tmp/j" --api-sock "$tmp/a.sock"
 expect "bad --jail-uid" 2 "--jail-uid nobody: expected a number" -- run --jail "$tmp/j" --jail-uid nobody x.cfg
+expect "bad --jail-foreign-ids" 2 "--jail-foreign-ids 100000: expected FIRST-LAST, two numbers" -- \
+	restore "$tmp/snap" --jail "$tmp/j" --jail-foreign-ids 100000
+expect "--jail-foreign-ids backwards" 2 "--jail-foreign-ids 9-3: expected FIRST-LAST, two numbers from 1 to 4294967294, FIRST not above LAST" -- \
+	restore "$tmp/snap" --jail "$tmp/j" --jail-foreign-ids 9-3
 expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"
 cfg "$good_boot" "machine = { vcpus = = 1; };"
 expect "syntax error" 1 "vm.cfg:2: syntax error in \".+\"" -- run "$tmp/vm.cfg"

@@ -233,12 +233,22 @@ static void test_bind(void)
 /* @path's check alone, as a restore's snapshot-only path (not confirmed
  * unless @confirm), for a jail of uid:gid 65534 whose snapshot folder is
  * DIR/snaps/this: 0 or the error, its message in @err. */
+/* --jail-foreign-ids for the next untrusted() calls (0: none given). */
+static uint32_t foreign_first, foreign_last;
+
 static int untrusted(const char *path, const char *confirm, char *err, size_t errlen)
 {
 	char snap[400], set[450];
 	char *const sets[] = { set };
 	struct jail_cfg j = { .dir = jdir, .uid = 65534, .gid = 65534 };
 	int ret;
+
+	if (foreign_first) {
+		j.uid = j.gid = foreign_first + 1; /* this jail's, in the range */
+		j.have_foreign = true;
+		j.foreign_first = foreign_first;
+		j.foreign_last = foreign_last;
+	}
 
 	snprintf(snap, sizeof(snap), "%s/snaps/this", dir);
 	snprintf(set, sizeof(set), "devices.disk.backend.path=%s", confirm ? confirm : "");
@@ -304,6 +314,36 @@ static void test_untrusted(void)
 	CU_ASSERT_EQUAL_FATAL(symlink(p, q), 0);
 	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, q));
+	/*
+	 * A uid per jail (serve's range, --jail-foreign-ids): this jail is
+	 * 100001; a file another jail of the range owns (uid 100005, or gid
+	 * 100009) is refused as its own would be; one of a uid outside the
+	 * range (100010) passes, as does the range's file without the option.
+	 */
+	put("jail5.img", "");
+	put("jail9.img", "");
+	put("outside.img", "");
+	snprintf(p, sizeof(p), "%s/jail5.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(p, 100005, 0), 0);
+	snprintf(q, sizeof(q), "%s/jail9.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(q, 0, 100009), 0);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	foreign_first = 100000;
+	foreign_last = 100009;
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, p));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "only the snapshot names it and another jail's uid owns it"));
+	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "another jail's gid owns it"));
+	CU_ASSERT_EQUAL(untrusted(p, p, err, sizeof(err)), 0); /* named by --set */
+	snprintf(p, sizeof(p), "%s/outside.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(p, 100010, 100010), 0);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/jail5.img", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(p, 100001, 100001), 0); /* this jail's own */
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "the jail's uid owns it"));
+	foreign_first = foreign_last = 0;
 }
 
 int main(void)
