@@ -312,10 +312,12 @@ for c in create clone compress decompress inspect check; do
 	fi
 done
 # serve's jail settings are checked before anything starts
-expect "serve --jail-user as root (0:0)" 2 "jail_user 0:0: expected UID:GID, two numbers other than 0" -- \
+expect "serve --jail-user as root (0:0)" 2 "jail_user 0:0: expected UID:GID or FIRST-LAST, numbers other than 0" -- \
 	serve --jail-user 0:0 --state "$tmp/serve-state"
 expect "serve --jail-user without a gid" 2 "jail_user 65534: expected UID:GID" -- \
 	serve --jail-user 65534 --state "$tmp/serve-state"
+expect "serve --jail-user range backwards" 2 "jail_user 100009-100000: expected UID:GID or FIRST-LAST, numbers other than 0 \\(FIRST not above LAST\\)" -- \
+	serve --jail-user 100009-100000 --state "$tmp/serve-state"
 # ... and its network settings
 expect "serve --network-subnet with host bits" 2 "network_subnet 10.1.2.3/16: address bits past the prefix" -- \
 	serve --network-subnet 10.1.2.3/16 --state "$tmp/serve-state"
@@ -372,7 +374,7 @@ expect "template build: --disk-size alone" 2 "--disk-size goes with --rootfs or 
 expect "template build: --disk-size not a size" 2 "--disk-size '64G' is not a size in MiB" -- \
 	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --disk-size 64G --state "$tmp/tstate"
 printf 'boot = { kernel = "k"; cmdline = "quiet"; };\n' >"$tmp/tmpl2.cfg"
-expect "template build: --jail-user not UID:GID" 2 "jail_user 0:65534: expected UID:GID, two numbers other than 0" -- \
+expect "template build: --jail-user not UID:GID" 2 "jail_user 0:65534: expected UID:GID or FIRST-LAST" -- \
 	template build t "$tmp/tmpl.cfg" --jail-user 0:65534 --state "$tmp/tstate"
 expect "template build: --jail-cgroup alone" 2 "--jail-cgroup goes with --jail-user" -- \
 	template build t "$tmp/tmpl.cfg" --jail-cgroup /sys/fs/cgroup/x --state "$tmp/tstate"

@@ -20,9 +20,10 @@
 #   - `cubicle template build --jail-user` builds a template with its VMM
 #     jailed; the snapshot it wrote is made root's;
 #   - a second serve with jail_user runs the SDK's flow again with every VMM
-#     jailed (as 65534, its root holding only its files, a cgroup with
-#     limits), and one sandbox from the jailed template; killed, a sandbox
-#     leaves no cgroup, folder or process.
+#     jailed (each sandbox a uid of its own from a range, its root holding
+#     only its files, a cgroup with limits), and sandboxes from the jailed
+#     template and base side by side (two uids); killed, a sandbox leaves no
+#     cgroup, folder or process.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 : "${CUBICLE_E2E_TIMEOUT:=900}"
@@ -67,7 +68,7 @@ grep -o "created from 'base' in [0-9.]* ms" "$w/serve.log" | awk '{ print $5 }' 
 	awk '{ a[NR] = $1 } END { if (NR) printf "# %d creates: p50 %.0f ms, max %.0f ms\n", NR, a[int((NR + 1) / 2)], a[NR] }'
 
 # ---- the same service with each VMM jailed (jail_user: cubicle restore
-# --jail as 65534:65534, a cgroup with limits per VMM). Root and cgroup v2
+# --jail, each sandbox a uid of 100000-100063, a cgroup with limits per VMM). Root and cgroup v2
 # (L1 mounts none: mounted here).
 [ -e /sys/fs/cgroup/cgroup.controllers ] || [ -e /sys/fs/cgroup/unified/cgroup.controllers ] ||
 	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
@@ -78,7 +79,7 @@ if [ "$(id -u)" != 0 ] || ! [ -e "${cgbase%/cubicle}/cgroup.controllers" ]; then
 else
 	cat >"$t/jserve.cfg" <<CFG
 agent_wait_ms = 240000;
-jail_user = "65534:65534";
+jail_user = "100000-100063";
 jail_memory_max = "1G";
 jail_pids_max = "64";
 CFG
@@ -98,25 +99,46 @@ CFG
 	fi
 	start_serve "$t/jserve.cfg" "$w/jserve.log"
 	SDK_TEST_DIR=/tmp/serve-sdk-jailed node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
-	# One more by hand, from the jailed template, to look at its VMM from
-	# outside.
-	id=$(curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
-		-d '{"templateID":"jailed"}' "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p')
-	sup= vmm= cg= uid= root= lim=
-	for p in $(pgrep -f "cubicle restore .*--id $id" 2>/dev/null); do
-		if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" = 0 ]; then sup=$p; else vmm=$p; fi
-	done
+	# Two more by hand, from the jailed template and from base, to look at
+	# their VMMs from outside: a uid each from jail_user's range.
+	make_sbx() {
+		curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
+			-d "{\"templateID\":\"$1\"}" "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p'
+	}
+	# the supervisor (root, outside) and the VMM (jailed) of sandbox $1
+	vmm_of() {
+		sup= vmm=
+		for p in $(pgrep -f "cubicle restore .*--id $1" 2>/dev/null); do
+			if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" = 0 ]; then sup=$p; else vmm=$p; fi
+		done
+	}
+	id=$(make_sbx jailed)
+	id2=$(make_sbx base)
+	cg= uid= uid2= root= lim= args=
+	vmm_of "$id2"
+	[ -n "$vmm" ] && uid2=$(awk '/^Uid:/ { print $2 }' "/proc/$vmm/status")
+	vmm_of "$id"
 	if [ -n "$id" ] && [ -n "$sup" ] && [ -n "$vmm" ]; then
 		uid=$(awk '/^Uid:/ { print $2 }' "/proc/$vmm/status")
 		cg=$cgbase/vm-$sup
 		lim="pids.max $(cat "$cg/pids.max" 2>/dev/null), memory.max $(cat "$cg/memory.max" 2>/dev/null)"
 		root=$(ls /proc/$vmm/root/ 2>/dev/null | tr '\n' ' ')
+		args=$(tr '\0' ' ' <"/proc/$sup/cmdline")
+	fi
+	saved=$(sed -n 's/.*"jail_uid": *\([0-9]*\).*/\1/p' "$state/sandboxes/$id/sandbox.json" 2>/dev/null)
+	if [ -n "$uid" ] && [ -n "$uid2" ] && [ "$uid" != "$uid2" ] &&
+	   [ "$uid" -ge 100000 ] && [ "$uid" -le 100063 ] && [ "$uid2" -ge 100000 ] && [ "$uid2" -le 100063 ] &&
+	   [ "$saved" = "$uid" ] && echo "$args" | grep -q -- "--jail-uid $uid --jail-gid $uid --jail-foreign-ids 100000-100063"; then
+		ok "jailed serve, jail_user 100000-100063: sandboxes $id and $id2 run as uids $uid and $uid2 (kept in sandbox.json; --jail-foreign-ids given)"
+	else
+		bad "jailed serve, a uid per sandbox: '$id' uid '$uid' (saved '$saved'), '$id2' uid '$uid2'; supervisor's arguments: $args"
 	fi
 	code=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "X-API-Key: $key" "$url/sandboxes/$id")
+	curl -s -o /dev/null -X DELETE -H "X-API-Key: $key" "$url/sandboxes/$id2"
 	sleep 0.5
 	# its / holds the folders of the files it was given (the kernel under
 	# ~/.cache, the snapshot) and vm/ (its sockets), never etc, usr, bin, lib
-	if [ "$uid" = 65534 ] && [ "$lim" = "pids.max 64, memory.max 1073741824" ] &&
+	if [ -n "$uid" ] && [ "$lim" = "pids.max 64, memory.max 1073741824" ] &&
 	   ! echo " $root" | grep -Eq ' (etc|usr|bin|home|sys|lib) ' && echo " $root" | grep -q ' vm ' &&
 	   [ "$code" = 204 ] && ! [ -e "$cg" ] && ! [ -e "$state/sandboxes/$id" ]; then
 		ok "jailed serve: sandbox $id's VMM ran as uid $uid, its / held only: $root; its cgroup had $lim; killed (204): the cgroup and its folder gone"

@@ -238,7 +238,9 @@ static void usage(FILE *f)
 	      "      --max-sandboxes N  (default 100)\n"
 	      "      --seccomp MODE     the VMMs' seccomp mode: enforce (default), log, off\n"
 	      "      --jail-user UID:GID  run each VMM jailed (cubicle restore --jail) as\n"
-	      "                         UID:GID, in a cgroup of its own (serve as root)\n"
+	      "                         UID:GID, in a cgroup of its own (serve as root);\n"
+	      "                         FIRST-LAST: each sandbox a uid (and gid) of its own\n"
+	      "                         from that range\n"
 	      "      --network-subnet CIDR  give each sandbox of a template with a tap device\n"
 	      "                         a /30 of CIDR, a tap of its own and an egress policy\n"
 	      "                         (serve as root)\n"
@@ -416,11 +418,19 @@ int serve_jail_check(const char *who)
 
 	errno = 0;
 	uid = strtoul(srv.jail_user, &end, 10);
-	if (end == srv.jail_user || *end != ':' || !end[1])
+	if (end == srv.jail_user || (*end != ':' && *end != '-') || !end[1])
 		goto bad;
 	gid = strtoul(end + 1, &end, 10);
-	if (*end || errno || !uid || !gid || uid > 0xfffffffe || gid > 0xfffffffe)
-		goto bad;
+	{
+		/* UID:GID, or FIRST-LAST (a uid, and the same gid, per sandbox) */
+		bool range = srv.jail_user[strspn(srv.jail_user, "0123456789")] == '-';
+
+		if (*end || errno || !uid || !gid || uid > 0xfffffffe || gid > 0xfffffffe ||
+		    (range && gid < uid))
+			goto bad;
+		srv.jail_first = range ? (uint32_t)uid : 0;
+		srv.jail_last = range ? (uint32_t)gid : 0;
+	}
 	if (!srv.jail_cgroup)
 		srv.jail_cgroup = access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
 					  !access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK)
@@ -433,8 +443,8 @@ int serve_jail_check(const char *who)
 	}
 	return 0;
 bad:
-	fprintf(stderr, "%s: jail_user %s: expected UID:GID, two numbers other than 0\n", who,
-		srv.jail_user);
+	fprintf(stderr, "%s: jail_user %s: expected UID:GID or FIRST-LAST, numbers other than 0 (FIRST not above LAST)\n",
+		who, srv.jail_user);
 	return -2;
 }
 

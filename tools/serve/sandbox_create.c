@@ -148,6 +148,36 @@ static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char 
 }
 
 /*
+ * A jailed sandbox's own uid (and gid) with jail_user FIRST-LAST: the
+ * lowest one no other listed sandbox has (running, paused or pooled; a
+ * killed one's folder is gone with it). 0, or -1 with @msg when every one
+ * is taken. Nothing to do without a range.
+ */
+static int jail_uid_take(struct sandbox *s, char *msg, size_t len)
+{
+	uint32_t uid;
+
+	if (!s->jailed || !srv.jail_first)
+		return 0;
+	pthread_mutex_lock(&srv.lock);
+	for (uid = srv.jail_first; uid && uid <= srv.jail_last; uid++) {
+		struct sandbox *o = srv.list;
+
+		while (o && (o == s || o->jail_uid != uid))
+			o = o->next;
+		if (!o)
+			break;
+	}
+	if (uid && uid <= srv.jail_last)
+		s->jail_uid = uid;
+	pthread_mutex_unlock(&srv.lock);
+	if (!s->jail_uid)
+		return snprintf(msg, len, "jail_user %s: every uid of it is another sandbox's",
+				srv.jail_user), -1;
+	return 0;
+}
+
+/*
  * A new clone of template @tmpl (manifest @m, snapshot @snap): listed in
  * state @st, its folder made, its VMM started (--paused when @paused). The
  * caller holds a reference and s->op. NULL, with @msg, when it could not be
@@ -191,7 +221,7 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 	char dev[65];
 
 	n_sets = clone_sets(s, tree, sets, VMM_SETS_MAX);
-	ret = net_template_dev(tree, dev, sizeof(dev), msg, len);
+	ret = jail_uid_take(s, msg, len) ? -1 : net_template_dev(tree, dev, sizeof(dev), msg, len);
 	if (ret > 0)
 		ret = net_clone(s, dev, sets, &n_sets, VMM_SETS_MAX, msg, len);
 	if (ret < 0) {

@@ -40,6 +40,7 @@ struct sandbox {
 	double create_ms;           /* create or resume to agent ready */
 	bool jailed;                /* its VMM runs `--jail DIR/j` (files: sbx_file) */
 	const char *log_name;       /* its VMM's output in DIR: NULL is vmm.log */
+	uint32_t jail_uid;          /* its VMM's uid and gid (jail_user FIRST-LAST); 0: jail_user's */
 	int net_slot;               /* its /30 of the network_subnet, -1: no network */
 	char net_dev[65];           /* the tap device's id in its VM */
 	json_t *net_allow;          /* its egress allow list (strings) */
@@ -64,6 +65,7 @@ struct server {
 	const char *pool_template;
 	/* Jailed VMMs (jail_user set): uid and gid, the parent cgroup, limits. */
 	const char *jail_user, *jail_cgroup, *jail_memory_max, *jail_cpu_max, *jail_pids_max;
+	uint32_t jail_first, jail_last; /* jail_user FIRST-LAST: a uid each; else 0 */
 	/* Sandbox networks (network_subnet set): a /30 each from net_base. */
 	const char *net_subnet, *net_if;
 	uint32_t net_base;          /* host order */

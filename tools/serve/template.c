@@ -384,6 +384,9 @@ static int build(int argc, char **argv, const char *state)
 		return fprintf(stderr, "cubicle template: --jail-cgroup goes with --jail-user\n"), 2;
 	if (srv.jail_user && (c = serve_jail_check("cubicle template")))
 		return c == -2 ? 2 : 1;
+	if (srv.jail_first)
+		return fprintf(stderr, "cubicle template: --jail-user %s: one UID:GID here (a range is serve's, a uid per sandbox)\n",
+			       srv.jail_user), 2;
 	if (argc - optind != 2) {
 		tusage(stderr);
 		return 2;
@@ -436,7 +439,7 @@ static int build(int argc, char **argv, const char *state)
 	av[n++] = api;
 	if (s.jailed) {
 		snprintf(jroot, sizeof(jroot), "%s/j", s.dir);
-		vmm_jail_args(av, &n, jroot, jids, sizeof(jids));
+		vmm_jail_args(av, &n, jroot, 0, jids, sizeof(jids));
 	}
 	av[n] = NULL;
 	snprintf(msg, sizeof(msg), "%s/build.log", tdir);

@@ -118,12 +118,16 @@ void vmm_end(struct sandbox *s)
 	s->pid_start = 0;
 }
 
-int vmm_jail_args(char **argv, unsigned *n, const char *root, char *buf, size_t len)
+int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, char *buf, size_t len)
 {
 	char *gid;
 
-	/* UID:GID, checked when serve started (serve_jail_check) */
-	snprintf(buf, len, "%s", srv.jail_user);
+	/* UID:GID, checked when serve started (serve_jail_check); or the
+	 * sandbox's own of the range, as its uid and gid */
+	if (uid)
+		snprintf(buf, len, "%u:%u", (unsigned)uid, (unsigned)uid);
+	else
+		snprintf(buf, len, "%s", srv.jail_user);
 	gid = strchr(buf, ':');
 	if (!gid)
 		return -1;
@@ -134,6 +138,12 @@ int vmm_jail_args(char **argv, unsigned *n, const char *root, char *buf, size_t 
 	argv[(*n)++] = buf;
 	argv[(*n)++] = "--jail-gid";
 	argv[(*n)++] = gid;
+	if (srv.jail_first) {
+		/* the other sandboxes' ids: what only a snapshot names that one
+		 * of them owns is not bound into this jail */
+		argv[(*n)++] = "--jail-foreign-ids";
+		argv[(*n)++] = (char *)srv.jail_user;
+	}
 	argv[(*n)++] = "--jail-cgroup";
 	argv[(*n)++] = (char *)srv.jail_cgroup;
 	if (srv.jail_memory_max) {
@@ -177,7 +187,7 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 	}
 	if (s->jailed) {
 		snprintf(root, sizeof(root), "%s/j", s->dir);
-		if (vmm_jail_args(argv, &n, root, uid, sizeof(uid)))
+		if (vmm_jail_args(argv, &n, root, s->jail_uid, uid, sizeof(uid)))
 			return errno = EINVAL, -1;
 	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
