@@ -161,6 +161,34 @@ if [ "$code" = 204 ] && [ -d "$pd" ] && mv "$pd" "$pd.real" && ln -s "$pd.real" 
 else
 	bad "pause $id4 (HTTP $code) or its folder $pd"
 fi
+# a pause snapshot whose config names what neither the template nor serve
+# gave the sandbox (a VMM taken over could write one: a host file as its
+# console, a parent, another folder for relative paths) is not resumed
+# from; the manifest back, it is
+code=$(api -X POST -d '{}' "$url/sandboxes/$id4/pause")
+pd=$state/sandboxes/$id4/pause-2
+forged=0
+for f in "d['config']['tree']['devices'][0]['path'] = '/etc/passwd'" \
+	"d['config']['tree']['devices'][1]['uds_path'] = '$state/sandboxes/other/v.sock'" \
+	"d['config']['tree']['devices'][0]['path'] = '../../etc/passwd'" \
+	"d['parent'] = '/etc'" "d['config']['dir'] = '/etc'"; do
+	[ "$code" = 204 ] && [ -d "$pd" ] || break
+	cp "$pd/manifest.json" "$tmp/manifest.real"
+	python3 -c "import json,sys; d = json.load(open(sys.argv[1])); $f; json.dump(d, open(sys.argv[1], 'w'))" "$pd/manifest.json"
+	c=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id4/connect")
+	if [ "$c" = 500 ] && ! pgrep -f "fake-vmm.py restore $pd" >/dev/null &&
+	   grep "sandbox $id4: resuming from $pd failed: $pd/manifest.json: " "$tmp/serve.log" | tail -n 1 |
+		grep -Eq "neither its template's nor one serve gave it|not a Full snapshot|config.dir \"/etc\" is not its template's"; then
+		forged=$((forged + 1))
+	else
+		bad "a forged pause manifest ($f): connect $c; log: $(grep "$id4" "$tmp/serve.log" | tail -n 1)"
+	fi
+	cp "$tmp/manifest.real" "$pd/manifest.json"
+done
+code=$(api -X POST -d '{"timeout":60}' "$url/v2/sandboxes/$id4/connect")
+[ "$forged" = 5 ] && [ "$code" = 201 ] &&
+	echo "ok - a pause manifest naming a host file, another sandbox's socket, a path up with .., a parent or another config folder is not resumed from (500, logged); put back, it is (201)" ||
+	bad "forged pause manifests: $forged of 5 refused; the real one back: connect $code"
 code=$(api -X DELETE "$url/sandboxes/$id4")
 [ "$code" = 204 ] || bad "kill $id4: HTTP $code"
 # a VMM that dies while serve runs

@@ -307,6 +307,117 @@ int sbx_pause(struct sandbox *s, char *msg, size_t len)
 	return ret;
 }
 
+/*
+ * A pause snapshot's config is what its VMM wrote, and one its guest took
+ * over could name any file there for the resume to bind into its jail.
+ * So, before a resume: the snapshot is Full (no parent to bind), its
+ * config's folder (what relative paths are taken against) is the
+ * template's, and every path in its tree (a string that starts with '/'
+ * or climbs with "..") is the template's at the same place, or one serve
+ * gives the sandbox: /vm/NAME in its jail (DIR/NAME unjailed). The
+ * template's config was saved in DIR/template.json when the sandbox was
+ * made (else the template's own is read). 0, or -1 with @msg.
+ */
+static bool own_path(const struct sandbox *s, const char *v)
+{
+	char pre[300];
+	const char *rest;
+
+	if (s->jailed)
+		snprintf(pre, sizeof(pre), JAIL_BOX "/");
+	else
+		snprintf(pre, sizeof(pre), "%s/", s->dir);
+	if (strncmp(v, pre, strlen(pre)))
+		return false;
+	rest = v + strlen(pre);
+	return *rest && !strchr(rest, '/') && strcmp(rest, ".") && strcmp(rest, "..");
+}
+
+static bool path_like(const char *v)
+{
+	return v[0] == '/' || !strcmp(v, "..") || !strncmp(v, "../", 3) || strstr(v, "/../") ||
+	       (strlen(v) >= 3 && !strcmp(v + strlen(v) - 3, "/.."));
+}
+
+static int tree_check(const struct sandbox *s, json_t *v, json_t *t, char *where, size_t wlen,
+		      unsigned depth, char *msg, size_t len)
+{
+	size_t at = strlen(where), i;
+	const char *k;
+	json_t *e;
+
+	if (depth > 64)
+		return snprintf(msg, len, "%s: nested too deep", where), -1;
+	if (json_is_string(v)) {
+		const char *x = json_string_value(v);
+
+		if (!path_like(x) || (json_is_string(t) && !strcmp(x, json_string_value(t))) ||
+		    own_path(s, x))
+			return 0;
+		return snprintf(msg, len, "%s = \"%s\": neither its template's nor one serve gave it", where,
+				x), -1;
+	}
+	json_object_foreach(v, k, e) {
+		snprintf(where + at, wlen - at, "%s%s", at ? "." : "", k);
+		if (tree_check(s, e, json_object_get(t, k), where, wlen, depth + 1, msg, len))
+			return -1;
+	}
+	json_array_foreach(v, i, e) {
+		snprintf(where + at, wlen - at, "[%zu]", i);
+		if (tree_check(s, e, json_array_get(t, i), where, wlen, depth + 1, msg, len))
+			return -1;
+	}
+	where[at] = '\0';
+	return 0;
+}
+
+static int pause_check(const struct sandbox *s, const char *dir, char *msg, size_t len)
+{
+	char path[400], where[512] = "";
+	json_t *m, *tc, *tm = NULL, *cfg;
+	const char *d1, *d2;
+	int ret = -1;
+
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	m = json_load_file(path, 0, NULL);
+	snprintf(path, sizeof(path), "%s/template.json", s->dir);
+	tc = json_load_file(path, 0, NULL);
+	if (!tc) {
+		snprintf(path, sizeof(path), "%s/templates/%s/snap/manifest.json", srv.state_dir,
+			 s->template_id);
+		tm = json_load_file(path, 0, NULL);
+		tc = json_incref(json_object_get(tm, "config"));
+	}
+	cfg = json_object_get(m, "config");
+	d1 = json_string_value(json_object_get(cfg, "dir"));
+	d2 = json_string_value(json_object_get(tc, "dir"));
+	if (!m || !json_is_object(cfg))
+		snprintf(msg, len, "%s/manifest.json: not a snapshot manifest with a config", dir);
+	else if (!tc)
+		snprintf(msg, len, "its template's config is gone (no %s/template.json, no template %s)",
+			 s->dir, s->template_id);
+	else if ((json_object_get(m, "parent") && !json_is_null(json_object_get(m, "parent"))) ||
+		 (json_string_value(json_object_get(m, "type")) &&
+		  strcmp(json_string_value(json_object_get(m, "type")), "Full")))
+		snprintf(msg, len, "%s/manifest.json: not a Full snapshot (serve pauses to Full ones)", dir);
+	else if ((d1 || d2) && (!d1 || !d2 || strcmp(d1, d2)))
+		snprintf(msg, len, "%s/manifest.json: config.dir \"%s\" is not its template's", dir,
+			 d1 ? d1 : "");
+	else if (!tree_check(s, json_object_get(cfg, "tree"), json_object_get(tc, "tree"), where,
+			     sizeof(where), 0, msg, len))
+		ret = 0;
+	else {
+		char why[600];
+
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, len, "%s/manifest.json: %s", dir, why);
+	}
+	json_decref(m);
+	json_decref(tc);
+	json_decref(tm);
+	return ret;
+}
+
 int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 {
 	char dir[320];
@@ -335,7 +446,7 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 	} else if (!S_ISDIR(st.st_mode)) {
 		snprintf(msg, len, "%s is not a folder (a symbolic link?): not followed", dir);
 		ret = -1;
-	} else {
+	} else if (!(ret = pause_check(s, dir, msg, len))) {
 		ret = vmm_spawn(s, dir, NULL, 0, false);
 	}
 	if (!ret) {

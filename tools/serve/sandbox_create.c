@@ -212,6 +212,19 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 		sbx_put(s);
 		return NULL;
 	}
+	{
+		/* the template's config as it is now: what a resume checks its
+		 * pause snapshots against (sandbox.c, pause_check) */
+		char tpath[320];
+
+		snprintf(tpath, sizeof(tpath), "%s/template.json", s->dir);
+		if (json_dump_file(json_object_get(m, "config"), tpath, JSON_COMPACT)) {
+			snprintf(msg, len, "%s: cannot be written", tpath);
+			rmdir(s->dir);
+			sbx_put(s);
+			return NULL;
+		}
+	}
 	sbx_link_in(s);
 	pthread_mutex_lock(&srv.lock);
 	s->refs++; /* the caller's */
