@@ -38,7 +38,7 @@ const char *sbx_state_name(enum sbx_state st)
 int sbx_save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:I,s:O,s:i,s:s,s:O}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:I,s:I,s:O,s:i,s:s,s:O}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
 			      /* one still being made (or resumed) is not adopted by a
@@ -52,7 +52,8 @@ int sbx_save(const struct sandbox *s)
 			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
 			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
 			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "jailed",
-			      s->jailed, "jail_uid", (json_int_t)s->jail_uid, "metadata", s->metadata ? s->metadata : json_object(),
+			      s->jailed, "jail_uid", (json_int_t)s->jail_uid, "jail_gid",
+			      (json_int_t)s->jail_gid, "metadata", s->metadata ? s->metadata : json_object(),
 			      "net_slot", s->net_slot, "net_dev", s->net_dev, "net_allow",
 			      s->net_allow ? s->net_allow : json_array());
 	int ret;
@@ -595,9 +596,15 @@ static struct sandbox *load(const char *id)
 	s->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));
 	s->jailed = json_is_true(json_object_get(j, "jailed"));
-	if (json_integer_value(json_object_get(j, "jail_uid")) > 0 &&
-	    json_integer_value(json_object_get(j, "jail_uid")) <= 0xfffffffe)
-		s->jail_uid = (uint32_t)json_integer_value(json_object_get(j, "jail_uid"));
+	{
+		json_int_t u = json_integer_value(json_object_get(j, "jail_uid")),
+			   g = json_integer_value(json_object_get(j, "jail_gid"));
+
+		if (u > 0 && u <= 0xfffffffe && g > 0 && g <= 0xfffffffe) {
+			s->jail_uid = (uint32_t)u;
+			s->jail_gid = (uint32_t)g;
+		}
+	}
 	if (json_is_integer(json_object_get(j, "net_slot")))
 		s->net_slot = (int)json_integer_value(json_object_get(j, "net_slot"));
 	snprintf(s->net_dev, sizeof(s->net_dev), "%s",

@@ -148,17 +148,26 @@ static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char 
 }
 
 /*
- * A jailed sandbox's own uid (and gid) with jail_user FIRST-LAST: the
- * lowest one no other listed sandbox has (running, paused or pooled; a
- * killed one's folder is gone with it). 0, or -1 with @msg when every one
- * is taken. Nothing to do without a range.
+ * A jailed sandbox's uid and gid, fixed when it is made (a later serve
+ * with another jail_user resumes it as it was): jail_user's UID:GID, or
+ * with FIRST-LAST the lowest uid of the range no other listed sandbox has
+ * (running, paused or pooled; a killed one's folder is gone with it), as
+ * its uid and gid. 0, or -1 with @msg when every one is taken.
  */
-static int jail_uid_take(struct sandbox *s, char *msg, size_t len)
+static int jail_ids_take(struct sandbox *s, char *msg, size_t len)
 {
+	unsigned u, g;
 	uint32_t uid;
 
-	if (!s->jailed || !srv.jail_first)
+	if (!s->jailed)
 		return 0;
+	if (!srv.jail_first) {
+		if (sscanf(srv.jail_user, "%u:%u", &u, &g) != 2) /* checked at start */
+			return snprintf(msg, len, "jail_user %s: not UID:GID", srv.jail_user), -1;
+		s->jail_uid = u;
+		s->jail_gid = g;
+		return 0;
+	}
 	pthread_mutex_lock(&srv.lock);
 	for (uid = srv.jail_first; uid && uid <= srv.jail_last; uid++) {
 		struct sandbox *o = srv.list;
@@ -169,7 +178,7 @@ static int jail_uid_take(struct sandbox *s, char *msg, size_t len)
 			break;
 	}
 	if (uid && uid <= srv.jail_last)
-		s->jail_uid = uid;
+		s->jail_uid = s->jail_gid = uid;
 	pthread_mutex_unlock(&srv.lock);
 	if (!s->jail_uid)
 		return snprintf(msg, len, "jail_user %s: every uid of it is another sandbox's",
@@ -220,6 +229,7 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 		snprintf(tpath, sizeof(tpath), "%s/template.json", s->dir);
 		if (json_dump_file(json_object_get(m, "config"), tpath, JSON_COMPACT)) {
 			snprintf(msg, len, "%s: cannot be written", tpath);
+			unlink(tpath);
 			rmdir(s->dir);
 			sbx_put(s);
 			return NULL;
@@ -234,7 +244,7 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 	char dev[65];
 
 	n_sets = clone_sets(s, tree, sets, VMM_SETS_MAX);
-	ret = jail_uid_take(s, msg, len) ? -1 : net_template_dev(tree, dev, sizeof(dev), msg, len);
+	ret = jail_ids_take(s, msg, len) ? -1 : net_template_dev(tree, dev, sizeof(dev), msg, len);
 	if (ret > 0)
 		ret = net_clone(s, dev, sets, &n_sets, VMM_SETS_MAX, msg, len);
 	if (ret < 0) {

@@ -40,7 +40,7 @@ struct sandbox {
 	double create_ms;           /* create or resume to agent ready */
 	bool jailed;                /* its VMM runs `--jail DIR/j` (files: sbx_file) */
 	const char *log_name;       /* its VMM's output in DIR: NULL is vmm.log */
-	uint32_t jail_uid;          /* its VMM's uid and gid (jail_user FIRST-LAST); 0: jail_user's */
+	uint32_t jail_uid, jail_gid; /* its VMM's, from jail_user when it was made; 0: jail_user's now */
 	int net_slot;               /* its /30 of the network_subnet, -1: no network */
 	char net_dev[65];           /* the tap device's id in its VM */
 	json_t *net_allow;          /* its egress allow list (strings) */

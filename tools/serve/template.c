@@ -439,7 +439,7 @@ static int build(int argc, char **argv, const char *state)
 	av[n++] = api;
 	if (s.jailed) {
 		snprintf(jroot, sizeof(jroot), "%s/j", s.dir);
-		vmm_jail_args(av, &n, jroot, 0, jids, sizeof(jids));
+		vmm_jail_args(av, &n, jroot, 0, 0, jids, sizeof(jids));
 	}
 	av[n] = NULL;
 	snprintf(msg, sizeof(msg), "%s/build.log", tdir);

@@ -118,26 +118,27 @@ void vmm_end(struct sandbox *s)
 	s->pid_start = 0;
 }
 
-int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, char *buf, size_t len)
+int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint32_t gid,
+		  char *buf, size_t len)
 {
-	char *gid;
+	char *g;
 
-	/* UID:GID, checked when serve started (serve_jail_check); or the
-	 * sandbox's own of the range, as its uid and gid */
-	if (uid)
-		snprintf(buf, len, "%u:%u", (unsigned)uid, (unsigned)uid);
+	/* the sandbox's own, or jail_user's UID:GID (checked when serve
+	 * started: serve_jail_check) */
+	if (uid && gid)
+		snprintf(buf, len, "%u:%u", (unsigned)uid, (unsigned)gid);
 	else
 		snprintf(buf, len, "%s", srv.jail_user);
-	gid = strchr(buf, ':');
-	if (!gid)
+	g = strchr(buf, ':');
+	if (!g)
 		return -1;
-	*gid++ = '\0';
+	*g++ = '\0';
 	argv[(*n)++] = "--jail";
 	argv[(*n)++] = (char *)root;
 	argv[(*n)++] = "--jail-uid";
 	argv[(*n)++] = buf;
 	argv[(*n)++] = "--jail-gid";
-	argv[(*n)++] = gid;
+	argv[(*n)++] = g;
 	if (srv.jail_first) {
 		/* the other sandboxes' ids: what only a snapshot names that one
 		 * of them owns is not bound into this jail */
@@ -187,7 +188,7 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 	}
 	if (s->jailed) {
 		snprintf(root, sizeof(root), "%s/j", s->dir);
-		if (vmm_jail_args(argv, &n, root, s->jail_uid, uid, sizeof(uid)))
+		if (vmm_jail_args(argv, &n, root, s->jail_uid, s->jail_gid, uid, sizeof(uid)))
 			return errno = EINVAL, -1;
 	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {

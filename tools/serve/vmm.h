@@ -26,11 +26,13 @@ bool vmm_alive(struct sandbox *s);
  * jailed one gets SIGTERM first (its supervisor then removes its cgroup;
  * else serve does). */
 void vmm_end(struct sandbox *s);
-/* The --jail options of a VMM whose jail is @root (@uid as its uid and
- * gid, or srv.jail_user's when 0, in @buf; the range as
+/* The --jail options of a VMM whose jail is @root (@uid and @gid, or
+ * srv.jail_user's UID:GID when 0, in @buf; the range as
  * --jail-foreign-ids; srv.jail_cgroup; the limits) appended to @argv at
- * *@n (at most 16): 0, or -1 when jail_user is not UID:GID. */
-int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, char *buf, size_t len);
+ * *@n (at most 16): 0, or -1 when there are no ids to give (jail_user a
+ * range and the sandbox none of its own). */
+int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint32_t gid,
+		  char *buf, size_t len);
 /* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
  * its own, output to DIR/vmm.log, with --paused when @paused (the VM waits
  * for PATCH /vm Resumed): 0, or -1 (errno). */
