@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "netpolicy.h"
+#include "plancheck.h"
 #include "serve.h"
 #include "vmm.h"
 
@@ -332,12 +333,6 @@ static bool own_path(const struct sandbox *s, const char *v)
 		return false;
 	rest = v + strlen(pre);
 	return *rest && !strchr(rest, '/') && strcmp(rest, ".") && strcmp(rest, "..");
-}
-
-static bool path_like(const char *v)
-{
-	return v[0] == '/' || !strcmp(v, "..") || !strncmp(v, "../", 3) || strstr(v, "/../") ||
-	       (strlen(v) >= 3 && !strcmp(v + strlen(v) - 3, "/.."));
 }
 
 static int tree_check(const struct sandbox *s, json_t *v, json_t *t, char *where, size_t wlen,

@@ -22,6 +22,7 @@
 
 #include "fileclone.h"
 #include "oci.h"
+#include "plancheck.h"
 #include "serve.h"
 #include "template.h"
 #include "unixconn.h"
@@ -330,6 +331,8 @@ static int build(int argc, char **argv, const char *state)
 		{ NULL, 0, NULL, 0 },
 	};
 	char *av[80], tdir[300], final[300], old[320], vs[256], snap[320], msg[600], body[400];
+	char *sets[30];
+	unsigned n_sets = 0;
 	char api[320], jroot[300], jids[32], host_vs[600];
 	unsigned n = 0, wait_s = 300, disk_mib = 0, cfg_at;
 	bool force = false;
@@ -353,6 +356,7 @@ static int build(int argc, char **argv, const char *state)
 				return fprintf(stderr, "cubicle template: too many --set\n"), 2;
 			av[n++] = "--set";
 			av[n++] = optarg;
+			sets[n_sets++] = optarg;
 			break;
 		case 'w': wait_s = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'f': force = true; break;
@@ -542,6 +546,17 @@ static int build(int argc, char **argv, const char *state)
 		snprintf(out, sizeof(out), "%s/snap", s.dir);
 		if (adopt_tree(jsnap, out, msg, sizeof(msg))) {
 			fprintf(stderr, "cubicle template: %s\n", msg);
+			goto fail;
+		}
+		/* and what it names: what the build's VM file and --set named */
+		snprintf(out, sizeof(out), "%s/snap/manifest.json", s.dir);
+		json_t *m = json_load_file(out, 0, NULL);
+		int bad = m ? plan_check_config(m, av[cfg_at], sets, n_sets, msg, sizeof(msg)) != 0
+			    : (snprintf(msg, sizeof(msg), "not JSON"), 1);
+
+		json_decref(m);
+		if (bad) {
+			fprintf(stderr, "cubicle template: %s: %s\n", out, msg);
 			goto fail;
 		}
 		rm_tree(jroot);
