@@ -430,6 +430,8 @@ int serve_jail_check(const char *who)
 			goto bad;
 		srv.jail_first = range ? (uint32_t)uid : 0;
 		srv.jail_last = range ? (uint32_t)gid : 0;
+		srv.jail_uid = range ? 0 : (uint32_t)uid;
+		srv.jail_gid = range ? 0 : (uint32_t)gid;
 	}
 	if (!srv.jail_cgroup)
 		srv.jail_cgroup = access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&

@@ -325,10 +325,7 @@ static bool own_path(const struct sandbox *s, const char *v)
 	char pre[300];
 	const char *rest;
 
-	if (s->jailed)
-		snprintf(pre, sizeof(pre), JAIL_BOX "/");
-	else
-		snprintf(pre, sizeof(pre), "%s/", s->dir);
+	sbx_file(s, "", true, pre, sizeof(pre)); /* "/vm/", or "DIR/" unjailed */
 	if (strncmp(v, pre, strlen(pre)))
 		return false;
 	rest = v + strlen(pre);

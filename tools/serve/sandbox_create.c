@@ -156,16 +156,13 @@ static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char 
  */
 static int jail_ids_take(struct sandbox *s, char *msg, size_t len)
 {
-	unsigned u, g;
 	uint32_t uid;
 
 	if (!s->jailed)
 		return 0;
 	if (!srv.jail_first) {
-		if (sscanf(srv.jail_user, "%u:%u", &u, &g) != 2) /* checked at start */
-			return snprintf(msg, len, "jail_user %s: not UID:GID", srv.jail_user), -1;
-		s->jail_uid = u;
-		s->jail_gid = g;
+		s->jail_uid = srv.jail_uid;
+		s->jail_gid = srv.jail_gid;
 		return 0;
 	}
 	pthread_mutex_lock(&srv.lock);

@@ -66,6 +66,7 @@ struct server {
 	/* Jailed VMMs (jail_user set): uid and gid, the parent cgroup, limits. */
 	const char *jail_user, *jail_cgroup, *jail_memory_max, *jail_cpu_max, *jail_pids_max;
 	uint32_t jail_first, jail_last; /* jail_user FIRST-LAST: a uid each; else 0 */
+	uint32_t jail_uid, jail_gid;    /* jail_user UID:GID; else 0 */
 	/* Sandbox networks (network_subnet set): a /30 each from net_base. */
 	const char *net_subnet, *net_if;
 	uint32_t net_base;          /* host order */

@@ -302,18 +302,6 @@ out:
 	return ret;
 }
 
-/* srv.jail_user's uid and gid (checked by serve_jail_check): 0, or -1. */
-static int jail_ids(uid_t *uid, gid_t *gid)
-{
-	unsigned u, g;
-
-	if (!srv.jail_user || sscanf(srv.jail_user, "%u:%u", &u, &g) != 2)
-		return -1;
-	*uid = u;
-	*gid = g;
-	return 0;
-}
-
 static int build(int argc, char **argv, const char *state)
 {
 	static const struct option lo[] = {
@@ -341,8 +329,6 @@ static int build(int argc, char **argv, const char *state)
 	struct sandbox s = { .child = true, .log_name = "build.log" };
 	const char *name, *cfg;
 	double t0 = now_ms();
-	uid_t uid;
-	gid_t gid;
 	pid_t vpid;
 	int c, lfd;
 
@@ -488,7 +474,7 @@ static int build(int argc, char **argv, const char *state)
 		av[cfg_at] = tcfg;
 		snprintf(msg, sizeof(msg), "%s/build.log", tdir);
 		/* the jailed VMM writes to its root disk as the jail's uid */
-		if (s.jailed && jail_ids(&uid, &gid) == 0 && chown(img, uid, gid)) {
+		if (s.jailed && chown(img, srv.jail_uid, srv.jail_gid)) {
 			fprintf(stderr, "cubicle template: %s: %s\n", img, strerror(errno));
 			goto fail;
 		}

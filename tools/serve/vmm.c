@@ -123,16 +123,16 @@ int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint
 {
 	char *g;
 
-	/* the sandbox's own, or jail_user's UID:GID (checked when serve
-	 * started: serve_jail_check) */
-	if (uid && gid)
-		snprintf(buf, len, "%u:%u", (unsigned)uid, (unsigned)gid);
-	else
-		snprintf(buf, len, "%s", srv.jail_user);
-	g = strchr(buf, ':');
-	if (!g)
+	/* the sandbox's own, or jail_user's UID:GID (serve_jail_check) */
+	if (!uid || !gid) {
+		uid = srv.jail_uid;
+		gid = srv.jail_gid;
+	}
+	if (!uid || !gid || len < 24)
 		return -1;
-	*g++ = '\0';
+	snprintf(buf, len, "%u", (unsigned)uid);
+	g = buf + strlen(buf) + 1;
+	snprintf(g, len - (size_t)(g - buf), "%u", (unsigned)gid);
 	argv[(*n)++] = "--jail";
 	argv[(*n)++] = (char *)root;
 	argv[(*n)++] = "--jail-uid";
