@@ -92,9 +92,19 @@ int hostcheck_report(FILE *f, json_t *j, const char *dir, const struct registry 
 		cap(out, fd, "kvm.dirty_log", KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2);
 		arch_host_report(fd, line, out);
 	}
-	line("pvm (paravirtual KVM)", access("/sys/module/kvm_pvm", F_OK) == 0 ? "yes" : "no",
+	/* The module can be loaded where it made no /dev/kvm: it does not
+	 * bind in a kernel that is itself a PVM guest. */
+	line("pvm (paravirtual KVM)",
+	     access("/sys/module/kvm_pvm", F_OK) ? "no"
+	     : fd < 0 ? "the kvm_pvm module is loaded, but there is no usable /dev/kvm"
+		      : "yes",
 	     out);
-	linux_ok = arch_host_can_boot_linux(why, sizeof(why));
+	if (fd < 0) {
+		linux_ok = false;
+		snprintf(why, sizeof(why), "no: there is no usable /dev/kvm");
+	} else {
+		linux_ok = arch_host_can_boot_linux(why, sizeof(why));
+	}
 	line("boots stock Linux kernels", linux_ok ? "yes" : why, out);
 	plugin_lines(out, dir, reg);
 	if (fd < 0)

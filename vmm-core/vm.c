@@ -30,7 +30,10 @@ static int open_kvm(char *err, size_t errlen)
 	if (fd < 0) {
 		int e = errno;
 
-		if (e == ENOENT)
+		if (e == ENOENT && !access("/sys/module/kvm_pvm", F_OK))
+			snprintf(err, errlen,
+				 "/dev/kvm: not found: the kvm_pvm module is loaded but made none (it does not bind where this kernel is itself a PVM guest); run cubicle where KVM is, e.g. in the nested harness (tests/e2e/nested/run-nested.sh, scripts/quickstart.sh)");
+		else if (e == ENOENT)
 			snprintf(err, errlen,
 				 "/dev/kvm: not found: this host has no KVM (enable virtualization and load kvm_intel or kvm_amd)");
 		else if (e == EACCES)
