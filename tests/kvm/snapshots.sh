@@ -597,8 +597,9 @@ elif [ -n "${sk:-}" ]; then
 	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
 		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs (the init and the VMM) and is gone"
 	else
-		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}' (pids '$cgprocs')$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'" >>"$tmp/jrestore.out"
-		tail -n 15 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
+		tail -n 12 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
+		# last: notok shows the file's last 15 lines
+		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}' (pids '$cgprocs')$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'; snapshot disk md5 $( [ "$(md5sum <"$ds/disk-disk")" = "$m0" ] && echo same || echo changed)" >>"$tmp/jrestore.out"
 		notok "restore --jail" "$tmp/jrestore.out"
 	fi
 	# The jailed VMM is pid 2 under the namespace's own init: a SIGABRT sent

@@ -135,14 +135,8 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 	if (c->up_fd >= 0 && (strcmp(c->up_id, s->id) || c->up_port != port || !idle_ok(c->up_fd)))
 		drop_up(c);
 	if (c->up_fd < 0) {
+		/* (a refusal is tried again: vsock_connect_patient) */
 		int fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
-
-		/* A refusal may be a full accept queue in the guest (a burst of
-		 * connections): a few more tries, 50 to 800 ms apart. */
-		for (unsigned wait = 50; fd < 0 && errno == ECONNREFUSED && wait <= 800; wait *= 2) {
-			usleep(wait * 1000);
-			fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
-		}
 
 		if (fd < 0) {
 			int e = errno;

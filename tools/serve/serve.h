@@ -116,7 +116,7 @@ void sbx_set_timeout(struct sandbox *s, unsigned timeout);
  * HTTP status with @msg. */
 int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len);
 const char *sbx_state_name(enum sbx_state st);
-/* A connection to guest port @port through the sandbox's vsock socket, or -1 (errno). */
+/* A connection to guest port @port through the sandbox's vsock socket (a refusal tried again: vsock_connect_patient), or -1 (errno). */
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
 /* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
 void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s);

@@ -275,7 +275,18 @@ int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms)
 	char path[300];
 
 	sbx_file(s, "v.sock", false, path, sizeof(path));
-	return vsock_connect(path, port, timeout_ms);
+	return vsock_connect_patient(path, port, timeout_ms);
+}
+
+int vsock_connect_patient(const char *path, unsigned port, int timeout_ms)
+{
+	int fd = vsock_connect(path, port, timeout_ms);
+
+	for (unsigned wait = 50; fd < 0 && errno == ECONNREFUSED && wait <= 800; wait *= 2) {
+		usleep(wait * 1000);
+		fd = vsock_connect(path, port, timeout_ms);
+	}
+	return fd;
 }
 
 int vsock_connect(const char *path, unsigned port, int timeout_ms)
@@ -462,11 +473,23 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	json_decref(init);
 	if (token && *token)
 		snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", token);
-	/* one attempt (a retry could find the first applied and the token
+	/* One request (a retry could find the first applied and the token
 	 * changed), given what is left of agent_wait_ms: a guest that just
-	 * answered /health may be slow to answer again on a loaded host */
+	 * answered /health may be slow to answer again on a loaded host. A
+	 * refused connection carried no request, so that is tried again
+	 * (vsock_connect_patient): a starved guest's accept queue can be full
+	 * (with the /health attempts that timed out). */
 	left = srv.agent_wait_ms - (now_ms() - t0);
-	ret = body ? agent_call(uds, "POST", "/init", body, hdr, &st, left > 5000 ? (int)left : 5000) : -1;
+	ret = -1;
+	if (body) {
+		int to = left > 5000 ? (int)left : 5000;
+		int fd = vsock_connect_patient(uds, AGENT_PORT, to);
+
+		if (fd >= 0) {
+			ret = hio_call(fd, "POST", "/init", body, hdr, to, &st, NULL);
+			close(fd);
+		}
+	}
 	free(body);
 	if (ret || st != 204) {
 		snprintf(msg, len, "the guest agent refused /init (%s)",
