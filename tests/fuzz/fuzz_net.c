@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "seed.h"
+#include "synth_host.h"
 #include "../unit/vq_chain.h"
 /* The plugin itself, for struct net and its ops; queues.c is linked beside. */
 #include "../../plugins/devices/virtio_net/virtio_net.c"
@@ -71,13 +72,8 @@ struct frame {
 
 static struct {
 	struct fq q[2];
-	const struct cub_virtio_ops *ops;
-	void *priv;
 	bool broken, started;
 	unsigned qsize;         /* descriptors the ring holds */
-	int wfd;
-	void (*wcb)(void *);
-	void *warg;
 	/* the backend */
 	struct cub_net be;
 	int rx_fd, tx_fd;
@@ -98,64 +94,7 @@ static struct {
 } H;
 
 static struct net *N;
-static bool verbose;
 static uint8_t scratch[CUB_NET_MAX_FRAME + 2 * HDR];
-
-static void h_log(struct cub_inst *in, int lvl, const char *fmt, ...)
-{
-	va_list ap;
-
-	(void)in, (void)lvl;
-	if (!verbose)
-		return;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-static int h_fail(struct cub_inst *in, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	(void)in;
-	if (verbose) {
-		va_start(ap, fmt);
-		vfprintf(stderr, fmt, ap);
-		va_end(ap);
-		fputc('\n', stderr);
-	}
-	return err;
-}
-
-static int h_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
-{
-	(void)in, (void)ev;
-	H.wfd = fd;
-	H.wcb = cb;
-	H.warg = arg;
-	return 0;
-}
-
-static int h_unwatch(struct cub_inst *in, int fd)
-{
-	(void)in, (void)fd;
-	return 0;
-}
-
-static uint64_t h_clock(struct cub_inst *in)
-{
-	(void)in;
-	return 0;
-}
-
-static int v_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
-{
-	(void)in;
-	H.ops = ops;
-	H.priv = priv;
-	return 0;
-}
 
 static unsigned qidx(struct cub_vq *vq)
 {
@@ -324,7 +263,7 @@ static void v_notify(struct cub_vq *vq)
 static void v_broken(struct cub_inst *in, const char *why)
 {
 	(void)in;
-	if (verbose)
+	if (S.verbose)
 		fprintf(stderr, "broken: %s\n", why);
 	H.broken = true;
 }
@@ -368,7 +307,7 @@ static int v_unpop(struct cub_vq *vq, const uint16_t *heads, unsigned n)
 }
 
 static struct cub_virtio_host VH = {
-	.size = sizeof(VH), .add = v_add, .pop = v_pop, .push = v_push, .notify = v_notify,
+	.size = sizeof(VH), .add = synth_add, .pop = v_pop, .push = v_push, .notify = v_notify,
 	.broken = v_broken, .push_batch = v_push_batch, .queue_size = v_queue_size,
 	.rl_take = v_rl_take, .rl_charge = v_rl_charge, .unpop = v_unpop,
 };
@@ -525,8 +464,8 @@ static void n_close(struct cub_inst *in, struct cub_net *n)
 static const struct cub_net_host NH = { .size = sizeof(NH), .open = n_open, .close = n_close };
 
 static struct cub_host HOST = {
-	.size = sizeof(HOST), .log = h_log, .log_ratelimited = h_log, .fail = h_fail,
-	.fd_watch = h_watch, .fd_unwatch = h_unwatch, .clock_us = h_clock, .virtio = &VH,
+	.size = sizeof(HOST), .log = synth_log, .log_ratelimited = synth_log, .fail = synth_fail,
+	.fd_watch = synth_watch, .fd_unwatch = synth_unwatch, .clock_us = synth_clock, .virtio = &VH,
 	.net = &NH,
 };
 
@@ -591,7 +530,7 @@ static struct cub_vq_chain *chain_new(void)
 static void kick(unsigned q)
 {
 	if (H.started && !H.broken)
-		H.ops->notify(H.priv, q);
+		S.ops->notify(S.priv, q);
 }
 
 /* Receive buffers: nseg segments splitting len bytes, at alignment al. */
@@ -665,13 +604,7 @@ static void frame_in(uint8_t a, uint8_t b, uint8_t c, uint16_t len, uint16_t x)
 
 static void pump(void)
 {
-	for (unsigned i = 0; i < LOOP_ROUNDS; i++) {
-		struct pollfd p = { .fd = H.wfd, .events = POLLIN };
-
-		if (poll(&p, 1, 0) != 1)
-			break;
-		H.wcb(H.warg);
-	}
+	synth_pump(LOOP_ROUNDS);
 }
 
 /* The wait for more receive buffers runs out now rather than in 100 ms. */
@@ -694,21 +627,21 @@ static void start(uint64_t want)
 
 	vqs[0] = (struct cub_vq *)(void *)&H.q[0];
 	vqs[1] = (struct cub_vq *)(void *)&H.q[1];
-	if (H.ops->set_features(H.priv, f))
+	if (S.ops->set_features(S.priv, f))
 		f = N->offered & (F(VIRTIO_NET_F_MAC) | F(VIRTIO_NET_F_MRG_RXBUF));
-	if (H.ops->set_features(H.priv, f))
+	if (S.ops->set_features(S.priv, f))
 		TRAP("features %#llx refused", (unsigned long long)f);
 	H.acked = f;
 	H.started = true;
 	H.broken = false;
-	if (H.ops->start(H.priv, vqs, 2))
+	if (S.ops->start(S.priv, vqs, 2))
 		H.started = false;
 }
 
 static void stop(void)
 {
 	if (H.started)
-		H.ops->stop(H.priv);
+		S.ops->stop(S.priv);
 	H.started = false;
 	q_clear();
 }
@@ -793,7 +726,7 @@ static void run(const uint8_t *data, size_t size)
 			unsigned off = a % CFG_SIZE, l = 1 + b % 4;
 
 			if (off + l <= CFG_SIZE)
-				H.ops->config_read(H.priv, off, cfgb, l);
+				S.ops->config_read(S.priv, off, cfgb, l);
 		}
 		}
 		if (atomic_load(&N->rx_packets) != H.rx_seen ||
@@ -829,7 +762,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	unsigned n = 0;
 
 	(void)argc, (void)argv;
-	verbose = getenv("FUZZ_VERBOSE") != NULL;
+	S.verbose = getenv("FUZZ_VERBOSE") != NULL;
 	if (!dir)
 		return 0;
 	/* A tap-like backend with offloads, mergeable buffers, unpop: small

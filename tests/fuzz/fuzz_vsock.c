@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "seed.h"
+#include "synth_host.h"
 #include "../unit/vq_chain.h"
 /* The plugin itself, for its static functions (tick) and its ops. */
 #include "../../plugins/devices/virtio_vsock/virtio_vsock.c"
@@ -55,55 +56,9 @@ struct fq {
 
 static struct {
 	struct fq q[QN];
-	const struct cub_virtio_ops *ops;
-	void *priv;
 	bool broken, started;
-	int wfd;
-	void (*wcb)(void *);
-	void *warg;
-	uint64_t clock;
 	char dir[64], uds[128];
 } H;
-
-static void h_log(struct cub_inst *in, int lvl, const char *fmt, ...)
-{
-	(void)in, (void)lvl, (void)fmt;
-}
-
-static int h_fail(struct cub_inst *in, int err, const char *fmt, ...)
-{
-	(void)in, (void)fmt;
-	return err;
-}
-
-static int h_watch(struct cub_inst *in, int fd, uint32_t ev, void (*cb)(void *), void *arg)
-{
-	(void)in, (void)ev;
-	H.wfd = fd;
-	H.wcb = cb;
-	H.warg = arg;
-	return 0;
-}
-
-static int h_unwatch(struct cub_inst *in, int fd)
-{
-	(void)in, (void)fd;
-	return 0;
-}
-
-static uint64_t h_clock(struct cub_inst *in)
-{
-	(void)in;
-	return H.clock;
-}
-
-static int v_add(struct cub_inst *in, const struct cub_virtio_ops *ops, void *priv)
-{
-	(void)in;
-	H.ops = ops;
-	H.priv = priv;
-	return 0;
-}
 
 static unsigned qidx(struct cub_vq *vq)
 {
@@ -252,13 +207,13 @@ static void v_broken(struct cub_inst *in, const char *why)
 }
 
 static const struct cub_virtio_host VH = {
-	.size = sizeof(VH), .add = v_add, .pop = v_pop, .push = v_push, .notify = v_notify,
+	.size = sizeof(VH), .add = synth_add, .pop = v_pop, .push = v_push, .notify = v_notify,
 	.broken = v_broken, .push_batch = v_push_batch,
 };
 
 static const struct cub_host HOST = {
-	.size = sizeof(HOST), .log = h_log, .log_ratelimited = h_log, .fail = h_fail,
-	.fd_watch = h_watch, .fd_unwatch = h_unwatch, .clock_us = h_clock, .virtio = &VH,
+	.size = sizeof(HOST), .log = synth_log, .log_ratelimited = synth_log, .fail = synth_fail,
+	.fd_watch = synth_watch, .fd_unwatch = synth_unwatch, .clock_us = synth_clock, .virtio = &VH,
 };
 
 /* ---- the guest's buffers ---- */
@@ -331,26 +286,20 @@ static void start(void)
 		vqs[i] = (struct cub_vq *)(void *)&H.q[i];
 	H.broken = false;
 	H.started = true;
-	H.ops->start(H.priv, vqs, QN);
+	S.ops->start(S.priv, vqs, QN);
 }
 
 static void stop(void)
 {
 	if (H.started)
-		H.ops->stop(H.priv);
+		S.ops->stop(S.priv);
 	H.started = false;
 	q_clear();
 }
 
 static void pump(void)
 {
-	for (int i = 0; i < 4; i++) {
-		struct pollfd p = { .fd = H.wfd, .events = POLLIN };
-
-		if (poll(&p, 1, 0) != 1)
-			break;
-		H.wcb(H.warg);
-	}
+	synth_pump(4);
 }
 
 static void tx_packet(const struct step *s)
@@ -418,7 +367,7 @@ static void tx_packet(const struct step *s)
 	}
 	q_add(Q_TX, c);
 	if (H.started && !H.broken)
-		H.ops->notify(H.priv, Q_TX);
+		S.ops->notify(S.priv, Q_TX);
 }
 
 static void rx_post(const struct step *s)
@@ -439,7 +388,7 @@ static void rx_post(const struct step *s)
 		q_add(Q_RX, c);
 	}
 	if (H.started && !H.broken)
-		H.ops->notify(H.priv, Q_RX);
+		S.ops->notify(S.priv, Q_RX);
 }
 
 static int unix_connect(const char *path)
@@ -550,7 +499,7 @@ static void run(const uint8_t *data, size_t size)
 
 	memset(P, 0, sizeof(P));
 	n_learned = p_next = 0;
-	H.clock = 1000000;
+	S.clock = 1000000;
 	H.started = H.broken = false;
 	for (int i = 0; i < NCLI; i++)
 		cli[i] = -1;
@@ -590,7 +539,7 @@ static void run(const uint8_t *data, size_t size)
 			pump();
 			break;
 		case 8: /* time passes: deadlines */
-			H.clock += s.x % 8000000;
+			S.clock += s.x % 8000000;
 			pthread_mutex_lock(&vs->lock);
 			tick(vs);
 			vsock_rx(vs);
@@ -615,7 +564,7 @@ static void run(const uint8_t *data, size_t size)
 			seg(c, NULL, s.c & 1 ? 2 : 4, true);
 			q_add(Q_EVENT, c);
 			if (H.started && !H.broken)
-				H.ops->notify(H.priv, Q_EVENT);
+				S.ops->notify(S.priv, Q_EVENT);
 		}
 		}
 		pthread_mutex_lock(&vs->lock);
