@@ -477,8 +477,9 @@ int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg,
 	 * changed), given what is left of agent_wait_ms: a guest that just
 	 * answered /health may be slow to answer again on a loaded host. A
 	 * refused connection carried no request, so that is tried again
-	 * (vsock_connect_patient): a starved guest's accept queue can be full
-	 * (with the /health attempts that timed out). */
+	 * (vsock_connect_patient): on a loaded host a guest that had just
+	 * answered /health refused the next connection now and then (2 of 20
+	 * sandboxes made at once, nested run_serve). */
 	left = srv.agent_wait_ms - (now_ms() - t0);
 	ret = -1;
 	if (body) {
