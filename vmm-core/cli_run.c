@@ -286,7 +286,7 @@ static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 		return VM_EXIT_ERROR;
 	}
 	r->host_check = false;
-	if (jail_add_plan(j, &r->cfg, err, sizeof(err))) {
+	if (jail_add_plan(j, &r->cfg, true, err, sizeof(err))) {
 		log_err("%s", err);
 		return VM_EXIT_ERROR;
 	}
@@ -313,18 +313,19 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 	if (!ret) {
 		ret = snap_plan(&im, &p, &r->reg, r->sets, r->n_sets, err, sizeof(err));
 		if (!ret)
-			ret = jail_add_plan(j, &p, err, sizeof(err));
+			ret = jail_add_plan(j, &p, false, err, sizeof(err));
 		snap_close(&im);
 	}
 	plan_free(&p);
 	dirs = ret ? NULL : snap_chain_dirs(dir);
 	if (!ret && !dirs)
 		ret = errf(err, sizeof(err), -EINVAL, "%s: its Diff chain cannot be read", dir);
+	j->adding_snapshot = true;
 	for (char **d = dirs; !ret && *d; d++) {
 		j->adding_untrusted = d != dirs; /* the first is @dir itself */
 		ret = jail_add_read_only(j, *d, err, sizeof(err));
 	}
-	j->adding_untrusted = false;
+	j->adding_untrusted = j->adding_snapshot = false;
 	strv_free(dirs);
 	if (ret) {
 		log_err("%s", err);

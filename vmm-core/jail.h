@@ -45,6 +45,10 @@ struct jail_cfg {
 	char *const *confirmed;
 	unsigned n_confirmed;
 	const char *snap_dir; /* the snapshot folder the command line names */
+	/* paths added while @adding_snapshot: the snapshot folder and its Diff
+	 * parents (what they hold is not asked to be reachable) */
+	bool snapshot[JAIL_MAX_PATHS];
+	bool adding_snapshot;
 	/* Other jails' uids and gids (--jail-foreign-ids FIRST-LAST: serve's
 	 * range, one uid per sandbox): an untrusted path one of them owns is
 	 * refused as one the jail's own uid owns. */
@@ -62,18 +66,23 @@ struct jail_cfg {
 int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen);
 /* The same, bound read-only (a snapshot a restore only reads). */
 int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t errlen);
-/* Add every path a plan names: its kernel, initrd and every path parameter
- * of its devices and their backends; and whether it has a tap (new_net
- * false then). */
-int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
+/* Add every path a plan names: its kernel and initrd (with @boot_files: a
+ * restore reads neither, so it binds neither), every path parameter of its
+ * devices and their backends; and whether it has a tap (new_net false
+ * then). */
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, bool boot_files, char *err,
+		  size_t errlen);
 /*
  * The paths marked untrusted that the jail's uid could have made or
  * changed: one that uid or the jail's gid owns (or another jail's, of the
  * foreign range), or anyone may write, is
  * refused (a folder beside the snapshot folder the command line names, a
- * Diff's parent, excepted: its owner could write that one too). One not
- * there is fine (nothing is bound: it is made inside). Call once the uid
- * and gid are known. 0, or -EPERM with a message naming the path.
+ * Diff's parent, excepted: its owner could write that one too); and one
+ * the uid could not reach on the host by itself (a folder on the way it
+ * may not search, below the snapshot's home or from / elsewhere): a bind
+ * would skip that folder. One not there is fine (nothing is bound: it is
+ * made inside). Call once the uid and gid are known. 0, or -EPERM with a
+ * message naming the path.
  */
 int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen);
 /* The same for one such path, on what it is now: an O_PATH fd of it to bind

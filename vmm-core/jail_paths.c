@@ -58,6 +58,7 @@ int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen)
 		return errf(err, errlen, -errno, "jail: %s: %s", path, strerror(errno));
 	j->read_only[j->n_paths] = false;
 	j->untrusted[j->n_paths] = j->adding_untrusted && !confirmed(j, abs);
+	j->snapshot[j->n_paths] = j->adding_snapshot;
 	j->paths[j->n_paths++] = abs;
 	return 0;
 }
@@ -98,24 +99,96 @@ static const char *could_have(const struct jail_cfg *j, const char *real, const 
 	return NULL;
 }
 
+/* Whether uid:gid (no other groups: the jail has none) may search the
+ * folder @st describes. ACLs are not read: one that lets the jail in where
+ * the mode does not is refused all the same (name it with --set). */
+static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (st->st_uid == uid)
+		return st->st_mode & S_IXUSR;
+	if (st->st_gid == gid)
+		return st->st_mode & S_IXGRP;
+	return st->st_mode & S_IXOTH;
+}
+
+/* Whether @real lies in (or is) the folder @dir's real location. */
+static bool beneath(const char *real, const char *dir)
+{
+	char rd[PATH_MAX];
+	size_t n;
+
+	if (!realpath(dir, rd))
+		return false;
+	n = strlen(rd);
+	return !strncmp(real, rd, n) && (real[n] == '/' || !real[n] || n == 1);
+}
+
+/*
+ * Whether the jail's uid could reach @real (a resolved absolute path) on
+ * the host by itself: a bind mount skips the folders on the way, so a
+ * snapshot that names a file behind a folder the uid may not search (a
+ * world-readable file in root's 0700 home) would hand it to the guest.
+ * What the snapshot folder and its Diff parents hold is not asked (the
+ * operator named them); below the snapshot's home (the folder holding it)
+ * every folder on the way must let the uid search it, and elsewhere every
+ * folder from / down. NULL, or why not (in @why).
+ */
+static const char *unreachable(const struct jail_cfg *j, const char *real, char *why,
+			       size_t len)
+{
+	char home[PATH_MAX], walk[PATH_MAX];
+	size_t from = 0, n = strlen(real);
+
+	if (real[0] != '/' || n >= sizeof(walk))
+		return snprintf(why, len, "its real location cannot be told"), why;
+	for (unsigned i = 0; i < j->n_paths; i++)
+		if (j->snapshot[i] && beneath(real, j->paths[i]))
+			return NULL;
+	if (j->snap_dir && real_home(j->snap_dir, home) && beneath(real, home))
+		from = strlen(home) == 1 ? 1 : strlen(home) + 1; /* the folders below it */
+	memcpy(walk, real, n + 1);
+	/* each folder on the way: the prefix up to each '/' from @from on
+	 * (from 0: / itself first) */
+	for (size_t i = from; i < n; i++) {
+		struct stat st;
+		size_t end = i ? i : 1;
+		char c;
+
+		if (real[i] != '/')
+			continue;
+		c = walk[end];
+		walk[end] = '\0';
+		if (stat(walk, &st) < 0 || !S_ISDIR(st.st_mode) || !searchable(&st, j->uid, j->gid)) {
+			snprintf(why, len, "the jail's uid could not reach it: %s is a folder it may not search",
+				 walk);
+			return why;
+		}
+		walk[end] = c;
+	}
+	return NULL;
+}
+
 static int refuse(const struct jail_cfg *j, const char *path, const char *why, char *err,
 		  size_t errlen)
 {
 	return errf(err, errlen, -EPERM,
-		    "--jail %s: %s: only the snapshot names it and %s (uid %u gid %u): a jailed VMM writes its snapshot, and one a guest took over could name another jail's files; if it is meant, name it with --set (a Diff's parents: keep them beside it)",
+		    "--jail %s: %s: only the snapshot names it and %s (uid %u gid %u): a jailed VMM writes its snapshot, and one a guest took over could name any file; if it is meant, name it with --set (a Diff's parents: keep them beside it)",
 		    j->dir, path, why, (unsigned)j->uid, (unsigned)j->gid);
 }
 
 int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < j->n_paths; i++) {
-		const char *why;
+		char real[PATH_MAX], why[PATH_MAX + 80];
+		const char *no;
 		struct stat st;
 
 		if (!j->untrusted[i] || stat(j->paths[i], &st) < 0)
 			continue; /* not there: nothing bound, it is made inside */
-		if ((why = could_have(j, j->paths[i], &st)))
-			return refuse(j, j->paths[i], why, err, errlen);
+		if ((no = could_have(j, j->paths[i], &st)) ||
+		    (no = realpath(j->paths[i], real) ? unreachable(j, real, why, sizeof(why))
+						     : "its real location cannot be told"))
+			return refuse(j, j->paths[i], no, err, errlen);
 	}
 	return 0;
 }
@@ -123,8 +196,9 @@ int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
 int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
 			size_t errlen)
 {
-	char real[64];
-	const char *why;
+	char real[64], where[PATH_MAX], why[PATH_MAX + 80];
+	const char *no;
+	ssize_t n;
 	int fd = open(path, O_PATH | O_CLOEXEC);
 
 	if (fd < 0)
@@ -136,9 +210,11 @@ int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat 
 		close(fd);
 		return errf(err, errlen, -e, "jail: %s: %s", path, strerror(e));
 	}
-	if ((why = could_have(j, real, st))) {
+	n = readlink(real, where, sizeof(where) - 1);
+	where[n > 0 ? n : 0] = '\0';
+	if ((no = could_have(j, real, st)) || (no = unreachable(j, where, why, sizeof(why)))) {
 		close(fd);
-		return refuse(j, path, why, err, errlen);
+		return refuse(j, path, no, err, errlen);
 	}
 	return fd;
 }
@@ -189,13 +265,14 @@ static int add_inst(struct jail_cfg *j, const struct plan_inst *pi, char *err, s
 	return 0;
 }
 
-int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen)
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, bool boot_files, char *err,
+		  size_t errlen)
 {
 	int ret;
 
 	j->new_net = true;
-	if ((ret = jail_add(j, p->boot.kernel, err, errlen)) ||
-	    (ret = jail_add(j, p->boot.initrd, err, errlen)))
+	if (boot_files && ((ret = jail_add(j, p->boot.kernel, err, errlen)) ||
+			   (ret = jail_add(j, p->boot.initrd, err, errlen))))
 		return ret;
 	for (unsigned i = 0; i < p->n_devs; i++)
 		if ((ret = add_inst(j, &p->devs[i], err, errlen)))

@@ -662,6 +662,29 @@ EOF
 		cat "$tmp/jforged.err" >>"$tmp/jforged.out"
 		notok "restore --jail of a forged snapshot: status $got" "$tmp/jforged.out"
 	fi
+	# The same forgery naming root's world-readable file behind a folder
+	# only root may pass (0700): the jail's uid could not reach it by
+	# itself, and a bind would skip that folder: refused, the folder named.
+	mkdir -p "$tmp/private" && chmod 0700 "$tmp/private" &&
+		printf 'root only' >"$tmp/private/secret.img" && chmod 0644 "$tmp/private/secret.img"
+	python3 - "$fg/manifest.json" "$tmp/private/secret.img" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for d in m["config"]["tree"]["devices"]:
+    if isinstance(d.get("backend"), dict) and "path" in d["backend"]:
+        d["backend"]["path"] = sys.argv[2]
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+	env $jenv "$cub" restore "$fg" --jail "$jr" -l err >"$tmp/jhidden.out" 2>"$tmp/jhidden.err" </dev/null
+	got=$?
+	if [ $got = 1 ] && [ "$(wc -l <"$tmp/jhidden.err")" = 1 ] &&
+	   grep -q "$tmp/private/secret.img: only the snapshot names it and the jail's uid could not reach it: $tmp/private is a folder it may not search" "$tmp/jhidden.err" &&
+	   ! [ -e "$jr$tmp/private" ]; then
+		ok "restore --jail: a snapshot naming root's file behind a 0700 folder (world-readable, not given with --set) is refused before anything starts, the folder named"
+	else
+		cat "$tmp/jhidden.err" >>"$tmp/jhidden.out"
+		notok "restore --jail of a snapshot naming a file the jail's uid cannot reach: status $got" "$tmp/jhidden.out"
+	fi
 fi
 
 # 9. machine.pit = false and machine.irqchip = "split" (issue 16): a VM

@@ -255,6 +255,10 @@ static int untrusted(const char *path, const char *confirm, char *err, size_t er
 	j.snap_dir = snap;
 	j.confirmed = sets;
 	j.n_confirmed = confirm ? 1 : 0;
+	/* as a restore adds them: the snapshot folder, then what it names */
+	j.adding_snapshot = true;
+	CU_ASSERT_EQUAL_FATAL(jail_add_read_only(&j, snap, err, errlen), 0);
+	j.adding_snapshot = false;
 	j.adding_untrusted = true;
 	CU_ASSERT_EQUAL_FATAL(jail_add(&j, path, err, errlen), 0);
 	j.adding_untrusted = false;
@@ -315,6 +319,42 @@ static void test_untrusted(void)
 	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, q));
 	/*
+	 * A file the jail's uid could not reach on the host (a folder on the
+	 * way it may not search: 0700 root's): a bind would skip that folder,
+	 * so it is refused, the folder named, unless --set names it. What the
+	 * snapshot folder holds is not asked, however deep; below the
+	 * snapshot's home (DIR/snaps) each folder is.
+	 */
+	static const char *const closed[] = { "private", "snaps/this/deep", "snaps/closed" };
+	for (unsigned i = 0; i < sizeof(closed) / sizeof(closed[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, closed[i]);
+		CU_ASSERT_EQUAL_FATAL(mkdir(p, 0700), 0);
+	}
+	put("private/secret.img", "");
+	put("snaps/this/deep/disk.img", "");
+	put("snaps/closed/disk.img", "");
+	put("snaps/open.img", "");
+	snprintf(p, sizeof(p), "%s/private/secret.img", dir);
+	snprintf(q, sizeof(q), "%s/private is a folder it may not search", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, p));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "only the snapshot names it and the jail's uid could not reach it"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, q));
+	CU_ASSERT_EQUAL(untrusted(p, p, err, sizeof(err)), 0); /* named by --set */
+	snprintf(p, sizeof(p), "%s/snaps/this/deep/disk.img", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/snaps/open.img", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	snprintf(p, sizeof(p), "%s/snaps/closed/disk.img", dir);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "snaps/closed is a folder it may not search"));
+	/* the folder searchable by the jail's gid (its group, mode 0710): reached */
+	snprintf(q, sizeof(q), "%s/snaps/closed", dir);
+	CU_ASSERT_EQUAL_FATAL(chown(q, 0, 65534), 0);
+	CU_ASSERT_EQUAL_FATAL(chmod(q, 0710), 0);
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+
+	/*
 	 * A uid per jail (serve's range, --jail-foreign-ids): this jail is
 	 * 100001; a file another jail of the range owns (uid 100005, or gid
 	 * 100009) is refused as its own would be; one of a uid outside the
@@ -353,14 +393,16 @@ int main(void)
 		{ "made and found with openat2; links refused", test_openat2 },
 		{ "the same one component at a time (no openat2)", test_walk },
 		{ "binds, read-only, proc, a link refused (root)", test_bind },
-		{ "a restore's snapshot-only paths the jail's uid could have made (root)",
+		{ "a restore's snapshot-only paths the jail's uid could have made or not reach (root)",
 		  test_untrusted },
 		{ NULL, NULL },
 	};
 	char cmd[400];
 	int ret;
 
-	if (!mkdtemp(dir)) {
+	/* 0711: the jails' uid (65534) may pass through it, as through /tmp,
+	 * but not list it; test_untrusted makes a folder it may not pass */
+	if (!mkdtemp(dir) || chmod(dir, 0711) < 0) {
 		perror(dir);
 		return 1;
 	}
