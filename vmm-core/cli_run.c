@@ -174,7 +174,7 @@ static int run_go(struct run_ctx *r, int ret,
 
 enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CPU,
        OPT_JAIL_MEM, OPT_JAIL_PIDS, OPT_JAIL_IO, OPT_JAIL_NOFILE, OPT_JAIL_FSIZE,
-       OPT_JAIL_PROBE, OPT_JAIL_FOREIGN };
+       OPT_JAIL_PROBE, OPT_JAIL_FOREIGN, OPT_JAIL_TRUST };
 
 /* The --jail* options of run and restore (jail_opt reads them). */
 #define JAIL_OPTIONS                                                              \
@@ -189,7 +189,8 @@ enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CP
 	{ "jail-nofile", required_argument, NULL, OPT_JAIL_NOFILE },              \
 	{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },                \
 	{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE },                      \
-	{ "jail-foreign-ids", required_argument, NULL, OPT_JAIL_FOREIGN }
+	{ "jail-foreign-ids", required_argument, NULL, OPT_JAIL_FOREIGN },        \
+	{ "jail-trust", required_argument, NULL, OPT_JAIL_TRUST }
 
 /* A --jail* option into @j: 0, 1 when @c is not one, or a usage error's
  * exit status. */
@@ -218,6 +219,13 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	case OPT_JAIL_NOFILE: j->nofile = v; return 0;
 	case OPT_JAIL_FSIZE: j->fsize = v; return 0;
 	case OPT_JAIL_PROBE: j->probe = true; return 0;
+	case OPT_JAIL_TRUST:
+		if (arg[0] != '/')
+			return usage_error("--jail-trust %s: expected an absolute folder path", arg);
+		if (j->n_trusted == JAIL_MAX_TRUSTED)
+			return usage_error("--jail-trust %s: at most %d folders", arg, JAIL_MAX_TRUSTED);
+		j->trusted[j->n_trusted++] = arg;
+		return 0;
 	case OPT_JAIL_FOREIGN: {
 		unsigned long long a, b;
 		char *dash;
@@ -365,7 +373,7 @@ static int common_opt(int c, struct shared_opts *o)
 	case 'S':
 		return seccomp_opt(o, optarg);
 	}
-	if (c < OPT_JAIL || c > OPT_JAIL_FOREIGN)
+	if (c < OPT_JAIL || c > OPT_JAIL_TRUST)
 		return -1;
 	o->jail_opts = true;
 	return jail_opt(c, optarg, &o->jail);

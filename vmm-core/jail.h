@@ -17,6 +17,7 @@
 struct plan;
 
 #define JAIL_MAX_PATHS 128
+#define JAIL_MAX_TRUSTED 8
 
 struct jail_cfg {
 	const char *dir;     /* the new root; made if missing */
@@ -49,6 +50,11 @@ struct jail_cfg {
 	 * parents (what they hold is not asked to be reachable) */
 	bool snapshot[JAIL_MAX_PATHS];
 	bool adding_snapshot;
+	/* --jail-trust DIR: folders whose contents a restore's snapshot may
+	 * name without the jail's uid reaching them (the caller vouches for
+	 * what is there; what that uid could have made is still refused) */
+	const char *trusted[JAIL_MAX_TRUSTED];
+	unsigned n_trusted;
 	/* Other jails' uids and gids (--jail-foreign-ids FIRST-LAST: serve's
 	 * range, one uid per sandbox): an untrusted path one of them owns is
 	 * refused as one the jail's own uid owns. */

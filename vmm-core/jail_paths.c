@@ -129,7 +129,7 @@ static bool beneath(const char *real, const char *dir)
  * snapshot that names a file behind a folder the uid may not search (a
  * world-readable file in root's 0700 home) would hand it to the guest.
  * What the snapshot folder and its Diff parents hold is not asked (the
- * operator named them); below the snapshot's home (the folder holding it)
+ * operator named them), nor what a --jail-trust folder holds; below the snapshot's home (the folder holding it)
  * every folder on the way must let the uid search it, and elsewhere every
  * folder from / down. NULL, or why not (in @why).
  */
@@ -143,6 +143,9 @@ static const char *unreachable(const struct jail_cfg *j, const char *real, char 
 		return snprintf(why, len, "its real location cannot be told"), why;
 	for (unsigned i = 0; i < j->n_paths; i++)
 		if (j->snapshot[i] && beneath(real, j->paths[i]))
+			return NULL;
+	for (unsigned i = 0; i < j->n_trusted; i++)
+		if (beneath(real, j->trusted[i]))
 			return NULL;
 	if (j->snap_dir && real_home(j->snap_dir, home) && beneath(real, home))
 		from = strlen(home) == 1 ? 1 : strlen(home) + 1; /* the folders below it */

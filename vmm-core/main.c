@@ -143,6 +143,8 @@ static const char help_restore[] =
 	"                         in read-only; the files a restore makes, its disk\n"
 	"                         copies and sockets, are DIR/PATH from outside)\n"	"      --jail-foreign-ids FIRST-LAST  other jails' uids and gids: a path only\n"
 	"                         the snapshot names that one of them owns is refused\n"
+	"      --jail-trust DIR   a path only the snapshot names may lie in DIR\n"
+	"                         though the jail's uid could not reach it; repeatable\n"
 	"\n"
 	"Exit status as for run. See cubicle(1), SNAPSHOTS.\n";
 

@@ -235,6 +235,8 @@ static void test_bind(void)
  * DIR/snaps/this: 0 or the error, its message in @err. */
 /* --jail-foreign-ids for the next untrusted() calls (0: none given). */
 static uint32_t foreign_first, foreign_last;
+/* --jail-trust for them (NULL: none) */
+static const char *trust;
 
 static int untrusted(const char *path, const char *confirm, char *err, size_t errlen)
 {
@@ -250,6 +252,8 @@ static int untrusted(const char *path, const char *confirm, char *err, size_t er
 		j.foreign_last = foreign_last;
 	}
 
+	if (trust)
+		j.trusted[j.n_trusted++] = trust;
 	snprintf(snap, sizeof(snap), "%s/snaps/this", dir);
 	snprintf(set, sizeof(set), "devices.disk.backend.path=%s", confirm ? confirm : "");
 	j.snap_dir = snap;
@@ -325,7 +329,7 @@ static void test_untrusted(void)
 	 * snapshot folder holds is not asked, however deep; below the
 	 * snapshot's home (DIR/snaps) each folder is.
 	 */
-	static const char *const closed[] = { "private", "snaps/this/deep", "snaps/closed" };
+	static const char *const closed[] = { "private", "priv", "snaps/this/deep", "snaps/closed" };
 	for (unsigned i = 0; i < sizeof(closed) / sizeof(closed[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, closed[i]);
 		CU_ASSERT_EQUAL_FATAL(mkdir(p, 0700), 0);
@@ -341,6 +345,12 @@ static void test_untrusted(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, "only the snapshot names it and the jail's uid could not reach it"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(err, q));
 	CU_ASSERT_EQUAL(untrusted(p, p, err, sizeof(err)), 0); /* named by --set */
+	snprintf(q, sizeof(q), "%s/private", dir); /* its folder by --jail-trust */
+	trust = q;
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	snprintf(q, sizeof(q), "%s/priv", dir); /* a folder named like it: not it */
+	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+	trust = NULL;
 	snprintf(p, sizeof(p), "%s/snaps/this/deep/disk.img", dir);
 	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
 	snprintf(p, sizeof(p), "%s/snaps/open.img", dir);

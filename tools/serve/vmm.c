@@ -164,7 +164,7 @@ int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint
 
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
-	char api[300], host_api[300], log[300], root[300], *argv[48 + 2 * VMM_SETS_MAX];
+	char api[300], host_api[300], log[300], root[300], tdir[400], *argv[48 + 2 * VMM_SETS_MAX];
 	char uid[32] = "";
 	unsigned n = 0;
 	pid_t pid;
@@ -190,6 +190,12 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 		snprintf(root, sizeof(root), "%s/j", s->dir);
 		if (vmm_jail_args(argv, &n, root, s->jail_uid, s->jail_gid, uid, sizeof(uid)))
 			return errno = EINVAL, -1;
+		/* its template's files, which the jail's uid cannot reach in
+		 * serve's 0700 state folder: a pause snapshot names one only
+		 * where its template does (pause_check) */
+		snprintf(tdir, sizeof(tdir), "%s/templates/%s", srv.state_dir, s->template_id);
+		argv[n++] = "--jail-trust";
+		argv[n++] = tdir;
 	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
 		argv[n++] = "--set";
