@@ -116,7 +116,8 @@ static int get_enum(const struct cnode *g, const char *group, const char *key,
 		    key, s->s, list);
 }
 
-/* A boot file: expanded, and a regular file (or block device) we can read. */
+/* A boot file: expanded, and a regular file (or block device) we can read
+ * (not looked at for a restore). */
 static int get_file(struct plan *p, const struct cnode *g, const char *key, bool required,
 		    const char **out, char *err, size_t len)
 {
@@ -132,6 +133,10 @@ static int get_file(struct plan *p, const struct cnode *g, const char *key, bool
 	f = params_expand_path(&p->ar, s->s, p->dir, why, sizeof(why));
 	if (!f)
 		return errf(err, len, -EINVAL, "%s: boot.%s: %s", s->where, key, why);
+	if (p->restoring) {
+		*out = f;
+		return 0;
+	}
 	if (stat(f, &st) < 0)
 		return errf(err, len, -EINVAL, "%s: boot.%s: cannot read %s: %s", s->where, key, f,
 			    strerror(errno));

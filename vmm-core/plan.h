@@ -76,6 +76,9 @@ struct plan {
 	const char *api_id;     /* api.id, or NULL */
 	const char *api_paths;  /* api.paths: folders the API may use, ':'-separated (absolute), or NULL */
 	const struct cnode *root; /* the tree it was built from (a snapshot records it) */
+	bool restoring;       /* set before plan_build by snap_plan: the boot files are
+			       * named, not looked at (a restore reads neither, and a
+			       * jailed one has them not) */
 };
 
 #define PLAN_MAX_VCPUS 64

@@ -216,6 +216,32 @@ static void test_missing_file(void)
 	plan_free(&c);
 }
 
+/* A restore's plan (snap_plan sets restoring): the boot files are named,
+ * not looked at, so a jailed restore (which has them not) and a restore
+ * after the kernel was replaced both work; a run still needs them. */
+static void test_restoring(void)
+{
+	static const char text[] = "boot = { kernel = \"gone\"; initrd = \"/nonexistent/initrd\"; };\n";
+	FILE *f = fopen(cfgpath, "w");
+	struct plan c;
+	char want[300];
+
+	CU_ASSERT_FATAL(f != NULL);
+	fputs(text, f);
+	fclose(f);
+	memset(&c, 0, sizeof(c));
+	CU_ASSERT_EQUAL(plan_load(&c, cfgpath, NULL, 0, &reg, err, sizeof(err)), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot read"));
+	plan_free(&c);
+	memset(&c, 0, sizeof(c));
+	c.restoring = true;
+	CU_ASSERT_EQUAL(plan_load(&c, cfgpath, NULL, 0, &reg, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/gone", dir);
+	CU_ASSERT_STRING_EQUAL(c.boot.kernel ? c.boot.kernel : "", want);
+	CU_ASSERT_STRING_EQUAL(c.boot.initrd ? c.boot.initrd : "", "/nonexistent/initrd");
+	plan_free(&c);
+}
+
 static void test_overrides(void)
 {
 	char *sets[] = { "machine.vcpus=4", "boot.cmdline=console=ttyS0 quiet",
@@ -329,6 +355,7 @@ int main(void)
 		{ "api group: socket, id and paths", test_api_group },
 		{ "missing config file", test_missing_file },
 		{ "--set overrides", test_overrides },
+		{ "a restore's plan names its boot files, reads them not", test_restoring },
 		{ "path expansion", test_expand },
 		{ "sizes", test_sizes },
 		{ NULL, NULL },

@@ -325,6 +325,7 @@ int snap_plan(struct snap_image *im, struct plan *p, const struct registry *reg,
 		if (ret)
 			return ret;
 	}
+	p->restoring = true; /* the kernel and initrd are not read again */
 	ret = plan_build(p, root, where, dir, reg, err, errlen);
 	if (!ret && (p->vcpus != im->vcpus || p->memory_mib != im->memory_mib))
 		ret = errf(err, errlen, -EINVAL,
