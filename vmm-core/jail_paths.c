@@ -129,9 +129,10 @@ static bool beneath(const char *real, const char *dir)
  * snapshot that names a file behind a folder the uid may not search (a
  * world-readable file in root's 0700 home) would hand it to the guest.
  * What the snapshot folder and its Diff parents hold is not asked (the
- * operator named them), nor what a --jail-trust folder holds; below the snapshot's home (the folder holding it)
- * every folder on the way must let the uid search it, and elsewhere every
- * folder from / down. NULL, or why not (in @why).
+ * operator named them), nor what a --jail-trust folder holds; below the
+ * snapshot's home (the folder holding it) every folder on the way must let
+ * the uid search it, and elsewhere every folder from / down. NULL, or why
+ * not (in @why).
  */
 static const char *unreachable(const struct jail_cfg *j, const char *real, char *why,
 			       size_t len)
