@@ -637,14 +637,10 @@ elif [ -n "${sk:-}" ]; then
 		tail -n 15 "$tmp/jabort.err" >"$tmp/jabort.out"
 		notok "restore --jail: SIGABRT to the VMM (init '$init', VMM '$vmm'): status $got, cgroup '${cg:-?}'" "$tmp/jabort.out"
 	fi
-	# A jailed VMM writes its snapshot, so a jailed restore does not take
-	# host paths from it on trust: a copy whose disk names another jail's
-	# image (the jail's uid owns it; no --set names it) is refused before
-	# anything starts, the path named, that image untouched, no cgroup made.
-	fg=$tmp/forged
-	rm -rf "$fg" && cp -a "$ds" "$fg" && mkdir -p "$tmp/otherjail" &&
-		printf 'other tenant' >"$tmp/otherjail/disk.img" && chown -R 65534:65534 "$tmp/otherjail"
-	python3 - "$fg/manifest.json" "$tmp/otherjail/disk.img" <<'EOF'
+	# forge_disk MANIFEST PATH: every disk's backend.path in MANIFEST
+	# becomes PATH (a snapshot a VMM taken over by its guest could write)
+	forge_disk() {
+		python3 - "$1" "$2" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
 for d in m["config"]["tree"]["devices"]:
@@ -652,6 +648,15 @@ for d in m["config"]["tree"]["devices"]:
         d["backend"]["path"] = sys.argv[2]
 json.dump(m, open(sys.argv[1], "w"))
 EOF
+	}
+	# A jailed VMM writes its snapshot, so a jailed restore does not take
+	# host paths from it on trust: a copy whose disk names another jail's
+	# image (the jail's uid owns it; no --set names it) is refused before
+	# anything starts, the path named, that image untouched, no cgroup made.
+	fg=$tmp/forged
+	rm -rf "$fg" && cp -a "$ds" "$fg" && mkdir -p "$tmp/otherjail" &&
+		printf 'other tenant' >"$tmp/otherjail/disk.img" && chown -R 65534:65534 "$tmp/otherjail"
+	forge_disk "$fg/manifest.json" "$tmp/otherjail/disk.img"
 	env $jenv "$cub" restore "$fg" --jail "$jr" -l err >"$tmp/jforged.out" 2>"$tmp/jforged.err" </dev/null
 	got=$?
 	if [ $got = 1 ] && [ "$(wc -l <"$tmp/jforged.err")" = 1 ] &&
@@ -667,14 +672,7 @@ EOF
 	# itself, and a bind would skip that folder: refused, the folder named.
 	mkdir -p "$tmp/private" && chmod 0700 "$tmp/private" &&
 		printf 'root only' >"$tmp/private/secret.img" && chmod 0644 "$tmp/private/secret.img"
-	python3 - "$fg/manifest.json" "$tmp/private/secret.img" <<'EOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-for d in m["config"]["tree"]["devices"]:
-    if isinstance(d.get("backend"), dict) and "path" in d["backend"]:
-        d["backend"]["path"] = sys.argv[2]
-json.dump(m, open(sys.argv[1], "w"))
-EOF
+	forge_disk "$fg/manifest.json" "$tmp/private/secret.img"
 	env $jenv "$cub" restore "$fg" --jail "$jr" -l err >"$tmp/jhidden.out" 2>"$tmp/jhidden.err" </dev/null
 	got=$?
 	if [ $got = 1 ] && [ "$(wc -l <"$tmp/jhidden.err")" = 1 ] &&
