@@ -294,7 +294,7 @@ static int run_jailed(struct run_ctx *r, struct jail_cfg *j, const char *sock)
 		return VM_EXIT_ERROR;
 	}
 	r->host_check = false;
-	if (jail_add_plan(j, &r->cfg, true, err, sizeof(err))) {
+	if (jail_add_plan(j, &r->cfg, err, sizeof(err))) {
 		log_err("%s", err);
 		return VM_EXIT_ERROR;
 	}
@@ -321,7 +321,7 @@ static int restore_jailed(struct run_ctx *r, struct jail_cfg *j, const char *dir
 	if (!ret) {
 		ret = snap_plan(&im, &p, &r->reg, r->sets, r->n_sets, err, sizeof(err));
 		if (!ret)
-			ret = jail_add_plan(j, &p, false, err, sizeof(err));
+			ret = jail_add_plan(j, &p, err, sizeof(err));
 		snap_close(&im);
 	}
 	plan_free(&p);

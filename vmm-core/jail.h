@@ -72,12 +72,11 @@ struct jail_cfg {
 int jail_add(struct jail_cfg *j, const char *path, char *err, size_t errlen);
 /* The same, bound read-only (a snapshot a restore only reads). */
 int jail_add_read_only(struct jail_cfg *j, const char *path, char *err, size_t errlen);
-/* Add every path a plan names: its kernel and initrd (with @boot_files: a
- * restore reads neither, so it binds neither), every path parameter of its
+/* Add every path a plan names: its kernel and initrd (not for a restore's
+ * plan, plan.restoring: it reads neither), every path parameter of its
  * devices and their backends; and whether it has a tap (new_net false
  * then). */
-int jail_add_plan(struct jail_cfg *j, const struct plan *p, bool boot_files, char *err,
-		  size_t errlen);
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen);
 /*
  * The paths marked untrusted that the jail's uid could have made or
  * changed: one that uid or the jail's gid owns (or another jail's, of the

@@ -269,14 +269,14 @@ static int add_inst(struct jail_cfg *j, const struct plan_inst *pi, char *err, s
 	return 0;
 }
 
-int jail_add_plan(struct jail_cfg *j, const struct plan *p, bool boot_files, char *err,
-		  size_t errlen)
+int jail_add_plan(struct jail_cfg *j, const struct plan *p, char *err, size_t errlen)
 {
 	int ret;
 
 	j->new_net = true;
-	if (boot_files && ((ret = jail_add(j, p->boot.kernel, err, errlen)) ||
-			   (ret = jail_add(j, p->boot.initrd, err, errlen))))
+	/* a restore's plan (snap_plan) names boot files it never reads */
+	if (!p->restoring && ((ret = jail_add(j, p->boot.kernel, err, errlen)) ||
+			      (ret = jail_add(j, p->boot.initrd, err, errlen))))
 		return ret;
 	for (unsigned i = 0; i < p->n_devs; i++)
 		if ((ret = add_inst(j, &p->devs[i], err, errlen)))
