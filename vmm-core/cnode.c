@@ -114,9 +114,11 @@ int errf(char *err, size_t len, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
+	if (err && len) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
 	return ret;
 }
 

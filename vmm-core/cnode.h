@@ -50,7 +50,8 @@ const char *cnode_type_name(enum cnode_type t);
 /* Free a NULL-ended, malloc'd array of malloc'd strings (NULL: nothing). */
 void strv_free(char **v);
 
-/* One message helper for the whole core: format into err, return ret. */
+/* One message helper for the whole core: format into err (nothing when err
+ * is NULL or len 0), return ret. */
 int errf(char *err, size_t len, int ret, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

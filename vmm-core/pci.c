@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "cnode.h"
 #include "log.h"
 #include "pci.h"
 #include "vm.h"
@@ -56,19 +57,6 @@ struct pci_bus {
 #define CONF1_MASK   0x80fffffcu /* bits 30:24 and 1:0 read as 0 */
 
 #define BAR_ADDR_MASK 0xfffffff0u
-
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
 
 static uint16_t get16(const uint8_t *p)
 {
@@ -237,10 +225,10 @@ int pci_conf1_attach(struct vm *vm, char *err, size_t errlen)
 	int ret;
 
 	if (!pb)
-		return fail(-EINVAL, err, errlen, "PCI conf1 ports: no PCI bus");
+		return errf(err, errlen, -EINVAL, "PCI conf1 ports: no PCI bus");
 	ret = bus_add(&vm->pio, PCI_CONF1_PORT, PCI_CONF1_LEN, conf1_io, pb, "pci-conf1");
 	if (ret)
-		return fail(ret, err, errlen, "PCI conf1 ports 0x%x-0x%x: %s", PCI_CONF1_PORT,
+		return errf(err, errlen, ret, "PCI conf1 ports 0x%x-0x%x: %s", PCI_CONF1_PORT,
 			    PCI_CONF1_PORT + PCI_CONF1_LEN - 1, strerror(-ret));
 	pb->conf1_attached = true;
 	return 0;
@@ -301,22 +289,22 @@ int pci_init(struct vm *vm, char *err, size_t errlen)
 	struct pci_bus *pb;
 
 	if (vm->pci)
-		return fail(-EEXIST, err, errlen, "PCI bus created twice");
+		return errf(err, errlen, -EEXIST, "PCI bus created twice");
 	pb = calloc(1, sizeof(*pb));
 	if (!pb)
-		return fail(-ENOMEM, err, errlen, "PCI bus: out of memory");
+		return errf(err, errlen, -ENOMEM, "PCI bus: out of memory");
 	pb->vm = vm;
 	pthread_mutex_init(&pb->lock, NULL);
 	arch_pci_window(&pb->win_base, &pb->win_size);
 	if (!pb->win_size || pb->win_base + pb->win_size > 0x100000000ULL) {
 		pthread_mutex_destroy(&pb->lock);
 		free(pb);
-		return fail(-ENODEV, err, errlen, "PCI: this arch has no 32-bit MMIO window for BARs");
+		return errf(err, errlen, -ENODEV, "PCI: this arch has no 32-bit MMIO window for BARs");
 	}
 	if (!dev_new(pb, 0, &host, NULL, NULL, "pci-host")) {
 		pthread_mutex_destroy(&pb->lock);
 		free(pb);
-		return fail(-ENOMEM, err, errlen, "PCI bus: out of memory");
+		return errf(err, errlen, -ENOMEM, "PCI bus: out of memory");
 	}
 	vm->pci = pb;
 	return 0;
@@ -354,17 +342,17 @@ struct pci_dev *pci_dev_add(struct vm *vm, const struct pci_id *id,
 	unsigned s;
 
 	if (!pb) {
-		fail(-ENODEV, err, errlen, "%s: this VM has no PCI bus", name);
+		errf(err, errlen, -ENODEV, "%s: this VM has no PCI bus", name);
 		return NULL;
 	}
 	pthread_mutex_lock(&pb->lock);
 	for (s = 1; s < PCI_MAX_DEVS && pb->devs[s]; s++)
 		;
 	if (s == PCI_MAX_DEVS)
-		fail(-ENOSPC, err, errlen, "%s: PCI bus 0 is full (%u devices besides the host bridge)",
+		errf(err, errlen, -ENOSPC, "%s: PCI bus 0 is full (%u devices besides the host bridge)",
 		     name, PCI_MAX_DEVS - 1);
 	else if (!(pd = dev_new(pb, s, id, ops, priv, name)))
-		fail(-ENOMEM, err, errlen, "%s: out of memory", name);
+		errf(err, errlen, -ENOMEM, "%s: out of memory", name);
 	pthread_mutex_unlock(&pb->lock);
 	return pd;
 }
@@ -389,17 +377,17 @@ int pci_bar_add(struct pci_dev *pd, unsigned bar, uint64_t size, cub_io_fn *io, 
 
 	if (bar >= PCI_NUM_BARS || !io || size < 0x1000 || size > 0x40000000 ||
 	    (size & (size - 1)))
-		return fail(-EINVAL, err, errlen, "%s: BAR%u of 0x%" PRIx64 " bytes: must be a power of two from 4 KiB to 1 GiB",
+		return errf(err, errlen, -EINVAL, "%s: BAR%u of 0x%" PRIx64 " bytes: must be a power of two from 4 KiB to 1 GiB",
 			    pd->name, bar, size);
 	pthread_mutex_lock(&pb->lock);
 	if (pd->bar[bar].size) {
-		ret = fail(-EBUSY, err, errlen, "%s: BAR%u added twice", pd->name, bar);
+		ret = errf(err, errlen, -EBUSY, "%s: BAR%u added twice", pd->name, bar);
 		goto out;
 	}
 	/* Naturally aligned, as the sizing protocol implies. */
 	base = (pb->win_base + pb->win_used + size - 1) & ~(size - 1);
 	if (base + size > pb->win_base + pb->win_size) {
-		ret = fail(-ENOSPC, err, errlen,
+		ret = errf(err, errlen, -ENOSPC,
 			   "%s: BAR%u of 0x%" PRIx64 " bytes does not fit the PCI window 0x%" PRIx64
 			   "-0x%" PRIx64, pd->name, bar, size, pb->win_base,
 			   pb->win_base + pb->win_size - 1);

@@ -7,22 +7,10 @@
 #include <string.h>
 
 #include "boot.h"
+#include "cnode.h"
 
 #define PAGE_SIZE 0x1000ULL
 #define GiB       (1ULL << 30)
-
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
 
 static uint64_t le64(const uint8_t *p)
 {
@@ -49,34 +37,34 @@ int a64_image_parse(const void *img, size_t len, struct a64_image_info *out, cha
 	if (!img || !out)
 		return -EINVAL;
 	if (len >= 2 && p[0] == 0x1f && p[1] == 0x8b)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "gzip-compressed kernel: unpack it first (an arm64 Image is booted uncompressed)");
 	if (len >= 8 && !memcmp(p, "MZ", 2) && !memcmp(p + 4, "zimg", 4))
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "EFI zboot (compressed) kernel: cubicle needs the plain arm64 Image");
 	if (len < A64_IMAGE_HDR_LEN)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "truncated: %zu bytes, an arm64 Image header alone needs %d", len,
 			    A64_IMAGE_HDR_LEN);
 	if (memcmp(p + A64_IMAGE_MAGIC_OFF, "ARM\x64", 4))
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "not an arm64 Image (no \"ARM\\x64\" magic at offset 56)");
 	memset(out, 0, sizeof(*out));
 	out->text_offset = le64(p + 8);
 	out->image_size = le64(p + 16);
 	out->flags = le64(p + 24);
 	if (out->flags & 1)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "big-endian kernel (Image flags bit 0): cubicle boots little-endian guests only");
 	if (!out->image_size)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "image_size is 0: a kernel older than 3.17, whose header cubicle cannot trust");
 	if (out->text_offset >= A64_KERNEL_ALIGN || out->text_offset & (PAGE_SIZE - 1))
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "text_offset 0x%llx is not a 4 KiB multiple below 2 MiB",
 			    (unsigned long long)out->text_offset);
 	if (out->image_size > (1ULL << 40))
-		return fail(-ENOEXEC, err, errlen, "image_size 0x%llx is not plausible",
+		return errf(err, errlen, -ENOEXEC, "image_size 0x%llx is not plausible",
 			    (unsigned long long)out->image_size);
 	out->page_kib = page_kib[(out->flags >> 1) & 3];
 	out->phys_anywhere = out->flags & 8;
@@ -101,13 +89,13 @@ int a64_boot_plan(struct a64_boot_plan *p, char *err, size_t errlen)
 	uint64_t ram_end = p->ram_base + p->ram_size, top, floor, window;
 
 	if (p->ram_base & (A64_KERNEL_ALIGN - 1) || ram_end < p->ram_base)
-		return fail(-EINVAL, err, errlen, "RAM base 0x%llx is not 2 MiB-aligned",
+		return errf(err, errlen, -EINVAL, "RAM base 0x%llx is not 2 MiB-aligned",
 			    (unsigned long long)p->ram_base);
 	p->kernel_gpa = p->ram_base + p->text_offset;
 	p->kernel_end = (p->kernel_gpa + p->kernel_span + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	if (a64_fdt_slot(p->ram_base, p->ram_size, &p->fdt_gpa) || p->kernel_end > p->fdt_gpa ||
 	    p->kernel_end < p->kernel_gpa)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "the kernel needs RAM up to 0x%llx plus a 2 MiB slot for the device tree, but RAM is [0x%llx, 0x%llx); raise machine.memory_mib",
 			    (unsigned long long)p->kernel_end, (unsigned long long)p->ram_base,
 			    (unsigned long long)ram_end);
@@ -118,7 +106,7 @@ int a64_boot_plan(struct a64_boot_plan *p, char *err, size_t errlen)
 	top = p->fdt_gpa < window ? p->fdt_gpa : window;
 	floor = p->kernel_end;
 	if (top < floor || p->initrd_size > top - floor)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "%llu bytes of initrd do not fit between the kernel's end (0x%llx) and 0x%llx; raise machine.memory_mib",
 			    (unsigned long long)p->initrd_size, (unsigned long long)floor,
 			    (unsigned long long)top);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cnode.h"
 #include "layout.h"
 
 #define A64_IRQ_TYPE_SHIFT 24 /* KVM_ARM_IRQ_TYPE_SHIFT */
@@ -31,23 +32,10 @@ uint32_t a64_irq_line_spi(unsigned spi)
 	return (A64_IRQ_TYPE_SPI << A64_IRQ_TYPE_SHIFT) | (32 + spi);
 }
 
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
-
 static int check_len(const struct cub_region *r, uint64_t max, char *err, size_t errlen)
 {
 	if (!r->len || r->len > max)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\": length %llu does not fit its arm64 slot of %llu bytes",
 			    r->class, (unsigned long long)r->len, (unsigned long long)max);
 	return 0;
@@ -57,7 +45,7 @@ static int record(struct a64_layout *l, struct cub_region *r, enum a64_dev_kind 
 		  uint64_t base, int spi, char *err, size_t errlen)
 {
 	if (l->n_dev >= A64_MAX_DEVS)
-		return fail(-ENOSPC, err, errlen, "class \"%s\": too many devices", r->class);
+		return errf(err, errlen, -ENOSPC, "class \"%s\": too many devices", r->class);
 	r->bus = CUB_BUS_MMIO;
 	r->base = base;
 	r->irq = spi;
@@ -80,7 +68,7 @@ static int place_fixed(struct a64_layout *l, struct cub_region *r, enum a64_dev_
 	switch (kind) {
 	case A64_DEV_UART:
 		if (l->n_uart >= A64_UART_SLOTS)
-			return fail(-ENOSPC, err, errlen, "class \"%s\": all %d UART slots are taken",
+			return errf(err, errlen, -ENOSPC, "class \"%s\": all %d UART slots are taken",
 				    r->class, A64_UART_SLOTS);
 		base = A64_UART_BASE + A64_SLOT_SIZE * l->n_uart;
 		spi = (int)l->n_uart;
@@ -89,7 +77,7 @@ static int place_fixed(struct a64_layout *l, struct cub_region *r, enum a64_dev_
 		return ret;
 	case A64_DEV_BOOT_TIMER:
 		if (l->boot_timer)
-			return fail(-ENOSPC, err, errlen,
+			return errf(err, errlen, -ENOSPC,
 				    "class \"%s\": only one per VM (its slot 0x%llx is taken)",
 				    r->class, A64_BOOT_TIMER_BASE);
 		ret = record(l, r, kind, A64_BOOT_TIMER_BASE, -1, err, errlen);
@@ -97,7 +85,7 @@ static int place_fixed(struct a64_layout *l, struct cub_region *r, enum a64_dev_
 		return ret;
 	default:
 		if (l->n_testdev >= A64_TESTDEV_SLOTS)
-			return fail(-ENOSPC, err, errlen, "class \"%s\": all %d test-device slots are taken",
+			return errf(err, errlen, -ENOSPC, "class \"%s\": all %d test-device slots are taken",
 				    r->class, A64_TESTDEV_SLOTS);
 		base = A64_TESTDEV_BASE + A64_SLOT_SIZE * l->n_testdev;
 		ret = record(l, r, kind, base, -1, err, errlen);
@@ -117,10 +105,10 @@ static int place_generic(struct a64_layout *l, struct cub_region *r, enum a64_de
 	/* room is page-aligned, so comparing before rounding cannot overflow */
 	len = r->len > room ? room + 1 : (r->len + A64_SLOT_SIZE - 1) & ~(A64_SLOT_SIZE - 1);
 	if (len > room)
-		return fail(-ENOSPC, err, errlen, "class \"%s\": the MMIO device window is full",
+		return errf(err, errlen, -ENOSPC, "class \"%s\": the MMIO device window is full",
 			    r->class);
 	if (A64_SPI_GENERIC_FIRST + l->n_spi >= A64_NR_SPIS)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "class \"%s\": no interrupt left (all SPIs %d-%d are taken)", r->class,
 			    A64_SPI_GENERIC_FIRST, A64_NR_SPIS - 1);
 	ret = record(l, r, kind, A64_MMIO_SLOTS_BASE + l->mmio_used,
@@ -135,13 +123,13 @@ static int place_generic(struct a64_layout *l, struct cub_region *r, enum a64_de
 int a64_layout_place(struct a64_layout *l, struct cub_region *r, char *err, size_t errlen)
 {
 	if (!r->class || !r->class[0])
-		return fail(-ENOENT, err, errlen, "region has no class");
+		return errf(err, errlen, -ENOENT, "region has no class");
 	if (r->want == CUB_BUS_PIO)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\" asks for port I/O, but ARM64 has no port I/O: every device is MMIO (use bus \"any\" or \"mmio\")",
 			    r->class);
 	if (r->want != CUB_BUS_ANY && r->want != CUB_BUS_MMIO)
-		return fail(-EINVAL, err, errlen, "class \"%s\": unknown bus request", r->class);
+		return errf(err, errlen, -EINVAL, "class \"%s\": unknown bus request", r->class);
 	if (!strcmp(r->class, "uart"))
 		return place_fixed(l, r, A64_DEV_UART, err, errlen);
 	if (!strcmp(r->class, "boot-timer"))

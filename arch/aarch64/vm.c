@@ -24,17 +24,6 @@ _Static_assert(KVM_VGIC_V2_DIST_SIZE == A64_GICV2_DIST_SIZE &&
 	       KVM_VGIC_V2_CPU_SIZE == A64_GICV2_CPU_SIZE,
 	       "layout.h's GIC sizes are KVM's");
 
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return e;
-}
-
 static int has_cap(int fd, long cap)
 {
 	int r = ioctl(fd, KVM_CHECK_EXTENSION, cap);
@@ -66,22 +55,22 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 
 	av = calloc(1, sizeof(*av));
 	if (!av)
-		return fail(-ENOMEM, err, errlen, "arm64 VM state: out of memory");
+		return errf(err, errlen, -ENOMEM, "arm64 VM state: out of memory");
 	av->vm = vm;
 	av->gic_fd = -1;
 	vm->arch = av; /* from here on arch_vm_destroy cleans up */
 	av->mpidr = calloc(n, sizeof(*av->mpidr));
 	if (!av->mpidr)
-		return fail(-ENOMEM, err, errlen, "arm64 VM state: out of memory");
+		return errf(err, errlen, -ENOMEM, "arm64 VM state: out of memory");
 	av->n_mpidr = n;
 
 	/* PSCI 0.2 is how secondaries start (CPU_ON) and how the guest
 	 * powers off and resets (SYSTEM_OFF, SYSTEM_RESET): all in KVM. */
 	if (!has_cap(vm->kvm_fd, KVM_CAP_ARM_PSCI_0_2))
-		return fail(-ENOTSUP, err, errlen,
+		return errf(err, errlen, -ENOTSUP,
 			    "this host's KVM lacks PSCI 0.2 (KVM_CAP_ARM_PSCI_0_2): it cannot start secondary vCPUs or power the guest off");
 	if (ioctl(vm->vm_fd, KVM_ARM_PREFERRED_TARGET, &av->init) < 0)
-		return fail(-errno, err, errlen, "KVM_ARM_PREFERRED_TARGET: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_ARM_PREFERRED_TARGET: %s", strerror(errno));
 	/* Without this an MMIO access KVM cannot decode (no ISV: a load pair,
 	 * a write-back) fails KVM_RUN with ENOSYS; with it we can say where. */
 	if (has_cap(vm->kvm_fd, KVM_CAP_ARM_NISV_TO_USER))
@@ -106,7 +95,7 @@ int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen)
 	struct a64_vm *av = a64_of(vm);
 
 	if (!av)
-		return fail(-EINVAL, err, errlen, "arch_place before arch_vm_setup");
+		return errf(err, errlen, -EINVAL, "arch_place before arch_vm_setup");
 	return a64_layout_place(&av->layout, r, err, errlen);
 }
 

@@ -82,11 +82,6 @@ int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *e
 int x86_elf_load(const struct guest_mem *m, const void *img, size_t len, char *err,
 		 size_t errlen);
 
-/* Write the reason into err (when err and errlen) and return e: the parsers'
- * messages (bootproto.c, unpack.c). */
-int x86_boot_fail(int e, char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
 /* unpack.c: a bzImage's kernel decompressed by cubicle (boot.decompress). */
 enum x86_payload_kind { X86_PAYLOAD_LZ4, X86_PAYLOAD_ZSTD, X86_PAYLOAD_GZIP, X86_PAYLOAD_OTHER };
 #define X86_VMLINUX_MAX (1ULL << 30) /* the most a payload may decompress to */

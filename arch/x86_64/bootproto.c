@@ -8,21 +8,10 @@
 #include <string.h>
 
 #include "boot.h"
+#include "cnode.h"
 #include "x86.h"
 
 #define PAGE_SIZE 0x1000ULL
-
-int x86_boot_fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
 
 /*
  * Facts from Documentation/arch/x86/boot.rst: the setup header sits at
@@ -42,19 +31,19 @@ int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, 
 	if (!img || !out)
 		return -EINVAL;
 	if (len < 0x206 || memcmp(p + 0x202, "HdrS", 4))
-		return x86_boot_fail(-ENOEXEC, err, errlen, "not a bzImage (no \"HdrS\" magic at 0x202)");
+		return errf(err, errlen, -ENOEXEC, "not a bzImage (no \"HdrS\" magic at 0x202)");
 	if (len < X86_SETUP_HDR_OFF + sizeof(h))
-		return x86_boot_fail(-ENOEXEC, err, errlen, "truncated bzImage: %zu bytes, the setup header alone needs %zu",
+		return errf(err, errlen, -ENOEXEC, "truncated bzImage: %zu bytes, the setup header alone needs %zu",
 			    len, X86_SETUP_HDR_OFF + sizeof(h));
 	memcpy(&h, p + X86_SETUP_HDR_OFF, sizeof(h));
 	if (h.boot_flag != 0xaa55)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "not a bzImage (boot flag 0x%04x, expected 0xaa55)",
+		return errf(err, errlen, -ENOEXEC, "not a bzImage (boot flag 0x%04x, expected 0xaa55)",
 			    h.boot_flag);
 	if (h.version < 0x0206)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "boot protocol %u.%02u is too old; cubicle needs 2.06 or later",
+		return errf(err, errlen, -ENOEXEC, "boot protocol %u.%02u is too old; cubicle needs 2.06 or later",
 			    h.version >> 8, h.version & 0xff);
 	if (h.version < 0x020c || !(h.xloadflags & XLF_KERNEL_64))
-		return x86_boot_fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "kernel has no 64-bit entry point (protocol %u.%02u, XLF_KERNEL_64 %s); build a 64-bit kernel",
 			    h.version >> 8, h.version & 0xff,
 			    h.xloadflags & XLF_KERNEL_64 ? "set" : "clear");
@@ -64,12 +53,12 @@ int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, 
 	out->setup_sects = h.setup_sects ? h.setup_sects : 4;
 	out->pm_offset = (uint64_t)(out->setup_sects + 1) * 512;
 	if (out->pm_offset >= len)
-		return x86_boot_fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "truncated bzImage: %u setup sectors but only %zu bytes in the file",
 			    out->setup_sects, len);
 	out->pm_size = len - out->pm_offset;
 	if ((uint64_t)h.syssize * 16 > out->pm_size)
-		return x86_boot_fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "truncated bzImage: syssize says %llu bytes of kernel, the file has %llu",
 			    (unsigned long long)h.syssize * 16, (unsigned long long)out->pm_size);
 
@@ -91,10 +80,10 @@ int x86_bzimage_parse(const void *img, size_t len, struct x86_kernel_info *out, 
 	}
 	if (out->relocatable &&
 	    (!out->kernel_alignment || (out->kernel_alignment & (out->kernel_alignment - 1))))
-		return x86_boot_fail(-ENOEXEC, err, errlen, "kernel_alignment 0x%x is not a power of two",
+		return errf(err, errlen, -ENOEXEC, "kernel_alignment 0x%x is not a power of two",
 			    out->kernel_alignment);
 	if (!out->init_size)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "setup header has init_size 0");
+		return errf(err, errlen, -ENOEXEC, "setup header has init_size 0");
 	return 0;
 }
 
@@ -132,16 +121,16 @@ int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *e
 	if (!img || !out)
 		return -EINVAL;
 	if (len < sizeof(eh) || memcmp(p, ELFMAG, SELFMAG))
-		return x86_boot_fail(-ENOEXEC, err, errlen, "not an ELF file");
+		return errf(err, errlen, -ENOEXEC, "not an ELF file");
 	memcpy(&eh, p, sizeof(eh));
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
 	    eh.e_machine != EM_X86_64)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "not a 64-bit x86-64 ELF (a vmlinux is one)");
+		return errf(err, errlen, -ENOEXEC, "not a 64-bit x86-64 ELF (a vmlinux is one)");
 	if (eh.e_type != ET_EXEC)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "ELF type %u is not an executable", eh.e_type);
+		return errf(err, errlen, -ENOEXEC, "ELF type %u is not an executable", eh.e_type);
 	if (eh.e_phentsize != sizeof(Elf64_Phdr) || !eh.e_phnum || eh.e_phoff > len ||
 	    (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > len - eh.e_phoff)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "ELF program headers are missing or truncated");
+		return errf(err, errlen, -ENOEXEC, "ELF program headers are missing or truncated");
 
 	memset(out, 0, sizeof(*out));
 	out->lo = UINT64_MAX;
@@ -153,9 +142,9 @@ int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *e
 		if (ph.p_type != PT_LOAD || !ph.p_memsz)
 			continue;
 		if (ph.p_filesz > ph.p_memsz || ph.p_offset > len || ph.p_filesz > len - ph.p_offset)
-			return x86_boot_fail(-ENOEXEC, err, errlen, "ELF segment %u lies outside the file", i);
+			return errf(err, errlen, -ENOEXEC, "ELF segment %u lies outside the file", i);
 		if (ph.p_paddr > UINT64_MAX - ph.p_memsz)
-			return x86_boot_fail(-ENOEXEC, err, errlen, "ELF segment %u wraps the address space", i);
+			return errf(err, errlen, -ENOEXEC, "ELF segment %u wraps the address space", i);
 		if (ph.p_paddr < out->lo)
 			out->lo = ph.p_paddr;
 		if (ph.p_paddr + ph.p_memsz > out->hi)
@@ -163,9 +152,9 @@ int x86_elf_parse(const void *img, size_t len, struct x86_elf_info *out, char *e
 		out->n_load++;
 	}
 	if (!out->n_load)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "ELF file has no loadable segment");
+		return errf(err, errlen, -ENOEXEC, "ELF file has no loadable segment");
 	if (out->entry < out->lo || out->entry >= out->hi)
-		return x86_boot_fail(-ENOEXEC, err, errlen, "ELF entry 0x%llx is outside its segments",
+		return errf(err, errlen, -ENOEXEC, "ELF entry 0x%llx is outside its segments",
 			    (unsigned long long)out->entry);
 	return 0;
 }
@@ -188,7 +177,7 @@ int x86_elf_load(const struct guest_mem *m, const void *img, size_t len, char *e
 			continue;
 		dst = mem_map(m, ph.p_paddr, ph.p_memsz);
 		if (!dst)
-			return x86_boot_fail(-EFAULT, err, errlen,
+			return errf(err, errlen, -EFAULT,
 				    "ELF segment %u [0x%llx, 0x%llx) is not in guest RAM", i,
 				    (unsigned long long)ph.p_paddr,
 				    (unsigned long long)(ph.p_paddr + ph.p_memsz));

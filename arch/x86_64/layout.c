@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "cnode.h"
 #include "layout.h"
 #include "vm.h"
 #include "x86.h"
@@ -63,23 +64,10 @@ static const struct {
 	{ 0x3f8, 4 }, { 0x2f8, 3 }, { 0x3e8, 4 }, { 0x2e8, 3 },
 };
 
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return e;
-}
-
 static int check_len(const struct cub_region *r, uint64_t max, char *err, size_t errlen)
 {
 	if (!r->len || r->len > max)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\": length %llu does not fit its x86 slot of %llu bytes",
 			    r->class, (unsigned long long)r->len, (unsigned long long)max);
 	return 0;
@@ -90,14 +78,14 @@ static int place_uart(struct x86_layout *l, struct cub_region *r, char *err, siz
 	int ret;
 
 	if (r->want == CUB_BUS_MMIO)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\" is port I/O on x86 (COM1-4 at 0x3f8, 0x2f8, 0x3e8, 0x2e8); it cannot go on MMIO",
 			    r->class);
 	ret = check_len(r, X86_UART_LEN, err, errlen);
 	if (ret)
 		return ret;
 	if (l->n_uart >= X86_UART_SLOTS)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "class \"%s\": all 4 legacy COM ports are taken", r->class);
 	r->bus = CUB_BUS_PIO;
 	r->base = uart_slots[l->n_uart].port;
@@ -112,14 +100,14 @@ static int place_boot_timer(struct x86_layout *l, struct cub_region *r, char *er
 	int ret;
 
 	if (r->want == CUB_BUS_PIO)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\" is MMIO on x86 (at 0xd0000000); it cannot go on port I/O",
 			    r->class);
 	ret = check_len(r, X86_BOOT_TIMER_LEN, err, errlen);
 	if (ret)
 		return ret;
 	if (l->boot_timer)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "class \"%s\": only one per VM (its slot 0xd0000000 is taken)", r->class);
 	r->bus = CUB_BUS_MMIO;
 	r->base = X86_BOOT_TIMER_BASE;
@@ -140,7 +128,7 @@ static int place_testdev(struct x86_layout *l, struct cub_region *r, char *err, 
 	if (ret)
 		return ret;
 	if (*n >= X86_TESTDEV_SLOTS)
-		return fail(-ENOSPC, err, errlen, "class \"%s\": all 16 test-device slots are taken",
+		return errf(err, errlen, -ENOSPC, "class \"%s\": all 16 test-device slots are taken",
 			    r->class);
 	r->bus = mmio ? CUB_BUS_MMIO : CUB_BUS_PIO;
 	r->base = mmio ? X86_TESTDEV_MMIO_BASE + PAGE_SIZE * *n
@@ -156,7 +144,7 @@ static int place_generic(struct x86_layout *l, struct cub_region *r, char *err, 
 	int irq;
 
 	if (r->want == CUB_BUS_PIO)
-		return fail(-EINVAL, err, errlen,
+		return errf(err, errlen, -EINVAL,
 			    "class \"%s\": x86 places only uart and testdev on port I/O; this class is MMIO",
 			    r->class);
 	if (!r->len)
@@ -164,11 +152,11 @@ static int place_generic(struct x86_layout *l, struct cub_region *r, char *err, 
 	/* room is page-aligned, so comparing before rounding cannot overflow */
 	len = r->len > room ? room + 1 : (r->len + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1);
 	if (len > room)
-		return fail(-ENOSPC, err, errlen, "class \"%s\": the MMIO device window is full",
+		return errf(err, errlen, -ENOSPC, "class \"%s\": the MMIO device window is full",
 			    r->class);
 	irq = x86_layout_irq(l->n_irq);
 	if (irq < 0)
-		return fail(-ENOSPC, err, errlen,
+		return errf(err, errlen, -ENOSPC,
 			    "class \"%s\": no interrupt line left (all %zu IRQs between 5 and 23 are taken)",
 			    r->class, sizeof(generic_irqs));
 	r->bus = CUB_BUS_MMIO;
@@ -182,9 +170,9 @@ static int place_generic(struct x86_layout *l, struct cub_region *r, char *err, 
 int x86_layout_place(struct x86_layout *l, struct cub_region *r, char *err, size_t errlen)
 {
 	if (!r->class || !r->class[0])
-		return fail(-ENOENT, err, errlen, "region has no class");
+		return errf(err, errlen, -ENOENT, "region has no class");
 	if (r->want != CUB_BUS_ANY && r->want != CUB_BUS_PIO && r->want != CUB_BUS_MMIO)
-		return fail(-EINVAL, err, errlen, "class \"%s\": unknown bus request", r->class);
+		return errf(err, errlen, -EINVAL, "class \"%s\": unknown bus request", r->class);
 	if (!strcmp(r->class, "uart"))
 		return place_uart(l, r, err, errlen);
 	if (!strcmp(r->class, "boot-timer"))
@@ -209,7 +197,7 @@ int arch_place(struct vm *vm, struct cub_region *r, char *err, size_t errlen)
 	struct x86_vm *xv = x86_of(vm);
 
 	if (!xv)
-		return fail(-EINVAL, err, errlen, "arch_place before arch_vm_setup");
+		return errf(err, errlen, -EINVAL, "arch_place before arch_vm_setup");
 	return x86_layout_place(&xv->layout, r, err, errlen);
 }
 

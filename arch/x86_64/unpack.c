@@ -29,13 +29,12 @@
 #include <zstd.h>
 
 #include "boot.h"
+#include "cnode.h"
 
 #define LZ4_LEGACY_MAGIC 0x184c2102u
 #define LZ4_LEGACY_BLOCK (8u << 20) /* what a legacy block decompresses to, at most */
 #define CHUNK (8u << 20)            /* the output window every format writes through */
 #define RELOCS_MAX (64u << 20)      /* a relocation table longer than this is not one */
-
-#define fail x86_boot_fail
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -123,19 +122,19 @@ static int sink_headers(struct sink *s, const uint8_t *p, size_t n, struct x86_e
 	int ret;
 
 	if (n < sizeof(eh))
-		return fail(-ENOEXEC, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOEXEC,
 			    "the decompressed kernel is too short for an ELF header");
 	memcpy(&eh, p, sizeof(eh));
 	if (!memcmp(eh.e_ident, ELFMAG, SELFMAG) && eh.e_phentsize == sizeof(Elf64_Phdr) &&
 	    (eh.e_phoff > n || (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > n - eh.e_phoff))
-		return fail(-ENOEXEC, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOEXEC,
 			    "the decompressed kernel's program headers are not at its start");
 	/* the headers are in p; the segments are checked against the whole */
 	ret = x86_elf_parse(p, s->total, ei, why, sizeof(why));
 	if (ret)
-		return fail(ret, s->err, s->errlen, "the decompressed kernel: %s", why);
+		return errf(s->err, s->errlen, ret, "the decompressed kernel: %s", why);
 	if (ei->lo < s->ram_lo || ei->hi > s->ram_hi)
-		return fail(-ENOMEM, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOMEM,
 			    "the decompressed kernel's segments span [0x%llx, 0x%llx); they must lie between 0x%llx and the end of low RAM (0x%llx)",
 			    (unsigned long long)ei->lo, (unsigned long long)ei->hi,
 			    (unsigned long long)s->ram_lo, (unsigned long long)s->ram_hi);
@@ -151,11 +150,11 @@ static int sink_headers(struct sink *s, const uint8_t *p, size_t n, struct x86_e
 		if (ph.p_type != PT_LOAD || !ph.p_memsz)
 			continue;
 		if (s->n_ph == sizeof(s->ph) / sizeof(s->ph[0]))
-			return fail(-ENOEXEC, s->err, s->errlen,
+			return errf(s->err, s->errlen, -ENOEXEC,
 				    "the decompressed kernel has more than %zu loadable segments",
 				    sizeof(s->ph) / sizeof(s->ph[0]));
 		if (!mem_map(s->m, ph.p_paddr, ph.p_memsz))
-			return fail(-EFAULT, s->err, s->errlen,
+			return errf(s->err, s->errlen, -EFAULT,
 				    "the decompressed kernel's segment [0x%llx, 0x%llx) is not in guest RAM",
 				    (unsigned long long)ph.p_paddr,
 				    (unsigned long long)(ph.p_paddr + ph.p_memsz));
@@ -164,13 +163,13 @@ static int sink_headers(struct sink *s, const uint8_t *p, size_t n, struct x86_e
 		s->ph[s->n_ph++] = ph;
 	}
 	if (s->total - s->elf_end > RELOCS_MAX || (s->total - s->elf_end) % 4)
-		return fail(-ENOEXEC, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOEXEC,
 			    "the decompressed kernel has %llu bytes after its ELF file: not a relocation table",
 			    (unsigned long long)(s->total - s->elf_end));
 	if (s->total > s->elf_end) {
 		s->relocs = malloc(s->total - s->elf_end);
 		if (!s->relocs)
-			return fail(-ENOMEM, s->err, s->errlen, "%s", strerror(ENOMEM));
+			return errf(s->err, s->errlen, -ENOMEM, "%s", strerror(ENOMEM));
 	}
 	s->have_hdr = true;
 	return 0;
@@ -206,7 +205,7 @@ static int sink_put(struct sink *s, const uint8_t *p, size_t n, struct x86_elf_i
 	if (!n)
 		return 0;
 	if (n > s->total - s->done)
-		return fail(-ENOEXEC, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOEXEC,
 			    "the payload decompresses to more than the %llu bytes its trailer says",
 			    (unsigned long long)s->total);
 	if (!s->have_hdr && (ret = sink_headers(s, p, n, ei)))
@@ -255,18 +254,18 @@ static int unpack_lz4(const uint8_t *in, size_t len, uint8_t *win, struct sink *
 		uint32_t c;
 
 		if (len - pos < 4)
-			return fail(-ENOEXEC, s->err, s->errlen, "lz4: truncated block header at %zu",
+			return errf(s->err, s->errlen, -ENOEXEC, "lz4: truncated block header at %zu",
 				    pos);
 		c = le32(in + pos);
 		pos += 4;
 		if (c == LZ4_LEGACY_MAGIC)
 			continue; /* a second legacy stream, concatenated */
 		if (c > (uint32_t)LZ4_compressBound(LZ4_LEGACY_BLOCK) || c > len - pos)
-			return fail(-ENOEXEC, s->err, s->errlen,
+			return errf(s->err, s->errlen, -ENOEXEC,
 				    "lz4: block at %zu claims %u bytes (%zu left)", pos - 4, c,
 				    len - pos);
 		if (n_blocks == LZ4_MAX_BLOCKS)
-			return fail(-ENOEXEC, s->err, s->errlen, "lz4: more than %u blocks",
+			return errf(s->err, s->errlen, -ENOEXEC, "lz4: more than %u blocks",
 				    (unsigned)LZ4_MAX_BLOCKS);
 		at[n_blocks] = pos;
 		csize[n_blocks++] = c;
@@ -274,7 +273,7 @@ static int unpack_lz4(const uint8_t *in, size_t len, uint8_t *win, struct sink *
 	}
 	if (!n_blocks || s->total <= (uint64_t)(n_blocks - 1) * LZ4_LEGACY_BLOCK ||
 	    s->total > (uint64_t)n_blocks * LZ4_LEGACY_BLOCK)
-		return fail(-ENOEXEC, s->err, s->errlen,
+		return errf(s->err, s->errlen, -ENOEXEC,
 			    "lz4: %u blocks of 8 MiB cannot make the %llu bytes the payload's trailer says",
 			    n_blocks, (unsigned long long)s->total);
 	for (unsigned k = 0; k < n_blocks; k++) {
@@ -285,7 +284,7 @@ static int unpack_lz4(const uint8_t *in, size_t len, uint8_t *win, struct sink *
 					    (int)csize[k], (int)want);
 
 		if (n != (int)want)
-			return fail(-ENOEXEC, s->err, s->errlen,
+			return errf(s->err, s->errlen, -ENOEXEC,
 				    n < 0 ? "lz4: block at %zu is corrupt, or longer than the payload's trailer says"
 					  : "lz4: block at %zu is shorter than 8 MiB or than the payload's trailer says",
 				    at[k] - 4);
@@ -306,7 +305,7 @@ static int unpack_zstd(const uint8_t *in, size_t len, uint8_t *win, struct sink 
 	int ret = 0;
 
 	if (!z)
-		return fail(-ENOMEM, s->err, s->errlen, "zstd: %s", strerror(ENOMEM));
+		return errf(s->err, s->errlen, -ENOMEM, "zstd: %s", strerror(ENOMEM));
 	/* the kernel's own decompressor allows a window this large */
 	ZSTD_DCtx_setParameter(z, ZSTD_d_windowLogMax, 27);
 	while (!ret && (ib.pos < ib.size || r)) {
@@ -314,11 +313,11 @@ static int unpack_zstd(const uint8_t *in, size_t len, uint8_t *win, struct sink 
 
 		r = ZSTD_decompressStream(z, &ob, &ib);
 		if (ZSTD_isError(r)) {
-			ret = fail(-ENOEXEC, s->err, s->errlen, "zstd: %s", ZSTD_getErrorName(r));
+			ret = errf(s->err, s->errlen, -ENOEXEC, "zstd: %s", ZSTD_getErrorName(r));
 			break;
 		}
 		if (!ob.pos && ib.pos == ib.size && r) {
-			ret = fail(-ENOEXEC, s->err, s->errlen, "zstd: the payload ends inside a frame");
+			ret = errf(s->err, s->errlen, -ENOEXEC, "zstd: the payload ends inside a frame");
 			break;
 		}
 		ret = sink_put(s, win, ob.pos, ei);
@@ -335,7 +334,7 @@ static int unpack_gzip(const uint8_t *in, size_t len, uint8_t *win, struct sink 
 
 	memset(&z, 0, sizeof(z));
 	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return fail(-ENOMEM, s->err, s->errlen, "gzip: %s", z.msg ? z.msg : "inflateInit2");
+		return errf(s->err, s->errlen, -ENOMEM, "gzip: %s", z.msg ? z.msg : "inflateInit2");
 	z.next_in = (Bytef *)in;
 	while (!ret && zr != Z_STREAM_END) {
 		size_t step = len - (size_t)((const uint8_t *)z.next_in - in);
@@ -345,7 +344,7 @@ static int unpack_gzip(const uint8_t *in, size_t len, uint8_t *win, struct sink 
 		z.avail_out = CHUNK;
 		zr = inflate(&z, Z_NO_FLUSH);
 		if (zr != Z_OK && zr != Z_STREAM_END) {
-			ret = fail(-ENOEXEC, s->err, s->errlen, "gzip: %s",
+			ret = errf(s->err, s->errlen, -ENOEXEC, "gzip: %s",
 				   zr == Z_BUF_ERROR ? "the payload ends inside the stream"
 				   : z.msg ? z.msg : "corrupt");
 			break;
@@ -370,16 +369,16 @@ int x86_vmlinux_unpack(const struct guest_mem *m, uint64_t ram_lo, uint64_t ram_
 
 	memset(out, 0, sizeof(*out));
 	if (kind == X86_PAYLOAD_OTHER)
-		return fail(-ENOTSUP, err, errlen, "cubicle does not decompress %s kernels",
+		return errf(err, errlen, -ENOTSUP, "cubicle does not decompress %s kernels",
 			    x86_payload_name(payload, len));
 	s.total = le32(in + len - 4);
 	if (s.total < sizeof(Elf64_Ehdr) || s.total > limit)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "the payload's trailer says it decompresses to %llu bytes (at most %llu fit)",
 			    (unsigned long long)s.total, (unsigned long long)limit);
 	win = x86_unpack_alloc(CHUNK);
 	if (!win)
-		return fail(-ENOMEM, err, errlen, "%s", strerror(errno));
+		return errf(err, errlen, -ENOMEM, "%s", strerror(errno));
 	/* lz4 and zstd end at the size the build appended; gzip's is its own */
 	if (kind == X86_PAYLOAD_LZ4)
 		ret = unpack_lz4(in, len - 4, win, &s, &out->elf);
@@ -389,7 +388,7 @@ int x86_vmlinux_unpack(const struct guest_mem *m, uint64_t ram_lo, uint64_t ram_
 		ret = unpack_gzip(in, len, win, &s, &out->elf);
 	x86_unpack_release(win, CHUNK);
 	if (!ret && s.done != s.total)
-		ret = fail(-ENOEXEC, err, errlen,
+		ret = errf(err, errlen, -ENOEXEC,
 			   "the payload decompresses to %llu bytes; its trailer says %llu",
 			   (unsigned long long)s.done, (unsigned long long)s.total);
 	if (ret) {
@@ -475,11 +474,11 @@ int x86_vmlinux_relocate(const struct guest_mem *m, const struct x86_vmlinux *v,
 	int sets = x86_vmlinux_reloc_sets(v, count);
 
 	if (sets < 0)
-		return fail(-ENOEXEC, err, errlen,
+		return errf(err, errlen, -ENOEXEC,
 			    "the %zu bytes after the decompressed kernel are not a relocation table",
 			    v->relocs_len);
 	if (!sets)
-		return delta ? fail(-ENOEXEC, err, errlen, "the kernel has no relocation table") : 0;
+		return delta ? errf(err, errlen, -ENOEXEC, "the kernel has no relocation table") : 0;
 	/* two passes: nothing is written unless every place is in the kernel */
 	for (int pass = 0; pass < 2; pass++) {
 		i = 4;
@@ -495,7 +494,7 @@ int x86_vmlinux_relocate(const struct guest_mem *m, const struct x86_vmlinux *v,
 				uint32_t d;
 
 				if (!p)
-					return fail(-ENOEXEC, err, errlen,
+					return errf(err, errlen, -ENOEXEC,
 						    "%s relocation at 0x%llx is outside the kernel's segments",
 						    set_name[set], (unsigned long long)va);
 				if (!pass)

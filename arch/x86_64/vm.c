@@ -13,22 +13,12 @@
 
 #include "arch.h"
 #include "bus.h"
+#include "cnode.h"
 #include "log.h"
 #include "pci.h"
 #include "x86.h"
 
 const char *const arch_name = "x86_64";
-
-static int __attribute__((format(printf, 4, 5)))
-fail(int e, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return e;
-}
 
 static bool has_cap(int fd, long cap)
 {
@@ -120,10 +110,10 @@ static int split_setup(struct x86_vm *xv, char *err, size_t errlen)
 	int ret;
 
 	if (!has_cap(vm->kvm_fd, KVM_CAP_SPLIT_IRQCHIP))
-		return fail(-ENOTSUP, err, errlen,
+		return errf(err, errlen, -ENOTSUP,
 			    "machine.irqchip = \"split\": this host's KVM has no KVM_CAP_SPLIT_IRQCHIP (use \"kernel\")");
 	if (ioctl(vm->vm_fd, KVM_ENABLE_CAP, &cap) < 0)
-		return fail(-errno, err, errlen, "KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP): %s",
+		return errf(err, errlen, -errno, "KVM_ENABLE_CAP(KVM_CAP_SPLIT_IRQCHIP): %s",
 			    strerror(errno));
 	/* the tables' IOAPIC id (mptable.c, acpi.c): the vCPU count */
 	x86_ioapic_init(&xv->ioapic, (uint8_t)(vm->cfg ? vm->cfg->vcpus : 1), split_deliver,
@@ -131,7 +121,7 @@ static int split_setup(struct x86_vm *xv, char *err, size_t errlen)
 	xv->split = true;
 	ret = bus_add(&vm->mmio, X86_IOAPIC_ADDR, 0x1000, split_mmio, xv, "ioapic");
 	if (ret)
-		return fail(ret, err, errlen, "the IOAPIC's MMIO page: bus_add: %s", strerror(-ret));
+		return errf(err, errlen, ret, "the IOAPIC's MMIO page: bus_add: %s", strerror(-ret));
 	vm->irq_line_hook = split_line;
 	return 0;
 }
@@ -157,7 +147,7 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 
 	xv = calloc(1, sizeof(*xv));
 	if (!xv)
-		return fail(-ENOMEM, err, errlen, "x86 VM state: out of memory");
+		return errf(err, errlen, -ENOMEM, "x86 VM state: out of memory");
 	xv->vm = vm;
 	vm->arch = xv; /* from here on arch_vm_destroy cleans up */
 
@@ -170,10 +160,10 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 	 */
 	if (has_cap(vm->kvm_fd, KVM_CAP_SET_TSS_ADDR) &&
 	    ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)X86_TSS_ADDR) < 0)
-		return fail(-errno, err, errlen, "KVM_SET_TSS_ADDR: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_SET_TSS_ADDR: %s", strerror(errno));
 	if (has_cap(vm->kvm_fd, KVM_CAP_SET_IDENTITY_MAP_ADDR) &&
 	    ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
-		return fail(-errno, err, errlen, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
 	/* PIC + IOAPIC + per-vCPU LAPIC in the kernel (or the LAPICs only:
 	 * split_setup); vCPUs 1..n then wait for INIT/SIPI there and HLT
 	 * never exits to us. */
@@ -182,20 +172,20 @@ int arch_vm_setup(struct vm *vm, char *err, size_t errlen)
 		if (ret)
 			return ret;
 	} else if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
-		return fail(-errno, err, errlen, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
 	} else if ((ret = mask_pic(vm))) {
-		return fail(ret, err, errlen, "KVM_GET/SET_IRQCHIP (PIC): %s", strerror(-ret));
+		return errf(err, errlen, ret, "KVM_GET/SET_IRQCHIP (PIC): %s", strerror(-ret));
 	}
 	/* The PIT on GSI 0, and port 0x61 (speaker, PIT channel 2 gate) that
 	 * Linux's TSC calibration reads; machine.pit = false leaves it out (a
 	 * payload guest that needs no timer: the PIT's teardown is much of a
 	 * short VM's close). */
 	if (!(vm->cfg && vm->cfg->no_pit) && ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
-		return fail(-errno, err, errlen, "KVM_CREATE_PIT2: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_CREATE_PIT2: %s", strerror(errno));
 
 	xv->cpuid = x86_cpuid_supported_once(vm->kvm_fd);
 	if (!xv->cpuid)
-		return fail(-errno, err, errlen, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+		return errf(err, errlen, -errno, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
 	xv->tsc_deadline = has_cap(vm->kvm_fd, KVM_CAP_TSC_DEADLINE_TIMER);
 	ret = x86_platform_setup(xv, err, errlen);
 	/* PCI bus 0 behind the conf1 ports: virtio's transport on x86. */
