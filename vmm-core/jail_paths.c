@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What a jail holds: the paths a plan names (its kernel, initrd, every path
  * parameter of its devices and their backends), bound in by jail.c. */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -8,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
 
 #include "jail.h"
 #include "loader.h"
@@ -77,6 +82,81 @@ static bool real_home(const char *path, char *out)
 	return true;
 }
 
+/*
+ * A file's or folder's POSIX access ACL: its "system.posix_acl_access"
+ * attribute (linux/posix_acl_xattr.h: a version word, then entries of tag,
+ * permission and id). 1 with its entries in @a, 0 when it has none (its
+ * mode says all), -1 when it has one cubicle cannot read (more than
+ * ACL_MAX entries, or not one): the callers then assume the worst.
+ */
+#define ACL_XATTR "system.posix_acl_access"
+#define ACL_MAX 64
+
+struct acl {
+	unsigned n;
+	unsigned mask; /* ACL_MASK's bits (rwx when it has none) */
+	struct {
+		unsigned tag, perm;
+		uint32_t id;
+	} e[ACL_MAX];
+};
+
+static int acl_read(const char *path, struct acl *a)
+{
+	uint8_t raw[sizeof(struct posix_acl_xattr_header) +
+		    ACL_MAX * sizeof(struct posix_acl_xattr_entry)];
+	const size_t hdr = sizeof(struct posix_acl_xattr_header);
+	ssize_t len = getxattr(path, ACL_XATTR, raw, sizeof(raw));
+	uint32_t ver;
+
+	if (len < 0)
+		return errno == ENODATA || errno == ENOTSUP ? 0 : -1;
+	if ((size_t)len < hdr || ((size_t)len - hdr) % sizeof(struct posix_acl_xattr_entry))
+		return -1;
+	memcpy(&ver, raw, sizeof(ver));
+	if (le32toh(ver) != POSIX_ACL_XATTR_VERSION)
+		return -1;
+	a->n = (unsigned)(((size_t)len - hdr) / sizeof(struct posix_acl_xattr_entry));
+	a->mask = ACL_READ | ACL_WRITE | ACL_EXECUTE;
+	for (unsigned i = 0; i < a->n; i++) {
+		struct posix_acl_xattr_entry x;
+
+		memcpy(&x, raw + hdr + i * sizeof(x), sizeof(x));
+		a->e[i].tag = le16toh(x.e_tag);
+		a->e[i].perm = le16toh(x.e_perm);
+		a->e[i].id = le32toh(x.e_id);
+		if (a->e[i].tag == ACL_MASK)
+			a->mask = a->e[i].perm;
+	}
+	return 1;
+}
+
+/* Why an ACL on @real lets the jail's uid or gid (or another jail's)
+ * write it, or NULL. */
+static const char *acl_writer(const struct jail_cfg *j, const char *real)
+{
+	struct acl a;
+	int have = acl_read(real, &a);
+
+	if (have < 0)
+		return "it has an ACL cubicle cannot read";
+	for (unsigned i = 0; have && i < a.n; i++) {
+		uint32_t id = a.e[i].id;
+		bool user = a.e[i].tag == ACL_USER, mine = user ? id == j->uid : id == j->gid;
+
+		if ((a.e[i].tag != ACL_USER && a.e[i].tag != ACL_GROUP) ||
+		    !(a.e[i].perm & a.mask & ACL_WRITE))
+			continue;
+		if (mine)
+			return user ? "an ACL lets the jail's uid write it"
+				    : "an ACL lets the jail's gid write it";
+		if (j->have_foreign && id >= j->foreign_first && id <= j->foreign_last)
+			return user ? "an ACL lets another jail's uid write it"
+				    : "an ACL lets another jail's gid write it";
+	}
+	return NULL;
+}
+
 /* Why the jail's uid could have made or changed what @st describes (at
  * @real, its real location), or NULL. */
 static const char *could_have(const struct jail_cfg *j, const char *real, const struct stat *st)
@@ -96,19 +176,65 @@ static const char *could_have(const struct jail_cfg *j, const char *real, const 
 		return "another jail's gid owns it";
 	if (st->st_mode & S_IWOTH)
 		return "anyone may write it";
-	return NULL;
+	return acl_writer(j, real);
 }
 
-/* Whether uid:gid (no other groups: the jail has none) may search the
- * folder @st describes. ACLs are not read: one that lets the jail in where
- * the mode does not is refused all the same (name it with --set). */
-static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
+/*
+ * Whether uid:gid (no other groups: the jail has none) may search the
+ * folder @path (@st its stat), as the kernel's check would decide: with an
+ * ACL, the owner by its entry; another uid an entry names by that entry,
+ * under the mask; else the owning group's and named groups' entries that
+ * match the gid, under the mask; else the others' entry. Without one, the
+ * mode's bits.
+ */
+static bool searchable(const char *path, const struct stat *st, uid_t uid, gid_t gid)
 {
+	unsigned user_obj = 0, named = 0, grp = 0, other = 0;
+	bool by_name = false, in_grp = false;
+	struct acl a;
+	int have = acl_read(path, &a);
+
+	if (have < 0)
+		return false;
+	if (!have) {
+		if (st->st_uid == uid)
+			return st->st_mode & S_IXUSR;
+		if (st->st_gid == gid)
+			return st->st_mode & S_IXGRP;
+		return st->st_mode & S_IXOTH;
+	}
+	for (unsigned i = 0; i < a.n; i++) {
+		unsigned perm = a.e[i].perm;
+
+		switch (a.e[i].tag) {
+		case ACL_USER_OBJ:
+			user_obj = perm;
+			break;
+		case ACL_USER:
+			if (a.e[i].id == uid) {
+				named = perm;
+				by_name = true;
+			}
+			break;
+		case ACL_GROUP_OBJ:
+		case ACL_GROUP:
+			if ((a.e[i].tag == ACL_GROUP_OBJ ? st->st_gid : a.e[i].id) == gid) {
+				grp |= perm;
+				in_grp = true;
+			}
+			break;
+		case ACL_OTHER:
+			other = perm;
+			break;
+		}
+	}
 	if (st->st_uid == uid)
-		return st->st_mode & S_IXUSR;
-	if (st->st_gid == gid)
-		return st->st_mode & S_IXGRP;
-	return st->st_mode & S_IXOTH;
+		return user_obj & ACL_EXECUTE;
+	if (by_name)
+		return named & a.mask & ACL_EXECUTE;
+	if (in_grp)
+		return grp & a.mask & ACL_EXECUTE;
+	return other & ACL_EXECUTE;
 }
 
 /* Whether @real lies in (or is) the folder @dir's real location. */
@@ -162,7 +288,7 @@ static const char *unreachable(const struct jail_cfg *j, const char *real, char 
 			continue;
 		c = walk[end];
 		walk[end] = '\0';
-		if (stat(walk, &st) < 0 || !S_ISDIR(st.st_mode) || !searchable(&st, j->uid, j->gid)) {
+		if (stat(walk, &st) < 0 || !S_ISDIR(st.st_mode) || !searchable(walk, &st, j->uid, j->gid)) {
 			snprintf(why, len, "the jail's uid could not reach it: %s is a folder it may not search",
 				 walk);
 			return why;

@@ -6,6 +6,7 @@
  * mount namespace of the test's own, and the paths a restore's snapshot
  * alone names that the jail's uid could have made (jail_paths.c). */
 #include <dirent.h>
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cunit_main.h"
@@ -238,6 +240,39 @@ static uint32_t foreign_first, foreign_last;
 /* --jail-trust for them (NULL: none) */
 static const char *trust;
 
+/* An ACL entry: tag (1 owner, 2 a uid, 4 the owning group, 8 a gid, 16
+ * the mask, 32 others), permission bits (4 read, 2 write, 1 search), id. */
+struct ace {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+/* Give @path the POSIX access ACL @e (the attribute's layout, as setfacl
+ * writes it: the kernel wants the entries in tag order, then id order). */
+static int set_acl(const char *path, const struct ace *e, unsigned n)
+{
+	uint8_t buf[4 + 8 * 8];
+	uint32_t v = htole32(2);
+
+	CU_ASSERT_FATAL(n <= 8);
+	memcpy(buf, &v, 4);
+	for (unsigned i = 0; i < n; i++) {
+		uint16_t t = htole16(e[i].tag), p = htole16(e[i].perm);
+		uint32_t id = htole32(e[i].id);
+
+		memcpy(buf + 4 + 8 * i, &t, 2);
+		memcpy(buf + 6 + 8 * i, &p, 2);
+		memcpy(buf + 8 + 8 * i, &id, 4);
+	}
+	return setxattr(path, "system.posix_acl_access", buf, 4 + 8 * n, 0);
+}
+
+/* owner rwx, uid @uid @named, owning group @grp, mask @mask, others @oth */
+#define ACL5(named, uid, grp, mask, oth)                                                    \
+	(const struct ace[]){ { 1, 7, ~0u }, { 2, named, uid }, { 4, grp, ~0u }, { 16, mask, ~0u }, \
+			      { 32, oth, ~0u } },                                              \
+		5
+
 static int untrusted(const char *path, const char *confirm, char *err, size_t errlen)
 {
 	char snap[400], set[450];
@@ -276,6 +311,7 @@ static void test_untrusted(void)
 	static const char *const made[] = { "snaps", "snaps/this", "snaps/parent", "other",
 					    "other/snap" };
 	char p[400], q[400], err[1024] = "";
+	bool have_acls = true;
 
 	if (geteuid() != 0) {
 		printf("\n  # snapshot paths: skipped (not root: cannot chown to 65534)\n");
@@ -365,6 +401,58 @@ static void test_untrusted(void)
 	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
 
 	/*
+	 * The folder's POSIX ACL decides where it has one, as the kernel's
+	 * check would: an entry naming the jail's uid without search (the
+	 * mode's 0755 lets others search) refuses; one granting it passes a
+	 * 0700 folder unless the mask takes it away; the owning group's entry
+	 * without search refuses though the mode's group bits (the mask) have it.
+	 */
+	snprintf(p, sizeof(p), "%s/snaps/acl", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+	put("snaps/acl/disk.img", "");
+	snprintf(q, sizeof(q), "%s/snaps/acl/disk.img", dir);
+	CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), 0);
+	if (set_acl(p, ACL5(0, 65534, 05, 07, 05)) < 0) {
+		printf("\n  # ACLs: skipped (%s holds none here: %s)\n", dir, strerror(errno));
+		have_acls = false;
+	} else {
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "snaps/acl is a folder it may not search"));
+		CU_ASSERT_EQUAL_FATAL(chmod(p, 0700), 0);
+		CU_ASSERT_EQUAL_FATAL(set_acl(p, ACL5(01, 65534, 0, 01, 0)), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), 0);
+		CU_ASSERT_EQUAL_FATAL(set_acl(p, ACL5(01, 65534, 0, 0, 0)), 0); /* masked */
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_EQUAL_FATAL(chown(p, 0, 65534), 0);
+		CU_ASSERT_EQUAL_FATAL(set_acl(p, (const struct ace[]){ { 1, 7, ~0u }, { 4, 04, ~0u },
+							       { 16, 05, ~0u }, { 32, 0, ~0u } },
+					      4), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_EQUAL_FATAL(set_acl(p, (const struct ace[]){ { 1, 7, ~0u }, { 4, 05, ~0u },
+							       { 16, 05, ~0u }, { 32, 0, ~0u } },
+					      4), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), 0);
+		/*
+		 * A file whose ACL lets the jail's uid or gid write it: the
+		 * uid could have changed it, as if it owned it; not when the
+		 * mask takes the write away.
+		 */
+		CU_ASSERT_EQUAL_FATAL(set_acl(q, ACL5(06, 65534, 04, 06, 04)), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "an ACL lets the jail's uid write it"));
+		CU_ASSERT_EQUAL_FATAL(set_acl(q, ACL5(06, 65534, 04, 04, 04)), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), 0);
+		CU_ASSERT_EQUAL_FATAL(set_acl(q, (const struct ace[]){ { 1, 6, ~0u }, { 4, 04, ~0u },
+							       { 8, 06, 65534 }, { 16, 06, ~0u },
+							       { 32, 04, ~0u } },
+					      5), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "an ACL lets the jail's gid write it"));
+		CU_ASSERT_EQUAL_FATAL(removexattr(q, "system.posix_acl_access"), 0);
+		CU_ASSERT_EQUAL(untrusted(q, NULL, err, sizeof(err)), 0);
+	}
+
+	/*
 	 * A uid per jail (serve's range, --jail-foreign-ids): this jail is
 	 * 100001; a file another jail of the range owns (uid 100005, or gid
 	 * 100009) is refused as its own would be; one of a uid outside the
@@ -389,6 +477,13 @@ static void test_untrusted(void)
 	snprintf(p, sizeof(p), "%s/outside.img", dir);
 	CU_ASSERT_EQUAL_FATAL(chown(p, 100010, 100010), 0);
 	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), 0);
+	/* another jail's uid may write it by an ACL: refused as well */
+	if (have_acls) {
+		CU_ASSERT_EQUAL_FATAL(set_acl(p, ACL5(06, 100005, 04, 06, 04)), 0);
+		CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "an ACL lets another jail's uid write it"));
+		CU_ASSERT_EQUAL_FATAL(removexattr(p, "system.posix_acl_access"), 0);
+	}
 	snprintf(p, sizeof(p), "%s/jail5.img", dir);
 	CU_ASSERT_EQUAL_FATAL(chown(p, 100001, 100001), 0); /* this jail's own */
 	CU_ASSERT_EQUAL(untrusted(p, NULL, err, sizeof(err)), -EPERM);
