@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#define AGENT_VERSION "0.6.2-cubicle"
+#define AGENT_VERSION "0.6.3-cubicle"
 #define AGENT_DEFAULT_PORT 49983
 #define AGENT_READY_PORT 49984
 
@@ -106,6 +106,12 @@ void fs_move(struct conn *c, json_t *req, const struct user *u);
 void fs_remove(struct conn *c, json_t *req, const struct user *u);
 /* EntryInfo of PATH (lstat), or NULL with errno set. */
 json_t *fs_entry(const char *path);
+/* watch.c: WatchDir (a stream), CreateWatcher, GetWatcherEvents, RemoveWatcher. */
+void fs_watch_dir(struct conn *c, json_t *req, const struct user *u);
+void fs_create_watcher(struct conn *c, json_t *req, const struct user *u);
+void fs_get_watcher_events(struct conn *c, json_t *req);
+void fs_remove_watcher(struct conn *c, json_t *req);
+void watch_tick(uint64_t now);
 
 /* ---- GET/POST /files (files.c) ---- */
 void files_get(struct conn *c, const char *query, const char *auth_user);

@@ -351,6 +351,7 @@ void http_route(struct conn *c, int method, const char *path, const char *query)
 static void tick(uint64_t now)
 {
 	proc_tick(now);
+	watch_tick(now);
 }
 
 int main(int argc, char **argv)

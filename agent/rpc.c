@@ -239,6 +239,10 @@ static const struct method {
 	{ "/filesystem.Filesystem/MakeDir", false, NULL, fs_make_dir },
 	{ "/filesystem.Filesystem/Move", false, NULL, fs_move },
 	{ "/filesystem.Filesystem/Remove", false, NULL, fs_remove },
+	{ "/filesystem.Filesystem/WatchDir", true, NULL, fs_watch_dir },
+	{ "/filesystem.Filesystem/CreateWatcher", false, NULL, fs_create_watcher },
+	{ "/filesystem.Filesystem/GetWatcherEvents", false, fs_get_watcher_events, NULL },
+	{ "/filesystem.Filesystem/RemoveWatcher", false, fs_remove_watcher, NULL },
 };
 
 void rpc_dispatch(struct conn *c, const char *path, const char *body, size_t len, bool stream)

@@ -3,7 +3,7 @@
 # cubicle-agent on the host (no VM): listening on a Unix socket, driven with
 # curl through the E2B envd protocol. Processes (output, exit codes, stdin,
 # signals, pty, Connect, keepalives, deadlines), files up and down (a few MiB,
-# multipart and raw, sha256 compared), the filesystem RPCs, the access token,
+# multipart and raw, sha256 compared), the filesystem RPCs and watches, the access token,
 # and malformed requests the agent must answer and survive.
 what="agent test"
 . "${top_srcdir:-.}/tests/agent/common.sh"
@@ -258,6 +258,78 @@ expect "Remove (a tree)" "$code" 200
 unary filesystem.Filesystem/Stat "{\"path\":\"$tmp/fs/a\"}"
 expect "Stat of a missing path is 404" "$code" 404
 grep -q '"not_found"' "$tmp/body" && ok "404 names not_found" || notok "$(cat "$tmp/body")"
+
+# ---- watches: the polled watcher and a WatchDir stream ----
+mkdir -p "$tmp/w/old"
+unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$tmp/w\",\"recursive\":true}"
+expect "CreateWatcher" "$code" 200
+wid=$(field "$tmp/body" 'd["watcherId"]')
+printf 'x' >"$tmp/w/a.txt"
+mkdir "$tmp/w/new"
+printf 'y' >"$tmp/w/old/b.txt" # a folder there before the watch: followed
+mv "$tmp/w/a.txt" "$tmp/w/c.txt"
+chmod 600 "$tmp/w/c.txt"
+rm "$tmp/w/old/b.txt"
+unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
+expect "GetWatcherEvents: every event in order, names below the folder" \
+	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
+	"create:a.txt write:a.txt create:new create:old/b.txt write:old/b.txt rename:a.txt create:c.txt chmod:c.txt remove:old/b.txt"
+printf 'z' >"$tmp/w/new/d.txt" # in a folder made after the watch began
+unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
+expect "GetWatcherEvents again: only what came since, a new folder followed" \
+	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
+	"create:new/d.txt write:new/d.txt"
+unary filesystem.Filesystem/RemoveWatcher "{\"watcherId\":\"$wid\"}"
+expect "RemoveWatcher" "$code" 200
+unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
+expect "a removed watcher is not_found (404)" "$code" 404
+unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$tmp/w/c.txt\"}"
+expect "CreateWatcher of a file is invalid_argument (400)" "$code" 400
+unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$tmp/w/none\"}"
+expect "CreateWatcher of a missing folder is not_found (404)" "$code" 404
+# watchdir NAME FOLDER TIMEOUT_MS: a WatchDir stream in the background (its
+# raw bytes in $tmp/NAME.raw, summed up by watchsum), once its start is in.
+watchdir() {
+	$py wrap "{\"path\":\"$2\"}" >"$tmp/$1.req"
+	C -N -H 'Content-Type: application/connect+json' -H 'Connect-Protocol-Version: 1' \
+		-H "Connect-Timeout-Ms: $3" -H 'Keepalive-Ping-Interval: 1' \
+		--data-binary "@$tmp/$1.req" "$u/filesystem.Filesystem/WatchDir" >"$tmp/$1.raw" &
+	wpid=$!
+	i=0
+	while [ $i -lt 200 ] && ! [ -s "$tmp/$1.raw" ]; do sleep 0.05; i=$((i + 1)); done
+}
+# watchsum FILE: the messages in order (keepalives counted apart, last).
+watchsum() {
+	$PY - "$1" <<'PY'
+import json, struct, sys
+raw, i, out, ka = open(sys.argv[1], "rb").read(), 0, [], 0
+while i + 5 <= len(raw):
+    flags, (n,) = raw[i], struct.unpack(">I", raw[i + 1:i + 5])
+    msg = json.loads(raw[i + 5:i + 5 + n])
+    i += 5 + n
+    if flags & 2:
+        out.append("end:" + msg.get("error", {}).get("code", "ok"))
+    elif "filesystem" in msg:
+        out.append(msg["filesystem"]["type"][11:].lower() + ":" + msg["filesystem"]["name"])
+    elif "keepalive" in msg:
+        ka += 1
+    else:
+        out.append(next(iter(msg)))
+print(" ".join(out), "keepalives:" + ("some" if ka else "none"))
+PY
+}
+mkdir "$tmp/w2"
+watchdir watch "$tmp/w2" 30000
+printf 'e' >"$tmp/w2/e.txt"
+sleep 1.5 # a keepalive's time
+rm -r "$tmp/w2"
+wait $wpid
+expect "WatchDir: start, the events, keepalives; the folder's removal ends it" "$(watchsum "$tmp/watch.raw")" \
+	"start create:e.txt write:e.txt remove:e.txt end:ok keepalives:some"
+watchdir idle "$tmp/w" 300
+wait $wpid
+expect "WatchDir: Connect-Timeout-Ms ends it with deadline_exceeded" "$(watchsum "$tmp/idle.raw")" \
+	"start end:deadline_exceeded keepalives:none"
 
 # ---- malformed requests: answered, and the agent survives ----
 unary process.Process/List '{not json'

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real E2B JavaScript SDK (npm e2b, pinned in package.json) against a
 // cubicle-agent: commands.run (stdout, exit codes), files.write/read/list,
-// and a background command killed by commands.kill.
+// files.watchDir, and a background command killed by commands.kill.
 //
 // Usage: node sdk-test.mjs SANDBOX_URL [ACCESS_TOKEN]
 //   SANDBOX_URL   where the agent answers, e.g. http://127.0.0.1:49983 (also
@@ -26,7 +26,7 @@ const dir = process.env.SDK_TEST_DIR || `/tmp/cubicle-sdk-${process.pid}`;
 const sandboxID = 'cubicle0';
 const info = () => ({
   sandboxID, templateID: 'base', clientID: 'cubicle', alias: 'cubicle',
-  envdVersion: '0.6.2', ...(token ? { envdAccessToken: token } : {}),
+  envdVersion: '0.6.3', ...(token ? { envdAccessToken: token } : {}),
 });
 const api = http.createServer((req, res) => {
   let body = '';
@@ -124,6 +124,45 @@ await check('files.exists and files.remove', async () => {
   if (!(await sbx.files.exists(`${dir}/hello.txt`))) return 'hello.txt missing';
   await sbx.files.remove(dir);
   return !(await sbx.files.exists(`${dir}/hello.txt`)) || 'still there after remove';
+});
+
+// Until cond() holds, or ms pass: whether it held.
+async function waitFor(cond, ms) {
+  for (const end = Date.now() + ms; Date.now() < end;) {
+    if (cond()) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return cond();
+}
+await check('files.watchDir (recursive, includeEntry): create, write, rename, remove; a new folder followed', async () => {
+  const wdir = `${dir}-watch`;
+  const seen = [];
+  await sbx.files.makeDir(wdir);
+  const entries = {};
+  const h = await sbx.files.watchDir(wdir, (e) => {
+    seen.push(`${e.type}:${e.name}`);
+    if (e.entry) entries[`${e.type}:${e.name}`] = `${e.entry.name}:${e.entry.type}:${e.entry.size}`;
+  }, { recursive: true, includeEntry: true });
+  try {
+    await sbx.files.write(`${wdir}/a.txt`, 'one');
+    await sbx.files.makeDir(`${wdir}/sub`);
+    if (!(await waitFor(() => seen.includes('create:sub'), 15000))) return `no create:sub in ${JSON.stringify(seen)}`;
+    await sbx.files.write(`${wdir}/sub/b.txt`, 'two');
+    await sbx.files.rename(`${wdir}/a.txt`, `${wdir}/c.txt`);
+    await sbx.files.remove(`${wdir}/sub/b.txt`);
+    const want = ['create:a.txt', 'write:a.txt', 'create:sub', 'create:sub/b.txt', 'write:sub/b.txt',
+      'rename:a.txt', 'create:c.txt', 'remove:sub/b.txt'];
+    await waitFor(() => want.every((w) => seen.includes(w)), 15000);
+    const missing = want.filter((w) => !seen.includes(w));
+    if (missing.length) return `missing ${missing.join(' ')} in ${JSON.stringify(seen)}`;
+    // the entry as it was when the event came (includeEntry); none once removed
+    return entries['create:sub']?.startsWith('sub:dir:') &&
+      entries['create:c.txt'] === 'c.txt:file:3' && !entries['remove:sub/b.txt'] ||
+      `entries ${JSON.stringify(entries)}`;
+  } finally {
+    await h.stop();
+    await sbx.files.remove(wdir);
+  }
 });
 
 await check('a background command killed by commands.kill', async () => {

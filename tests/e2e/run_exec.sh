@@ -13,7 +13,7 @@
 #      with status 130 and the guest's sleep is gone;
 #   5. npm `e2b` (pinned in tests/e2b/package.json, `npm ci`) with sandboxUrl
 #      a local TCP port forwarded to the VM's vsock port 49983
-#      (tests/e2b/forward.mjs): commands.run, files.write/read/list and
+#      (tests/e2b/forward.mjs): commands.run, files.write/read/list, files.watchDir and
 #      commands.kill (tests/e2b/sdk-test.mjs).
 #   6. (first, while the guest is small) a snapshot with an exec open, the
 #      VM killed and restored: the open exec ends instead of hanging (the

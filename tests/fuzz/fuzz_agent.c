@@ -181,6 +181,30 @@ void fs_list_dir(struct conn *c, json_t *req, const struct user *u) { fs_any(c, 
 void fs_make_dir(struct conn *c, json_t *req, const struct user *u) { fs_any(c, req, u); }
 void fs_move(struct conn *c, json_t *req, const struct user *u) { fs_any(c, req, u); }
 void fs_remove(struct conn *c, json_t *req, const struct user *u) { fs_any(c, req, u); }
+void fs_create_watcher(struct conn *c, json_t *req, const struct user *u) { fs_any(c, req, u); }
+
+void fs_watch_dir(struct conn *c, json_t *req, const struct user *u)
+{
+	if (!json_string_value(json_object_get(req, "path"))) {
+		rpc_error(c, "invalid_argument", "path is required");
+		return;
+	}
+	rpc_stream_begin(c);
+	rpc_stream_msg(c, json_pack("{s:{}}", "start"));
+	rpc_stream_end(c, NULL, NULL);
+	(void)u;
+}
+
+static void watcher_any(struct conn *c, json_t *req)
+{
+	if (!json_string_value(json_object_get(req, "watcherId")))
+		rpc_error(c, "invalid_argument", "watcherId is required");
+	else
+		rpc_reply(c, json_pack("{s:[]}", "events"));
+}
+
+void fs_get_watcher_events(struct conn *c, json_t *req) { watcher_any(c, req); }
+void fs_remove_watcher(struct conn *c, json_t *req) { watcher_any(c, req); }
 
 /* ---- routing as main.c does, with uploads parsed and dropped ---- */
 struct up {

@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * filesystem.Filesystem's watches, on inotify: WatchDir (a server stream:
+ * a start message, then one message an event, keepalives while idle) and
+ * the polled CreateWatcher, GetWatcherEvents and RemoveWatcher. An event
+ * names its entry relative to the watched directory ("a.txt", "sub/b.txt")
+ * and has one type: CREATE (made or moved in), WRITE (written), REMOVE,
+ * RENAME (moved away) or CHMOD (attributes). A recursive watch follows the
+ * directories below, and those made or moved in later (entries made in one
+ * before its watch is in place are not seen, as with any inotify watcher).
+ * Bounded: WATCH_MAX watchers, WATCH_DIRS_MAX directories each, and a
+ * polled watcher keeps WATCH_EVENTS_MAX events until asked; past that, or
+ * while a stream's client does not read, the watcher stops reading inotify,
+ * whose own queue then drops events (the kernel's overflow).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "http.h"
+
+#define WATCH_MAX 64
+#define WATCH_DIRS_MAX 8192
+#define WATCH_EVENTS_MAX 4096
+#define WATCH_KEEPALIVE_S 50
+#define WATCH_MASK                                                                           \
+	(IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_ONLYDIR | \
+	 IN_DONT_FOLLOW | IN_EXCL_UNLINK)
+
+struct wdir {
+	int wd;
+	char *rel; /* "" for the watched directory itself */
+};
+
+struct watcher {
+	struct watcher *next;
+	struct watch w; /* the inotify fd */
+	char *root;
+	bool recursive, include_entry;
+	struct wdir *dirs;
+	unsigned n_dirs, cap_dirs;
+	/* a stream's */
+	struct conn *c;
+	uint64_t ka_ms, next_ka, deadline;
+	/* a polled one's */
+	char id[24];
+	json_t *events;
+};
+
+static struct watcher *watchers;
+static unsigned n_watchers, next_id;
+
+static void watcher_free(struct watcher *x)
+{
+	struct watcher **pp;
+
+	for (pp = &watchers; *pp; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			n_watchers--;
+			break;
+		}
+	if (x->w.fd >= 0) {
+		loop_del(&x->w);
+		close(x->w.fd);
+	}
+	for (unsigned i = 0; i < x->n_dirs; i++)
+		free(x->dirs[i].rel);
+	free(x->dirs);
+	free(x->root);
+	json_decref(x->events);
+	free(x);
+}
+
+/* Reading inotify only while what it reads has somewhere to go. */
+static void watcher_pace(struct watcher *x)
+{
+	bool room = x->c ? http_can_write(x->c) : json_array_size(x->events) < WATCH_EVENTS_MAX;
+	uint32_t ev = room ? EPOLLIN : 0;
+
+	if (x->w.events != ev)
+		loop_mod(&x->w, ev);
+}
+
+static struct wdir *dir_of(struct watcher *x, int wd)
+{
+	for (unsigned i = 0; i < x->n_dirs; i++)
+		if (x->dirs[i].wd == wd)
+			return &x->dirs[i];
+	return NULL;
+}
+
+/* Watch the directory @rel below the root (and, recursive, those below
+ * it): 0 or -errno (-ENOSPC past WATCH_DIRS_MAX). A directory that went
+ * away meanwhile, or is not one, is skipped. */
+static int add_dir(struct watcher *x, const char *rel)
+{
+	char path[PATH_MAX], sub[PATH_MAX];
+	struct wdir *d;
+	DIR *dh;
+	struct dirent *de;
+	int wd, rc = 0;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s%s%s", x->root, *rel ? "/" : "", rel) >=
+	    sizeof(path))
+		return 0;
+	wd = inotify_add_watch(x->w.fd, path, WATCH_MASK);
+	if (wd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
+	if (!dir_of(x, wd)) {
+		if (x->n_dirs == WATCH_DIRS_MAX)
+			return -ENOSPC;
+		if (x->n_dirs == x->cap_dirs) {
+			unsigned cap = x->cap_dirs ? 2 * x->cap_dirs : 8;
+			struct wdir *nd = realloc(x->dirs, cap * sizeof(*nd));
+
+			if (!nd)
+				return -ENOMEM;
+			x->dirs = nd;
+			x->cap_dirs = cap;
+		}
+		d = &x->dirs[x->n_dirs];
+		d->wd = wd;
+		if (!(d->rel = strdup(rel)))
+			return -ENOMEM;
+		x->n_dirs++;
+	}
+	if (!x->recursive || !(dh = opendir(path)))
+		return 0;
+	while (!rc && (de = readdir(dh))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN))
+			continue;
+		if ((size_t)snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name) <
+		    sizeof(sub))
+			rc = add_dir(x, sub);
+	}
+	closedir(dh);
+	return rc;
+}
+
+static const char *event_type(uint32_t mask)
+{
+	if (mask & (IN_CREATE | IN_MOVED_TO))
+		return "EVENT_TYPE_CREATE";
+	if (mask & IN_MODIFY)
+		return "EVENT_TYPE_WRITE";
+	if (mask & IN_DELETE)
+		return "EVENT_TYPE_REMOVE";
+	if (mask & IN_MOVED_FROM)
+		return "EVENT_TYPE_RENAME";
+	if (mask & IN_ATTRIB)
+		return "EVENT_TYPE_CHMOD";
+	return NULL;
+}
+
+static void deliver(struct watcher *x, const char *name, const char *type)
+{
+	json_t *ev = json_pack("{s:s,s:s}", "name", name, "type", type);
+	char path[PATH_MAX];
+	json_t *e;
+
+	if (!ev)
+		return;
+	if (x->include_entry &&
+	    (size_t)snprintf(path, sizeof(path), "%s/%s", x->root, name) < sizeof(path) &&
+	    (e = fs_entry(path)))
+		json_object_set_new(ev, "entry", e);
+	if (x->c)
+		rpc_stream_msg(x->c, json_pack("{s:o}", "filesystem", ev));
+	else
+		json_array_append_new(x->events, ev);
+}
+
+/* The stream is over: its last message, the connection's next request. */
+static void stream_end(struct watcher *x, const char *code, const char *msg)
+{
+	struct conn *c = x->c;
+
+	http_set_ops(c, NULL, NULL);
+	x->c = NULL;
+	watcher_free(x);
+	rpc_stream_end(c, code, msg);
+}
+
+static void inotify_cb(struct watch *w, uint32_t evs)
+{
+	struct watcher *x = (struct watcher *)((char *)w - offsetof(struct watcher, w));
+	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	(void)evs;
+	while ((x->c ? http_can_write(x->c) : json_array_size(x->events) < WATCH_EVENTS_MAX) &&
+	       (n = read(w->fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ie = (const struct inotify_event *)(void *)p;
+			struct wdir *d = dir_of(x, ie->wd);
+			const char *type = event_type(ie->mask);
+			char name[PATH_MAX];
+
+			p += sizeof(*ie) + ie->len;
+			if (ie->mask & IN_IGNORED) { /* its directory is gone */
+				if (d && !*d->rel) {
+					if (x->c) {
+						stream_end(x, NULL, NULL);
+						return;
+					}
+				} else if (d) {
+					free(d->rel);
+					*d = x->dirs[--x->n_dirs];
+				}
+				continue;
+			}
+			if (!d || !ie->len || !type)
+				continue;
+			if ((size_t)snprintf(name, sizeof(name), "%s%s%s", d->rel, *d->rel ? "/" : "",
+					     ie->name) >= sizeof(name))
+				continue;
+			if (x->recursive && (ie->mask & IN_ISDIR) && (ie->mask & (IN_CREATE | IN_MOVED_TO)))
+				add_dir(x, name); /* at the bound: not followed, its events unseen */
+			deliver(x, name, type);
+		}
+	}
+	watcher_pace(x);
+}
+
+static void stream_closed(struct conn *c)
+{
+	struct watcher *x = http_ctx(c);
+
+	if (x) {
+		x->c = NULL;
+		watcher_free(x);
+	}
+}
+
+static void stream_writable(struct conn *c)
+{
+	struct watcher *x = http_ctx(c);
+
+	if (x)
+		watcher_pace(x);
+}
+
+static const struct conn_ops stream_ops = { .writable = stream_writable,
+					    .closed = stream_closed };
+
+/* A watcher of the request's path: NULL after replying with the error. */
+static struct watcher *watcher_new(struct conn *c, json_t *req, const struct user *u)
+{
+	json_t *v = json_object_get(req, "path");
+	const char *s = json_string_value(v);
+	char path[PATH_MAX];
+	struct watcher *x;
+	struct stat st;
+	int rc;
+
+	if (!s || !*s || strlen(s) != json_string_length(v)) {
+		rpc_error(c, "invalid_argument", "path is required");
+		return NULL;
+	}
+	if (user_path(u, s, path, sizeof(path))) {
+		rpc_error(c, "invalid_argument", "path is too long");
+		return NULL;
+	}
+	if (stat(path, &st)) {
+		rpc_error(c, rpc_errno_code(errno), "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		rpc_error(c, "invalid_argument", "%s is not a directory", path);
+		return NULL;
+	}
+	if (n_watchers >= WATCH_MAX) {
+		rpc_error(c, "resource_exhausted", "%d watchers already", WATCH_MAX);
+		return NULL;
+	}
+	x = calloc(1, sizeof(*x));
+	if (!x || !(x->root = strdup(path))) {
+		free(x);
+		rpc_error(c, "resource_exhausted", "out of memory");
+		return NULL;
+	}
+	x->recursive = json_is_true(json_object_get(req, "recursive"));
+	x->include_entry = json_is_true(json_object_get(req, "includeEntry"));
+	x->w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	x->next = watchers;
+	watchers = x;
+	n_watchers++;
+	rc = x->w.fd < 0 ? -errno : add_dir(x, "");
+	if (!rc && !x->n_dirs)
+		rc = -ENOENT; /* gone since the stat */
+	if (!rc)
+		rc = loop_add(&x->w, x->w.fd, EPOLLIN, inotify_cb);
+	else if (x->w.fd >= 0) {
+		close(x->w.fd);
+		x->w.fd = -1;
+	}
+	if (rc) {
+		watcher_free(x);
+		rpc_error(c, rc == -ENOSPC || rc == -EMFILE || rc == -ENOMEM ? "resource_exhausted" :
+			  rpc_errno_code(-rc), "watching %s: %s", path,
+			  rc == -ENOSPC ? "too many directories (the watcher's or the kernel's bound)" :
+			  strerror(-rc));
+		return NULL;
+	}
+	return x;
+}
+
+static uint64_t header_u64(struct conn *c, const char *name, uint64_t dflt)
+{
+	const char *v = http_header(c, name);
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v || *v == '-' || *v == '+' || strlen(v) > 12)
+		return dflt;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	return errno || *end ? dflt : n;
+}
+
+void fs_watch_dir(struct conn *c, json_t *req, const struct user *u)
+{
+	struct watcher *x = watcher_new(c, req, u);
+	uint64_t ka = header_u64(c, "Keepalive-Ping-Interval", WATCH_KEEPALIVE_S);
+	uint64_t timeout = header_u64(c, "Connect-Timeout-Ms", 0), now = now_ms();
+
+	if (!x)
+		return;
+	x->c = c;
+	x->ka_ms = (ka < 1 ? 1 : ka > 3600 ? 3600 : ka) * 1000;
+	x->next_ka = now + x->ka_ms;
+	x->deadline = timeout ? now + timeout : 0;
+	http_set_ops(c, &stream_ops, x);
+	rpc_stream_begin(c);
+	rpc_stream_msg(c, json_pack("{s:{}}", "start"));
+}
+
+void fs_create_watcher(struct conn *c, json_t *req, const struct user *u)
+{
+	struct watcher *x = watcher_new(c, req, u);
+
+	if (!x)
+		return;
+	if (!(x->events = json_array())) {
+		watcher_free(x);
+		rpc_error(c, "resource_exhausted", "out of memory");
+		return;
+	}
+	snprintf(x->id, sizeof(x->id), "w%u", ++next_id);
+	rpc_reply(c, json_pack("{s:s}", "watcherId", x->id));
+}
+
+static struct watcher *polled(struct conn *c, json_t *req)
+{
+	const char *id = json_string_value(json_object_get(req, "watcherId"));
+
+	if (!id) {
+		rpc_error(c, "invalid_argument", "watcherId is required");
+		return NULL;
+	}
+	for (struct watcher *x = watchers; x; x = x->next)
+		if (!x->c && !strcmp(x->id, id))
+			return x;
+	rpc_error(c, "not_found", "watcher %.64s not found", id);
+	return NULL;
+}
+
+void fs_get_watcher_events(struct conn *c, json_t *req)
+{
+	struct watcher *x = polled(c, req);
+
+	if (!x)
+		return;
+	inotify_cb(&x->w, EPOLLIN); /* what happened up to this request */
+	rpc_reply(c, json_pack("{s:o}", "events", x->events));
+	x->events = json_array();
+	if (!x->events) { /* cannot keep more: it ends here */
+		watcher_free(x);
+		return;
+	}
+	watcher_pace(x);
+}
+
+void fs_remove_watcher(struct conn *c, json_t *req)
+{
+	struct watcher *x = polled(c, req);
+
+	if (!x)
+		return;
+	watcher_free(x);
+	rpc_reply(c, json_object());
+}
+
+void watch_tick(uint64_t now)
+{
+	struct watcher *x, *next;
+
+	for (x = watchers; x; x = next) {
+		next = x->next;
+		if (!x->c)
+			continue;
+		if (x->deadline && now >= x->deadline) {
+			stream_end(x, "deadline_exceeded", "Connect-Timeout-Ms passed");
+			continue;
+		}
+		if (now >= x->next_ka && http_can_write(x->c)) {
+			x->next_ka = now + x->ka_ms;
+			rpc_stream_msg(x->c, json_pack("{s:{}}", "keepalive"));
+		}
+	}
+}
