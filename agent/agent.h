@@ -74,6 +74,9 @@ void rpc_error(struct conn *c, const char *code, const char *fmt, ...)
 void rpc_stream_begin(struct conn *c);
 void rpc_stream_msg(struct conn *c, json_t *msg); /* steals msg */
 void rpc_stream_end(struct conn *c, const char *code, const char *message);
+/* The request's header NAME as a decimal number into *OUT (left alone when
+ * it is absent or not one): Keepalive-Ping-Interval, Connect-Timeout-Ms. */
+void rpc_header_num(struct conn *c, const char *name, uint64_t *out);
 /* Routes a complete Connect request (POST /pkg.Service/Method). */
 void rpc_dispatch(struct conn *c, const char *method, const char *body, size_t len, bool stream);
 /* Unwraps a streaming request body: one envelope with flag 0 (no compression). */

@@ -434,20 +434,6 @@ int proc_init(void)
 	return loop_add(&sigw, fd, EPOLLIN, sigchld_cb);
 }
 
-static void header_num(struct conn *c, const char *name, uint64_t *out)
-{
-	const char *v = http_header(c, name);
-	char *end;
-	unsigned long long x;
-
-	if (!v || !*v || strlen(v) > 12 || *v == '-' || *v == '+')
-		return;
-	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (!errno && !*end)
-		*out = x;
-}
-
 void proc_subscribe(struct conn *c, struct proc *p)
 {
 	struct sub *s = calloc(1, sizeof(*s));
@@ -457,8 +443,8 @@ void proc_subscribe(struct conn *c, struct proc *p)
 		rpc_error(c, "resource_exhausted", "out of memory");
 		return;
 	}
-	header_num(c, "Keepalive-Ping-Interval", &ka);
-	header_num(c, "Connect-Timeout-Ms", &timeout);
+	rpc_header_num(c, "Keepalive-Ping-Interval", &ka);
+	rpc_header_num(c, "Connect-Timeout-Ms", &timeout);
 	if (ka < 1)
 		ka = 1;
 	if (ka > 3600)

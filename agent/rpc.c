@@ -218,6 +218,20 @@ static void auth_user(struct conn *c, char *out, size_t len)
 	snprintf(out, len, "%s", dec);
 }
 
+void rpc_header_num(struct conn *c, const char *name, uint64_t *out)
+{
+	const char *v = http_header(c, name);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v || strlen(v) > 12 || *v == '-' || *v == '+')
+		return;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (!errno && !*end)
+		*out = x;
+}
+
 typedef void rpc_fn(struct conn *c, json_t *req);
 typedef void rpc_user_fn(struct conn *c, json_t *req, const struct user *u);
 

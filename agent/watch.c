@@ -315,27 +315,15 @@ static struct watcher *watcher_new(struct conn *c, json_t *req, const struct use
 	return x;
 }
 
-static uint64_t header_u64(struct conn *c, const char *name, uint64_t dflt)
-{
-	const char *v = http_header(c, name);
-	char *end;
-	unsigned long long n;
-
-	if (!v || !*v || *v == '-' || *v == '+' || strlen(v) > 12)
-		return dflt;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	return errno || *end ? dflt : n;
-}
-
 void fs_watch_dir(struct conn *c, json_t *req, const struct user *u)
 {
 	struct watcher *x = watcher_new(c, req, u);
-	uint64_t ka = header_u64(c, "Keepalive-Ping-Interval", WATCH_KEEPALIVE_S);
-	uint64_t timeout = header_u64(c, "Connect-Timeout-Ms", 0), now = now_ms();
+	uint64_t ka = WATCH_KEEPALIVE_S, timeout = 0, now = now_ms();
 
 	if (!x)
 		return;
+	rpc_header_num(c, "Keepalive-Ping-Interval", &ka);
+	rpc_header_num(c, "Connect-Timeout-Ms", &timeout);
 	x->c = c;
 	x->ka_ms = (ka < 1 ? 1 : ka > 3600 ? 3600 : ka) * 1000;
 	x->next_ka = now + x->ka_ms;
