@@ -30,6 +30,7 @@
 #define WATCH_MAX 64
 #define WATCH_DIRS_MAX 8192
 #define WATCH_EVENTS_MAX 4096
+#define WATCH_DEPTH_MAX 128 /* folders below the watched one a recursive watcher goes down */
 #define WATCH_KEEPALIVE_S 50
 #define WATCH_MASK                                                                           \
 	(IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_ONLYDIR | \
@@ -98,10 +99,11 @@ static struct wdir *dir_of(struct watcher *x, int wd)
 	return NULL;
 }
 
-/* Watch the directory @rel below the root (and, recursive, those below
- * it): 0 or -errno (-ENOSPC past WATCH_DIRS_MAX). A directory that went
- * away meanwhile, or is not one, is skipped. */
-static int add_dir(struct watcher *x, const char *rel)
+/* Watch the directory @rel, @depth folders below the root (and, recursive,
+ * those below it down to WATCH_DEPTH_MAX): 0 or -errno (-ENOSPC past
+ * WATCH_DIRS_MAX). A directory that went away meanwhile, or is not one, or
+ * is followed already, is skipped. */
+static int add_dir(struct watcher *x, const char *rel, unsigned depth)
 {
 	char path[PATH_MAX], sub[PATH_MAX];
 	struct wdir *d;
@@ -115,25 +117,25 @@ static int add_dir(struct watcher *x, const char *rel)
 	wd = inotify_add_watch(x->w.fd, path, WATCH_MASK);
 	if (wd < 0)
 		return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? 0 : -errno;
-	if (!dir_of(x, wd)) {
-		if (x->n_dirs == WATCH_DIRS_MAX)
-			return -ENOSPC;
-		if (x->n_dirs == x->cap_dirs) {
-			unsigned cap = x->cap_dirs ? 2 * x->cap_dirs : 8;
-			struct wdir *nd = realloc(x->dirs, cap * sizeof(*nd));
+	if (dir_of(x, wd))
+		return 0; /* followed already (a bind mount of a folder above: no loop) */
+	if (x->n_dirs == WATCH_DIRS_MAX)
+		return -ENOSPC;
+	if (x->n_dirs == x->cap_dirs) {
+		unsigned cap = x->cap_dirs ? 2 * x->cap_dirs : 8;
+		struct wdir *nd = realloc(x->dirs, cap * sizeof(*nd));
 
-			if (!nd)
-				return -ENOMEM;
-			x->dirs = nd;
-			x->cap_dirs = cap;
-		}
-		d = &x->dirs[x->n_dirs];
-		d->wd = wd;
-		if (!(d->rel = strdup(rel)))
+		if (!nd)
 			return -ENOMEM;
-		x->n_dirs++;
+		x->dirs = nd;
+		x->cap_dirs = cap;
 	}
-	if (!x->recursive || !(dh = opendir(path)))
+	d = &x->dirs[x->n_dirs];
+	d->wd = wd;
+	if (!(d->rel = strdup(rel)))
+		return -ENOMEM;
+	x->n_dirs++;
+	if (!x->recursive || depth >= WATCH_DEPTH_MAX || !(dh = opendir(path)))
 		return 0;
 	while (!rc && (de = readdir(dh))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
@@ -141,10 +143,39 @@ static int add_dir(struct watcher *x, const char *rel)
 			continue;
 		if ((size_t)snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name) <
 		    sizeof(sub))
-			rc = add_dir(x, sub);
+			rc = add_dir(x, sub, depth + 1);
 	}
 	closedir(dh);
 	return rc;
+}
+
+/* The folder @rel (and those below it) moved away: no longer followed
+ * under that name (moved back in, it is watched again). */
+static void drop_dirs(struct watcher *x, const char *rel)
+{
+	size_t n = strlen(rel);
+
+	for (unsigned i = 0; i < x->n_dirs;) {
+		struct wdir *d = &x->dirs[i];
+
+		if (strncmp(d->rel, rel, n) || (d->rel[n] && d->rel[n] != '/')) {
+			i++;
+			continue;
+		}
+		inotify_rm_watch(x->w.fd, d->wd);
+		free(d->rel);
+		*d = x->dirs[--x->n_dirs];
+	}
+}
+
+/* How many folders below the root @rel is ("a/b": 2). */
+static unsigned depth_of(const char *rel)
+{
+	unsigned n = 1;
+
+	for (; *rel; rel++)
+		n += *rel == '/';
+	return n;
 }
 
 static const char *event_type(uint32_t mask)
@@ -225,7 +256,9 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 					     ie->name) >= sizeof(name))
 				continue;
 			if (x->recursive && (ie->mask & IN_ISDIR) && (ie->mask & (IN_CREATE | IN_MOVED_TO)))
-				add_dir(x, name); /* at the bound: not followed, its events unseen */
+				add_dir(x, name, depth_of(name)); /* at a bound: not followed */
+			else if (x->recursive && (ie->mask & IN_ISDIR) && (ie->mask & IN_MOVED_FROM))
+				drop_dirs(x, name);
 			deliver(x, name, type);
 		}
 	}
@@ -295,7 +328,7 @@ static struct watcher *watcher_new(struct conn *c, json_t *req, const struct use
 	x->next = watchers;
 	watchers = x;
 	n_watchers++;
-	rc = x->w.fd < 0 ? -errno : add_dir(x, "");
+	rc = x->w.fd < 0 ? -errno : add_dir(x, "", 0);
 	if (!rc && !x->n_dirs)
 		rc = -ENOENT; /* gone since the stat */
 	if (!rc)

@@ -279,6 +279,12 @@ unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
 expect "GetWatcherEvents again: only what came since, a new folder followed" \
 	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
 	"create:new/d.txt write:new/d.txt"
+mv "$tmp/w/new" "$tmp/w/moved"
+printf 'f' >"$tmp/w/moved/f.txt"
+unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
+expect "GetWatcherEvents: a folder moved within is followed under its new name" \
+	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
+	"rename:new create:moved create:moved/f.txt write:moved/f.txt"
 unary filesystem.Filesystem/RemoveWatcher "{\"watcherId\":\"$wid\"}"
 expect "RemoveWatcher" "$code" 200
 unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
