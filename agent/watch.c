@@ -51,6 +51,9 @@ struct watcher {
 	/* a stream's */
 	struct conn *c;
 	uint64_t ka_ms, next_ka, deadline;
+	/* a folder moved away, until the next event says where to (its cookie) */
+	char *moved_from;
+	uint32_t move_cookie;
 	/* a polled one's */
 	char id[24];
 	json_t *events;
@@ -77,6 +80,7 @@ static void watcher_free(struct watcher *x)
 		free(x->dirs[i].rel);
 	free(x->dirs);
 	free(x->root);
+	free(x->moved_from);
 	json_decref(x->events);
 	free(x);
 }
@@ -149,22 +153,48 @@ static int add_dir(struct watcher *x, const char *rel, unsigned depth)
 	return rc;
 }
 
-/* The folder @rel (and those below it) moved away: no longer followed
- * under that name (moved back in, it is watched again). */
+/* Whether @rel is the folder @top or below it. */
+static bool below(const char *rel, const char *top)
+{
+	size_t n = strlen(top);
+
+	return !strncmp(rel, top, n) && (!rel[n] || rel[n] == '/');
+}
+
+/* The folder @rel (and those below it) moved out of the tree: no longer
+ * followed (moved back in, it is watched again). */
 static void drop_dirs(struct watcher *x, const char *rel)
 {
-	size_t n = strlen(rel);
-
 	for (unsigned i = 0; i < x->n_dirs;) {
 		struct wdir *d = &x->dirs[i];
 
-		if (strncmp(d->rel, rel, n) || (d->rel[n] && d->rel[n] != '/')) {
+		if (!below(d->rel, rel)) {
 			i++;
 			continue;
 		}
 		inotify_rm_watch(x->w.fd, d->wd);
 		free(d->rel);
 		*d = x->dirs[--x->n_dirs];
+	}
+}
+
+/* The folder @from moved to @to within the tree: it and those below it
+ * keep their watches under the new names (what happens in them meanwhile
+ * is already queued under their watches, and is named the new way). */
+static void rename_dirs(struct watcher *x, const char *from, const char *to)
+{
+	size_t n = strlen(from);
+
+	for (unsigned i = 0; i < x->n_dirs; i++) {
+		struct wdir *d = &x->dirs[i];
+		char *r;
+
+		if (!below(d->rel, from))
+			continue;
+		if (asprintf(&r, "%s%s", to, d->rel + n) < 0)
+			continue; /* out of memory: it keeps its old name */
+		free(d->rel);
+		d->rel = r;
 	}
 }
 
@@ -222,6 +252,25 @@ static void stream_end(struct watcher *x, const char *code, const char *msg)
 	rpc_stream_end(c, code, msg);
 }
 
+/* A recursive watcher's folders as the event @ie (on the folder @name)
+ * changes them: one made or moved in is followed; one moved away waits
+ * for the next event, its move's other half when it stayed in the tree. */
+static void follow(struct watcher *x, const struct inotify_event *ie, const char *name)
+{
+	if (ie->mask & IN_MOVED_TO && x->moved_from && ie->cookie == x->move_cookie) {
+		rename_dirs(x, x->moved_from, name);
+		free(x->moved_from);
+		x->moved_from = NULL;
+	} else if (ie->mask & (IN_CREATE | IN_MOVED_TO)) {
+		add_dir(x, name, depth_of(name)); /* at a bound: not followed */
+	} else if (ie->mask & IN_MOVED_FROM) {
+		x->moved_from = strdup(name);
+		x->move_cookie = ie->cookie;
+		if (!x->moved_from)
+			drop_dirs(x, name);
+	}
+}
+
 static void inotify_cb(struct watch *w, uint32_t evs)
 {
 	struct watcher *x = (struct watcher *)((char *)w - offsetof(struct watcher, w));
@@ -238,6 +287,12 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 			char name[PATH_MAX];
 
 			p += sizeof(*ie) + ie->len;
+			/* a folder moved away and not back in (the two come together) */
+			if (x->moved_from && !((ie->mask & IN_MOVED_TO) && ie->cookie == x->move_cookie)) {
+				drop_dirs(x, x->moved_from);
+				free(x->moved_from);
+				x->moved_from = NULL;
+			}
 			if (ie->mask & IN_IGNORED) { /* its directory is gone */
 				if (d && !*d->rel) {
 					if (x->c) {
@@ -255,10 +310,8 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 			if ((size_t)snprintf(name, sizeof(name), "%s%s%s", d->rel, *d->rel ? "/" : "",
 					     ie->name) >= sizeof(name))
 				continue;
-			if (x->recursive && (ie->mask & IN_ISDIR) && (ie->mask & (IN_CREATE | IN_MOVED_TO)))
-				add_dir(x, name, depth_of(name)); /* at a bound: not followed */
-			else if (x->recursive && (ie->mask & IN_ISDIR) && (ie->mask & IN_MOVED_FROM))
-				drop_dirs(x, name);
+			if (x->recursive && (ie->mask & IN_ISDIR))
+				follow(x, ie, name);
 			deliver(x, name, type);
 		}
 	}

@@ -279,8 +279,11 @@ unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
 expect "GetWatcherEvents again: only what came since, a new folder followed" \
 	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
 	"create:new/d.txt write:new/d.txt"
+# the agent stopped meanwhile: it reads the move and what came after it in one go
+kill -STOP "$pid"
 mv "$tmp/w/new" "$tmp/w/moved"
 printf 'f' >"$tmp/w/moved/f.txt"
+kill -CONT "$pid"
 unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
 expect "GetWatcherEvents: a folder moved within is followed under its new name" \
 	"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
