@@ -74,9 +74,20 @@ void rpc_error(struct conn *c, const char *code, const char *fmt, ...)
 void rpc_stream_begin(struct conn *c);
 void rpc_stream_msg(struct conn *c, json_t *msg); /* steals msg */
 void rpc_stream_end(struct conn *c, const char *code, const char *message);
-/* The request's header NAME as a decimal number into *OUT (left alone when
- * it is absent or not one): Keepalive-Ping-Interval, Connect-Timeout-Ms. */
-void rpc_header_num(struct conn *c, const char *name, uint64_t *out);
+/*
+ * A server stream's pacing, from its request's headers: a keepalive every
+ * Keepalive-Ping-Interval seconds (@default_s when absent; 1 to 3600), its
+ * end once Connect-Timeout-Ms has passed (none when absent). rpc_pace_tick
+ * says what is due at @now: a keepalive (the next one is then scheduled;
+ * only while @c can take it), the end, or nothing.
+ */
+struct rpc_pace {
+	uint64_t ka_ms, next_ka, deadline;
+};
+enum rpc_pace_due { RPC_PACE_NONE, RPC_PACE_KEEPALIVE, RPC_PACE_END };
+void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t default_s, uint64_t now);
+enum rpc_pace_due rpc_pace_tick(struct rpc_pace *p, struct conn *c, uint64_t now);
+
 /* Routes a complete Connect request (POST /pkg.Service/Method). */
 void rpc_dispatch(struct conn *c, const char *method, const char *body, size_t len, bool stream);
 /* Unwraps a streaming request body: one envelope with flag 0 (no compression). */
@@ -109,6 +120,10 @@ void fs_move(struct conn *c, json_t *req, const struct user *u);
 void fs_remove(struct conn *c, json_t *req, const struct user *u);
 /* EntryInfo of PATH (lstat), or NULL with errno set. */
 json_t *fs_entry(const char *path);
+/* The request's path parameter KEY under U's home into OUT: 0, or -1 after
+ * replying invalid_argument (missing, empty, a NUL inside, too long). */
+int fs_req_path(struct conn *c, json_t *req, const char *key, const struct user *u, char *out,
+		size_t len);
 /* watch.c: WatchDir (a stream), CreateWatcher, GetWatcherEvents, RemoveWatcher. */
 void fs_watch_dir(struct conn *c, json_t *req, const struct user *u);
 void fs_create_watcher(struct conn *c, json_t *req, const struct user *u);

@@ -86,7 +86,8 @@ json_t *fs_entry(const char *path)
 }
 
 /* The request's "KEY" as an absolute path for U; replies and returns -1 on errors. */
-static int req_path(struct conn *c, json_t *req, const char *key, const struct user *u, char *out, size_t len)
+int fs_req_path(struct conn *c, json_t *req, const char *key, const struct user *u, char *out,
+		size_t len)
 {
 	json_t *v = json_object_get(req, key);
 	const char *s = json_string_value(v);
@@ -117,7 +118,7 @@ void fs_stat(struct conn *c, json_t *req, const struct user *u)
 {
 	char path[PATH_MAX];
 
-	if (!req_path(c, req, "path", u, path, sizeof(path)))
+	if (!fs_req_path(c, req, "path", u, path, sizeof(path)))
 		reply_entry(c, path);
 }
 
@@ -165,7 +166,7 @@ void fs_list_dir(struct conn *c, json_t *req, const struct user *u)
 	json_t *out;
 	int rc;
 
-	if (req_path(c, req, "path", u, path, sizeof(path)))
+	if (fs_req_path(c, req, "path", u, path, sizeof(path)))
 		return;
 	if (json_object_get(req, "depth") && json_get_u64(json_object_get(req, "depth"), &depth)) {
 		rpc_error(c, "invalid_argument", "depth must be a non-negative integer");
@@ -202,7 +203,7 @@ void fs_make_dir(struct conn *c, json_t *req, const struct user *u)
 	struct stat st;
 	int rc;
 
-	if (req_path(c, req, "path", u, path, sizeof(path)))
+	if (fs_req_path(c, req, "path", u, path, sizeof(path)))
 		return;
 	if (!lstat(path, &st)) {
 		rpc_error(c, "already_exists", "%s already exists", path);
@@ -221,8 +222,8 @@ void fs_move(struct conn *c, json_t *req, const struct user *u)
 	char src[PATH_MAX], dst[PATH_MAX];
 	int rc;
 
-	if (req_path(c, req, "source", u, src, sizeof(src)) ||
-			req_path(c, req, "destination", u, dst, sizeof(dst)))
+	if (fs_req_path(c, req, "source", u, src, sizeof(src)) ||
+			fs_req_path(c, req, "destination", u, dst, sizeof(dst)))
 		return;
 	rc = fsu_mkdirs(dst, u, false);
 	if (!rc && rename(src, dst))
@@ -244,7 +245,7 @@ void fs_remove(struct conn *c, json_t *req, const struct user *u)
 	char path[PATH_MAX];
 	struct stat st;
 
-	if (req_path(c, req, "path", u, path, sizeof(path)))
+	if (fs_req_path(c, req, "path", u, path, sizeof(path)))
 		return;
 	if (lstat(path, &st)) {
 		rpc_error(c, rpc_errno_code(errno), "%s: %s", path, strerror(errno));

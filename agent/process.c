@@ -297,7 +297,7 @@ static void data_event(struct proc *p, const char *kind, const char *data, size_
 	env[4] = (char)jlen;
 	for (s = p->subs; s; s = next) {
 		next = s->next;
-		s->next_ka = p->last_out_ms + s->ka_ms;
+		s->pace.next_ka = p->last_out_ms + s->pace.ka_ms;
 		http_write(s->c, env, len);
 	}
 }
@@ -437,23 +437,14 @@ int proc_init(void)
 void proc_subscribe(struct conn *c, struct proc *p)
 {
 	struct sub *s = calloc(1, sizeof(*s));
-	uint64_t ka = KEEPALIVE_DEFAULT_S, timeout = 0, now = now_ms();
 
 	if (!s) {
 		rpc_error(c, "resource_exhausted", "out of memory");
 		return;
 	}
-	rpc_header_num(c, "Keepalive-Ping-Interval", &ka);
-	rpc_header_num(c, "Connect-Timeout-Ms", &timeout);
-	if (ka < 1)
-		ka = 1;
-	if (ka > 3600)
-		ka = 3600;
 	s->p = p;
 	s->c = c;
-	s->ka_ms = ka * 1000;
-	s->next_ka = now + s->ka_ms;
-	s->deadline = timeout ? now + timeout : 0;
+	rpc_pace_init(c, &s->pace, KEEPALIVE_DEFAULT_S, now_ms());
 	s->next = p->subs;
 	p->subs = s;
 	http_set_ops(c, &sub_ops, s);
@@ -470,13 +461,15 @@ void proc_tick(uint64_t now)
 		pnext = p->next;
 		for (s = p->subs; s; s = snext) {
 			snext = s->next;
-			if (s->deadline && now >= s->deadline) {
+			switch (rpc_pace_tick(&s->pace, s->c, now)) {
+			case RPC_PACE_END:
 				sub_end(s, NULL, "deadline_exceeded", "Connect-Timeout-Ms passed");
-				continue;
-			}
-			if (now >= s->next_ka && http_can_write(s->c)) {
-				s->next_ka = now + s->ka_ms;
+				break;
+			case RPC_PACE_KEEPALIVE:
 				rpc_stream_msg(s->c, event("keepalive", json_object()));
+				break;
+			case RPC_PACE_NONE:
+				break;
 			}
 		}
 		proc_check_room(p);

@@ -17,7 +17,7 @@ struct sub {
 	struct sub *next;
 	struct proc *p;
 	struct conn *c;
-	uint64_t ka_ms, next_ka, deadline;
+	struct rpc_pace pace;
 };
 
 struct input {

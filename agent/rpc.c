@@ -218,7 +218,7 @@ static void auth_user(struct conn *c, char *out, size_t len)
 	snprintf(out, len, "%s", dec);
 }
 
-void rpc_header_num(struct conn *c, const char *name, uint64_t *out)
+static void header_num(struct conn *c, const char *name, uint64_t *out)
 {
 	const char *v = http_header(c, name);
 	char *end;
@@ -230,6 +230,27 @@ void rpc_header_num(struct conn *c, const char *name, uint64_t *out)
 	x = strtoull(v, &end, 10);
 	if (!errno && !*end)
 		*out = x;
+}
+
+void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t default_s, uint64_t now)
+{
+	uint64_t ka = default_s, timeout = 0;
+
+	header_num(c, "Keepalive-Ping-Interval", &ka);
+	header_num(c, "Connect-Timeout-Ms", &timeout);
+	p->ka_ms = (ka < 1 ? 1 : ka > 3600 ? 3600 : ka) * 1000;
+	p->next_ka = now + p->ka_ms;
+	p->deadline = timeout ? now + timeout : 0;
+}
+
+enum rpc_pace_due rpc_pace_tick(struct rpc_pace *p, struct conn *c, uint64_t now)
+{
+	if (p->deadline && now >= p->deadline)
+		return RPC_PACE_END;
+	if (now < p->next_ka || !http_can_write(c))
+		return RPC_PACE_NONE;
+	p->next_ka = now + p->ka_ms;
+	return RPC_PACE_KEEPALIVE;
 }
 
 typedef void rpc_fn(struct conn *c, json_t *req);

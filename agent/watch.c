@@ -50,7 +50,7 @@ struct watcher {
 	unsigned n_dirs, cap_dirs;
 	/* a stream's */
 	struct conn *c;
-	uint64_t ka_ms, next_ka, deadline;
+	struct rpc_pace pace;
 	/* a folder moved away, until the next event says where to (its cookie) */
 	char *moved_from;
 	uint32_t move_cookie;
@@ -85,11 +85,17 @@ static void watcher_free(struct watcher *x)
 	free(x);
 }
 
-/* Reading inotify only while what it reads has somewhere to go. */
+/* Whether what inotify says has somewhere to go: the stream's client
+ * reads, or the polled watcher's events are under their bound. */
+static bool has_room(const struct watcher *x)
+{
+	return x->c ? http_can_write(x->c) : json_array_size(x->events) < WATCH_EVENTS_MAX;
+}
+
+/* Reading inotify only while it has room. */
 static void watcher_pace(struct watcher *x)
 {
-	bool room = x->c ? http_can_write(x->c) : json_array_size(x->events) < WATCH_EVENTS_MAX;
-	uint32_t ev = room ? EPOLLIN : 0;
+	uint32_t ev = has_room(x) ? EPOLLIN : 0;
 
 	if (x->w.events != ev)
 		loop_mod(&x->w, ev);
@@ -278,8 +284,7 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 	ssize_t n;
 
 	(void)evs;
-	while ((x->c ? http_can_write(x->c) : json_array_size(x->events) < WATCH_EVENTS_MAX) &&
-	       (n = read(w->fd, buf, sizeof(buf))) > 0) {
+	while (has_room(x) && (n = read(w->fd, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ie = (const struct inotify_event *)(void *)p;
 			struct wdir *d = dir_of(x, ie->wd);
@@ -342,21 +347,13 @@ static const struct conn_ops stream_ops = { .writable = stream_writable,
 /* A watcher of the request's path: NULL after replying with the error. */
 static struct watcher *watcher_new(struct conn *c, json_t *req, const struct user *u)
 {
-	json_t *v = json_object_get(req, "path");
-	const char *s = json_string_value(v);
 	char path[PATH_MAX];
 	struct watcher *x;
 	struct stat st;
 	int rc;
 
-	if (!s || !*s || strlen(s) != json_string_length(v)) {
-		rpc_error(c, "invalid_argument", "path is required");
+	if (fs_req_path(c, req, "path", u, path, sizeof(path)))
 		return NULL;
-	}
-	if (user_path(u, s, path, sizeof(path))) {
-		rpc_error(c, "invalid_argument", "path is too long");
-		return NULL;
-	}
 	if (stat(path, &st)) {
 		rpc_error(c, rpc_errno_code(errno), "%s: %s", path, strerror(errno));
 		return NULL;
@@ -404,16 +401,11 @@ static struct watcher *watcher_new(struct conn *c, json_t *req, const struct use
 void fs_watch_dir(struct conn *c, json_t *req, const struct user *u)
 {
 	struct watcher *x = watcher_new(c, req, u);
-	uint64_t ka = WATCH_KEEPALIVE_S, timeout = 0, now = now_ms();
 
 	if (!x)
 		return;
-	rpc_header_num(c, "Keepalive-Ping-Interval", &ka);
-	rpc_header_num(c, "Connect-Timeout-Ms", &timeout);
 	x->c = c;
-	x->ka_ms = (ka < 1 ? 1 : ka > 3600 ? 3600 : ka) * 1000;
-	x->next_ka = now + x->ka_ms;
-	x->deadline = timeout ? now + timeout : 0;
+	rpc_pace_init(c, &x->pace, WATCH_KEEPALIVE_S, now_ms());
 	http_set_ops(c, &stream_ops, x);
 	rpc_stream_begin(c);
 	rpc_stream_msg(c, json_pack("{s:{}}", "start"));
@@ -483,13 +475,15 @@ void watch_tick(uint64_t now)
 		next = x->next;
 		if (!x->c)
 			continue;
-		if (x->deadline && now >= x->deadline) {
+		switch (rpc_pace_tick(&x->pace, x->c, now)) {
+		case RPC_PACE_END:
 			stream_end(x, "deadline_exceeded", "Connect-Timeout-Ms passed");
-			continue;
-		}
-		if (now >= x->next_ka && http_can_write(x->c)) {
-			x->next_ka = now + x->ka_ms;
+			break;
+		case RPC_PACE_KEEPALIVE:
 			rpc_stream_msg(x->c, json_pack("{s:{}}", "keepalive"));
+			break;
+		case RPC_PACE_NONE:
+			break;
 		}
 	}
 }
