@@ -6,7 +6,10 @@
 //   MODE full   create -> commands.run('echo hi') -> files.write/read/list ->
 //               setTimeout -> list by metadata -> a command past its timeout ->
 //               a wrong access token -> pause -> connect (resumed, the file still
-//               there) -> kill; then a sandbox whose timeout expires disappears.
+//               there) -> fork (two forks that answer, with the source's file,
+//               their own tokens; with FORK_ISOLATED=1 the source's process too
+//               and files of their own) -> kill; then a sandbox whose timeout
+//               expires disappears.
 //   MODE v1     the same first steps with SDK 2.46.1 (POST /sandboxes, the v1 connect).
 //   MODE many   N sandboxes created at once, each runs a command, all killed.
 //   MODE net    N is IP:PORT of an HTTP server on the host answering /ok: the
@@ -396,6 +399,77 @@ await check('Sandbox.connect resumes it; the written file is still there', async
   const back = await again.files.read(`${dir}/note.txt`);
   const info = await again.getInfo();
   return (back === text && info.state === 'running') || `read ${JSON.stringify(back)}, state ${info.state}`;
+});
+// Sandbox.fork (POST /sandboxes/ID/fork): the source checkpointed in place,
+// two sandboxes made from that checkpoint. $FORK_ISOLATED=1 (a real VMM,
+// tests/e2e/run_serve.sh) also checks what only a real guest shows: a
+// process and the files of the source in each fork, the forks' files their own.
+const isolated = process.env.FORK_ISOLATED === '1';
+let forks = [];
+let bg;
+if (isolated) {
+  await check('a background command in the source before the fork', async () => {
+    bg = await sbx.commands.run('sleep 600 # fork-marker', { background: true });
+    return bg.pid > 0 || `pid ${bg.pid}`;
+  });
+}
+await check('Sandbox.fork({count: 2}): two running sandboxes, the source untouched', async () => {
+  const before = await sbx.getInfo();
+  forks = await sbx.fork({ count: 2, timeoutMs: 120000 });
+  const bad = forks.filter((f) => !(f instanceof Sandbox));
+  if (forks.length !== 2 || bad.length) return `forks ${forks.map((f) => f?.sandboxId ?? `${f?.name}: ${f?.message}`)}`;
+  const ids = new Set([sbx.sandboxId, ...forks.map((f) => f.sandboxId)]);
+  if (ids.size !== 3) return `ids ${[...ids]}`;
+  const after = await sbx.getInfo();
+  if (after.state !== 'running' || +after.endAt !== +before.endAt) return `source ${after.state}, endAt ${before.endAt} -> ${after.endAt}`;
+  const items = await Sandbox.list({ ...opts, query: { metadata: meta } }).nextItems();
+  return items.length === 3 || `list by the source's metadata: ${items.map((x) => x.sandboxId)}`;
+});
+if (forks.length === 2 && forks.every((f) => f instanceof Sandbox)) {
+  await check("each fork runs commands and reads the source's file", async () => {
+    for (const f of forks) {
+      const r = await f.commands.run('echo fork');
+      const back = await f.files.read(`${dir}/note.txt`);
+      if (r.stdout !== 'fork\n' || back !== text) return `${f.sandboxId}: stdout ${JSON.stringify(r.stdout)}, read ${JSON.stringify(back)}`;
+    }
+    return true;
+  });
+  await check("a fork has its own access token: the source's is refused (401)", async () => {
+    const r = await fetch(`${url}/files?path=${encodeURIComponent(dir + '/note.txt')}`, {
+      headers: { 'E2b-Sandbox-Id': forks[0].sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': sbx.envdAccessToken },
+    });
+    return (forks[0].envdAccessToken !== sbx.envdAccessToken && r.status === 401) || `HTTP ${r.status}`;
+  });
+  if (isolated) {
+    await check("the source's background command runs on in each fork", async () => {
+      for (const f of forks) {
+        const ps = await f.commands.list();
+        if (!ps.some((p) => p.pid === bg.pid && /fork-marker/.test(`${p.cmd} ${p.args.join(' ')}`)))
+          return `${f.sandboxId}: ${JSON.stringify(ps.map((p) => [p.pid, p.cmd, p.args]))}`;
+      }
+      return true;
+    });
+    await check("what a fork writes is its own: not in the source, not in the other fork", async () => {
+      await forks[0].files.write(`${dir}/fork0.txt`, 'fork 0\n');
+      const seen = await Promise.all([sbx, forks[1]].map((x) => x.files.exists(`${dir}/fork0.txt`)));
+      const mine = await forks[0].files.read(`${dir}/fork0.txt`);
+      return (mine === 'fork 0\n' && !seen[0] && !seen[1]) || `own ${JSON.stringify(mine)}, source ${seen[0]}, other ${seen[1]}`;
+    });
+  }
+  await check('kill the forks; the source still answers', async () => {
+    for (const f of forks) await f.kill();
+    const r = await sbx.commands.run('echo still');
+    return r.stdout === 'still\n' || JSON.stringify(r.stdout);
+  });
+}
+await check('fork: count 0 and 101 are refused (400); an unknown sandbox is not found (404)', async () => {
+  const post = (id, body) => fetch(`${url}/sandboxes/${id}/fork`, {
+    method: 'POST', headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const a = await post(sbx.sandboxId, { count: 0 });
+  const b = await post(sbx.sandboxId, { count: 101 });
+  const c = await post('inotasandbox0000000', {});
+  return (a.status === 400 && b.status === 400 && c.status === 404) || `HTTP ${a.status} ${b.status} ${c.status}`;
 });
 await check('kill; then it is not found', async () => {
   await sbx.kill();

@@ -115,6 +115,11 @@ static json_t *sbx_json(struct sandbox *s, bool created)
 	return j;
 }
 
+json_t *sbx_created_json(struct sandbox *s)
+{
+	return sbx_json(s, true);
+}
+
 static json_t *listed_json(struct sandbox *s, bool detail)
 {
 	char a[40], b[40];
@@ -402,6 +407,14 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 				hio_reply_json(c, st ? 201 : 200, sbx_json(s, true), NULL);
 			json_decref(req);
 		}
+	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "fork")) {
+		if ((req = body_json(c, r, false))) {
+			json_t *forks;
+
+			st = sbx_fork(s, req, &forks, msg, sizeof(msg));
+			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, forks, NULL);
+			json_decref(req);
+		}
 	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
 		if ((req = body_json(c, r, true))) {
 			st = sbx_set_network(s, req, msg, sizeof(msg));
@@ -412,7 +425,8 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		c->close = !r->done;
 		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
 				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
-				     strcmp(verb, "resume") && strcmp(verb, "network") ? 404 : 405,
+				     strcmp(verb, "resume") && strcmp(verb, "network") && strcmp(verb, "fork")
+				     ? 404 : 405,
 			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
 			  v2 ? "" : "");
 	}

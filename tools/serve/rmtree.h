@@ -16,4 +16,14 @@ int rm_tree(const char *path);
  * stays at @to either way. Root only (chown). */
 int adopt_tree(const char *from, const char *to, char *msg, size_t len);
 
+/* Copies the flat folder @from, which another uid wrote and may still
+ * write (a running VMM's snapshot: its guest may have taken that VMM
+ * over, and it may keep descriptors of what it wrote), into a new folder
+ * @to made here: each entry must be a regular file with one link, opened
+ * without following links and checked on its descriptor; each is copied
+ * (a reflink where the file system can) into a new root file of the same
+ * name, its mode's read and execute bits kept. At most 256 entries. 0, or
+ * -1 with @msg naming the entry (then @to is removed). */
+int take_copy(const char *from, const char *to, char *msg, size_t len);
+
 #endif

@@ -364,23 +364,30 @@ static int tree_check(const struct sandbox *s, json_t *v, json_t *t, char *where
 	return 0;
 }
 
-static int pause_check(const struct sandbox *s, const char *dir, char *msg, size_t len)
+json_t *sbx_template_config(const struct sandbox *s)
+{
+	char path[400];
+	json_t *tc, *tm;
+
+	snprintf(path, sizeof(path), "%s/template.json", s->dir);
+	if ((tc = json_load_file(path, 0, NULL)))
+		return tc;
+	snprintf(path, sizeof(path), "%s/templates/%s/snap/manifest.json", srv.state_dir, s->template_id);
+	tm = json_load_file(path, 0, NULL);
+	tc = json_incref(json_object_get(tm, "config"));
+	json_decref(tm);
+	return tc;
+}
+
+int sbx_snap_check(const struct sandbox *s, const char *dir, json_t *tc, char *msg, size_t len)
 {
 	char path[400], where[512] = "";
-	json_t *m, *tc, *tm = NULL, *cfg;
+	json_t *m, *cfg;
 	const char *d1, *d2;
 	int ret = -1;
 
 	snprintf(path, sizeof(path), "%s/manifest.json", dir);
 	m = json_load_file(path, 0, NULL);
-	snprintf(path, sizeof(path), "%s/template.json", s->dir);
-	tc = json_load_file(path, 0, NULL);
-	if (!tc) {
-		snprintf(path, sizeof(path), "%s/templates/%s/snap/manifest.json", srv.state_dir,
-			 s->template_id);
-		tm = json_load_file(path, 0, NULL);
-		tc = json_incref(json_object_get(tm, "config"));
-	}
 	cfg = json_object_get(m, "config");
 	d1 = json_string_value(json_object_get(cfg, "dir"));
 	d2 = json_string_value(json_object_get(tc, "dir"));
@@ -392,7 +399,7 @@ static int pause_check(const struct sandbox *s, const char *dir, char *msg, size
 	else if ((json_object_get(m, "parent") && !json_is_null(json_object_get(m, "parent"))) ||
 		 (json_string_value(json_object_get(m, "type")) &&
 		  strcmp(json_string_value(json_object_get(m, "type")), "Full")))
-		snprintf(msg, len, "%s/manifest.json: not a Full snapshot (serve pauses to Full ones)", dir);
+		snprintf(msg, len, "%s/manifest.json: not a Full snapshot (serve makes Full ones)", dir);
 	else if ((d1 || d2) && (!d1 || !d2 || strcmp(d1, d2)))
 		snprintf(msg, len, "%s/manifest.json: config.dir \"%s\" is not its template's", dir,
 			 d1 ? d1 : "");
@@ -406,8 +413,15 @@ static int pause_check(const struct sandbox *s, const char *dir, char *msg, size
 		snprintf(msg, len, "%s/manifest.json: %s", dir, why);
 	}
 	json_decref(m);
+	return ret;
+}
+
+static int pause_check(const struct sandbox *s, const char *dir, char *msg, size_t len)
+{
+	json_t *tc = sbx_template_config(s);
+	int ret = sbx_snap_check(s, dir, tc, msg, len);
+
 	json_decref(tc);
-	json_decref(tm);
 	return ret;
 }
 
@@ -620,6 +634,10 @@ int sbx_adopt_all(void)
 	DIR *d;
 	unsigned kept = 0, gone = 0;
 
+	/* forks' snapshots copied out of their sources' folders: a fork that
+	 * was being made when serve stopped was removed with its sandbox */
+	snprintf(dir, sizeof(dir), "%s/forks", srv.state_dir);
+	rm_tree(dir);
 	snprintf(dir, sizeof(dir), "%s/sandboxes", srv.state_dir);
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return serve_log("%s: %s", dir, strerror(errno)), -1;

@@ -185,12 +185,13 @@ static int jail_ids_take(struct sandbox *s, char *msg, size_t len)
 
 /*
  * A new clone of template @tmpl (manifest @m, snapshot @snap): listed in
- * state @st, its folder made, its VMM started (--paused when @paused). The
+ * state @st, its folder made, its VMM started (--paused when @paused).
+ * @tconfig is its template's config (NULL: @m's, the template's own). The
  * caller holds a reference and s->op. NULL, with @msg, when it could not be
  * started (then nothing of it is left).
  */
 static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, enum sbx_state st,
-				 bool paused, char *msg, size_t len)
+				 bool paused, json_t *tconfig, char *msg, size_t len)
 {
 	char id[ID_LEN + 1], *sets[VMM_SETS_MAX];
 	struct sandbox *s;
@@ -224,7 +225,7 @@ static struct sandbox *clone_new(const char *tmpl, json_t *m, const char *snap, 
 		char tpath[320];
 
 		snprintf(tpath, sizeof(tpath), "%s/template.json", s->dir);
-		if (json_dump_file(json_object_get(m, "config"), tpath, JSON_COMPACT)) {
+		if (json_dump_file(tconfig ? tconfig : json_object_get(m, "config"), tpath, JSON_COMPACT)) {
 			snprintf(msg, len, "%s: cannot be written", tpath);
 			unlink(tpath);
 			rmdir(s->dir);
@@ -284,15 +285,16 @@ static struct sandbox *pool_take(const char *tmpl)
 	return s;
 }
 
-/* The last step of a create: the agent answered, /init done (or not). */
-static int create_end(struct sandbox *s, const char *tmpl, int ret, double t0, bool pooled,
+/* The last step of a create (@from: "created from 'TEMPLATE'", "forked
+ * from sandbox ID"): the agent answered, /init done (or not). */
+static int create_end(struct sandbox *s, const char *from, int ret, double t0, bool pooled,
 		      char *msg, size_t len)
 {
 	if (ret) {
 		char why[400];
 
 		snprintf(why, sizeof(why), "%s", msg);
-		snprintf(msg, len, "sandbox %s from template '%s' did not start: %s", s->id, tmpl, why);
+		snprintf(msg, len, "sandbox %s (%s) did not start: %s", s->id, from, why);
 		serve_log("%s", msg);
 		sbx_destroy(s);
 		pthread_mutex_unlock(&s->op);
@@ -304,14 +306,14 @@ static int create_end(struct sandbox *s, const char *tmpl, int ret, double t0, b
 	sbx_set_state(s, SBX_RUNNING);
 	sbx_save(s);
 	pthread_mutex_unlock(&s->op);
-	serve_log("sandbox %s: created from '%s' in %.1f ms (VMM pid %d%s)", s->id, tmpl, s->create_ms,
+	serve_log("sandbox %s: %s in %.1f ms (VMM pid %d%s)", s->id, from, s->create_ms,
 		  (int)s->pid, pooled ? ", from the warm pool" : "");
 	return 0;
 }
 
 int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
 {
-	char snap[300];
+	char snap[300], from[100];
 	json_t *m;
 	struct sandbox *s;
 	double t0 = now_ms();
@@ -324,6 +326,7 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	ret = net_allow_list(req, srv.net_deny_default, &allow, msg, len);
 	if (ret)
 		return ret;
+	snprintf(from, sizeof(from), "created from '%s'", tmpl);
 	m = template_open(tmpl, snap, sizeof(snap), msg, len);
 	if (!m) {
 		json_decref(allow);
@@ -338,7 +341,7 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 			ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
 		if (!ret)
 			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
-		if (!create_end(s, tmpl, ret, t0, true, msg, len)) {
+		if (!create_end(s, from, ret, t0, true, msg, len)) {
 			json_decref(m);
 			json_decref(allow);
 			*out = s;
@@ -355,7 +358,7 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 				srv.max_sandboxes), 429;
 	}
 	pthread_mutex_unlock(&srv.lock);
-	s = clone_new(tmpl, m, snap, SBX_STARTING, false, msg, len);
+	s = clone_new(tmpl, m, snap, SBX_STARTING, false, NULL, msg, len);
 	json_decref(m);
 	if (!s) {
 		json_decref(allow);
@@ -369,7 +372,7 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 		ret = net_attach(s, msg, len);
 	if (!ret)
 		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
-	if (create_end(s, tmpl, ret, t0, false, msg, len))
+	if (create_end(s, from, ret, t0, false, msg, len))
 		return 500;
 	*out = s;
 	return 0;
@@ -406,7 +409,7 @@ void sbx_pool_fill(void)
 		return;
 	}
 	said = false;
-	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, msg, sizeof(msg));
+	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, NULL, msg, sizeof(msg));
 	json_decref(m);
 	if (!s) {
 		serve_log("warm pool: %s", msg);
@@ -439,4 +442,178 @@ void sbx_pool_drain(void)
 		sbx_destroy(s);
 		sbx_put(s);
 	}
+}
+
+/* ---- fork ---- */
+
+/*
+ * Its VMM paused, snapshotted into its folder as fork-GEN and resumed
+ * (whatever happened); then the snapshot is copied out of the folder the
+ * VMM can write (take_copy) into STATE/forks/ID-GEN, which a restart
+ * empties. What the forks take from it is read under s->op into @src_copy
+ * (its token, metadata, network, template config). 0 with @dir, or an
+ * HTTP status with @msg.
+ */
+struct fork_src {
+	char id[ID_LEN + 1], template_id[64], token[65];
+	json_t *metadata, *net_allow, *tconfig;
+	bool auto_pause, public_traffic;
+};
+
+static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t dirlen, char *msg,
+		      size_t len)
+{
+	static unsigned gen;
+	char name[40], inside[320], outside[320], body[400], why[400];
+	unsigned g;
+	int ret;
+
+	pthread_mutex_lock(&srv.lock);
+	g = ++gen;
+	pthread_mutex_unlock(&srv.lock);
+	pthread_mutex_lock(&s->op);
+	if (s->state == SBX_PAUSED || s->state == SBX_RESUMING) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s is paused: connect to it first", s->id), 409;
+	}
+	if (s->state != SBX_RUNNING) {
+		pthread_mutex_unlock(&s->op);
+		return snprintf(msg, len, "sandbox %s not found", s->id), 404;
+	}
+	snprintf(name, sizeof(name), "fork-%u", g);
+	sbx_file(s, name, true, inside, sizeof(inside));
+	sbx_file(s, name, false, outside, sizeof(outside));
+	rm_tree(outside);
+	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", inside);
+	sbx_set_state(s, SBX_PAUSING);
+	ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Paused\"}", 10000, msg, len) ||
+	      vmm_api(s, "PUT", "/snapshot/create", body, 600000, msg, len);
+	if (vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, why, sizeof(why)))
+		serve_log("sandbox %s: resuming it after its fork's snapshot: %s", s->id, why);
+	sbx_set_state(s, SBX_RUNNING);
+	snprintf(f->id, sizeof(f->id), "%s", s->id);
+	snprintf(f->template_id, sizeof(f->template_id), "%s", s->template_id);
+	snprintf(f->token, sizeof(f->token), "%s", s->token);
+	f->metadata = json_deep_copy(s->metadata);
+	pthread_mutex_lock(&s->net_lock);
+	f->net_allow = s->net_allow ? json_deep_copy(s->net_allow) : NULL;
+	pthread_mutex_unlock(&s->net_lock);
+	f->auto_pause = s->auto_pause;
+	f->public_traffic = s->public_traffic;
+	f->tconfig = sbx_template_config(s);
+	pthread_mutex_unlock(&s->op);
+	if (ret) {
+		snprintf(why, sizeof(why), "%s", msg);
+		snprintf(msg, len, "sandbox %s: its snapshot for the fork failed: %s", s->id, why);
+		rm_tree(outside);
+		return 500;
+	}
+	snprintf(dir, dirlen, "%s/forks", srv.state_dir);
+	mkdir(dir, 0700);
+	snprintf(dir, dirlen, "%s/forks/%s-%u", srv.state_dir, s->id, g);
+	rm_tree(dir);
+	ret = take_copy(outside, dir, why, sizeof(why));
+	rm_tree(outside);
+	if (!ret && (ret = sbx_snap_check(s, dir, f->tconfig, why, sizeof(why))))
+		rm_tree(dir);
+	if (ret) {
+		snprintf(msg, len, "sandbox %s: its snapshot for the fork is refused: %s", s->id, why);
+		return 500;
+	}
+	return 0;
+}
+
+/* One fork's entry of the answer: {"sandbox": ...} or {"error": {code, message}}. */
+static json_t *fork_error(int code, const char *msg)
+{
+	return json_pack("{s:{s:i,s:s}}", "error", "code", code, "message", msg);
+}
+
+int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len)
+{
+	json_t *jc = json_object_get(req, "count"), *jt = json_object_get(req, "timeout"), *m = NULL;
+	struct sandbox *kids[100] = { NULL };
+	struct fork_src f = { .metadata = NULL };
+	json_int_t count = 1, timeout = srv.default_timeout;
+	char dir[400], path[420], from[100];
+	double t0 = now_ms();
+	int st;
+
+	*out = NULL;
+	if (jc && (!json_is_integer(jc) || json_integer_value(jc) < 1 || json_integer_value(jc) > 100))
+		return snprintf(msg, len, "count must be a whole number from 1 to 100"), 400;
+	if (jt && (!json_is_integer(jt) || json_integer_value(jt) < 0))
+		return snprintf(msg, len, "timeout must be a number of seconds >= 0"), 400;
+	if (jc)
+		count = json_integer_value(jc);
+	if (jt)
+		timeout = json_integer_value(jt) > srv.max_timeout ? srv.max_timeout : json_integer_value(jt);
+	st = checkpoint(src, &f, dir, sizeof(dir), msg, len);
+	if (st) {
+		serve_log("%s", msg);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	m = json_load_file(path, 0, NULL);
+	*out = json_array();
+	snprintf(from, sizeof(from), "forked from sandbox %s", f.id);
+	/* every VMM started first, then each waited for: they restore at once */
+	for (json_int_t i = 0; i < count; i++) {
+		struct sandbox *s;
+		bool full;
+
+		pthread_mutex_lock(&srv.lock);
+		full = srv.n_sandboxes >= srv.max_sandboxes;
+		pthread_mutex_unlock(&srv.lock);
+		if (full) {
+			snprintf(msg, len, "this server runs its maximum of %u sandboxes", srv.max_sandboxes);
+			json_array_append_new(*out, fork_error(429, msg));
+			continue;
+		}
+		s = clone_new(f.template_id, m, dir, SBX_STARTING, false, f.tconfig, msg, len);
+		if (!s) {
+			json_array_append_new(*out, fork_error(500, msg));
+			continue;
+		}
+		json_decref(s->metadata);
+		s->metadata = json_deep_copy(f.metadata);
+		s->auto_pause = f.auto_pause;
+		if (!f.public_traffic) {
+			s->public_traffic = false;
+			uuid4(s->traffic_token);
+		}
+		s->net_allow = f.net_allow ? json_deep_copy(f.net_allow) : NULL;
+		s->started = time(NULL);
+		s->end = s->started + timeout;
+		sbx_save(s); /* a restart mid-fork finds the VMM to end */
+		kids[i] = s;
+		json_array_append_new(*out, json_null());
+	}
+	for (json_int_t i = 0; i < count; i++) {
+		struct sandbox *s = kids[i];
+		int ret;
+
+		if (!s)
+			continue;
+		ret = s->net_slot >= 0 ? vmm_wait_api(s, msg, len) : 0;
+		if (!ret)
+			ret = net_attach(s, msg, len);
+		/* its agent holds the source's token until /init gives it its own */
+		if (!ret)
+			ret = vmm_wait_agent(s, f.token, NULL, msg, len);
+		if (create_end(s, from, ret, t0, false, msg, len))
+			json_array_set_new(*out, (size_t)i, fork_error(500, msg));
+		else
+			json_array_set_new(*out, (size_t)i, json_pack("{s:o}", "sandbox", sbx_created_json(s)));
+		sbx_put(s);
+	}
+	/* each fork's VMM has restored from it (its memory mapped, its disks copied) */
+	rm_tree(dir);
+	serve_log("sandbox %s: forked %lld times in %.1f ms", f.id, (long long)count, now_ms() - t0);
+out:
+	json_decref(m);
+	json_decref(f.metadata);
+	json_decref(f.net_allow);
+	json_decref(f.tconfig);
+	return st;
 }

@@ -114,6 +114,21 @@ int sbx_kill(struct sandbox *s, char *msg, size_t len);
 int sbx_pause(struct sandbox *s, char *msg, size_t len);
 int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len);
 void sbx_set_timeout(struct sandbox *s, unsigned timeout);
+/* POST /sandboxes/ID/fork (@req: count 1-100, default 1; timeout seconds):
+ * the running sandbox is paused, snapshotted and resumed, and count new
+ * sandboxes are made from that snapshot (copied out of its folder and
+ * checked first, as a resume checks a pause snapshot). 0 with *@out an
+ * array of {"sandbox": ...} or {"error": {code, message}}, one a fork; or
+ * an HTTP status with @msg when none was tried. */
+int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len);
+/* The config of sandbox @s's template as it was when @s was made
+ * (DIR/template.json; else the template's own now), or NULL. */
+json_t *sbx_template_config(const struct sandbox *s);
+/* Snapshot folder @dir, which @s's VMM wrote (its guest may have taken it
+ * over), against @s's template config @tc: a Full snapshot whose config
+ * folder is the template's and whose every path is the template's at the
+ * same place or one serve gave @s. 0, or -1 with @msg. */
+int sbx_snap_check(const struct sandbox *s, const char *dir, json_t *tc, char *msg, size_t len);
 /* PUT /sandboxes/ID/network (@req: allowOut, denyOut, allow_internet_access):
  * the allow list replaced (a paused sandbox's when it resumes): 0 or an
  * HTTP status with @msg. */
@@ -136,6 +151,9 @@ void sbx_set_state(struct sandbox *s, enum sbx_state st);
 int sbx_save(const struct sandbox *s);
 void sbx_destroy(struct sandbox *s);
 void sbx_pool_fill(void);
+
+/* Makes one sandbox JSON for a create's answer (api.c). */
+json_t *sbx_created_json(struct sandbox *s);
 
 /* ---- api.c ---- */
 /* One request of a client connection (control plane, status page, or proxied). */
