@@ -8,8 +8,9 @@
 //               a wrong access token -> pause -> connect (resumed, the file still
 //               there) -> fork (two forks that answer, with the source's file,
 //               their own tokens; with FORK_ISOLATED=1 the source's process too
-//               and files of their own) -> kill; then a sandbox whose timeout
-//               expires disappears.
+//               and files of their own) -> createSnapshot, listSnapshots, a
+//               sandbox of the snapshot, deleteSnapshot -> kill; then a sandbox
+//               whose timeout expires disappears.
 //   MODE v1     the same first steps with SDK 2.46.1 (POST /sandboxes, the v1 connect).
 //   MODE many   N sandboxes created at once, each runs a command, all killed.
 //   MODE net    N is IP:PORT of an HTTP server on the host answering /ok: the
@@ -17,7 +18,9 @@
 //               false with allowOut [IP/32] does, and still after pause and
 //               connect; denyOut [IP/32] does not; updateNetwork changes a
 //               running sandbox's list both ways; a domain name in denyOut is
-//               refused. With $DNS_ADDR: allowOut domain names (the DNS proxy).
+//               refused; a fork of the allowOut and internetOff sandboxes gets
+//               an address and MAC of its own and keeps its source's policy.
+//               With $DNS_ADDR: allowOut domain names (the DNS proxy).
 //               $NET_KINDS (e.g. allowOut,internetOff) makes only those.
 //   MODE root   N is a template whose root is an ext4 disk (template build
 //               --rootfs/--ext4/--oci) with /etc/cubicle-root holding its name:
@@ -154,6 +157,23 @@ if (mode === 'net') {
     const again = await Sandbox.connect(b.sandboxId, { ...opts });
     return (await reaches(again)) || 'not reachable after the resume';
   });
+  // a fork gets a network of its own (address, MAC, tap) and its source's policy
+  const addrOf = (b) => b.commands.run("ip addr show eth0 | awk '/inet / { print $2 }'").then((r) => r.stdout.trim());
+  for (const k of ['allowOut', 'internetOff']) {
+    if (kinds[k]) await check(`${k}: a fork has an address and MAC of its own and its source's policy`, async () => {
+      const b = boxes[k];
+      if (!b) return 'not created';
+      const [f] = await b.fork({ timeoutMs: 600000 });
+      if (!(f instanceof Sandbox)) return `fork: ${f?.message}`;
+      boxes[`fork-${k}`] = f;
+      const [a0, a1] = await Promise.all([addrOf(b), addrOf(f)]);
+      const mac = (await f.commands.run('cat /sys/class/net/eth0/address')).stdout.trim();
+      const got = await reaches(f);
+      console.log(`# ${k}: source ${a0}, fork ${a1} (${mac})`);
+      return (a0 !== a1 && /\/30$/.test(a1) && mac === `06:${f.sandboxId.slice(1, 11).match(/../g).join(':')}` && got === want[k] &&
+        (await reaches(b)) === want[k]) || `addresses ${a0} ${a1}, MAC ${mac}, fork reaches: ${got}`;
+    });
+  }
   if (kinds.internetOff) await check('internetOff: after pause and connect still denied', async () => {
     const b = boxes.internetOff;
     if (!b) return 'not created';
@@ -456,10 +476,70 @@ if (forks.length === 2 && forks.every((f) => f instanceof Sandbox)) {
       return (mine === 'fork 0\n' && !seen[0] && !seen[1]) || `own ${JSON.stringify(mine)}, source ${seen[0]}, other ${seen[1]}`;
     });
   }
+  await check('a fork pauses and resumes like any sandbox', async () => {
+    const f = forks[1];
+    await f.pause();
+    const again = await Sandbox.connect(f.sandboxId, opts);
+    const back = await again.files.read(`${dir}/note.txt`);
+    return (back === text && (await again.getInfo()).state === 'running') || `read ${JSON.stringify(back)}`;
+  });
   await check('kill the forks; the source still answers', async () => {
     for (const f of forks) await f.kill();
     const r = await sbx.commands.run('echo still');
     return r.stdout === 'still\n' || JSON.stringify(r.stdout);
+  });
+}
+// Snapshots (POST /sandboxes/ID/snapshots, GET /snapshots, DELETE
+// /templates/NAME): a template made of the running sandbox.
+const snapName = `snap-${Date.now().toString(36)}`;
+let snap;
+await check('createSnapshot({name}); listSnapshots finds it by sandbox and by name', async () => {
+  snap = await sbx.createSnapshot({ name: snapName });
+  if (snap.snapshotId !== snapName || snap.names[0] !== snapName) return JSON.stringify(snap);
+  const mine = await sbx.listSnapshots().nextItems();
+  const byName = await Sandbox.listSnapshots({ ...opts, name: `my-team/${snapName}:default` }).nextItems();
+  const other = await Sandbox.listSnapshots({ ...opts, sandboxId: 'inotasandbox0000000' }).nextItems();
+  return (mine.some((x) => x.snapshotId === snapName) && byName.length === 1 && other.length === 0) ||
+    `by sandbox ${JSON.stringify(mine)}, by name ${JSON.stringify(byName)}, other ${JSON.stringify(other)}`;
+});
+if (snap) {
+  if (isolated) {
+    await check('the source writes a file after the snapshot', async () => {
+      await sbx.files.write(`${dir}/after.txt`, 'after\n');
+      return true;
+    });
+  }
+  let fromSnap;
+  await check('Sandbox.create(snapshotId): a sandbox with the source\'s file' + (isolated ? ' and process, not what came after' : ''), async () => {
+    fromSnap = await Sandbox.create(snap.snapshotId, { ...opts, timeoutMs: 120000 });
+    const back = await fromSnap.files.read(`${dir}/note.txt`);
+    if (back !== text) return `read ${JSON.stringify(back)}`;
+    if (!isolated) return true;
+    const ps = await fromSnap.commands.list();
+    const after = await fromSnap.files.exists(`${dir}/after.txt`);
+    return (ps.some((p) => p.pid === bg.pid) && !after) || `processes ${JSON.stringify(ps.map((p) => p.pid))}, after.txt ${after}`;
+  });
+  if (fromSnap) {
+    await check('a sandbox of the snapshot pauses and resumes, then is killed', async () => {
+      await fromSnap.pause();
+      const again = await Sandbox.connect(fromSnap.sandboxId, opts);
+      const r = await again.commands.run('echo again');
+      await again.kill();
+      return r.stdout === 'again\n' || JSON.stringify(r.stdout);
+    });
+  }
+  await check('deleteSnapshot: true, then false; a create of it is not found; a built template is not deleted (409)', async () => {
+    const a = await Sandbox.deleteSnapshot(snap.snapshotId, opts);
+    const b = await Sandbox.deleteSnapshot(snap.snapshotId, opts);
+    let created = 'created';
+    try {
+      const x = await Sandbox.create(snap.snapshotId, opts);
+      await x.kill();
+    } catch (e) {
+      created = /not found/i.test(`${e.name} ${e.message}`) ? 'not found' : `${e.name}: ${e.message}`;
+    }
+    const r = await fetch(`${url}/templates/base`, { method: 'DELETE', headers: { 'X-API-Key': apiKey } });
+    return (a === true && b === false && created === 'not found' && r.status === 409) || `delete ${a} ${b}, create ${created}, base ${r.status}`;
   });
 }
 await check('fork: count 0 and 101 are refused (400); an unknown sandbox is not found (404)', async () => {

@@ -9,7 +9,9 @@
 #     commands.run('echo hi') -> files.write/read/list -> setTimeout -> list
 #     by metadata -> a command past its timeout -> a wrong access token ->
 #     pause (a snapshot to disk, the VMM ends) -> Sandbox.connect (resumed,
-#     the written file still there) -> kill; a sandbox whose timeout expires
+#     the written file still there) -> Sandbox.fork twice over (each fork
+#     has the source's file and background process, files of its own, a
+#     token of its own) -> kill; a sandbox whose timeout expires
 #     disappears; SDK 2.46.1 through the v1 paths;
 #   - 20 sandboxes created at once each run a command and are killed;
 #   - bad requests, a client leaving mid-stream, 200 concurrent requests
@@ -20,7 +22,7 @@
 #   - `cubicle template build --jail-user` builds a template with its VMM
 #     jailed; the snapshot it wrote is made root's;
 #   - a second serve with jail_user runs the SDK's flow again with every VMM
-#     jailed (each sandbox a uid of its own from a range, its root holding
+#     jailed, forks too (each sandbox a uid of its own from a range, its root holding
 #     only its files, a cgroup with limits), and sandboxes from the jailed
 #     template and base side by side (two uids); killed, a sandbox leaves no
 #     cgroup, folder or process.
@@ -52,7 +54,9 @@ pool_size = 2;
 CFG
 start_serve "$t/serve.cfg" "$w/serve.log"
 export SDK_TEST_DIR=/tmp/serve-sdk
-node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+FORK_ISOLATED=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+[ -z "$(ls -A "$state/forks" 2>/dev/null)" ] && ok "the forks' snapshot copies are gone" ||
+	bad "left in $state/forks: $(ls -A "$state/forks")"
 node "$e2b/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 node "$e2b/serve-sdk.mjs" "$url" "$key" many "$many" || fail=1
 python3 "$top/tests/serve/serve-checks.py" "$url" "$key" || fail=1
@@ -98,7 +102,7 @@ CFG
 		fi
 	fi
 	start_serve "$t/jserve.cfg" "$w/jserve.log"
-	SDK_TEST_DIR=/tmp/serve-sdk-jailed node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+	SDK_TEST_DIR=/tmp/serve-sdk-jailed FORK_ISOLATED=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
 	# Two more by hand, from the jailed template and from base, to look at
 	# their VMMs from outside: a uid each from jail_user's range.
 	make_sbx() {

@@ -3,8 +3,10 @@
  * Unit tests of tools/serve/rmtree.c: rm_tree (a folder and all it holds,
  * links not followed) and adopt_tree (a folder another uid wrote, a jailed
  * template build's snapshot, taken over: moved, then only folders and
- * files with one name, made root's and writable by root alone). Needs root
- * (chown); skipped with a message otherwise.
+ * files with one name, made root's and writable by root alone) and
+ * take_copy (a flat folder a running VMM wrote, copied into new root files
+ * of checked entries: a descriptor it kept writes only its old files).
+ * Needs root (chown); skipped with a message otherwise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -151,11 +153,116 @@ static void test_adopt_refused(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "nothing: No such file"));
 }
 
+/* A fork's snapshot as a running jailed VMM leaves it: flat, OWNER's. */
+static void flat(const char *d)
+{
+	char p[600];
+
+	dir(d, 0777);
+	snprintf(p, sizeof(p), "%s/manifest.json", d);
+	put(p, "{}", 0644);
+	snprintf(p, sizeof(p), "%s/memory", d);
+	put(p, "guest ram", 0600);
+}
+
+static void read_is(const char *path, const char *want)
+{
+	char buf[64] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(read(fd, buf, sizeof(buf) - 1) >= 0);
+	close(fd);
+	CU_ASSERT_STRING_EQUAL(buf, want);
+}
+
+static void test_take_copy(void)
+{
+	char msg[700] = "";
+	int kept;
+
+	flat(tmp("j-fork"));
+	/* the writer keeps a descriptor of what it wrote */
+	kept = open(tmp("j-fork/memory"), O_WRONLY | O_CLOEXEC);
+	CU_ASSERT_FATAL(kept >= 0);
+	CU_ASSERT_EQUAL(take_copy(tmp("j-fork"), tmp("fork"), msg, sizeof(msg)), 0);
+	if (*msg)
+		printf("\n  %s\n", msg);
+	owned_by_root(tmp("fork"), 0755);
+	owned_by_root(tmp("fork/manifest.json"), 0644);
+	owned_by_root(tmp("fork/memory"), 0600);
+	read_is(tmp("fork/memory"), "guest ram");
+	/* what it writes later through that descriptor is not in the copy */
+	CU_ASSERT_EQUAL(pwrite(kept, "forged", 6, 0), 6);
+	close(kept);
+	read_is(tmp("fork/memory"), "guest ram");
+	read_is(tmp("j-fork/memory"), "forgedram");
+	/* the source is left as it was: the caller removes it */
+	CU_ASSERT_EQUAL(access(tmp("j-fork/manifest.json"), F_OK), 0);
+	CU_ASSERT_EQUAL(rm_tree(tmp("j-fork")), 0);
+	CU_ASSERT_EQUAL(rm_tree(tmp("fork")), 0);
+}
+
+static void test_take_copy_refused(void)
+{
+	static const char *const kinds[] = { "symlink", "hardlink", "fifo", "folder", "toplink", "many" };
+	char msg[700], p[700], bad[600];
+
+	for (unsigned i = 0; i < sizeof(kinds) / sizeof(*kinds); i++) {
+		const char *k = kinds[i];
+
+		snprintf(bad, sizeof(bad), "%s", tmp("j-fork/x")); /* tmp's buffers are reused */
+
+		flat(tmp("j-fork"));
+		put(tmp("outside"), "the host's", 0644);
+		if (!strcmp(k, "symlink")) {
+			CU_ASSERT_EQUAL(symlink(tmp("outside"), bad), 0);
+		} else if (!strcmp(k, "hardlink")) {
+			CU_ASSERT_EQUAL(link(tmp("outside"), bad), 0);
+		} else if (!strcmp(k, "fifo")) {
+			CU_ASSERT_EQUAL(mkfifo(bad, 0600), 0); /* opened without waiting */
+		} else if (!strcmp(k, "folder")) {
+			dir(bad, 0755);
+		} else if (!strcmp(k, "many")) {
+			for (unsigned j = 0; j < 300; j++) {
+				snprintf(p, sizeof(p), "%s/f%u", tmp("j-fork"), j);
+				put(p, "", 0644);
+			}
+		} else {
+			CU_ASSERT_EQUAL(rename(tmp("j-fork"), tmp("elsewhere")), 0);
+			CU_ASSERT_EQUAL(symlink(tmp("elsewhere"), tmp("j-fork")), 0);
+		}
+		msg[0] = '\0';
+		CU_ASSERT_EQUAL(take_copy(tmp("j-fork"), tmp("fork"), msg, sizeof(msg)), -1);
+		if (!strcmp(k, "toplink"))
+			snprintf(p, sizeof(p), "%s: not a folder", tmp("j-fork"));
+		else if (!strcmp(k, "many"))
+			snprintf(p, sizeof(p), "%s: more than 256 entries", tmp("j-fork"));
+		else if (!strcmp(k, "symlink"))
+			snprintf(p, sizeof(p), "%s: a symbolic link", bad);
+		else
+			snprintf(p, sizeof(p), "%s: not a file with one name", bad);
+		if (!strstr(msg, p))
+			printf("\n  %s: %s\n", k, msg);
+		CU_ASSERT_PTR_NOT_NULL(strstr(msg, p));
+		/* nothing half-taken is left */
+		CU_ASSERT_EQUAL(access(tmp("fork"), F_OK), -1);
+		CU_ASSERT_EQUAL(rm_tree(tmp("j-fork")), 0);
+		rm_tree(tmp("elsewhere"));
+		read_is(tmp("outside"), "the host's");
+		CU_ASSERT_EQUAL(unlink(tmp("outside")), 0);
+	}
+	CU_ASSERT_EQUAL(take_copy(tmp("nothing"), tmp("fork"), msg, sizeof(msg)), -1);
+	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "nothing: No such file"));
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "adopt_tree: a folder another uid wrote, made root's", test_adopt },
 		{ "adopt_tree: links, fifos, sockets refused and named", test_adopt_refused },
+		{ "take_copy: new root files, a kept descriptor writes only the old", test_take_copy },
+		{ "take_copy: links, fifos, folders, too many refused and named", test_take_copy_refused },
 		{ NULL, NULL },
 	};
 	const char *t = getenv("TMPDIR");

@@ -415,6 +415,14 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, forks, NULL);
 			json_decref(req);
 		}
+	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "snapshots")) {
+		if ((req = body_json(c, r, false))) {
+			json_t *info;
+
+			st = sbx_snapshot(s, req, &info, msg, sizeof(msg));
+			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, info, NULL);
+			json_decref(req);
+		}
 	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
 		if ((req = body_json(c, r, true))) {
 			st = sbx_set_network(s, req, msg, sizeof(msg));
@@ -425,12 +433,82 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		c->close = !r->done;
 		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
 				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
-				     strcmp(verb, "resume") && strcmp(verb, "network") && strcmp(verb, "fork")
-				     ? 404 : 405,
+				     strcmp(verb, "resume") && strcmp(verb, "network") && strcmp(verb, "fork") &&
+				     strcmp(verb, "snapshots") ? 404 : 405,
 			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
 			  v2 ? "" : "");
 	}
 	sbx_put(s);
+}
+
+/* ---- snapshot templates ---- */
+
+struct snapq {
+	char sandbox[64], name[128];
+	long limit, from;
+	bool bad;
+};
+
+static void snap_param(void *arg, const char *k, const char *v)
+{
+	struct snapq *q = arg;
+	char *end;
+
+	if (!strcmp(k, "sandboxID")) {
+		snprintf(q->sandbox, sizeof(q->sandbox), "%s", v);
+	} else if (!strcmp(k, "name")) {
+		/* "NAME", "TEAM/NAME" or "NAME:TAG": serve has no teams or tags */
+		const char *n = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
+
+		snprintf(q->name, sizeof(q->name), "%.*s", (int)strcspn(n, ":"), n);
+	} else if (!strcmp(k, "limit")) {
+		q->limit = strtol(v, &end, 10);
+		q->bad |= *end || q->limit < 1 || q->limit > 1000;
+	} else if (!strcmp(k, "nextToken")) {
+		q->from = strtol(v, &end, 10);
+		q->bad |= *end || q->from < 0;
+	}
+}
+
+static int by_created(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "created")),
+		   y = json_integer_value(json_object_get(*(json_t *const *)b, "created"));
+
+	if (x != y)
+		return x < y ? 1 : -1;
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "snapshotID")),
+		      json_string_value(json_object_get(*(json_t *const *)b, "snapshotID")));
+}
+
+static void snapshot_list(struct hconn *c, struct hreq *r)
+{
+	struct snapq q = { .limit = 100 };
+	json_t *all, *out = json_array(), **v;
+	char hdr[64] = "";
+	size_t n;
+
+	query_each(r->query, snap_param, &q);
+	if (q.bad) {
+		json_decref(out);
+		hio_error(c, 400, "bad query: limit 1-1000, nextToken from X-Next-Token");
+		return;
+	}
+	all = sbx_snapshot_list(q.sandbox, q.name);
+	n = json_array_size(all);
+	v = calloc(n + 1, sizeof(*v));
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = json_array_get(all, i);
+	if (v)
+		qsort(v, n, sizeof(*v), by_created);
+	for (size_t i = 0; v && i < n; i++)
+		if ((long)i >= q.from && (long)i < q.from + q.limit)
+			json_array_append(out, v[i]);
+	if (q.from + q.limit < (long)n)
+		snprintf(hdr, sizeof(hdr), "X-Next-Token: %ld\r\n", q.from + q.limit);
+	free(v);
+	json_decref(all);
+	hio_reply_json(c, 200, out, hdr);
 }
 
 /* ---- routing ---- */
@@ -529,6 +607,23 @@ void api_handle(struct hconn *c, struct hreq *r)
 			list(c, r, v2);
 		else
 			c->close = !r->done, hio_error(c, 405, "GET or POST %s", r->path);
+	} else if (!strcmp(p, "/snapshots")) {
+		if (r->method == HTTP_GET)
+			snapshot_list(c, r);
+		else
+			c->close = !r->done, hio_error(c, 405, "GET %s", r->path);
+	} else if (!strncmp(p, "/templates/", 11) && p[11] && !strchr(p + 11, '/')) {
+		char msg[400];
+		int st;
+
+		if (r->method != HTTP_DELETE) {
+			c->close = !r->done, hio_error(c, 405, "DELETE %s", r->path);
+		} else if ((st = sbx_snapshot_delete(p + 11, msg, sizeof(msg)))) {
+			c->close = !r->done, hio_error(c, (unsigned)st, "%s", msg);
+		} else {
+			c->close = !r->done;
+			hio_reply(c, 204, NULL, NULL, 0, NULL);
+		}
 	} else if (!strncmp(p, "/sandboxes/", 11) && p[11]) {
 		char *sid = (char *)p + 11, *verb = strchr(sid, '/');
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Making sandboxes: clones of a template's snapshot, their timeout and network, the warm pool. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,20 @@ static json_t *template_open(const char *tmpl, char *snap, size_t snaplen, char 
 		snprintf(msg, len, "template '%s' not found (no %s: `cubicle template build %s` makes it)",
 			 tmpl, mpath, tmpl);
 	return m;
+}
+
+/*
+ * A snapshot template's record (STATE/templates/NAME/snapshot.json, made by
+ * sbx_snapshot): {"source": sandbox ID, "template": the template it came
+ * from at the root, "token": its agent's access token when it was taken,
+ * "created", "config": that template's config}. NULL for a built template.
+ */
+json_t *sbx_snapshot_record(const char *tmpl)
+{
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s/templates/%s/snapshot.json", srv.state_dir, tmpl);
+	return json_load_file(path, 0, NULL);
 }
 
 /*
@@ -314,7 +329,8 @@ static int create_end(struct sandbox *s, const char *from, int ret, double t0, b
 int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, size_t len)
 {
 	char snap[300], from[100];
-	json_t *m;
+	json_t *m, *rec;
+	const char *token;
 	struct sandbox *s;
 	double t0 = now_ms();
 	json_t *allow;
@@ -332,6 +348,9 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 		json_decref(allow);
 		return 404;
 	}
+	/* a snapshot's agent has its source's token until /init */
+	rec = sbx_snapshot_record(tmpl);
+	token = json_string_value(json_object_get(rec, "token"));
 	/* A warm clone: its VMM has restored the template and waits paused. */
 	while ((s = pool_take(tmpl))) {
 		apply_req(s, req);
@@ -340,9 +359,10 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 		if (!ret)
 			ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, msg, len);
 		if (!ret)
-			ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+			ret = vmm_wait_agent(s, token, json_object_get(req, "envVars"), msg, len);
 		if (!create_end(s, from, ret, t0, true, msg, len)) {
 			json_decref(m);
+			json_decref(rec);
 			json_decref(allow);
 			*out = s;
 			return 0;
@@ -353,14 +373,16 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	if (srv.n_sandboxes >= srv.max_sandboxes) {
 		pthread_mutex_unlock(&srv.lock);
 		json_decref(m);
+		json_decref(rec);
 		json_decref(allow);
 		return snprintf(msg, len, "this server runs its maximum of %u sandboxes",
 				srv.max_sandboxes), 429;
 	}
 	pthread_mutex_unlock(&srv.lock);
-	s = clone_new(tmpl, m, snap, SBX_STARTING, false, NULL, msg, len);
+	s = clone_new(tmpl, m, snap, SBX_STARTING, false, json_object_get(rec, "config"), msg, len);
 	json_decref(m);
 	if (!s) {
+		json_decref(rec);
 		json_decref(allow);
 		return 500;
 	}
@@ -371,7 +393,8 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	if (!ret)
 		ret = net_attach(s, msg, len);
 	if (!ret)
-		ret = vmm_wait_agent(s, NULL, json_object_get(req, "envVars"), msg, len);
+		ret = vmm_wait_agent(s, token, json_object_get(req, "envVars"), msg, len);
+	json_decref(rec);
 	if (create_end(s, from, ret, t0, false, msg, len))
 		return 500;
 	*out = s;
@@ -390,7 +413,7 @@ void sbx_pool_fill(void)
 	unsigned have = 0, all;
 	char snap[300], msg[600];
 	struct sandbox *s;
-	json_t *m;
+	json_t *m, *rec;
 
 	if (!srv.pool_size || !srv.pool_template)
 		return;
@@ -409,7 +432,10 @@ void sbx_pool_fill(void)
 		return;
 	}
 	said = false;
-	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, NULL, msg, sizeof(msg));
+	rec = sbx_snapshot_record(srv.pool_template);
+	s = clone_new(srv.pool_template, m, snap, SBX_STARTING, true, json_object_get(rec, "config"), msg,
+		      sizeof(msg));
+	json_decref(rec);
 	json_decref(m);
 	if (!s) {
 		serve_log("warm pool: %s", msg);
@@ -616,4 +642,138 @@ out:
 	json_decref(f.net_allow);
 	json_decref(f.tconfig);
 	return st;
+}
+
+/* ---- snapshots: templates made of a running sandbox ---- */
+
+static bool template_name_ok(const char *n)
+{
+	return *n && strlen(n) <= 60 && !strpbrk(n, "/ ") && n[0] != '.';
+}
+
+int sbx_snapshot(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len)
+{
+	json_t *jn = json_object_get(req, "name"), *rec = NULL, *base = NULL;
+	struct fork_src f = { .metadata = NULL };
+	char dir[400], name[64], tdir[400], final[400], old[420], path[440];
+	const char *root_tmpl;
+	int st;
+
+	*out = NULL;
+	if (jn && !json_is_string(jn))
+		return snprintf(msg, len, "name must be a string"), 400;
+	if (jn) {
+		snprintf(name, sizeof(name), "%s", json_string_value(jn));
+		if (!template_name_ok(json_string_value(jn)))
+			return snprintf(msg, len, "name '%s' is not a template name (1-60 characters, no '/', ' ' or leading '.')",
+					json_string_value(jn)), 400;
+	} else {
+		name[0] = 's';
+		rand_hex(name + 1, ID_LEN - 1);
+	}
+	snprintf(final, sizeof(final), "%s/templates/%s", srv.state_dir, name);
+	snprintf(path, sizeof(path), "%s/snapshot.json", final);
+	if (!access(final, F_OK) && access(path, F_OK))
+		return snprintf(msg, len, "template '%s' exists and is not a snapshot (`cubicle template build` made it)",
+				name), 409;
+	st = checkpoint(src, &f, dir, sizeof(dir), msg, len);
+	if (st) {
+		serve_log("%s", msg);
+		goto out;
+	}
+	/* the template it came from at the root: a snapshot of a sandbox made
+	 * of a snapshot names the template that one came from */
+	base = sbx_snapshot_record(f.template_id);
+	root_tmpl = json_string_value(json_object_get(base, "template")) ?: f.template_id;
+	rec = json_pack("{s:s,s:s,s:s,s:I,s:O?}", "source", f.id, "template", root_tmpl, "token", f.token,
+			"created", (json_int_t)time(NULL), "config", f.tconfig);
+	snprintf(tdir, sizeof(tdir), "%s/templates/.%s.snap-%s", srv.state_dir, name, strrchr(dir, '/') + 1);
+	snprintf(path, sizeof(path), "%s/snap", tdir);
+	st = 500;
+	rm_tree(tdir);
+	if (!rec || mkdir(tdir, 0700) || rename(dir, path)) {
+		snprintf(msg, len, "%s: %s", tdir, rec ? strerror(errno) : "out of memory");
+	} else {
+		snprintf(path, sizeof(path), "%s/snapshot.json", tdir);
+		if (json_dump_file(rec, path, JSON_COMPACT))
+			snprintf(msg, len, "%s: cannot be written", path);
+		else
+			st = 0;
+	}
+	/* in place of an older snapshot of that name (E2B: a new build of it) */
+	snprintf(old, sizeof(old), "%s.old-%s", tdir, name);
+	if (!st && !access(final, F_OK) && rename(final, old))
+		st = 500, snprintf(msg, len, "%s: %s", final, strerror(errno));
+	if (!st && rename(tdir, final)) {
+		st = 500, snprintf(msg, len, "%s: %s", final, strerror(errno));
+		rename(old, final);
+	}
+	rm_tree(old);
+	if (st) {
+		serve_log("sandbox %s: its snapshot '%s': %s", f.id, name, msg);
+		rm_tree(tdir);
+		rm_tree(dir);
+		goto out;
+	}
+	serve_log("sandbox %s: snapshot template '%s' made", f.id, name);
+	*out = json_pack("{s:s,s:[s]}", "snapshotID", name, "names", name);
+out:
+	json_decref(rec);
+	json_decref(base);
+	json_decref(f.metadata);
+	json_decref(f.net_allow);
+	json_decref(f.tconfig);
+	return st;
+}
+
+json_t *sbx_snapshot_list(const char *source, const char *name)
+{
+	char dir[320];
+	json_t *all = json_array();
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/templates", srv.state_dir);
+	if (!all || !(d = opendir(dir)))
+		return all;
+	while ((e = readdir(d))) {
+		json_t *rec;
+		const char *src;
+
+		if (e->d_name[0] == '.' || (name && *name && strcmp(name, e->d_name)))
+			continue;
+		rec = sbx_snapshot_record(e->d_name);
+		src = json_string_value(json_object_get(rec, "source"));
+		if (src && (!source || !*source || !strcmp(source, src)))
+			json_array_append_new(all, json_pack("{s:s,s:[s],s:s,s:I}", "snapshotID", e->d_name, "names",
+							     e->d_name, "sandboxID", src, "created",
+							     json_integer_value(json_object_get(rec, "created"))));
+		json_decref(rec);
+	}
+	closedir(d);
+	return all;
+}
+
+int sbx_snapshot_delete(const char *name, char *msg, size_t len)
+{
+	char final[400], gone[440];
+	json_t *rec;
+
+	if (!template_name_ok(name))
+		return snprintf(msg, len, "template '%s' not found", name), 404;
+	snprintf(final, sizeof(final), "%s/templates/%s", srv.state_dir, name);
+	if (access(final, F_OK))
+		return snprintf(msg, len, "template '%s' not found", name), 404;
+	rec = sbx_snapshot_record(name);
+	if (!rec)
+		return snprintf(msg, len, "template '%s' was built by `cubicle template build`: `cubicle template rm %s` removes it",
+				name, name), 409;
+	json_decref(rec);
+	/* away from its name at once; sandboxes made of it keep what they mapped */
+	snprintf(gone, sizeof(gone), "%s/templates/.%s.gone-%d", srv.state_dir, name, (int)getpid());
+	if (rename(final, gone))
+		return snprintf(msg, len, "%s: %s", final, strerror(errno)), 500;
+	rm_tree(gone);
+	serve_log("snapshot template '%s' deleted", name);
+	return 0;
 }

@@ -121,6 +121,22 @@ void sbx_set_timeout(struct sandbox *s, unsigned timeout);
  * array of {"sandbox": ...} or {"error": {code, message}}, one a fork; or
  * an HTTP status with @msg when none was tried. */
 int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len);
+/* POST /sandboxes/ID/snapshots (@req: an optional name): the running
+ * sandbox checkpointed as for a fork, the snapshot kept as template NAME
+ * (a random one when none is given; an older snapshot of that name is
+ * replaced; a built template's name is a 409) with its record
+ * (sbx_snapshot_record). 0 with *@out {"snapshotID", "names"}, or an HTTP
+ * status with @msg. */
+int sbx_snapshot(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len);
+/* GET /snapshots: every snapshot template (of sandbox @source, named
+ * @name: either NULL or "" for any) as {"snapshotID", "names", "sandboxID",
+ * "created"}. */
+json_t *sbx_snapshot_list(const char *source, const char *name);
+/* DELETE /templates/NAME: a snapshot template removed (0); 404 when there
+ * is none, 409 for a built one, with @msg. */
+int sbx_snapshot_delete(const char *name, char *msg, size_t len);
+/* STATE/templates/@tmpl/snapshot.json, or NULL (a built template). */
+json_t *sbx_snapshot_record(const char *tmpl);
 /* The config of sandbox @s's template as it was when @s was made
  * (DIR/template.json; else the template's own now), or NULL. */
 json_t *sbx_template_config(const struct sandbox *s);

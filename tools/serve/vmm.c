@@ -164,7 +164,9 @@ int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint
 
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
-	char api[300], host_api[300], log[300], root[300], tdir[400], *argv[48 + 2 * VMM_SETS_MAX];
+	char api[300], host_api[300], log[300], root[300], tdir[400], bdir[400], *argv[48 + 2 * VMM_SETS_MAX];
+	const char *base;
+	json_t *rec;
 	char uid[32] = "";
 	unsigned n = 0;
 	pid_t pid;
@@ -196,6 +198,15 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 		snprintf(tdir, sizeof(tdir), "%s/templates/%s", srv.state_dir, s->template_id);
 		argv[n++] = "--jail-trust";
 		argv[n++] = tdir;
+		/* a snapshot template's config is the template it came from */
+		rec = sbx_snapshot_record(s->template_id);
+		base = json_string_value(json_object_get(rec, "template"));
+		if (base && !strchr(base, '/') && strcmp(base, s->template_id)) {
+			snprintf(bdir, sizeof(bdir), "%s/templates/%s", srv.state_dir, base);
+			argv[n++] = "--jail-trust";
+			argv[n++] = bdir;
+		}
+		json_decref(rec);
 	}
 	for (unsigned i = 0; i < n_sets && i < VMM_SETS_MAX; i++) {
 		argv[n++] = "--set";
