@@ -617,9 +617,23 @@ int template_main(int argc, char **argv)
 		snprintf(dir, sizeof(dir), "%s/templates", state);
 		if (!(d = opendir(dir)))
 			return fprintf(stderr, "cubicle template list: %s: %s\n", dir, strerror(errno)), 1;
-		while ((e = readdir(d)))
-			if (e->d_name[0] != '.')
+		while ((e = readdir(d))) {
+			char rp[600];
+			json_t *rec;
+
+			if (e->d_name[0] == '.')
+				continue;
+			/* a snapshot of a sandbox (serve's POST /sandboxes/ID/snapshots) says so */
+			snprintf(rp, sizeof(rp), "%s/%s/snapshot.json", dir, e->d_name);
+			rec = json_load_file(rp, 0, NULL);
+			if (rec)
+				printf("%s\tsnapshot of sandbox %s (template %s)\n", e->d_name,
+				       json_string_value(json_object_get(rec, "source")) ?: "?",
+				       json_string_value(json_object_get(rec, "template")) ?: "?");
+			else
 				printf("%s\n", e->d_name);
+			json_decref(rec);
+		}
 		closedir(d);
 		return 0;
 	}
