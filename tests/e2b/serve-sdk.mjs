@@ -433,9 +433,23 @@ if (isolated) {
     return bg.pid > 0 || `pid ${bg.pid}`;
   });
 }
-await check('Sandbox.fork({count: 2}): two running sandboxes, the source untouched', async () => {
+await check('Sandbox.fork({count: 2}): two running sandboxes, the source untouched, its commands answered throughout', async () => {
   const before = await sbx.getInfo();
-  forks = await sbx.fork({ count: 2, timeoutMs: 120000 });
+  // commands sent while the source is checkpointed wait for it, not fail
+  let forking = true;
+  const during = (async () => {
+    let n = 0;
+    while (forking) {
+      const r = await sbx.commands.run('echo during');
+      if (r.stdout !== 'during\n') return `stdout ${JSON.stringify(r.stdout)}`;
+      n++;
+    }
+    return n;
+  })();
+  forks = await sbx.fork({ count: 2, timeoutMs: 120000 }).finally(() => { forking = false; });
+  const ran = await during;
+  if (typeof ran !== 'number') return `a command during the fork: ${ran}`;
+  console.log(`# ${ran} commands answered while the fork was made`);
   const bad = forks.filter((f) => !(f instanceof Sandbox));
   if (forks.length !== 2 || bad.length) return `forks ${forks.map((f) => f?.sandboxId ?? `${f?.name}: ${f?.message}`)}`;
   const ids = new Set([sbx.sandboxId, ...forks.map((f) => f.sandboxId)]);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "serve.h"
 
@@ -558,6 +559,10 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 		hio_error(c, 502, "sandbox %s not found", id);
 		return;
 	}
+	/* a fork's or snapshot's checkpoint pauses it briefly: its requests
+	 * wait for it (at most a minute) instead of failing */
+	for (int i = 0; i < 1200 && __atomic_load_n(&s->checkpointing, __ATOMIC_ACQUIRE); i++)
+		usleep(50000);
 	if (!port) {
 		hio_error(c, 400, "E2b-Sandbox-Port is not a port");
 	} else if (s->state != SBX_RUNNING) {

@@ -27,6 +27,7 @@ struct sandbox {
 	unsigned refs;              /* under srv.lock */
 	pthread_mutex_t op;         /* held by one lifecycle step at a time */
 	enum sbx_state state;       /* under srv.lock */
+	bool checkpointing;         /* PAUSING for a fork or snapshot: it runs again soon */
 	char id[ID_LEN + 1];
 	char template_id[64];
 	char token[65];             /* envdAccessToken */
