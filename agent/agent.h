@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#define AGENT_VERSION "0.6.3-cubicle"
+#define AGENT_VERSION "0.6.4-cubicle"
 #define AGENT_DEFAULT_PORT 49983
 #define AGENT_READY_PORT 49984
 

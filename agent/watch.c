@@ -8,7 +8,8 @@
  * RENAME (moved away) or CHMOD (attributes). A recursive watch follows the
  * directories below, and those made or moved in later (entries made in one
  * before its watch is in place are not seen, as with any inotify watcher).
- * Bounded: WATCH_MAX watchers, WATCH_DIRS_MAX directories each, and a
+ * A directory on a network file system (network_fs) is refused unless the
+ * request says allowNetworkMounts (envd 0.6.4). Bounded: WATCH_MAX watchers, WATCH_DIRS_MAX directories each, and a
  * polled watcher keeps WATCH_EVENTS_MAX events until asked; past that, or
  * while a stream's client does not read, the watcher stops reading inotify,
  * whose own queue then drops events (the kernel's overflow).
@@ -22,7 +23,10 @@
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#include <linux/magic.h>
 
 #include "agent.h"
 #include "http.h"
@@ -344,10 +348,36 @@ static void stream_writable(struct conn *c)
 static const struct conn_ops stream_ops = { .writable = stream_writable,
 					    .closed = stream_closed };
 
+/*
+ * The network file system @path is on (inotify sees only what this guest
+ * does there, not what other machines change), or NULL: NFS, SMB and CIFS,
+ * FUSE (as envd counts them) and 9P, Ceph, AFS and Coda.
+ */
+static const char *network_fs(const char *path)
+{
+	static const struct {
+		unsigned long magic;
+		const char *name;
+	} nets[] = {
+		{ NFS_SUPER_MAGIC, "nfs" },   { SMB_SUPER_MAGIC, "smb" },   { CIFS_SUPER_MAGIC, "cifs" },
+		{ SMB2_SUPER_MAGIC, "smb2" }, { FUSE_SUPER_MAGIC, "fuse" }, { V9FS_MAGIC, "9p" },
+		{ CEPH_SUPER_MAGIC, "ceph" }, { AFS_SUPER_MAGIC, "afs" },   { CODA_SUPER_MAGIC, "coda" },
+	};
+	struct statfs sf;
+
+	if (statfs(path, &sf))
+		return NULL; /* the watch's own calls then say why */
+	for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++)
+		if ((unsigned long)(unsigned int)sf.f_type == nets[i].magic)
+			return nets[i].name;
+	return NULL;
+}
+
 /* A watcher of the request's path: NULL after replying with the error. */
 static struct watcher *watcher_new(struct conn *c, json_t *req, const struct user *u)
 {
 	char path[PATH_MAX];
+	const char *net;
 	struct watcher *x;
 	struct stat st;
 	int rc;
@@ -360,6 +390,12 @@ static struct watcher *watcher_new(struct conn *c, json_t *req, const struct use
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		rpc_error(c, "invalid_argument", "%s is not a directory", path);
+		return NULL;
+	}
+	if (!json_is_true(json_object_get(req, "allowNetworkMounts")) && (net = network_fs(path))) {
+		rpc_error(c, "invalid_argument",
+			  "cannot watch %s: it is on a network file system (%s), where changes made elsewhere "
+			  "send no events; allowNetworkMounts watches it anyway", path, net);
 		return NULL;
 	}
 	if (n_watchers >= WATCH_MAX) {

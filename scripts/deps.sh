@@ -10,8 +10,9 @@ qemu-system-x86 busybox-static cpio kmod xz-utils ca-certificates
 e2fsprogs xfsprogs clang llvm bpftool zstd libfdt-dev device-tree-compiler
 python3 file mmdebstrap"
 # --test: also what only the test suite uses (headless Chromium for the
-# status page of cubicle serve)
-[ "${1:-}" = --test ] && pkgs="$pkgs chromium"
+# status page of cubicle serve; bindfs, a FUSE mount for the agent's watch
+# of a network file system)
+[ "${1:-}" = --test ] && pkgs="$pkgs chromium bindfs"
 missing=
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -19,7 +19,9 @@ tmp=$(mktemp -d)
 sock=$tmp/agent.sock
 tok=s3cret-$$
 pid=
+fuse=
 cleanup() {
+	[ -n "$fuse" ] && { fusermount -u "$fuse" 2>/dev/null || umount -l "$fuse"; }
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
@@ -296,6 +298,33 @@ unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$tmp/w/c.txt\"}"
 expect "CreateWatcher of a file is invalid_argument (400)" "$code" 400
 unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$tmp/w/none\"}"
 expect "CreateWatcher of a missing folder is not_found (404)" "$code" 404
+# A folder on a network file system (FUSE, by bindfs) is refused unless the
+# request says allowNetworkMounts (envd 0.6.4); then what is done there shows.
+mkdir "$tmp/fuse-src" "$tmp/fuse"
+if ! command -v bindfs >/dev/null || ! [ -c /dev/fuse ]; then
+	[ "$req" = 1 ] && notok "a watch on FUSE: no bindfs or /dev/fuse (scripts/deps.sh --test installs bindfs)" ||
+		echo "# a watch on a network file system: skipped (no bindfs or /dev/fuse)"
+elif ! bindfs "$tmp/fuse-src" "$tmp/fuse" 2>"$tmp/bindfs.err"; then
+	[ "$req" = 1 ] && notok "bindfs: $(cat "$tmp/bindfs.err")" ||
+		echo "# a watch on a network file system: skipped (bindfs: $(cat "$tmp/bindfs.err"))"
+else
+	fuse=$tmp/fuse
+	unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$fuse\"}"
+	expect "CreateWatcher of a folder on FUSE is invalid_argument (400)" "$code" 400
+	grep -q "$fuse: it is on a network file system (fuse)" "$tmp/body" && ok "the refusal names the folder and fuse" ||
+		notok "the refusal: $(cat "$tmp/body")"
+	unary filesystem.Filesystem/CreateWatcher "{\"path\":\"$fuse\",\"allowNetworkMounts\":true}"
+	expect "CreateWatcher on FUSE with allowNetworkMounts" "$code" 200
+	wid=$(field "$tmp/body" 'd["watcherId"]')
+	printf 'n' >"$fuse/n.txt"
+	unary filesystem.Filesystem/GetWatcherEvents "{\"watcherId\":\"$wid\"}"
+	expect "GetWatcherEvents on FUSE: what was done through the mount" \
+		"$(field "$tmp/body" '" ".join(e["type"][11:].lower() + ":" + e["name"] for e in d["events"])')" \
+		"create:n.txt write:n.txt"
+	unary filesystem.Filesystem/RemoveWatcher "{\"watcherId\":\"$wid\"}"
+	fusermount -u "$fuse" 2>/dev/null || umount "$fuse"
+	fuse=
+fi
 # watchdir NAME FOLDER TIMEOUT_MS: a WatchDir stream in the background (its
 # raw bytes in $tmp/NAME.raw, summed up by watchsum), once its start is in.
 watchdir() {

@@ -18,7 +18,9 @@ work=$bd/tests/e2b
 
 tmp=$(mktemp -d)
 pids=
+fuse=
 cleanup() {
+	[ -n "$fuse" ] && { fusermount -u "$fuse" 2>/dev/null || umount -l "$fuse"; }
 	for p in $pids; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	rm -rf "$tmp"
@@ -40,7 +42,14 @@ while [ $i -lt 200 ]; do
 	i=$((i + 1))
 done
 [ -n "$port" ] || { echo "FAIL: the forwarder did not start: $(cat "$tmp/fwd.out")"; exit 1; }
-SDK_TEST_DIR=$tmp/guest timeout 300 node "$work/sdk-test.mjs" "http://127.0.0.1:$port" "$tok"
+# a FUSE folder (bindfs) for watchDir's allowNetworkMounts, where there is one
+mkdir "$tmp/fuse-src" "$tmp/fuse"
+if command -v bindfs >/dev/null && [ -c /dev/fuse ] && bindfs "$tmp/fuse-src" "$tmp/fuse" 2>/dev/null; then
+	fuse=$tmp/fuse
+else
+	echo "# no FUSE folder (bindfs, /dev/fuse): watchDir's allowNetworkMounts is tried on a local one"
+fi
+SDK_TEST_DIR=$tmp/guest SDK_FUSE_DIR=$fuse timeout 300 node "$work/sdk-test.mjs" "http://127.0.0.1:$port" "$tok"
 rc=$?
 [ $rc -ne 0 ] && { echo "# agent stderr:"; sed 's/^/#   /' "$tmp/agent.err"; echo "# forwarder:"; sed 's/^/#   /' "$tmp/fwd.out"; }
 exit $rc

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The real E2B JavaScript SDK (npm e2b, pinned in package.json) against a
 // cubicle-agent: commands.run (stdout, exit codes), files.write/read/list,
-// files.watchDir, and a background command killed by commands.kill.
+// files.watchDir (and allowNetworkMounts, on $SDK_FUSE_DIR when set), and a
+// background command killed by commands.kill.
 //
 // Usage: node sdk-test.mjs SANDBOX_URL [ACCESS_TOKEN]
 //   SANDBOX_URL   where the agent answers, e.g. http://127.0.0.1:49983 (also
@@ -26,7 +27,7 @@ const dir = process.env.SDK_TEST_DIR || `/tmp/cubicle-sdk-${process.pid}`;
 const sandboxID = 'cubicle0';
 const info = () => ({
   sandboxID, templateID: 'base', clientID: 'cubicle', alias: 'cubicle',
-  envdVersion: '0.6.3', ...(token ? { envdAccessToken: token } : {}),
+  envdVersion: '0.6.4', ...(token ? { envdAccessToken: token } : {}),
 });
 const api = http.createServer((req, res) => {
   let body = '';
@@ -162,6 +163,31 @@ await check('files.watchDir (recursive, includeEntry): create, write, rename, re
   } finally {
     await h.stop();
     await sbx.files.remove(wdir);
+  }
+});
+
+// $SDK_FUSE_DIR: a folder on FUSE (run_sdk.sh mounts one with bindfs)
+const fuseDir = process.env.SDK_FUSE_DIR;
+await check(`files.watchDir, allowNetworkMounts (envd 0.6.4)${fuseDir ? ': a FUSE folder refused without it, watched with it' : ''}`, async () => {
+  const wdir = fuseDir || `${dir}-watch2`;
+  const seen = [];
+  if (!fuseDir) await sbx.files.makeDir(wdir);
+  if (fuseDir) {
+    try {
+      const h0 = await sbx.files.watchDir(wdir, () => {});
+      await h0.stop();
+      return 'watched without allowNetworkMounts';
+    } catch (e) {
+      if (!/network file system \(fuse\)/.test(e.message)) return `refused with: ${e.name}: ${e.message}`;
+    }
+  }
+  const h = await sbx.files.watchDir(wdir, (e) => seen.push(`${e.type}:${e.name}`), { allowNetworkMounts: true });
+  try {
+    await sbx.files.write(`${wdir}/n.txt`, 'n');
+    return (await waitFor(() => seen.includes('create:n.txt'), 15000)) || `seen ${JSON.stringify(seen)}`;
+  } finally {
+    await h.stop();
+    await sbx.files.remove(fuseDir ? `${wdir}/n.txt` : wdir);
   }
 });
 

@@ -16,8 +16,8 @@
 #define AGENT_PORT 49983
 /* The envd version the SDK is told: what its checks ask for works here
  * (octet-stream uploads 0.5.7, file metadata 0.6.2, watch events with their
- * entries 0.6.3); not 0.6.4 (watching network mounts on request). */
-#define ENVD_VERSION "0.6.3"
+ * entries 0.6.3, a watch of a network file system on request 0.6.4). */
+#define ENVD_VERSION "0.6.4"
 #define ID_LEN 20
 
 enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_POOLED, SBX_GONE };
