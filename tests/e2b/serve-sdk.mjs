@@ -26,7 +26,8 @@
 //               --rootfs/--ext4/--oci) with /etc/cubicle-root holding its name:
 //               a sandbox of it runs from that disk; a file written in it is
 //               still there after pause and connect, and not in a second
-//               sandbox of the same template; a name starting "oci" also has
+//               sandbox of the same template, and is in a fork of it, whose
+//               writes are its own; a name starting "oci" also has
 //               the test image's whiteouts and owners (run_serve_rootfs.sh);
 //               a TEMPLATE named debian* is the example Debian 12 root
 //               (scripts/debian-rootfs.sh): its release, user and shell.
@@ -327,6 +328,18 @@ if (mode === 'root') {
     const again = await Sandbox.connect(a.sandboxId, opts);
     const m = await run(again, 'sync; cat /home/user/note.txt');
     return m === `0:${text}` || JSON.stringify(m);
+  });
+  await check(`${tmpl}: a fork has the file on a disk of its own`, async () => {
+    const src = await Sandbox.connect(a.sandboxId, opts);
+    const [f] = await src.fork({ timeoutMs: 300000 });
+    if (!(f instanceof Sandbox)) return `fork: ${f?.message}`;
+    try {
+      const m = await run(f, 'cat /home/user/note.txt; echo fork >/home/user/fork.txt; sync');
+      const there = await run(src, 'ls /home/user/fork.txt');
+      return (m === `0:${text}` && !there.startsWith('0:')) || `fork read ${JSON.stringify(m)}, source ${JSON.stringify(there)}`;
+    } finally {
+      await f.kill();
+    }
   });
   await check(`${tmpl}: kill both`, async () => {
     await a.kill();
