@@ -9,6 +9,7 @@
  * Needs root (chown); skipped with a message otherwise.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,14 +55,22 @@ static void dir(const char *path, mode_t mode)
 	CU_ASSERT_EQUAL(chmod(path, mode), 0);
 }
 
-/* A snapshot folder as a jailed VMM writes one: a file, a sub-folder. */
-static void snapshot(const char *d)
+/* Folder @d (0777) holding "memory" of mode @mode, OWNER's: a snapshot as a jailed VMM leaves one. */
+static void snap_dir(const char *d, mode_t mode)
 {
 	char p[600];
 
 	dir(d, 0777);
 	snprintf(p, sizeof(p), "%s/memory", d);
-	put(p, "guest ram", 0666);
+	put(p, "guest ram", mode);
+}
+
+/* A snapshot folder as a jailed VMM writes one: a file, a sub-folder. */
+static void snapshot(const char *d)
+{
+	char p[600];
+
+	snap_dir(d, 0666);
 	snprintf(p, sizeof(p), "%s/disks", d);
 	dir(p, 0700);
 	snprintf(p, sizeof(p), "%s/disks/root.img", d);
@@ -94,6 +103,32 @@ static void test_adopt(void)
 	CU_ASSERT_EQUAL(access(tmp("snap"), F_OK), -1);
 }
 
+/* Leaves at @at what a guest that took its VMM over could ("symlink" to
+ * tmp("outside"), a "hardlink" of it, a "fifo", a "socket", a "folder"):
+ * true, or false for another @kind (the caller's own). */
+static bool plant(const char *kind, const char *at)
+{
+	if (!strcmp(kind, "symlink")) {
+		CU_ASSERT_EQUAL(symlink(tmp("outside"), at), 0);
+	} else if (!strcmp(kind, "hardlink")) {
+		CU_ASSERT_EQUAL(link(tmp("outside"), at), 0);
+	} else if (!strcmp(kind, "fifo")) {
+		CU_ASSERT_EQUAL(mkfifo(at, 0600), 0);
+	} else if (!strcmp(kind, "socket")) {
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(a.sun_path, sizeof(a.sun_path), "%s", at);
+		CU_ASSERT_EQUAL(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+		close(fd);
+	} else if (!strcmp(kind, "folder")) {
+		dir(at, 0755);
+	} else {
+		return false;
+	}
+	return true;
+}
+
 /* Each thing a guest that took its VMM over could leave: refused, named. */
 static void test_adopt_refused(void)
 {
@@ -105,20 +140,7 @@ static void test_adopt_refused(void)
 
 		snapshot(tmp("j-snap"));
 		put(tmp("outside"), "the host's", 0644);
-		if (!strcmp(k, "symlink")) {
-			CU_ASSERT_EQUAL(symlink(tmp("outside"), bad), 0);
-		} else if (!strcmp(k, "hardlink")) {
-			CU_ASSERT_EQUAL(link(tmp("outside"), bad), 0);
-		} else if (!strcmp(k, "fifo")) {
-			CU_ASSERT_EQUAL(mkfifo(bad, 0600), 0);
-		} else if (!strcmp(k, "socket")) {
-			struct sockaddr_un a = { .sun_family = AF_UNIX };
-			int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-
-			snprintf(a.sun_path, sizeof(a.sun_path), "%s", bad);
-			CU_ASSERT_EQUAL(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-			close(fd);
-		} else {
+		if (!plant(k, bad)) {
 			/* the folder itself a link to one elsewhere */
 			CU_ASSERT_EQUAL(rename(tmp("j-snap"), tmp("elsewhere")), 0);
 			CU_ASSERT_EQUAL(symlink(tmp("elsewhere"), tmp("j-snap")), 0);
@@ -158,11 +180,9 @@ static void flat(const char *d)
 {
 	char p[600];
 
-	dir(d, 0777);
+	snap_dir(d, 0600);
 	snprintf(p, sizeof(p), "%s/manifest.json", d);
 	put(p, "{}", 0644);
-	snprintf(p, sizeof(p), "%s/memory", d);
-	put(p, "guest ram", 0600);
 }
 
 static void read_is(const char *path, const char *want)
@@ -215,14 +235,8 @@ static void test_take_copy_refused(void)
 
 		flat(tmp("j-fork"));
 		put(tmp("outside"), "the host's", 0644);
-		if (!strcmp(k, "symlink")) {
-			CU_ASSERT_EQUAL(symlink(tmp("outside"), bad), 0);
-		} else if (!strcmp(k, "hardlink")) {
-			CU_ASSERT_EQUAL(link(tmp("outside"), bad), 0);
-		} else if (!strcmp(k, "fifo")) {
-			CU_ASSERT_EQUAL(mkfifo(bad, 0600), 0); /* opened without waiting */
-		} else if (!strcmp(k, "folder")) {
-			dir(bad, 0755);
+		if (plant(k, bad)) {
+			/* (a fifo is opened without waiting on it) */
 		} else if (!strcmp(k, "many")) {
 			for (unsigned j = 0; j < 300; j++) {
 				snprintf(p, sizeof(p), "%s/f%u", tmp("j-fork"), j);

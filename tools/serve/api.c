@@ -408,20 +408,13 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 				hio_reply_json(c, st ? 201 : 200, sbx_json(s, true), NULL);
 			json_decref(req);
 		}
-	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "fork")) {
+	} else if (verb && r->method == HTTP_POST && (!strcmp(verb, "fork") || !strcmp(verb, "snapshots"))) {
+		/* both checkpoint it and answer 201 with what they made of that */
 		if ((req = body_json(c, r, false))) {
-			json_t *forks;
+			json_t *made;
 
-			st = sbx_fork(s, req, &forks, msg, sizeof(msg));
-			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, forks, NULL);
-			json_decref(req);
-		}
-	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "snapshots")) {
-		if ((req = body_json(c, r, false))) {
-			json_t *info;
-
-			st = sbx_snapshot(s, req, &info, msg, sizeof(msg));
-			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, info, NULL);
+			st = (!strcmp(verb, "fork") ? sbx_fork : sbx_snapshot)(s, req, &made, msg, sizeof(msg));
+			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, made, NULL);
 			json_decref(req);
 		}
 	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
