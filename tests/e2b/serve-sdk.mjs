@@ -330,6 +330,9 @@ if (mode === 'root') {
     return m === `0:${text}` || JSON.stringify(m);
   });
   await check(`${tmpl}: a fork has the file on a disk of its own`, async () => {
+    // (the second sandbox goes first: its disk copy's room, in a nested L1's tmpfs)
+    if (b) await b.kill();
+    b = null;
     const src = await Sandbox.connect(a.sandboxId, opts);
     const [f] = await src.fork({ timeoutMs: 300000 });
     if (!(f instanceof Sandbox)) return `fork: ${f?.message}`;

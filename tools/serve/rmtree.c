@@ -96,6 +96,11 @@ static int take_one(int dfd, const char *from, const char *name, const char *to,
 			snprintf(msg, len, "%s", err);
 		else
 			ret = 0;
+		/* the original goes at once: a copy on a file system without
+		 * reflinks (tmpfs) then needs room for one file more, not for
+		 * the whole snapshot twice */
+		if (!ret)
+			unlinkat(dfd, name, 0);
 		close(tfd);
 		if (ret)
 			unlink(tmp);

@@ -22,8 +22,9 @@ int adopt_tree(const char *from, const char *to, char *msg, size_t len);
  * @to made here: each entry must be a regular file with one link, opened
  * without following links and checked on its descriptor; each is copied
  * (a reflink where the file system can) into a new root file of the same
- * name, its mode's read and execute bits kept. At most 256 entries. 0, or
- * -1 with @msg naming the entry (then @to is removed). */
+ * name, its mode's read and execute bits kept, and its name in @from
+ * removed. At most 256 entries. 0, or -1 with @msg naming the entry (then
+ * @to is removed; what was taken from @from is not put back). */
 int take_copy(const char *from, const char *to, char *msg, size_t len);
 
 #endif
