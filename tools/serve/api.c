@@ -451,10 +451,11 @@ static void snap_param(void *arg, const char *k, const char *v)
 	if (!strcmp(k, "sandboxID")) {
 		snprintf(q->sandbox, sizeof(q->sandbox), "%s", v);
 	} else if (!strcmp(k, "name")) {
-		/* "NAME", "TEAM/NAME" or "NAME:TAG": serve has no teams or tags */
+		/* "NAME", "TEAM/NAME" or "NAME:TAG": serve has no teams (a tag is
+		 * matched with or without: sbx_snapshot_list) */
 		const char *n = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
 
-		snprintf(q->name, sizeof(q->name), "%.*s", (int)strcspn(n, ":"), n);
+		snprintf(q->name, sizeof(q->name), "%s", n);
 	} else if (!strcmp(k, "limit")) {
 		q->limit = strtol(v, &end, 10);
 		q->bad |= *end || q->limit < 1 || q->limit > 1000;

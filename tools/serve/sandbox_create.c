@@ -742,7 +742,9 @@ json_t *sbx_snapshot_list(const char *source, const char *name)
 		json_t *rec;
 		const char *src;
 
-		if (e->d_name[0] == '.' || (name && *name && strcmp(name, e->d_name)))
+		if (e->d_name[0] == '.' || (name && *name && strcmp(name, e->d_name) &&
+					    (strlen(e->d_name) != strcspn(name, ":") ||
+					     strncmp(name, e->d_name, strcspn(name, ":")))))
 			continue;
 		rec = sbx_snapshot_record(e->d_name);
 		src = json_string_value(json_object_get(rec, "source"));

@@ -130,8 +130,8 @@ int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t l
  * status with @msg. */
 int sbx_snapshot(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len);
 /* GET /snapshots: every snapshot template (of sandbox @source, named
- * @name: either NULL or "" for any) as {"snapshotID", "names", "sandboxID",
- * "created"}. */
+ * @name, "NAME:TAG" matching NAME:TAG or NAME: either NULL or "" for any)
+ * as {"snapshotID", "names", "sandboxID", "created"}. */
 json_t *sbx_snapshot_list(const char *source, const char *name);
 /* DELETE /templates/NAME: a snapshot template removed (0); 404 when there
  * is none, 409 for a built one, with @msg. */
