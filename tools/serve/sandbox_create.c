@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Making sandboxes: clones of a template's snapshot, their timeout and network, the warm pool. */
+/* Making sandboxes: clones of a template's snapshot, their timeout and network, the warm pool; forks of a running sandbox and templates made of one (snapshots). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -131,6 +131,11 @@ static void apply_req(struct sandbox *s, json_t *req)
 		timeout = srv.max_timeout;
 	s->started = time(NULL);
 	s->end = s->started + timeout;
+}
+
+bool template_name_ok(const char *n)
+{
+	return *n && strlen(n) <= 60 && !strpbrk(n, "/ ") && n[0] != '.';
 }
 
 /* The template's snapshot folder and manifest, or NULL with a 404 message. */
@@ -337,7 +342,7 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 	int ret;
 
 	*out = NULL;
-	if (!*tmpl || strlen(tmpl) > 60 || strpbrk(tmpl, "/ ") || tmpl[0] == '.')
+	if (!template_name_ok(tmpl))
 		return snprintf(msg, len, "templateID '%s' is not a template name", tmpl), 400;
 	ret = net_allow_list(req, srv.net_deny_default, &allow, msg, len);
 	if (ret)
@@ -473,12 +478,13 @@ void sbx_pool_drain(void)
 /* ---- fork ---- */
 
 /*
- * Its VMM paused, snapshotted into its folder as fork-GEN and resumed
+ * A fork's or snapshot's checkpoint of running sandbox @s: its VMM
+ * paused, snapshotted into its folder as fork-GEN and resumed
  * (whatever happened); then the snapshot is copied out of the folder the
  * VMM can write (take_copy) into STATE/forks/ID-GEN, which a restart
- * empties. What the forks take from it is read under s->op into @src_copy
- * (its token, metadata, network, template config). 0 with @dir, or an
- * HTTP status with @msg.
+ * empties. What a fork or a snapshot takes of the sandbox is read under
+ * s->op into @f (its token, metadata, network, template config). 0 with
+ * @dir, or an HTTP status with @msg.
  */
 struct fork_src {
 	char id[ID_LEN + 1], template_id[64], token[65];
@@ -516,7 +522,7 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Paused\"}", 10000, msg, len) ||
 	      vmm_api(s, "PUT", "/snapshot/create", body, 600000, msg, len);
 	if (vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, why, sizeof(why)))
-		serve_log("sandbox %s: resuming it after its fork's snapshot: %s", s->id, why);
+		serve_log("sandbox %s: resuming it after its checkpoint: %s", s->id, why);
 	sbx_set_state(s, SBX_RUNNING);
 	__atomic_store_n(&s->checkpointing, false, __ATOMIC_RELEASE);
 	snprintf(f->id, sizeof(f->id), "%s", s->id);
@@ -532,7 +538,7 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	pthread_mutex_unlock(&s->op);
 	if (ret) {
 		snprintf(why, sizeof(why), "%s", msg);
-		snprintf(msg, len, "sandbox %s: its snapshot for the fork failed: %s", s->id, why);
+		snprintf(msg, len, "sandbox %s: its checkpoint (a snapshot) failed: %s", s->id, why);
 		rm_tree(outside);
 		return 500;
 	}
@@ -545,7 +551,7 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	if (!ret && (ret = sbx_snap_check(s, dir, f->tconfig, why, sizeof(why))))
 		rm_tree(dir);
 	if (ret) {
-		snprintf(msg, len, "sandbox %s: its snapshot for the fork is refused: %s", s->id, why);
+		snprintf(msg, len, "sandbox %s: its checkpoint is refused: %s", s->id, why);
 		return 500;
 	}
 	return 0;
@@ -647,11 +653,6 @@ out:
 }
 
 /* ---- snapshots: templates made of a running sandbox ---- */
-
-static bool template_name_ok(const char *n)
-{
-	return *n && strlen(n) <= 60 && !strpbrk(n, "/ ") && n[0] != '.';
-}
 
 int sbx_snapshot(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t len)
 {

@@ -136,6 +136,8 @@ json_t *sbx_snapshot_list(const char *source, const char *name);
 /* DELETE /templates/NAME: a snapshot template removed (0); 404 when there
  * is none, 409 for a built one, with @msg. */
 int sbx_snapshot_delete(const char *name, char *msg, size_t len);
+/* A template name: 1-60 characters, no '/' or ' ', not starting with '.'. */
+bool template_name_ok(const char *n);
 /* STATE/templates/@tmpl/snapshot.json, or NULL (a built template). */
 json_t *sbx_snapshot_record(const char *tmpl);
 /* The config of sandbox @s's template as it was when @s was made

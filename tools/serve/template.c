@@ -383,7 +383,7 @@ static int build(int argc, char **argv, const char *state)
 	}
 	name = argv[optind];
 	cfg = argv[optind + 1];
-	if (!*name || strlen(name) > 60 || strpbrk(name, "/ ") || name[0] == '.')
+	if (!template_name_ok(name))
 		return fprintf(stderr, "cubicle template: '%s' is not a template name (no '/', ' ' or leading '.')\n",
 			       name), 2;
 	if (disk_mib && root_kind != 'r' && root_kind != 'o')
