@@ -26,8 +26,8 @@
 //               --rootfs/--ext4/--oci) with /etc/cubicle-root holding its name:
 //               a sandbox of it runs from that disk; a file written in it is
 //               still there after pause and connect, and not in a second
-//               sandbox of the same template, and is in a fork of it, whose
-//               writes are its own; a name starting "oci" also has
+//               sandbox of the same template, and (rootfs, debian*) is in a
+//               fork of it, whose writes are its own; a name starting "oci" also has
 //               the test image's whiteouts and owners (run_serve_rootfs.sh);
 //               a TEMPLATE named debian* is the example Debian 12 root
 //               (scripts/debian-rootfs.sh): its release, user and shell.
@@ -171,8 +171,9 @@ if (mode === 'net') {
       const mac = (await f.commands.run('cat /sys/class/net/eth0/address')).stdout.trim();
       const got = await reaches(f);
       console.log(`# ${k}: source ${a0}, fork ${a1} (${mac})`);
-      return (a0 !== a1 && /\/30$/.test(a1) && mac === `06:${f.sandboxId.slice(1, 11).match(/../g).join(':')}` && got === want[k] &&
-        (await reaches(b)) === want[k]) || `addresses ${a0} ${a1}, MAC ${mac}, fork reaches: ${got}`;
+      // (the source's own reach was checked above: a refused try costs nc's 10 s)
+      return (a0 !== a1 && /\/30$/.test(a1) && mac === `06:${f.sandboxId.slice(1, 11).match(/../g).join(':')}` && got === want[k]) ||
+        `addresses ${a0} ${a1}, MAC ${mac}, fork reaches: ${got}`;
     });
   }
   if (kinds.internetOff) await check('internetOff: after pause and connect still denied', async () => {
@@ -329,7 +330,8 @@ if (mode === 'root') {
     const m = await run(again, 'sync; cat /home/user/note.txt');
     return m === `0:${text}` || JSON.stringify(m);
   });
-  await check(`${tmpl}: a fork has the file on a disk of its own`, async () => {
+  // (rootfs and debian: ext4 and oci sandboxes fork the same way, and CI's time is counted)
+  if (tmpl === 'rootfs' || debian) await check(`${tmpl}: a fork has the file on a disk of its own`, async () => {
     // (the second sandbox goes first: its disk copy's room, in a nested L1's tmpfs)
     if (b) await b.kill();
     b = null;
