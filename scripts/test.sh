@@ -42,13 +42,19 @@ step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz s
 # The fuzz smoke (each libFuzzer harness for FUZZ_SECONDS, one at a time;
 # 10 s each here: it ends CI's critical path, and the long campaigns are
 # `make fuzz-smoke`'s 60 s or more by hand)
-# and then `make distcheck` (e2e skipped inside it: already run above) run
-# beside the sanitizer tests, whose long part (the payloads in a nested L1,
-# which has one vCPU) keeps one core busy and leaves the other mostly idle.
+# and then `make distcheck` run beside the sanitizer tests, whose long part
+# (the payloads in a nested L1, which has one vCPU) keeps one core busy and
+# leaves the other mostly idle. distcheck builds the tarball and runs the
+# unit tests and the CLI checks in it (the script suites ran above, from
+# this tree, in a build folder of its own as distcheck's is: running them
+# again made distcheck CI's last step); that the tarball holds every file
+# the tests need is checked on its list below (dist_complete).
 (
 	rc=0
 	make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-10}" >"$src/build/fuzz-smoke.log" 2>&1 || rc=1
-	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j1 distcheck >"$src/build/distcheck.log" 2>&1 || rc=$((rc + 2))
+	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck \
+		TESTS='$(UNIT_TESTS) tests/check-plugin-symbols.sh tests/check-cubicle-libs.sh tests/cli/run_errors.sh' \
+		>"$src/build/distcheck.log" 2>&1 || rc=$((rc + 2))
 	exit $rc
 ) &
 beside=$!
@@ -121,5 +127,17 @@ if [ $((beside_rc & 2)) != 0 ]; then
 	exit 1
 fi
 tail -n 4 "$src/build/distcheck.log" >&2
+# dist_complete: every file git tracks is in the tarball (.ci/ and
+# .gitignore aside, which only a clone needs).
+if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
+	tarball=$(ls "$src"/build/cubicle-*.tar.xz | head -n 1)
+	git -C "$src" ls-files | grep -v -e '^\.ci/' -e '^\.gitignore$' | sort >"$src/build/dist-git.list"
+	tar -tJf "$tarball" | sed 's|^[^/]*/||' | sort >"$src/build/dist-tar.list"
+	missing=$(comm -23 "$src/build/dist-git.list" "$src/build/dist-tar.list")
+	[ -z "$missing" ] || { echo "test.sh: $tarball lacks files git tracks (add them to EXTRA_DIST):" >&2; echo "$missing" >&2; exit 1; }
+	echo "test.sh: $tarball holds all $(wc -l <"$src/build/dist-git.list") files git tracks (but .ci/ and .gitignore)" >&2
+else
+	echo "test.sh: not a git checkout: the tarball's list is not compared with git's" >&2
+fi
 
 step "all tests passed"

@@ -31,11 +31,21 @@
 //               the test image's whiteouts and owners (run_serve_rootfs.sh);
 //               a TEMPLATE named debian* is the example Debian 12 root
 //               (scripts/debian-rootfs.sh): its release, user and shell.
+//   MODE build  Template.build (POST /v3/templates, the COPY steps' uploads,
+//               POST /v2/templates/ID/builds/BUILD, its status and logs) of a
+//               template from 'base' with ENV, RUN, COPY (a file, a folder),
+//               WORKDIR and a start and ready command: a sandbox of it has
+//               the files, and (BUILD_GUEST=1: a real guest, whose memory the
+//               snapshot keeps) the variables, working folder and running
+//               start command; Template.exists; a failing RUN step is a
+//               BuildError naming it with its output in the logs (a byte
+//               that is not UTF-8 there a '?'); fromImage
+//               is refused; the template is deleted.
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 // Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
 const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
 if (!url || !apiKey) {
-  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many|net|root [N|IP:PORT|TEMPLATE]');
+  console.error('usage: node serve-sdk.mjs URL API_KEY full|v1|many|net|root|build [N|IP:PORT|TEMPLATE]');
   process.exit(2);
 }
 const { Sandbox, CommandExitError } = await import(mode === 'v1' ? 'e2b-v1' : 'e2b');
@@ -268,6 +278,89 @@ if (mode === 'net') {
     const bad = r.filter((x) => x !== true);
     return !bad.length || JSON.stringify(bad);
   });
+  done();
+}
+
+if (mode === 'build') {
+  const { Template, BuildError } = await import('e2b');
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const os = await import('node:os');
+  const realGuest = process.env.BUILD_GUEST === '1';
+  const ctx = fs.mkdtempSync(path.join(os.tmpdir(), 'serve-build-'));
+  fs.writeFileSync(path.join(ctx, 'hello.txt'), 'hello from the context\n');
+  fs.mkdirSync(path.join(ctx, 'app', 'sub'), { recursive: true });
+  fs.writeFileSync(path.join(ctx, 'app', 'a.txt'), 'a\n');
+  fs.writeFileSync(path.join(ctx, 'app', 'sub', 'b.txt'), 'b\n');
+  const b = `${dir}/built`;
+  const name = `built-${Date.now().toString(36)}`;
+  const t = Template({ fileContextPath: ctx })
+    .fromTemplate('base')
+    .setEnvs({ GREETING: 'built env' })
+    .runCmd(`rm -rf ${b} && mkdir -p ${b} && echo "$GREETING in run" > ${b}/run.txt`)
+    .copy('hello.txt', `${b}/`)
+    .copy('app', `${b}/app`, { mode: 0o750 })
+    .setWorkdir(b)
+    .setStartCmd(`touch ${b}/started; exec sleep 600 # build-start-marker`, `[ -f ${b}/started ]`);
+  const logs = [];
+  let built;
+  await check('Template.build from base: ENV, RUN, COPY a file and a folder, WORKDIR, start and ready commands', async () => {
+    built = await Template.build(t, name, { ...opts, onBuildLogs: (l) => logs.push(l) });
+    const text = logs.map((l) => l.message).join('\n');
+    console.log(`# ${logs.length} log entries`);
+    return (built.templateId === name && /RUN rm -rf/.test(text) && /COPY app/.test(text) && /is ready/.test(text)) ||
+      `${JSON.stringify(built)}; logs: ${text.slice(-600)}`;
+  });
+  await check('Template.exists: the built one, not another', async () => {
+    const a = await Template.exists(name, opts);
+    const c = await Template.exists(`${name}-nope`, opts);
+    return (a === true && c === false) || `exists ${a}, other ${c}`;
+  });
+  if (built) {
+    await check('a sandbox of the built template has its files' + (realGuest ? ', variables, working folder and start command' : ''), async () => {
+      const s = await Sandbox.create(name, { ...opts, timeoutMs: 120000 });
+      try {
+        const files = await s.commands.run(`cat ${b}/run.txt ${b}/hello.txt ${b}/app/a.txt ${b}/app/sub/b.txt; stat -c %a ${b}/app/a.txt`);
+        const want = 'built env in run\nhello from the context\na\nb\n750\n';
+        if (files.stdout !== want) return `files ${JSON.stringify(files.stdout)}`;
+        if (!realGuest) return true;
+        const env = await s.commands.run('pwd; echo "$GREETING"');
+        if (env.stdout !== `${b}\nbuilt env\n`) return `pwd and env ${JSON.stringify(env.stdout)}`;
+        const ps = await s.commands.list();
+        return ps.some((p) => /build-start-marker/.test(`${p.cmd} ${p.args.join(' ')}`)) ||
+          `no start command in ${JSON.stringify(ps.map((p) => [p.cmd, p.args]))}`;
+      } finally {
+        await s.kill();
+      }
+    });
+  }
+  await check('a failing RUN step: a BuildError naming its step, its output in the logs', async () => {
+    const failLogs = [];
+    try {
+      await Template.build(Template({ fileContextPath: ctx }).fromTemplate('base').runCmd('echo about to fail; printf "bad \\377 byte\\n"; exit 3'),
+        `${name}-fails`, { ...opts, onBuildLogs: (l) => failLogs.push(l) });
+      return 'it built';
+    } catch (e) {
+      const text = failLogs.map((l) => l.message).join('\n');
+      return (e instanceof BuildError && /step 1 \(RUN\): exited with status 3/.test(e.message) && /about to fail/.test(text) &&
+        /bad \? byte/.test(text)) ||
+        `${e.name}: ${e.message}; logs ${text.slice(-300)}`;
+    }
+  });
+  await check('fromImage is refused, saying what to do instead', async () => {
+    try {
+      await Template.build(Template().fromImage('debian:12').runCmd('true'), `${name}-image`, opts);
+      return 'it built';
+    } catch (e) {
+      return (e instanceof BuildError && /pulls no images/.test(e.message)) || `${e.name}: ${e.message}`;
+    }
+  });
+  await check('the built template is deleted like a snapshot', async () => {
+    const a = await Sandbox.deleteSnapshot(name, opts);
+    const c = await Template.exists(name, opts);
+    return (a === true && c === false) || `delete ${a}, exists ${c}`;
+  });
+  fs.rmSync(ctx, { recursive: true, force: true });
   done();
 }
 

@@ -12,8 +12,12 @@ the data plane, lifecycle, state folder, restarts) is tested on any host:
     socket beside the API socket (so the SDK talks to the real agent);
   - its guest is this host: files and commands are the host's.
 It is not the VMM and tests nothing of it; the nested tests do that.
+  - `exec` and `cp` (a template build's steps) are the real cubicle's
+    (FAKE_CUBICLE), which reach the agent through that vsock socket.
 Usage: fake-vmm.py restore SNAP --api-sock PATH --id ID [--paused] [--seccomp M] [--set K=V]...
-Environment: FAKE_AGENT (the cubicle-agent binary), FAKE_VMM_FAIL=1 to exit at once.
+       fake-vmm.py exec|cp ARG...
+Environment: FAKE_AGENT (the cubicle-agent binary), FAKE_CUBICLE (cubicle),
+FAKE_VMM_FAIL=1 to exit at once.
 """
 import ctypes
 import json
@@ -28,6 +32,8 @@ import time
 
 def main():
     a = sys.argv[1:]
+    if a and a[0] in ("exec", "cp") and os.environ.get("FAKE_CUBICLE"):
+        os.execv(os.environ["FAKE_CUBICLE"], ["cubicle"] + a)
     if not a or a[0] != "restore":
         print("fake-vmm: only `restore` is played", file=sys.stderr)
         return 1

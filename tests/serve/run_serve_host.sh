@@ -51,7 +51,7 @@ EOF
 mkdir -p "$state/templates/broken/snap"
 echo '{"vcpus": 1, "memory_mib": 128, "config": {"tree": {"devices": []}}}' \
 	>"$state/templates/broken/snap/manifest.json"
-export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent
+export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent FAKE_CUBICLE=$top_builddir/cubicle
 printf 'pool_size = 2;\n' >"$tmp/serve.cfg"
 start_serve() {
 	lines=$(cat "$tmp/serve.log" 2>/dev/null | wc -l)
@@ -70,6 +70,7 @@ mkdir -p "$SDK_TEST_DIR"
 node "$work/serve-sdk.mjs" "$url" "$key" full || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" many 20 || fail=1
+node "$work/serve-sdk.mjs" "$url" "$key" build || fail=1
 python3 "$sd/tests/serve/serve-checks.py" "$url" "$key" || fail=1
 
 n=$(grep -c "from the warm pool" "$tmp/serve.log")

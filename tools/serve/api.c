@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "build.h"
 #include "serve.h"
 
 #define BODY_MAX (1u << 20)
@@ -506,6 +507,133 @@ static void snapshot_list(struct hconn *c, struct hreq *r)
 	hio_reply_json(c, 200, out, hdr);
 }
 
+/* ---- template builds (build.c) ---- */
+
+struct buildq {
+	char upload[64];
+	long offset;
+	bool bad;
+};
+
+static void build_param(void *arg, const char *k, const char *v)
+{
+	struct buildq *q = arg;
+	char *end;
+
+	if (!strcmp(k, "upload")) {
+		snprintf(q->upload, sizeof(q->upload), "%s", v);
+	} else if (!strcmp(k, "logsOffset")) {
+		q->offset = strtol(v, &end, 10);
+		q->bad |= *end || q->offset < 0;
+	}
+}
+
+/* @p split at '/' into at most @max non-empty parts (in @buf): their count,
+ * or -1 when there are more or one is empty. */
+static int split_path(const char *p, char *buf, size_t len, char **part, int max)
+{
+	int n = 0;
+	char *save = NULL, *t;
+
+	snprintf(buf, len, "%s", p);
+	if (*p != '/' || strstr(p, "//") || p[strlen(p) - 1] == '/')
+		return -1;
+	for (t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		if (n == max)
+			return -1;
+		part[n++] = t;
+	}
+	return n;
+}
+
+/* PUT /templates/TID/files/HASH?upload=TOKEN (the link build_file_link
+ * gave): answers to its token (the SDK sends no API key with it) or the
+ * key. False when @r is not one. */
+static bool upload_route(struct hconn *c, struct hreq *r)
+{
+	char buf[512], *part[5], msg[600];
+	struct buildq q = { .offset = 0 };
+	int st;
+
+	if (r->method != HTTP_PUT || split_path(r->path, buf, sizeof(buf), part, 5) != 4 ||
+	    strcmp(part[0], "templates") || strcmp(part[2], "files"))
+		return false;
+	query_each(r->query, build_param, &q);
+	if (!build_upload_ok(part[1], q.upload) && !key_ok(r)) {
+		c->close = !r->done;
+		hio_error(c, 401, "not a valid upload link: GET /templates/%s/files/%s gives one", part[1], part[3]);
+		return true;
+	}
+	st = build_upload(c, r, part[3], msg, sizeof(msg));
+	st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 200, NULL, NULL, 0, NULL);
+	return true;
+}
+
+/* /v3/templates and /templates/...: builds, their files and status, aliases,
+ * a snapshot template's deletion. */
+static void templates_route(struct hconn *c, struct hreq *r, const char *p)
+{
+	char buf[512], *part[6], msg[600];
+	struct buildq q = { .offset = 0 };
+	json_t *req, *out = NULL;
+	int n = split_path(p, buf, sizeof(buf), part, 6), st = 404;
+	int m = r->method;
+
+	snprintf(msg, sizeof(msg), "no %s %s here", http_method_str((enum http_method)m), r->path);
+	if (!strcmp(p, "/v3/templates") && m == HTTP_POST) {
+		if (!(req = body_json(c, r, true)))
+			return;
+		st = build_request(req, &out, msg, sizeof(msg));
+		json_decref(req);
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 202, out, NULL);
+		return;
+	}
+	if (n == 2 && m == HTTP_DELETE) {
+		st = sbx_snapshot_delete(part[1], msg, sizeof(msg));
+		c->close = !r->done;
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
+		return;
+	}
+	if (n == 3 && m == HTTP_GET && !strcmp(part[1], "aliases")) {
+		char path[400], name[64];
+
+		template_resolve(part[2], name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/templates/%s/snap", srv.state_dir, name);
+		c->close = !r->done;
+		if (template_name_ok(name) && !access(path, F_OK))
+			hio_reply_json(c, 200, json_pack("{s:s,s:b}", "templateID", name, "public", 0), NULL);
+		else
+			hio_error(c, 404, "template '%s' not found", part[2]);
+		return;
+	}
+	if (n == 4 && m == HTTP_GET && !strcmp(part[2], "files")) {
+		st = build_file_link(part[1], part[3], hreq_header(r, "Host"), &out, msg, sizeof(msg));
+		c->close = !r->done;
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 201, out, NULL);
+		return;
+	}
+	if (n == 4 && m == HTTP_POST && !strcmp(part[2], "builds")) {
+		if (!(req = body_json(c, r, true)))
+			return;
+		st = build_start(part[1], part[3], req, msg, sizeof(msg));
+		json_decref(req);
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 202, NULL, NULL, 0, NULL);
+		return;
+	}
+	if (n == 5 && m == HTTP_GET && !strcmp(part[2], "builds") && !strcmp(part[4], "status")) {
+		query_each(r->query, build_param, &q);
+		c->close = !r->done;
+		if (q.bad)
+			st = 400, snprintf(msg, sizeof(msg), "bad query: logsOffset is a count of entries");
+		else
+			st = build_status(part[1], part[3], q.offset, &out, msg, sizeof(msg));
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 200, out, NULL);
+		return;
+	}
+	c->close = !r->done;
+	hio_error(c, (unsigned)st, "%s", msg);
+}
+
 /* ---- routing ---- */
 
 /* The sandbox and port a request is for: from the headers, or from a Host
@@ -584,6 +712,8 @@ void api_handle(struct hconn *c, struct hreq *r)
 		data_plane(c, r, id, port);
 		return;
 	}
+	if (upload_route(c, r))
+		return;
 	if (!key_ok(r) && !(r->method == HTTP_GET && !strcmp(r->path, "/health"))) {
 		c->close = !r->done;
 		hio_error(c, 401, "Invalid API key: send it in X-API-Key (or Authorization: Bearer)");
@@ -611,18 +741,8 @@ void api_handle(struct hconn *c, struct hreq *r)
 			snapshot_list(c, r);
 		else
 			c->close = !r->done, hio_error(c, 405, "GET %s", r->path);
-	} else if (!strncmp(p, "/templates/", 11) && p[11] && !strchr(p + 11, '/')) {
-		char msg[400];
-		int st;
-
-		if (r->method != HTTP_DELETE) {
-			c->close = !r->done, hio_error(c, 405, "DELETE %s", r->path);
-		} else if ((st = sbx_snapshot_delete(p + 11, msg, sizeof(msg)))) {
-			c->close = !r->done, hio_error(c, (unsigned)st, "%s", msg);
-		} else {
-			c->close = !r->done;
-			hio_reply(c, 204, NULL, NULL, 0, NULL);
-		}
+	} else if (!strcmp(path, "/v3/templates") || !strncmp(p, "/templates/", 11)) {
+		templates_route(c, r, p);
 	} else if (!strncmp(p, "/sandboxes/", 11) && p[11]) {
 		char *sid = (char *)p + 11, *verb = strchr(sid, '/');
 

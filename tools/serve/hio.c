@@ -27,6 +27,8 @@ int hio_write_all(int fd, const void *buf, size_t len)
 	while (len) {
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
+		if (n < 0 && errno == ENOTSOCK) /* a file (a build's upload) */
+			n = write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)

@@ -65,6 +65,7 @@ int hio_reply_json(struct hconn *c, unsigned status, json_t *j, const char *hdrs
 int hio_error(struct hconn *c, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* All of @buf to socket (or file) @fd: 0 or -1. */
 int hio_write_all(int fd, const void *buf, size_t len);
 
 /*

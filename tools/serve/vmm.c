@@ -465,6 +465,23 @@ int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)
 	}
 }
 
+int vmm_agent_init(struct sandbox *s, json_t *body, char *msg, size_t len)
+{
+	char uds[300], hdr[128], *b = json_dumps(body, JSON_COMPACT);
+	unsigned st = 0;
+	int ret = -1;
+
+	sbx_file(s, "v.sock", false, uds, sizeof(uds));
+	snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", s->token);
+	if (b)
+		ret = agent_call(uds, "POST", "/init", b, hdr, &st, 10000);
+	free(b);
+	if (ret || st != 204)
+		return snprintf(msg, len, "the guest agent refused /init (%s)",
+				!b ? "out of memory" : ret ? strerror(errno) : "HTTP error"), -1;
+	return 0;
+}
+
 int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg, size_t len)
 {
 	char uds[300], hdr[128] = "", when[40], *body;

@@ -60,5 +60,9 @@ int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len);
  * @env (may be NULL) and the clock; @token is the agent's current token
  * (NULL: none yet). 0, or -1 with @msg. */
 int vmm_wait_agent(struct sandbox *s, const char *token, json_t *env, char *msg, size_t len);
+/* POST /init @body to the running agent of @s (with s->token): what it
+ * sets (envVars, defaultUser, defaultWorkdir) holds for every later
+ * process. 0, or -1 with @msg. */
+int vmm_agent_init(struct sandbox *s, json_t *body, char *msg, size_t len);
 
 #endif
