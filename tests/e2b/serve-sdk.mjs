@@ -305,7 +305,7 @@ if (mode === 'build') {
   const logs = [];
   let built;
   await check('Template.build from base: ENV, RUN, COPY a file and a folder, WORKDIR, start and ready commands', async () => {
-    built = await Template.build(t, name, { ...opts, onBuildLogs: (l) => logs.push(l) });
+    built = await Template.build(t, `${name}:v1`, { ...opts, onBuildLogs: (l) => logs.push(l) });
     const text = logs.map((l) => l.message).join('\n');
     console.log(`# ${logs.length} log entries`);
     return (built.templateId === name && /RUN rm -rf/.test(text) && /COPY app/.test(text) && /is ready/.test(text)) ||
@@ -317,8 +317,8 @@ if (mode === 'build') {
     return (a === true && c === false) || `exists ${a}, other ${c}`;
   });
   if (built) {
-    await check('a sandbox of the built template has its files' + (realGuest ? ', variables, working folder and start command' : ''), async () => {
-      const s = await Sandbox.create(name, { ...opts, timeoutMs: 120000 });
+    await check('a sandbox of the built template (by NAME:TAG) has its files' + (realGuest ? ', variables, working folder and start command' : ''), async () => {
+      const s = await Sandbox.create(`${name}:v1`, { ...opts, timeoutMs: 120000 });
       try {
         const files = await s.commands.run(`cat ${b}/run.txt ${b}/hello.txt ${b}/app/a.txt ${b}/app/sub/b.txt; stat -c %a ${b}/app/a.txt`);
         const want = 'built env in run\nhello from the context\na\nb\n750\n';

@@ -14,6 +14,10 @@
 #     token of its own) -> kill; a sandbox whose timeout expires
 #     disappears; SDK 2.46.1 through the v1 paths;
 #   - 20 sandboxes created at once each run a command and are killed;
+#   - Template.build of a template from base (ENV, RUN, COPY, WORKDIR, a
+#     start and a ready command): a sandbox of it has the files, variables,
+#     working folder and the start command running; a failing step is
+#     reported with its output; fromImage is refused;
 #   - bad requests, a client leaving mid-stream, 200 concurrent requests
 #     (tests/serve/serve-checks.py);
 #   - a warm pool of 2 restored-and-paused clones serves some creates;
@@ -59,6 +63,7 @@ FORK_ISOLATED=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
 	bad "left in $state/forks: $(ls -A "$state/forks")"
 node "$e2b/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 node "$e2b/serve-sdk.mjs" "$url" "$key" many "$many" || fail=1
+BUILD_GUEST=1 node "$e2b/serve-sdk.mjs" "$url" "$key" build || fail=1
 python3 "$top/tests/serve/serve-checks.py" "$url" "$key" || fail=1
 curl -s -H "X-API-Key: $key" "$url/" >"$w/status.html"
 grep -q '<h1>cubicle serve</h1>' "$w/status.html" && grep -q '<polyline' "$w/status.html" &&

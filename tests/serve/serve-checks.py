@@ -3,7 +3,8 @@
 """`cubicle serve` under bad and heavy use (issue 15, part 4), over plain HTTP.
 
 Usage: serve-checks.py URL API_KEY
-Wrong API key, unknown sandbox, malformed JSON, a wrong access token, a
+Wrong API key, unknown sandbox, malformed JSON, template build requests
+refused, a wrong access token, a
 client that disconnects mid-stream, then 200 concurrent requests: each
 gets its documented status and {"code", "message"} body, and the server
 keeps serving. Needs a template "base". Prints TAP-ish lines; exit 1 on a
@@ -72,6 +73,43 @@ st, j, _ = call("GET", "/nowhere")
 ok(st == 404 and err_body(j, 404), "unknown path: 404", f"{st} {j}")
 st, j, _ = call("GET", "/health", headers={"E2b-Sandbox-Id": "nosuchbox", "E2b-Sandbox-Port": "49983"})
 ok(st == 502 and err_body(j, 502), "data plane, unknown sandbox: 502", f"{st} {j}")
+
+# template builds (Template.build's calls): what is refused, and why
+st, j, _ = call("POST", "/v3/templates", body={"name": "bad name"})
+ok(st == 400 and err_body(j, 400), "build of a name with a space: 400", f"{st} {j}")
+st, j, _ = call("POST", "/v3/templates", body={"name": "base"})
+ok(st == 409 and err_body(j, 409) and "template build" in j["message"],
+   "build over a template `cubicle template build` made: 409", f"{st} {j}")
+st, bj, _ = call("POST", "/v3/templates", body={"name": "checks-build:v1", "tags": ["x"]})
+ok(st == 202 and bj.get("templateID") == "checks-build" and bj.get("tags") == ["v1", "x"] and bj.get("buildID"),
+   "build requested: 202 {templateID: NAME, buildID, tags: the name's and the list's}", f"{st} {bj}")
+bid = bj.get("buildID", "none") if isinstance(bj, dict) else "none"
+h = "ab" * 32
+st, j, _ = call("GET", f"/templates/checks-build/files/{h[:-1]}")
+ok(st == 400 and err_body(j, 400), "files link of a hash that is not SHA-256 hex: 400", f"{st} {j}")
+st, link, _ = call("GET", f"/templates/checks-build/files/{h}")
+ok(st == 201 and link.get("present") is False and f"/templates/checks-build/files/{h}?upload=" in link.get("url", ""),
+   "files link: 201 {present: false, url}", f"{st} {link}")
+st, j, _ = call("PUT", f"/templates/checks-build/files/{h}?upload=wrong", raw=b"data", headers={"X-API-Key": ""})
+ok(st == 401 and err_body(j, 401), "an upload with a wrong token and no key: 401", f"{st} {j}")
+for body, what in (({"fromImage": "debian:12"}, "fromImage"),
+                   ({"fromTemplate": "no-such-template"}, "an unknown fromTemplate"),
+                   ({"steps": [{"type": "FROB", "args": []}]}, "an unknown step type"),
+                   ({"steps": [{"type": "COPY", "args": ["a", "/a"], "filesHash": h}]}, "a COPY whose files were not uploaded"),
+                   ({"steps": [{"type": "ENV", "args": ["A"]}]}, "an ENV without a value"),
+                   ({"steps": [{"type": "WORKDIR", "args": ["relative"]}]}, "a relative WORKDIR")):
+    st, j, _ = call("POST", f"/v2/templates/checks-build/builds/{bid}", body=body)
+    ok(st == 400 and err_body(j, 400), f"build start with {what}: 400", f"{st} {j}")
+st, j, _ = call("POST", "/v2/templates/checks-build/builds/nosuchbuild", body={})
+ok(st == 404 and err_body(j, 404), "start of an unknown build: 404", f"{st} {j}")
+st, j, _ = call("GET", f"/templates/checks-build/builds/{bid}/status?logsOffset=x")
+ok(st == 400 and err_body(j, 400), "status with a bad logsOffset: 400", f"{st} {j}")
+st, j, _ = call("GET", f"/templates/checks-build/builds/{bid}/status")
+ok(st == 200 and j.get("status") == "waiting" and j.get("logEntries") == [], "status of a build not started: waiting", f"{st} {j}")
+st, j, _ = call("GET", "/templates/aliases/no-such-template")
+ok(st == 404 and err_body(j, 404), "alias of no template: 404", f"{st} {j}")
+st, j, _ = call("GET", "/templates/aliases/base")
+ok(st == 200 and j == {"templateID": "base", "public": False}, "alias of base: 200", f"{st} {j}")
 
 # one sandbox for the data-plane checks
 st, sbx, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "timeout": 300})

@@ -302,7 +302,7 @@ static void create(struct hconn *c, struct hreq *r)
 {
 	json_t *req = body_json(c, r, true), *t;
 	struct sandbox *s;
-	char msg[600];
+	char msg[600], tmpl[80];
 	int st;
 
 	if (!req)
@@ -313,7 +313,9 @@ static void create(struct hconn *c, struct hreq *r)
 		hio_error(c, 400, "templateID must be a string");
 		return;
 	}
-	st = sbx_create(t ? json_string_value(t) : "base", req, &s, msg, sizeof(msg));
+	/* NAME:TAG of a template built through the SDK is NAME */
+	template_resolve(t ? json_string_value(t) : "base", tmpl, sizeof(tmpl));
+	st = sbx_create(tmpl, req, &s, msg, sizeof(msg));
 	json_decref(req);
 	if (st) {
 		hio_error(c, (unsigned)st, "%s", msg);

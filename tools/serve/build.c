@@ -681,12 +681,13 @@ int build_file_link(const char *tid, const char *hash, const char *host, json_t 
 	if (!host || !*host || strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
 					 strlen(host) || strlen(host) > 200)
 		return snprintf(msg, len, "the request has no usable Host header to make the upload link of"), 400;
+	tok[0] = 0;
 	pthread_mutex_lock(&blk);
-	b = find(tid, NULL);
-	if (b && b->st == B_WAITING)
-		snprintf(tok, sizeof(tok), "%s", b->token);
+	for (b = builds; b && !tok[0]; b = b->next)
+		if (!strcmp(b->name, tid) && b->st == B_WAITING)
+			snprintf(tok, sizeof(tok), "%s", b->token);
 	pthread_mutex_unlock(&blk);
-	if (!b || b->st != B_WAITING)
+	if (!tok[0])
 		return snprintf(msg, len, "template '%s' has no build waiting for its files (POST /v3/templates first)",
 				tid), 404;
 	files_path(hash, file, sizeof(file));

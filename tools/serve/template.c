@@ -623,10 +623,15 @@ int template_main(int argc, char **argv)
 
 			if (e->d_name[0] == '.')
 				continue;
-			/* a snapshot of a sandbox (serve's POST /sandboxes/ID/snapshots) says so */
+			/* a snapshot of a sandbox (serve's POST /sandboxes/ID/snapshots) or
+			 * a build through the SDK (build.c) says so */
 			snprintf(rp, sizeof(rp), "%s/%s/snapshot.json", dir, e->d_name);
 			rec = json_load_file(rp, 0, NULL);
-			if (rec)
+			if (rec && json_object_get(rec, "build"))
+				printf("%s\tbuilt through the SDK from %s (build %s)\n", e->d_name,
+				       json_string_value(json_object_get(json_object_get(rec, "build"), "from")) ?: "?",
+				       json_string_value(json_object_get(json_object_get(rec, "build"), "buildID")) ?: "?");
+			else if (rec)
 				printf("%s\tsnapshot of sandbox %s (template %s)\n", e->d_name,
 				       json_string_value(json_object_get(rec, "source")) ?: "?",
 				       json_string_value(json_object_get(rec, "template")) ?: "?");
