@@ -172,12 +172,32 @@ static void filter_meta(void *arg, const char *k, const char *v)
 	json_object_set_new(f->meta, kk, json_string(vv));
 }
 
+/* A listing's paging: limit (1-1000) and nextToken (the offset a former
+ * page's X-Next-Token gave). True when @k is one of them (*@bad set when
+ * its value is wrong). */
+static bool page_param(const char *k, const char *v, long *limit, long *from, bool *bad)
+{
+	char *end;
+
+	if (!strcmp(k, "limit")) {
+		*limit = strtol(v, &end, 10);
+		*bad |= *end || *limit < 1 || *limit > 1000;
+	} else if (!strcmp(k, "nextToken")) {
+		*from = strtol(v, &end, 10);
+		*bad |= *end || *from < 0;
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static void filter_param(void *arg, const char *k, const char *v)
 {
 	struct filter *f = arg;
-	char *end;
 
-	if (!strcmp(k, "metadata")) {
+	if (page_param(k, v, &f->limit, &f->from, &f->bad)) {
+		return;
+	} else if (!strcmp(k, "metadata")) {
 		query_each(v, filter_meta, f);
 	} else if (!strcmp(k, "state")) {
 		for (const char *p = v; *p;) {
@@ -191,14 +211,6 @@ static void filter_param(void *arg, const char *k, const char *v)
 				f->bad = true;
 			p += n + (p[n] == ',');
 		}
-	} else if (!strcmp(k, "limit")) {
-		f->limit = strtol(v, &end, 10);
-		if (*end || f->limit < 1 || f->limit > 1000)
-			f->bad = true;
-	} else if (!strcmp(k, "nextToken")) {
-		f->from = strtol(v, &end, 10);
-		if (*end || f->from < 0)
-			f->bad = true;
 	}
 }
 
@@ -449,9 +461,10 @@ struct snapq {
 static void snap_param(void *arg, const char *k, const char *v)
 {
 	struct snapq *q = arg;
-	char *end;
 
-	if (!strcmp(k, "sandboxID")) {
+	if (page_param(k, v, &q->limit, &q->from, &q->bad)) {
+		return;
+	} else if (!strcmp(k, "sandboxID")) {
 		snprintf(q->sandbox, sizeof(q->sandbox), "%s", v);
 	} else if (!strcmp(k, "name")) {
 		/* "NAME", "TEAM/NAME" or "NAME:TAG": serve has no teams (a tag is
@@ -459,12 +472,6 @@ static void snap_param(void *arg, const char *k, const char *v)
 		const char *n = strrchr(v, '/') ? strrchr(v, '/') + 1 : v;
 
 		snprintf(q->name, sizeof(q->name), "%s", n);
-	} else if (!strcmp(k, "limit")) {
-		q->limit = strtol(v, &end, 10);
-		q->bad |= *end || q->limit < 1 || q->limit > 1000;
-	} else if (!strcmp(k, "nextToken")) {
-		q->from = strtol(v, &end, 10);
-		q->bad |= *end || q->from < 0;
 	}
 }
 

@@ -116,29 +116,25 @@ static void blog(struct build *b, const char *level, const char *fmt, ...)
 /* ---- running cubicle exec and cubicle cp ---- */
 
 /*
- * Runs @argv (argv[0] is srv.cubicle) with the build sandbox's agent token
- * in CUBICLE_AGENT_TOKEN and its output, line by line, into the build log.
- * 0 with *@code its exit status (128+N for signal N), or -1 with @msg. A
- * stopping serve ends it (SIGTERM: cubicle exec passes it on).
+ * Starts @argv (argv[0] is srv.cubicle) with the build sandbox's agent
+ * token in CUBICLE_AGENT_TOKEN, stdin /dev/null, stdout and stderr @out, in
+ * a process group of its own: its pid, or -1 with @msg.
  */
-static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
+static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
 {
-	char tok[100], line[LINE_MAX_B + 1], **env;
+	char tok[100], **env;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
-	size_t n = 0, k = 0, ln = 0;
+	size_t n = 0, k = 0;
 	sigset_t none, def;
-	bool killed = false;
-	int p[2], st, ret;
 	pid_t pid;
+	int ret;
 
 	while (environ[n])
 		n++;
 	env = calloc(n + 2, sizeof(*env));
-	if (!env || pipe2(p, O_CLOEXEC)) {
-		free(env);
-		return snprintf(msg, len, "%s", strerror(errno)), -1;
-	}
+	if (!env)
+		return snprintf(msg, len, "out of memory"), -1;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "CUBICLE_AGENT_TOKEN=", 20))
 			env[k++] = environ[i];
@@ -155,28 +151,37 @@ static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	posix_spawn_file_actions_adddup2(&fa, out, 1);
+	posix_spawn_file_actions_adddup2(&fa, out, 2);
 	ret = posix_spawn(&pid, srv.cubicle, &fa, &at, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	free(env);
-	close(p[1]);
-	if (ret) {
-		close(p[0]);
+	if (ret)
 		return snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(ret)), -1;
-	}
+	return pid;
+}
+
+/* Each line of what @fd gives until its end into the build log (a line
+ * longer than LINE_MAX_B in pieces); while it waits, a stopping serve
+ * sends @pid SIGTERM (cubicle exec passes it on to the guest's command). */
+static void log_lines(struct build *b, int fd, pid_t pid)
+{
+	char line[LINE_MAX_B + 1];
+	bool killed = false;
+	size_t ln = 0;
+
 	for (;;) {
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		ssize_t got;
 
-		if (srv.stopping && !killed) {
+		if (srv.stopping && !killed && pid > 0) {
 			kill(pid, SIGTERM);
 			killed = true;
 		}
 		if (poll(&pf, 1, 250) <= 0)
 			continue;
-		got = read(p[0], line + ln, sizeof(line) - 1 - ln);
+		got = read(fd, line + ln, sizeof(line) - 1 - ln);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
@@ -201,22 +206,47 @@ static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_
 		line[ln] = 0;
 		blog(b, "info", "%s", line);
 	}
+}
+
+static int wait_code(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 125;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Runs @argv as spawn_cubicle does, its output line by line into the
+ * build log: 0 with *@code its exit status (128+N for signal N), or -1
+ * with @msg. */
+static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return snprintf(msg, len, "%s", strerror(errno)), -1;
+	pid = spawn_cubicle(b, argv, p[1], msg, len);
+	close(p[1]);
+	if (pid > 0)
+		log_lines(b, p[0], pid);
 	close(p[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	*code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (pid < 0)
+		return -1;
+	*code = wait_code(pid);
 	return 0;
 }
 
-/* `cubicle exec` of @cmd (NULL-terminated) in the guest as @user (NULL:
- * the agent's default): 0 when it exits 0, else -1 with @msg. */
-static int guest(struct build *b, const char *user, const char *const *cmd, char *msg, size_t len)
+/* The argv of `cubicle exec` of @cmd (NULL-terminated) as @user (NULL: the
+ * agent's default) into @argv (40 entries), @uds its socket's path. */
+static void exec_argv(struct build *b, const char *user, const char *const *cmd, char **argv, char *uds,
+		      size_t ulen)
 {
-	char uds[300], *argv[40];
 	unsigned n = 0;
-	int code;
 
-	sbx_file(b->s, "v.sock", false, uds, sizeof(uds));
+	sbx_file(b->s, "v.sock", false, uds, ulen);
 	argv[n++] = (char *)srv.cubicle;
 	argv[n++] = "exec";
 	argv[n++] = "--timeout";
@@ -230,6 +260,16 @@ static int guest(struct build *b, const char *user, const char *const *cmd, char
 	while (*cmd && n < 39)
 		argv[n++] = (char *)*cmd++;
 	argv[n] = NULL;
+}
+
+/* `cubicle exec` of @cmd in the guest as @user: 0 when it exits 0, else -1
+ * with @msg. */
+static int guest(struct build *b, const char *user, const char *const *cmd, char *msg, size_t len)
+{
+	char uds[300], *argv[40];
+	int code;
+
+	exec_argv(b, user, cmd, argv, uds, sizeof(uds));
 	if (run_cubicle(b, argv, &code, msg, len))
 		return -1;
 	if (code == 125)
@@ -327,47 +367,83 @@ static int step_copy(struct build *b, json_t *args, const char *hash, char *msg,
 	}
 }
 
-/* The start command, left running in a session of its own (its output in
- * /tmp/.cubicle-start.log in the guest), then the ready command tried once
- * a second until it exits 0 (READY_S at most). */
+/*
+ * The start command is started as a process of the agent's own (as a
+ * command the SDK runs in the background: `commands.list` shows it, in
+ * every sandbox of the template too, whose memory holds it) by a
+ * `cubicle exec` left running meanwhile, its output in a file beside; then
+ * the ready command is tried once a second until it exits 0 (READY_S at
+ * most). That client is then ended with SIGKILL (a SIGTERM it would pass
+ * on to the command) and what the command said is put in the build log.
+ */
 static int finalize(struct build *b, const char *start, const char *ready, char *msg, size_t len)
 {
-	static const char start_sh[] =
-		"if command -v setsid >/dev/null 2>&1; then s=setsid; else s=; fi\n"
-		"$s /bin/bash -l -c \"$1\" </dev/null >/tmp/.cubicle-start.log 2>&1 &\n";
+	char out[420], uds[300], *argv[40];
+	const char *cmd[] = { "/bin/bash", "-l", "-c", start, NULL };
 	double t0 = now_ms();
+	pid_t pid = -1;
+	int fd = -1, ret = 0, code = -1;
 
 	if (start && *start) {
-		const char *cmd[] = { "/bin/sh", "-c", start_sh, "start", start, NULL };
-
 		blog(b, "info", "start command: %s", start);
-		if (guest(b, b->user, cmd, msg, len))
+		snprintf(out, sizeof(out), "%s/start.log", b->s->dir);
+		fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return snprintf(msg, len, "%s: %s", out, strerror(errno)), -1;
+		exec_argv(b, b->user, cmd, argv, uds, sizeof(uds));
+		pid = spawn_cubicle(b, argv, fd, msg, len);
+		if (pid < 0) {
+			close(fd);
 			return -1;
+		}
 	}
-	if (!ready || !*ready)
-		return 0;
-	blog(b, "info", "ready command: %s (tried once a second, %u s at most)", ready, READY_S);
-	for (unsigned i = 0;; i++) {
-		const char *cmd[] = { "/bin/bash", "-l", "-c", ready, NULL };
+	if (ready && *ready)
+		blog(b, "info", "ready command: %s (tried once a second, %u s at most)", ready, READY_S);
+	else if (pid > 0)
+		sleep(2); /* no ready command: a moment for the start command to start */
+	while (ready && *ready) {
+		const char *rcmd[] = { "/bin/bash", "-l", "-c", ready, NULL };
 		char why[300];
 
-		if (!guest(b, b->user, cmd, why, sizeof(why)))
+		if (!guest(b, b->user, rcmd, why, sizeof(why))) {
+			blog(b, "info", "ready");
 			break;
-		if (srv.stopping)
-			return snprintf(msg, len, "serve is stopping"), -1;
-		if (now_ms() - t0 > READY_S * 1000.0) {
-			const char *tail[] = { "tail", "-n", "20", "/tmp/.cubicle-start.log", NULL };
-
-			if (start && *start) {
-				blog(b, "info", "the start command's last output:");
-				guest(b, "root", tail, why, sizeof(why));
+		}
+		if (pid > 0 && waitpid(pid, &code, WNOHANG) == pid) {
+			code = WIFEXITED(code) ? WEXITSTATUS(code) : 128 + WTERMSIG(code);
+			pid = -1;
+			if (code) {
+				ret = -1;
+				snprintf(msg, len, "the start command ended with status %d before the ready command succeeded",
+					 code);
+				break;
 			}
-			return snprintf(msg, len, "the ready command did not succeed within %u s", READY_S), -1;
+		}
+		if (srv.stopping) {
+			ret = -1;
+			snprintf(msg, len, "serve is stopping");
+			break;
+		}
+		if (now_ms() - t0 > READY_S * 1000.0) {
+			ret = -1;
+			snprintf(msg, len, "the ready command did not succeed within %u s", READY_S);
+			break;
 		}
 		sleep(1);
 	}
-	blog(b, "info", "ready");
-	return 0;
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		code = wait_code(pid);
+	}
+	if (fd >= 0) {
+		lseek(fd, 0, SEEK_SET);
+		log_lines(b, fd, -1);
+		close(fd);
+		unlink(out);
+		if (code == 125 && !ret)
+			ret = -1, snprintf(msg, len, "cubicle exec could not start it (its reason is in the log above)");
+	}
+	return ret;
 }
 
 static bool user_name_ok(const char *u)

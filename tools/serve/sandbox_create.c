@@ -492,6 +492,14 @@ struct fork_src {
 	bool auto_pause, public_traffic;
 };
 
+/* What a checkpoint copied of its source, let go. */
+static void fork_src_free(struct fork_src *f)
+{
+	json_decref(f->metadata);
+	json_decref(f->net_allow);
+	json_decref(f->tconfig);
+}
+
 static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t dirlen, char *msg,
 		      size_t len)
 {
@@ -646,9 +654,7 @@ int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t l
 	serve_log("sandbox %s: forked %lld times in %.1f ms", f.id, (long long)count, now_ms() - t0);
 out:
 	json_decref(m);
-	json_decref(f.metadata);
-	json_decref(f.net_allow);
-	json_decref(f.tconfig);
+	fork_src_free(&f);
 	return st;
 }
 
@@ -723,9 +729,7 @@ int sbx_snapshot(struct sandbox *src, json_t *req, json_t **out, char *msg, size
 out:
 	json_decref(rec);
 	json_decref(base);
-	json_decref(f.metadata);
-	json_decref(f.net_allow);
-	json_decref(f.tconfig);
+	fork_src_free(&f);
 	return st;
 }
 
