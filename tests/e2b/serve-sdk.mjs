@@ -37,7 +37,8 @@
 //               WORKDIR and a start and ready command: a sandbox of it has
 //               the files, and (BUILD_GUEST=1: a real guest, whose memory the
 //               snapshot keeps) the variables, working folder and running
-//               start command; Template.exists; a failing RUN step is a
+//               start command; Template.exists; tags assigned, listed and
+//               removed; a failing RUN step is a
 //               BuildError naming it with its output in the logs (a byte
 //               that is not UTF-8 there a '?'); fromImage
 //               is refused; the template is deleted.
@@ -318,6 +319,16 @@ if (mode === 'build') {
     return (a === true && c === false) || `exists ${a}, other ${c}`;
   });
   if (built) {
+    await check('Template tags: assignTags, getTags, NAME:TAG exists, removeTags', async () => {
+      const a = await Template.assignTags(`${name}:v1`, ['prod'], opts);
+      const tags1 = (await Template.getTags(name, opts)).map((x) => x.tag).sort().join();
+      const e1 = await Template.exists(`${name}:prod`, opts);
+      await Template.removeTags(name, 'prod', opts);
+      const tags2 = (await Template.getTags(name, opts)).map((x) => x.tag).sort().join();
+      const e2 = await Template.exists(`${name}:prod`, opts);
+      return (a.tags.join() === 'prod' && a.buildId === built.buildId && tags1 === 'default,prod,v1' && e1 &&
+        tags2 === 'default,v1' && !e2) || JSON.stringify({ a, tags1, e1, tags2, e2 });
+    });
     await check('a sandbox of the built template (by NAME:TAG) has its files' + (realGuest ? ', variables, working folder and start command' : ''), async () => {
       const s = await Sandbox.create(`${name}:v1`, { ...opts, timeoutMs: 120000 });
       try {

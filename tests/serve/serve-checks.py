@@ -110,6 +110,14 @@ st, j, _ = call("GET", "/templates/aliases/no-such-template")
 ok(st == 404 and err_body(j, 404), "alias of no template: 404", f"{st} {j}")
 st, j, _ = call("GET", "/templates/aliases/base")
 ok(st == 200 and j == {"templateID": "base", "public": False}, "alias of base: 200", f"{st} {j}")
+for body, code, what in (({"target": "base", "tags": ["prod"]}, 409, "to a template `cubicle template build` made"),
+                         ({"target": "no-such-template", "tags": ["prod"]}, 404, "to no template"),
+                         ({"target": "base", "tags": ["default"]}, 400, "named default"),
+                         ({"target": "base"}, 400, "none")):
+    st, j, _ = call("POST", "/templates/tags", body=body)
+    ok(st == code and err_body(j, code), f"tags assigned {what}: {code}", f"{st} {j}")
+st, j, _ = call("GET", "/templates/no-such-template/tags")
+ok(st == 404 and err_body(j, 404), "tags of no template: 404", f"{st} {j}")
 
 # one sandbox for the data-plane checks
 st, sbx, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "timeout": 300})

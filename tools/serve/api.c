@@ -537,8 +537,8 @@ static void build_param(void *arg, const char *k, const char *v)
 	}
 }
 
-/* @p split at '/' into at most @max non-empty parts (in @buf): their count,
- * or -1 when there are more or one is empty. */
+/* @p split at '/' into at most @max non-empty parts (in @buf, each
+ * percent-decoded): their count, or -1 when there are more or one is empty. */
 static int split_path(const char *p, char *buf, size_t len, char **part, int max)
 {
 	int n = 0;
@@ -548,9 +548,18 @@ static int split_path(const char *p, char *buf, size_t len, char **part, int max
 	if (*p != '/' || strstr(p, "//") || p[strlen(p) - 1] == '/')
 		return -1;
 	for (t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+		char *o = t;
+
 		if (n == max)
 			return -1;
 		part[n++] = t;
+		/* %XX decoded in place (the SDK encodes a NAME:TAG's ':') */
+		for (char *i = t; *i; i++, o++)
+			if (*i == '%' && hexval(i[1]) >= 0 && hexval(i[2]) >= 0)
+				*o = (char)(hexval(i[1]) * 16 + hexval(i[2])), i += 2;
+			else
+				*o = *i;
+		*o = '\0';
 	}
 	return n;
 }
@@ -579,7 +588,7 @@ static bool upload_route(struct hconn *c, struct hreq *r)
 }
 
 /* /v3/templates and /templates/...: builds, their files and status, aliases,
- * a snapshot template's deletion. */
+ * tags, a snapshot template's deletion. */
 static void templates_route(struct hconn *c, struct hreq *r, const char *p)
 {
 	char buf[512], *part[6], msg[600];
@@ -595,6 +604,28 @@ static void templates_route(struct hconn *c, struct hreq *r, const char *p)
 		st = build_request(req, &out, msg, sizeof(msg));
 		json_decref(req);
 		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 202, out, NULL);
+		return;
+	}
+	if (n == 2 && !strcmp(part[1], "tags") && (m == HTTP_POST || m == HTTP_DELETE)) {
+		if (!(req = body_json(c, r, true)))
+			return;
+		if (m == HTTP_POST)
+			st = template_tags_assign(req, &out, msg, sizeof(msg));
+		else
+			st = template_tags_remove(req, msg, sizeof(msg));
+		json_decref(req);
+		if (st)
+			hio_error(c, (unsigned)st, "%s", msg);
+		else if (m == HTTP_POST)
+			hio_reply_json(c, 201, out, NULL);
+		else
+			hio_reply(c, 204, NULL, NULL, 0, NULL);
+		return;
+	}
+	if (n == 3 && m == HTTP_GET && !strcmp(part[2], "tags")) {
+		st = template_tags_list(part[1], &out, msg, sizeof(msg));
+		c->close = !r->done;
+		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply_json(c, 200, out, NULL);
 		return;
 	}
 	if (n == 2 && m == HTTP_DELETE) {

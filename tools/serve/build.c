@@ -506,25 +506,41 @@ static int step(struct build *b, json_t *st, char *msg, size_t len)
 	return ret;
 }
 
-/* Adds the build's own facts to its template's snapshot.json. */
-static void record_build(struct build *b, const char *from)
+/* snapshot.json's read-modify-write (a build's record, tags) */
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* @rec as STATE/templates/@name/snapshot.json (a new file renamed over). */
+static int record_write(const char *name, json_t *rec)
 {
 	char path[400], tmp[420];
-	json_t *rec = sbx_snapshot_record(b->name), *spec = b->spec;
 
-	if (!rec)
-		return;
-	json_object_set_new(rec, "build", json_pack("{s:s,s:s,s:O,s:s?,s:s?,s:I}", "buildID", b->id, "from", from,
-						    "tags", b->tags, "startCmd",
-						    json_string_value(json_object_get(spec, "startCmd")), "readyCmd",
-						    json_string_value(json_object_get(spec, "readyCmd")), "steps",
-						    (json_int_t)json_array_size(json_object_get(spec, "steps"))));
-	snprintf(path, sizeof(path), "%s/templates/%s/snapshot.json", srv.state_dir, b->name);
+	snprintf(path, sizeof(path), "%s/templates/%s/snapshot.json", srv.state_dir, name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if (json_dump_file(rec, tmp, JSON_COMPACT) || rename(tmp, path)) {
-		serve_log("build %s: %s: cannot be written", b->id, path);
+		serve_log("%s: cannot be written", path);
 		unlink(tmp);
+		return -1;
 	}
+	return 0;
+}
+
+/* Adds the build's own facts and its tags to its template's snapshot.json. */
+static void record_build(struct build *b, const char *from)
+{
+	json_t *rec, *spec = b->spec;
+
+	pthread_mutex_lock(&rec_lock);
+	rec = sbx_snapshot_record(b->name);
+	if (rec) {
+		json_object_set_new(rec, "build", json_pack("{s:s,s:s,s:s?,s:s?,s:I}", "buildID", b->id, "from", from,
+							    "startCmd", json_string_value(json_object_get(spec, "startCmd")),
+							    "readyCmd", json_string_value(json_object_get(spec, "readyCmd")),
+							    "steps",
+							    (json_int_t)json_array_size(json_object_get(spec, "steps"))));
+		json_object_set(rec, "tags", b->tags);
+		record_write(b->name, rec);
+	}
+	pthread_mutex_unlock(&rec_lock);
 	json_decref(rec);
 }
 
@@ -626,6 +642,135 @@ static bool tag_ok(const char *t)
 	return user_name_ok(t);
 }
 
+/* The tags in @req's "tags" (an array of good tags, not empty): 0, or 400 with @msg. */
+static int tags_of(json_t *req, json_t **tags, char *msg, size_t len)
+{
+	json_t *t;
+	size_t i;
+
+	*tags = json_object_get(req, "tags");
+	if (!json_is_array(*tags) || !json_array_size(*tags))
+		return snprintf(msg, len, "tags: a list of tags is required"), 400;
+	json_array_foreach(*tags, i, t)
+		if (!json_is_string(t) || !tag_ok(json_string_value(t)) || !strcmp(json_string_value(t), "default"))
+			return snprintf(msg, len, "tag %s: letters, digits, '.', '_' and '-' (1-32), not 'default'",
+					json_is_string(t) ? json_string_value(t) : "(not a string)"), 400;
+	return 0;
+}
+
+/* The record of template @name (rec_lock held), or NULL with a status. */
+static json_t *tag_record(const char *name, int *st, char *msg, size_t len)
+{
+	char path[400];
+	json_t *rec = template_name_ok(name) ? sbx_snapshot_record(name) : NULL;
+
+	snprintf(path, sizeof(path), "%s/templates/%s", srv.state_dir, name);
+	if (!rec && template_name_ok(name) && !access(path, F_OK))
+		*st = 409, snprintf(msg, len, "template '%s' was made by `cubicle template build`: it keeps no tags", name);
+	else if (!rec)
+		*st = 404, snprintf(msg, len, "template '%s' not found", name);
+	return rec;
+}
+
+static const char *build_id_of(json_t *rec, const char *name)
+{
+	return json_string_value(json_object_get(json_object_get(rec, "build"), "buildID")) ?: name;
+}
+
+int template_tags_assign(json_t *req, json_t **out, char *msg, size_t len)
+{
+	const char *target = json_string_value(json_object_get(req, "target"));
+	json_t *tags, *rec, *have, *t;
+	char name[80];
+	int st = 0;
+	size_t i;
+
+	*out = NULL;
+	if (!target || !*target)
+		return snprintf(msg, len, "target (NAME or NAME:TAG) is required"), 400;
+	if ((st = tags_of(req, &tags, msg, len)))
+		return st;
+	template_resolve(target, name, sizeof(name));
+	pthread_mutex_lock(&rec_lock);
+	rec = tag_record(name, &st, msg, len);
+	if (rec) {
+		have = json_object_get(rec, "tags");
+		if (!json_is_array(have))
+			json_object_set_new(rec, "tags", have = json_array());
+		json_array_foreach(tags, i, t) {
+			size_t j;
+			json_t *h;
+			bool dup = false;
+
+			json_array_foreach(have, j, h)
+				dup |= json_equal(h, t);
+			if (!dup)
+				json_array_append(have, t);
+		}
+		if (record_write(name, rec))
+			st = 500, snprintf(msg, len, "template '%s': its record cannot be written", name);
+		else
+			*out = json_pack("{s:O,s:s}", "tags", tags, "buildID", build_id_of(rec, name));
+	}
+	pthread_mutex_unlock(&rec_lock);
+	json_decref(rec);
+	if (!st)
+		serve_log("template '%s': tags assigned", name);
+	return st;
+}
+
+int template_tags_remove(json_t *req, char *msg, size_t len)
+{
+	const char *n = json_string_value(json_object_get(req, "name"));
+	json_t *tags, *rec, *have, *t;
+	char name[80];
+	int st = 0;
+	size_t i;
+
+	if (!n || !*n)
+		return snprintf(msg, len, "name is required"), 400;
+	if ((st = tags_of(req, &tags, msg, len)))
+		return st;
+	template_resolve(n, name, sizeof(name));
+	pthread_mutex_lock(&rec_lock);
+	rec = tag_record(name, &st, msg, len);
+	have = json_object_get(rec, "tags");
+	json_array_foreach(tags, i, t)
+		for (size_t j = json_array_size(have); j-- > 0;)
+			if (json_equal(json_array_get(have, j), t))
+				json_array_remove(have, j);
+	if (rec && record_write(name, rec))
+		st = 500, snprintf(msg, len, "template '%s': its record cannot be written", name);
+	pthread_mutex_unlock(&rec_lock);
+	json_decref(rec);
+	return st;
+}
+
+int template_tags_list(const char *tid, json_t **out, char *msg, size_t len)
+{
+	char name[80], when[32];
+	json_t *rec, *t;
+	int st = 0;
+	size_t i;
+
+	*out = NULL;
+	template_resolve(tid, name, sizeof(name));
+	pthread_mutex_lock(&rec_lock);
+	rec = tag_record(name, &st, msg, len);
+	pthread_mutex_unlock(&rec_lock);
+	if (!rec)
+		return st;
+	iso_time((time_t)json_integer_value(json_object_get(rec, "created")), when, sizeof(when));
+	/* "default": NAME alone is the newest build (template_resolve) */
+	*out = json_pack("[{s:s,s:s,s:s}]", "tag", "default", "buildID", build_id_of(rec, name), "createdAt", when);
+	json_array_foreach(json_object_get(rec, "tags"), i, t)
+		if (json_is_string(t) && strcmp(json_string_value(t), "default"))
+			json_array_append_new(*out, json_pack("{s:O,s:s,s:s}", "tag", t, "buildID", build_id_of(rec, name),
+							      "createdAt", when));
+	json_decref(rec);
+	return *out ? 0 : (snprintf(msg, len, "out of memory"), 500);
+}
+
 /* A build of template @tid with id @bid (NULL: the newest of @tid), locked. */
 static struct build *find(const char *tid, const char *bid)
 {
@@ -665,7 +810,7 @@ void template_resolve(const char *in, char *out, size_t len)
 		return;
 	}
 	rec = sbx_snapshot_record(name);
-	tags = json_object_get(json_object_get(rec, "build"), "tags");
+	tags = json_object_get(rec, "tags");
 	json_array_foreach(tags, i, t)
 		if (json_is_string(t) && !strcmp(json_string_value(t), colon + 1))
 			snprintf(out, len, "%s", name);

@@ -31,4 +31,13 @@ int build_start(const char *tid, const char *bid, json_t *spec, char *msg, size_
 /* GET /templates/TID/builds/BID/status?logsOffset=N. */
 int build_status(const char *tid, const char *bid, long offset, json_t **out, char *msg, size_t len);
 
+/* Tags of a snapshot template (one of a build's name is NAME:TAG in a
+ * create): POST /templates/tags {target: NAME[:TAG], tags} adds them
+ * (*@out {tags, buildID}); DELETE /templates/tags {name, tags} removes
+ * them; GET /templates/NAME/tags lists them (*@out [{tag, buildID,
+ * createdAt}], "default" first). 0, or an HTTP status with @msg. */
+int template_tags_assign(json_t *req, json_t **out, char *msg, size_t len);
+int template_tags_remove(json_t *req, char *msg, size_t len);
+int template_tags_list(const char *tid, json_t **out, char *msg, size_t len);
+
 #endif
