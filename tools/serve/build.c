@@ -38,7 +38,8 @@
 extern char **environ;
 
 #define LOG_KEEP      10000        /* log entries one build keeps */
-#define BUILDS_KEEP   32           /* finished builds remembered */
+#define LOG_BYTES     (4u << 20)   /* and their messages' bytes */
+#define BUILDS_KEEP   16           /* finished builds remembered */
 #define LINE_MAX_B    2048         /* a log line (longer ones are split) */
 #define UPLOAD_MAX    (4ULL << 30) /* one COPY step's archive */
 #define READY_S       300          /* the ready command's time to succeed */
@@ -56,7 +57,8 @@ struct build {
 	json_t *logs;               /* [{timestamp, level, message, step}] */
 	json_t *reason;             /* {message, step} once it failed */
 	json_t *spec;               /* the start request */
-	unsigned dropped;           /* log entries past LOG_KEEP */
+	unsigned dropped;           /* log entries past LOG_KEEP or LOG_BYTES */
+	size_t log_bytes;
 	time_t asked;               /* when it was requested */
 	/* the build thread's own */
 	struct sandbox *s;
@@ -105,11 +107,14 @@ static void blog(struct build *b, const char *level, const char *fmt, ...)
 	va_end(ap);
 	now_iso(when, sizeof(when));
 	pthread_mutex_lock(&blk);
-	if (json_array_size(b->logs) < LOG_KEEP)
+	if (strcmp(level, "info") || (json_array_size(b->logs) < LOG_KEEP && b->log_bytes < LOG_BYTES)) {
+		/* warnings and errors (the count of lines dropped, why it failed) always go in */
 		json_array_append_new(b->logs, json_pack("{s:s,s:s,s:o,s:s}", "timestamp", when, "level", level,
 							 "message", text_json(msg), "step", b->step));
-	else
+		b->log_bytes += strlen(msg);
+	} else {
 		b->dropped++;
+	}
 	pthread_mutex_unlock(&blk);
 }
 
@@ -601,6 +606,9 @@ static void *build_main(void *arg)
 		sbx_put(b->s);
 		b->s = NULL;
 	}
+	if (b->dropped)
+		blog(b, "warn", "%u lines of output were dropped: a build keeps %u lines, %u MiB", b->dropped, LOG_KEEP,
+		     LOG_BYTES >> 20);
 	if (st) {
 		blog(b, "error", "step %s: %s", b->step, msg);
 		serve_log("build %s of template '%s': step %s failed: %s", b->id, b->name, b->step, msg);
