@@ -33,7 +33,8 @@
 //               (scripts/debian-rootfs.sh): its release, user and shell.
 //   MODE build  Template.build (POST /v3/templates, the COPY steps' uploads,
 //               POST /v2/templates/ID/builds/BUILD, its status and logs) of a
-//               template from 'base' with ENV, RUN, COPY (a file, a folder),
+//               template from 'base' with ENV, RUN, COPY (a file into a
+//               folder and to a new name, a folder, a pattern),
 //               WORKDIR and a start and ready command: a sandbox of it has
 //               the files, and (BUILD_GUEST=1: a real guest, whose memory the
 //               snapshot keeps) the variables, working folder and running
@@ -302,6 +303,8 @@ if (mode === 'build') {
     .runCmd(`rm -rf ${b} && mkdir -p ${b} && echo "$GREETING in run" > ${b}/run.txt`)
     .copy('hello.txt', `${b}/`)
     .copy('app', `${b}/app`, { mode: 0o750 })
+    .copy('hello.txt', `${b}/renamed.txt`)
+    .copy('app/sub/*.txt', `${b}/globbed/`)
     .setWorkdir(b)
     // (on the serve host test's fake VMMs the guest is the host: a short sleep)
     .setStartCmd(`touch ${b}/started; exec sleep ${realGuest ? 600 : 20} # build-start-marker`, `[ -f ${b}/started ]`);
@@ -333,8 +336,8 @@ if (mode === 'build') {
     await check('a sandbox of the built template (by NAME:TAG) has its files' + (realGuest ? ', variables, working folder and start command' : ''), async () => {
       const s = await Sandbox.create(`${name}:v1`, { ...opts, timeoutMs: 120000 });
       try {
-        const files = await s.commands.run(`cat ${b}/run.txt ${b}/hello.txt ${b}/app/a.txt ${b}/app/sub/b.txt; stat -c %a ${b}/app/a.txt`);
-        const want = 'built env in run\nhello from the context\na\nb\n750\n';
+        const files = await s.commands.run(`cat ${b}/run.txt ${b}/hello.txt ${b}/app/a.txt ${b}/app/sub/b.txt ${b}/renamed.txt ${b}/globbed/b.txt; stat -c %a ${b}/app/a.txt`);
+        const want = 'built env in run\nhello from the context\na\nb\nhello from the context\nb\n750\n';
         if (files.stdout !== want) return `files ${JSON.stringify(files.stdout)}`;
         if (!realGuest) return true;
         const env = await s.commands.run('pwd; echo "$GREETING"');
