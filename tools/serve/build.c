@@ -482,10 +482,12 @@ static int step(struct build *b, json_t *st, char *msg, size_t len)
 		return step_copy(b, args, json_string_value(json_object_get(st, "filesHash")), msg, len);
 	}
 	if (!strcmp(type, "WORKDIR")) {
-		const char *cmd[] = { "mkdir", "-p", a0, NULL };
+		/* made by root, given to the USER set (if any), as Docker does */
+		const char *cmd[] = { "/bin/sh", "-c", "mkdir -p \"$1\" && { [ -z \"$2\" ] || chown \"$2\" \"$1\"; }",
+				      "workdir", a0, b->user, NULL };
 
 		blog(b, "info", "WORKDIR %s", a0);
-		if (guest(b, b->user, cmd, msg, len))
+		if (guest(b, "root", cmd, msg, len))
 			return -1;
 		init = json_pack("{s:s}", "defaultWorkdir", a0);
 	} else if (!strcmp(type, "USER")) {
