@@ -687,73 +687,60 @@ static const char *build_id_of(json_t *rec, const char *name)
 	return json_string_value(json_object_get(json_object_get(rec, "build"), "buildID")) ?: name;
 }
 
-int template_tags_assign(json_t *req, json_t **out, char *msg, size_t len)
+/* POST /templates/tags {target, tags} (@add) or DELETE {name, tags}: the
+ * tags added to or removed from the template's record; *@out (when
+ * adding) {tags, buildID}. */
+static int tags_change(json_t *req, bool add, json_t **out, char *msg, size_t len)
 {
-	const char *target = json_string_value(json_object_get(req, "target"));
+	const char *n = json_string_value(json_object_get(req, add ? "target" : "name"));
 	json_t *tags, *rec, *have, *t;
 	char name[80];
 	int st = 0;
 	size_t i;
 
-	*out = NULL;
-	if (!target || !*target)
-		return snprintf(msg, len, "target (NAME or NAME:TAG) is required"), 400;
-	if ((st = tags_of(req, &tags, msg, len)))
-		return st;
-	template_resolve(target, name, sizeof(name));
-	pthread_mutex_lock(&rec_lock);
-	rec = tag_record(name, &st, msg, len);
-	if (rec) {
-		have = json_object_get(rec, "tags");
-		if (!json_is_array(have))
-			json_object_set_new(rec, "tags", have = json_array());
-		json_array_foreach(tags, i, t) {
-			size_t j;
-			json_t *h;
-			bool dup = false;
-
-			json_array_foreach(have, j, h)
-				dup |= json_equal(h, t);
-			if (!dup)
-				json_array_append(have, t);
-		}
-		if (record_write(name, rec))
-			st = 500, snprintf(msg, len, "template '%s': its record cannot be written", name);
-		else
-			*out = json_pack("{s:O,s:s}", "tags", tags, "buildID", build_id_of(rec, name));
-	}
-	pthread_mutex_unlock(&rec_lock);
-	json_decref(rec);
-	if (!st)
-		serve_log("template '%s': tags assigned", name);
-	return st;
-}
-
-int template_tags_remove(json_t *req, char *msg, size_t len)
-{
-	const char *n = json_string_value(json_object_get(req, "name"));
-	json_t *tags, *rec, *have, *t;
-	char name[80];
-	int st = 0;
-	size_t i;
-
+	if (out)
+		*out = NULL;
 	if (!n || !*n)
-		return snprintf(msg, len, "name is required"), 400;
+		return snprintf(msg, len, "%s", add ? "target (NAME or NAME:TAG) is required" : "name is required"), 400;
 	if ((st = tags_of(req, &tags, msg, len)))
 		return st;
 	template_resolve(n, name, sizeof(name));
 	pthread_mutex_lock(&rec_lock);
 	rec = tag_record(name, &st, msg, len);
 	have = json_object_get(rec, "tags");
-	json_array_foreach(tags, i, t)
-		for (size_t j = json_array_size(have); j-- > 0;)
+	if (rec && !json_is_array(have))
+		json_object_set_new(rec, "tags", have = json_array());
+	json_array_foreach(tags, i, t) {
+		size_t j = json_array_size(have);
+
+		/* from the end: a removal leaves the entries still to look at in place */
+		while (j-- > 0)
 			if (json_equal(json_array_get(have, j), t))
-				json_array_remove(have, j);
+				break;
+		if (add && j == (size_t)-1)
+			json_array_append(have, t);
+		else if (!add && j != (size_t)-1)
+			json_array_remove(have, j);
+	}
 	if (rec && record_write(name, rec))
 		st = 500, snprintf(msg, len, "template '%s': its record cannot be written", name);
+	else if (rec && add)
+		*out = json_pack("{s:O,s:s}", "tags", tags, "buildID", build_id_of(rec, name));
 	pthread_mutex_unlock(&rec_lock);
 	json_decref(rec);
+	if (!st)
+		serve_log("template '%s': tags %s", name, add ? "assigned" : "removed");
 	return st;
+}
+
+int template_tags_assign(json_t *req, json_t **out, char *msg, size_t len)
+{
+	return tags_change(req, true, out, msg, len);
+}
+
+int template_tags_remove(json_t *req, char *msg, size_t len)
+{
+	return tags_change(req, false, NULL, msg, len);
 }
 
 int template_tags_list(const char *tid, json_t **out, char *msg, size_t len)
