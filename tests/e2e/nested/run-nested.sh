@@ -53,7 +53,7 @@
 # while COMMAND ran (a CPU of L1 reported stuck for 2 minutes: L1's kernel
 # stopped making progress, which neither the command nor a guest inside L1
 # can cause short of an L1 kernel bug), or when L1 froze (its heartbeat, a
-# console line every 10 s from a sleep loop, stopped for 2 minutes and a key
+# console line every 10 s from a sleep loop, stopped for a minute and a key
 # press did not bring it back: its timer interrupts stopped, which no program
 # in L1 can cause), the fault is the emulator's, not the command's, and L1
 # boots once more (the first console is kept as DIR/nested-console.try1.log).
@@ -69,10 +69,10 @@
 # CUBICLE_NESTED_TCG -accel (default tcg), CUBICLE_NESTED_SMP L1's vCPUs (like
 # --smp; default 1 on x86_64, see below, 2 on aarch64), CUBICLE_NESTED_FREEZE_S
 # how long L1 may send no heartbeat before it is probed as frozen (default
-# 120; see boot_l1).
+# 60, six beats; the probe is a key press, harmless to a live L1; see boot_l1).
 
 set -uo pipefail
-freeze_s=${CUBICLE_NESTED_FREEZE_S:-120}
+freeze_s=${CUBICLE_NESTED_FREEZE_S:-60}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -395,7 +395,7 @@ boot_l1() {
 	while kill -0 $qpid 2>/dev/null; do
 		if [ $started = 0 ]; then
 			if grep -q 'CUBICLE-NESTED \(start\|error\)' "$log"; then
-				started=1
+				started=1 beat_at=$SECONDS
 				boot_secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 			elif [ $SECONDS -ge $deadline ]; then
 				hung=1
@@ -407,22 +407,26 @@ boot_l1() {
 			[ -z "$wedged" ] && wedged=$(grep -o 'soft lockup - CPU#[0-9]* stuck for [0-9]*s! \[[^]]*\]' "$log" |
 				awk -F'stuck for ' '{ split($2, a, "s"); if (a[1] + 0 >= 120) { print; exit } }')
 			[ -n "$wedged" ] && kill $qpid 2>/dev/null
-			# L1's heartbeat stopped (after it started: an older
-			# initramfs has none): its timers stopped firing. Seen
+			# L1's heartbeat stopped, or never came (counted from
+			# COMMAND's start: the initramfs is always this tree's
+			# l1-init.sh, which beats every 10 s; on 2026-12-06 L1
+			# froze 9 s into its run, before its first beat, and
+			# only the time limit ended it, 12 minutes on): its
+			# timers stopped firing. Seen
 			# once (2026-12-04, a busy host, 11 minutes into a run):
 			# L1's only CPU halted with interrupts on for good, even
 			# l1-init.sh's 5 s sleeps never ended, no lockup report
 			# (that needs a timer too), an NMI still got in. No program
 			# in L1 can do that: a timer interrupt was lost under it
 			# (the emulator's SVM or APIC, or L1's kernel).
-			# After $freeze_s (120) s, the probe and a key press; a beat
+			# After $freeze_s (60) s, the probe and a key press; a beat
 			# within 35 s after it: L1 lives on (said once the run is
 			# over), else it is stopped as wedged (retried once, below).
 			n=$(grep -c 'CUBICLE-NESTED beat' "$log")
 			if [ "$n" != "$beats" ]; then
 				[ $nudged = 1 ] && revived="L1 sent no heartbeat for $((SECONDS - beat_at)) s; a key press woke it (the probe: $rw/nested-l0-freeze.log)"
 				beats=$n beat_at=$SECONDS nudged=0
-			elif [ "$beats" -gt 0 ] && [ $nudged = 0 ] && [ $((SECONDS - beat_at)) -ge $freeze_s ]; then
+			elif [ $nudged = 0 ] && [ $((SECONDS - beat_at)) -ge $freeze_s ]; then
 				nudged=1
 				freeze_probe $((SECONDS - beat_at))
 			elif [ $nudged = 1 ] && [ $((SECONDS - beat_at)) -ge $((freeze_s + 35)) ]; then
