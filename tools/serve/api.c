@@ -33,8 +33,9 @@ static int hexval(int c)
 	return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
 }
 
-/* Percent-decodes (and '+' as space) @n bytes of @s into @out. */
-static void pct_decode(const char *s, size_t n, char *out, size_t len)
+/* Percent-decodes @n bytes of @s into @out (@out may be @s: it is never
+ * ahead of what it reads); @plus: a '+' is a space too (a query's). */
+static void pct_decode(const char *s, size_t n, char *out, size_t len, bool plus)
 {
 	size_t o = 0;
 
@@ -43,7 +44,7 @@ static void pct_decode(const char *s, size_t n, char *out, size_t len)
 			out[o++] = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
 			i += 2;
 		} else {
-			out[o++] = s[i] == '+' ? ' ' : s[i];
+			out[o++] = plus && s[i] == '+' ? ' ' : s[i];
 		}
 	}
 	out[o] = '\0';
@@ -58,8 +59,8 @@ static void query_each(const char *q, void (*fn)(void *, const char *, const cha
 
 		if (k > n)
 			k = n;
-		pct_decode(q, k, name, sizeof(name));
-		pct_decode(q + k + (k < n), k < n ? n - k - 1 : 0, value, sizeof(value));
+		pct_decode(q, k, name, sizeof(name), true);
+		pct_decode(q + k + (k < n), k < n ? n - k - 1 : 0, value, sizeof(value), true);
 		fn(arg, name, value);
 		q += n + (q[n] == '&');
 	}
@@ -167,8 +168,8 @@ static void filter_meta(void *arg, const char *k, const char *v)
 	char kk[256], vv[2048];
 
 	/* the SDK percent-encodes each key and value before it encodes the pairs */
-	pct_decode(k, strlen(k), kk, sizeof(kk));
-	pct_decode(v, strlen(v), vv, sizeof(vv));
+	pct_decode(k, strlen(k), kk, sizeof(kk), true);
+	pct_decode(v, strlen(v), vv, sizeof(vv), true);
 	json_object_set_new(f->meta, kk, json_string(vv));
 }
 
@@ -548,18 +549,12 @@ static int split_path(const char *p, char *buf, size_t len, char **part, int max
 	if (*p != '/' || strstr(p, "//") || p[strlen(p) - 1] == '/')
 		return -1;
 	for (t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-		char *o = t;
-
 		if (n == max)
 			return -1;
 		part[n++] = t;
-		/* %XX decoded in place (the SDK encodes a NAME:TAG's ':') */
-		for (char *i = t; *i; i++, o++)
-			if (*i == '%' && hexval(i[1]) >= 0 && hexval(i[2]) >= 0)
-				*o = (char)(hexval(i[1]) * 16 + hexval(i[2])), i += 2;
-			else
-				*o = *i;
-		*o = '\0';
+		/* decoded in place (the SDK encodes a NAME:TAG's ':'); a '+'
+		 * in a path is a '+' */
+		pct_decode(t, strlen(t), t, strlen(t) + 1, false);
 	}
 	return n;
 }
@@ -723,8 +718,7 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 	}
 	/* a fork's or snapshot's checkpoint pauses it briefly: its requests
 	 * wait for it (at most a minute) instead of failing */
-	for (int i = 0; i < 1200 && __atomic_load_n(&s->checkpointing, __ATOMIC_ACQUIRE); i++)
-		usleep(50000);
+	sbx_checkpoint_wait(s, 60000);
 	if (!port) {
 		hio_error(c, 400, "E2b-Sandbox-Port is not a port");
 	} else if (s->state != SBX_RUNNING) {

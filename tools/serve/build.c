@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,10 +127,7 @@ static void blog(struct build *b, const char *level, const char *fmt, ...)
 static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
 {
 	char tok[100], **env;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
 	size_t n = 0, k = 0;
-	sigset_t none, def;
 	pid_t pid;
 	int ret;
 
@@ -146,21 +142,8 @@ static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, siz
 	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
 	env[k++] = tok;
 	env[k] = NULL;
-	sigemptyset(&none);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	posix_spawnattr_init(&at);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, out, 1);
-	posix_spawn_file_actions_adddup2(&fa, out, 2);
-	ret = posix_spawn(&pid, srv.cubicle, &fa, &at, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
+	ret = spawn_child(&pid, srv.cubicle, argv,
+			  &(struct spawn_opts){ .out = out, .group = SPAWN_OWN_GROUP, .env = env });
 	free(env);
 	if (ret)
 		return snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(ret)), -1;
@@ -451,7 +434,8 @@ static int finalize(struct build *b, const char *start, const char *ready, char 
 	return ret;
 }
 
-static bool user_name_ok(const char *u)
+/* A user's name or a tag: 1 to 32 letters, digits, '.', '_' or '-'. */
+static bool word_ok(const char *u)
 {
 	if (!*u || strlen(u) > 32)
 		return false;
@@ -647,11 +631,6 @@ static bool hash_ok(const char *h)
 	return n == 64 && !h[n];
 }
 
-static bool tag_ok(const char *t)
-{
-	return user_name_ok(t);
-}
-
 /* The tags in @req's "tags" (an array of good tags, not empty): 0, or 400 with @msg. */
 static int tags_of(json_t *req, json_t **tags, char *msg, size_t len)
 {
@@ -662,7 +641,7 @@ static int tags_of(json_t *req, json_t **tags, char *msg, size_t len)
 	if (!json_is_array(*tags) || !json_array_size(*tags))
 		return snprintf(msg, len, "tags: a list of tags is required"), 400;
 	json_array_foreach(*tags, i, t)
-		if (!json_is_string(t) || !tag_ok(json_string_value(t)) || !strcmp(json_string_value(t), "default"))
+		if (!json_is_string(t) || !word_ok(json_string_value(t)) || !strcmp(json_string_value(t), "default"))
 			return snprintf(msg, len, "tag %s: letters, digits, '.', '_' and '-' (1-32), not 'default'",
 					json_is_string(t) ? json_string_value(t) : "(not a string)"), 400;
 	return 0;
@@ -836,7 +815,7 @@ int build_request(json_t *req, json_t **out, char *msg, size_t len)
 	json_array_foreach(json_object_get(req, "tags"), i, t)
 		json_array_append(tags, t);
 	json_array_foreach(tags, i, t)
-		if (!json_is_string(t) || !tag_ok(json_string_value(t)))
+		if (!json_is_string(t) || !word_ok(json_string_value(t)))
 			return json_decref(tags), snprintf(msg, len, "tag %s: letters, digits, '.', '_' and '-' (1-32)",
 							  json_is_string(t) ? json_string_value(t) : "(not a string)"), 400;
 	if ((cpu && (!json_is_integer(cpu) || json_integer_value(cpu) < 1 || json_integer_value(cpu) > 64)) ||
@@ -949,7 +928,7 @@ int build_upload(struct hconn *c, struct hreq *r, const char *hash, char *msg, s
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return c->close = true, snprintf(msg, len, "%s: %s", tmp, strerror(errno)), 500;
-	if (hio_forward_body(c, r, fd)) {
+	if (hio_forward_body(c, r, fd, true)) {
 		close(fd);
 		unlink(tmp);
 		c->close = true;
@@ -1028,7 +1007,7 @@ int build_start(const char *tid, const char *bid, json_t *spec, char *msg, size_
 			if (n != 1 || json_string_value(json_array_get(args, 0))[0] != '/')
 				return snprintf(msg, len, "step %zu: WORKDIR takes one absolute path", i + 1), 400;
 		} else if (!strcmp(type, "USER")) {
-			if (n != 1 || !user_name_ok(json_string_value(json_array_get(args, 0))))
+			if (n != 1 || !word_ok(json_string_value(json_array_get(args, 0))))
 				return snprintf(msg, len, "step %zu: USER takes a user name", i + 1), 400;
 		} else {
 			return snprintf(msg, len, "step %zu: type '%s' is not one cubicle serve builds (RUN, COPY, ENV, WORKDIR, USER)",

@@ -20,15 +20,14 @@
 
 #include "hio.h"
 
-int hio_write_all(int fd, const void *buf, size_t len)
+/* All of @buf to @fd, a socket (@sock: send, never SIGPIPE) or a file. */
+static int write_all(int fd, const void *buf, size_t len, bool sock)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		ssize_t n = sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
 
-		if (n < 0 && errno == ENOTSOCK) /* a file (a build's upload) */
-			n = write(fd, p, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -37,6 +36,11 @@ int hio_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int hio_write_all(int fd, const void *buf, size_t len)
+{
+	return write_all(fd, buf, len, true);
 }
 
 /* ---- request parsing ---- */
@@ -136,8 +140,9 @@ static ssize_t fill(struct hconn *c)
 }
 
 /* Runs @r's parser over buffered input; the bytes it took are consumed
- * and, when @fd >= 0, written there. 0, or -1 (a parse error). */
-static int parse_some(struct hconn *c, struct hreq *r, int fd)
+ * and, when @fd >= 0, written there (a socket, or a file when @file). 0,
+ * or -1 (a parse error, a failed write). */
+static int parse_some(struct hconn *c, struct hreq *r, int fd, bool file)
 {
 	size_t avail = c->in_len - c->in_off, n;
 
@@ -146,7 +151,7 @@ static int parse_some(struct hconn *c, struct hreq *r, int fd)
 	n = http_parser_execute(&r->p, &req_settings, c->in + c->in_off, avail);
 	if (HTTP_PARSER_ERRNO(&r->p) != HPE_OK && HTTP_PARSER_ERRNO(&r->p) != HPE_PAUSED)
 		return -1;
-	if (fd >= 0 && n && hio_write_all(fd, c->in + c->in_off, n))
+	if (fd >= 0 && n && write_all(fd, c->in + c->in_off, n, !file))
 		return -1;
 	c->in_off += n;
 	return 0;
@@ -228,7 +233,7 @@ int hio_read_body(struct hconn *c, struct hreq *r, size_t max)
 	r->body_max = max;
 	r->body_len = 0;
 	for (;;) {
-		if (parse_some(c, r, -1))
+		if (parse_some(c, r, -1, false))
 			return -1;
 		if (r->done)
 			break;
@@ -239,11 +244,11 @@ int hio_read_body(struct hconn *c, struct hreq *r, size_t max)
 	return r->too_big ? 413 : 0;
 }
 
-int hio_forward_body(struct hconn *c, struct hreq *r, int fd)
+int hio_forward_body(struct hconn *c, struct hreq *r, int fd, bool file)
 {
 	r->body_max = 0;
 	for (;;) {
-		if (parse_some(c, r, fd))
+		if (parse_some(c, r, fd, file))
 			return -1;
 		if (r->done)
 			return 0;

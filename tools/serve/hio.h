@@ -53,8 +53,9 @@ const char *hreq_header(const struct hreq *r, const char *name);
 /* The whole body, at most @max bytes, into r->body (NUL-terminated; free
  * it): 0, 413 when too big, -1 on a broken connection. */
 int hio_read_body(struct hconn *c, struct hreq *r, size_t max);
-/* The rest of the request, raw (head already sent), to @fd: 0 or -1. */
-int hio_forward_body(struct hconn *c, struct hreq *r, int fd);
+/* The rest of the request, raw (head already sent), to @fd, a socket or
+ * (@file) a file: 0 or -1. */
+int hio_forward_body(struct hconn *c, struct hreq *r, int fd, bool file);
 
 /* Replies; @hdrs are extra "Name: value\r\n" lines or NULL. 0 or -1. */
 int hio_reply(struct hconn *c, unsigned status, const char *ctype, const void *body,
@@ -65,7 +66,7 @@ int hio_reply_json(struct hconn *c, unsigned status, json_t *j, const char *hdrs
 int hio_error(struct hconn *c, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* All of @buf to socket (or file) @fd: 0 or -1. */
+/* All of @buf to socket @fd: 0 or -1. */
 int hio_write_all(int fd, const void *buf, size_t len);
 
 /*

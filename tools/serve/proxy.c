@@ -150,7 +150,7 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 		snprintf(c->up_id, sizeof(c->up_id), "%s", s->id);
 		c->up_port = port;
 	}
-	if (hio_write_all(c->up_fd, r->head, r->head_len) || hio_forward_body(c, r, c->up_fd)) {
+	if (hio_write_all(c->up_fd, r->head, r->head_len) || hio_forward_body(c, r, c->up_fd, false)) {
 		drop_up(c);
 		c->close = true;
 		hio_error(c, 502, "sandbox %s: the request could not be passed on", s->id);

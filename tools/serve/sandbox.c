@@ -176,6 +176,53 @@ void sbx_set_state(struct sandbox *s, enum sbx_state st)
 	pthread_mutex_unlock(&srv.lock);
 }
 
+/* Signalled (under srv.lock) when a checkpoint ends; on the monotonic clock. */
+static pthread_cond_t checkpoint_cond;
+static pthread_once_t checkpoint_once = PTHREAD_ONCE_INIT;
+
+static void checkpoint_init(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&checkpoint_cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
+void sbx_checkpoint(struct sandbox *s, bool on)
+{
+	pthread_once(&checkpoint_once, checkpoint_init);
+	pthread_mutex_lock(&srv.lock);
+	s->checkpointing = on;
+	s->state = on ? SBX_PAUSING : SBX_RUNNING;
+	if (!on)
+		pthread_cond_broadcast(&checkpoint_cond);
+	pthread_mutex_unlock(&srv.lock);
+}
+
+bool sbx_checkpoint_wait(struct sandbox *s, int ms)
+{
+	struct timespec end;
+	bool busy;
+	int ret = 0;
+
+	pthread_once(&checkpoint_once, checkpoint_init);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&srv.lock);
+	while (s->checkpointing && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&checkpoint_cond, &srv.lock, &end);
+	busy = s->checkpointing;
+	pthread_mutex_unlock(&srv.lock);
+	return !busy;
+}
+
 /* Everything of @s gone: its VMM, its folder, its place in the list. */
 void sbx_destroy(struct sandbox *s)
 {

@@ -525,14 +525,12 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	sbx_file(s, name, false, outside, sizeof(outside));
 	rm_tree(outside);
 	snprintf(body, sizeof(body), "{\"snapshot_path\":\"%s\"}", inside);
-	__atomic_store_n(&s->checkpointing, true, __ATOMIC_RELEASE);
-	sbx_set_state(s, SBX_PAUSING);
+	sbx_checkpoint(s, true);
 	ret = vmm_api(s, "PATCH", "/vm", "{\"state\":\"Paused\"}", 10000, msg, len) ||
 	      vmm_api(s, "PUT", "/snapshot/create", body, 600000, msg, len);
 	if (vmm_api(s, "PATCH", "/vm", "{\"state\":\"Resumed\"}", 10000, why, sizeof(why)))
 		serve_log("sandbox %s: resuming it after its checkpoint: %s", s->id, why);
-	sbx_set_state(s, SBX_RUNNING);
-	__atomic_store_n(&s->checkpointing, false, __ATOMIC_RELEASE);
+	sbx_checkpoint(s, false);
 	snprintf(f->id, sizeof(f->id), "%s", s->id);
 	snprintf(f->template_id, sizeof(f->template_id), "%s", s->template_id);
 	snprintf(f->token, sizeof(f->token), "%s", s->token);

@@ -27,7 +27,7 @@ struct sandbox {
 	unsigned refs;              /* under srv.lock */
 	pthread_mutex_t op;         /* held by one lifecycle step at a time */
 	enum sbx_state state;       /* under srv.lock */
-	bool checkpointing;         /* PAUSING for a fork or snapshot: it runs again soon */
+	bool checkpointing;         /* PAUSING for a fork or snapshot: it runs again soon (under srv.lock) */
 	char id[ID_LEN + 1];
 	char template_id[64];
 	char token[65];             /* envdAccessToken */
@@ -167,6 +167,12 @@ void sbx_disk_usage(const struct sandbox *s, unsigned long long *used, unsigned 
 struct sandbox *sbx_new(const char *id);
 void sbx_link_in(struct sandbox *s);
 void sbx_set_state(struct sandbox *s, enum sbx_state st);
+/* A fork's or snapshot's checkpoint of @s begins (@on: its state becomes
+ * PAUSING) or ends (it is RUNNING again, and whoever waits for it wakes). */
+void sbx_checkpoint(struct sandbox *s, bool on);
+/* Waits until no checkpoint of @s runs, at most @ms: false when one still
+ * does. */
+bool sbx_checkpoint_wait(struct sandbox *s, int ms);
 int sbx_save(const struct sandbox *s);
 void sbx_destroy(struct sandbox *s);
 void sbx_pool_fill(void);

@@ -113,30 +113,25 @@ static int du_one(const char *p, const struct stat *st, int flag, struct FTW *f)
  * output to LOG; 0 when it exits 0. */
 static int run_tool(char *const argv[], int log, char *msg, size_t len)
 {
-	int st;
-	pid_t pid = fork();
+	const struct spawn_opts o = { .out = log, .group = SPAWN_SAME_GROUP };
+	const char *const dirs[] = { "/sbin/", "/usr/sbin/", "" };
+	char p[64];
+	pid_t pid;
+	int st, ret = ENOENT;
 
-	if (pid == 0) {
-		char p[64];
-
-		if (log >= 0 && (dup2(log, 1) < 0 || dup2(log, 2) < 0))
-			_exit(127);
-		snprintf(p, sizeof(p), "/sbin/%s", argv[0]);
-		execv(p, argv);
-		snprintf(p, sizeof(p), "/usr/sbin/%s", argv[0]);
-		execv(p, argv);
-		execvp(argv[0], argv);
-		_exit(127);
+	for (unsigned i = 0; ret == ENOENT && i < sizeof(dirs) / sizeof(*dirs); i++) {
+		snprintf(p, sizeof(p), "%s%s", dirs[i], argv[0]);
+		ret = spawn_child(&pid, p, argv, &o);
 	}
-	if (pid < 0)
-		return snprintf(msg, len, "fork: %s", strerror(errno)), -1;
+	if (ret)
+		return snprintf(msg, len, "%s: %s%s", argv[0], strerror(ret),
+				ret == ENOENT ? " (is e2fsprogs installed?)" : ""), -1;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
-	snprintf(msg, len, "%s failed (%s %d; its output is in the build log)%s", argv[0],
-		 WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st),
-		 WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ": is e2fsprogs installed?" : "");
+	snprintf(msg, len, "%s failed (%s %d; its output is in the build log)", argv[0],
+		 WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	return -1;
 }
 
@@ -434,7 +429,11 @@ static int build(int argc, char **argv, const char *state)
 	av[n] = NULL;
 	snprintf(msg, sizeof(msg), "%s/build.log", tdir);
 	lfd = open(msg, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (lfd >= 0 && root_kind) {
+	if (lfd < 0) {
+		fprintf(stderr, "cubicle template: %s: %s\n", msg, strerror(errno));
+		goto fail;
+	}
+	if (root_kind) {
 		static char tcfg[PATH_MAX];
 		char real[PATH_MAX], sub[PATH_MAX + 8], work[PATH_MAX + 8];
 		int r;
@@ -480,17 +479,10 @@ static int build(int argc, char **argv, const char *state)
 		}
 	}
 	fprintf(stderr, "cubicle template: booting %s (log %s)\n", cfg, msg);
-	s.pid = lfd < 0 ? -1 : fork();
-	if (s.pid == 0) {
-		int null = open("/dev/null", O_RDONLY);
-
-		if (null < 0 || dup2(null, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
-			_exit(127);
-		execv(srv.cubicle, av);
-		_exit(127);
-	}
-	if (s.pid < 0) {
-		fprintf(stderr, "cubicle template: %s\n", strerror(errno));
+	if ((c = spawn_child(&s.pid, srv.cubicle, av,
+			     &(struct spawn_opts){ .out = lfd, .group = SPAWN_SAME_GROUP }))) {
+		s.pid = -1;
+		fprintf(stderr, "cubicle template: %s: %s\n", srv.cubicle, strerror(c));
 		goto fail;
 	}
 	s.pid_start = proc_start_time(s.pid, NULL);

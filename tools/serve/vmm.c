@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,42 @@ int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint
 	return 0;
 }
 
+int spawn_child(pid_t *pid, const char *path, char *const argv[], const struct spawn_opts *o)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+	int ret;
+
+	sigemptyset(&none);
+	sigfillset(&all);
+	if ((ret = posix_spawnattr_init(&at)))
+		return ret;
+	if ((ret = posix_spawn_file_actions_init(&fa))) {
+		posix_spawnattr_destroy(&at);
+		return ret;
+	}
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &all);
+	if (o->group == SPAWN_OWN_GROUP) {
+		posix_spawnattr_setpgroup(&at, 0);
+		flags |= POSIX_SPAWN_SETPGROUP;
+	} else if (o->group == SPAWN_OWN_SESSION) {
+		flags |= POSIX_SPAWN_SETSID;
+	}
+	posix_spawnattr_setflags(&at, flags);
+	if (!(ret = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
+	    !(ret = posix_spawn_file_actions_adddup2(&fa, o->out, 1)) &&
+	    !(ret = posix_spawn_file_actions_adddup2(&fa, o->out, 2)) &&
+	    !(o->cwd && (ret = posix_spawn_file_actions_addchdir_np(&fa, o->cwd))))
+		ret = (strchr(path, '/') ? posix_spawn : posix_spawnp)(pid, path, &fa, &at, argv,
+									 o->env ? o->env : environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	return ret;
+}
+
 int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n_sets, bool paused)
 {
 	char api[300], host_api[300], log[300], root[300], tdir[400], bdir[400], *argv[48 + 2 * VMM_SETS_MAX];
@@ -170,7 +207,7 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 	char uid[32] = "";
 	unsigned n = 0;
 	pid_t pid;
-	int lfd;
+	int lfd, ret;
 
 	sbx_file(s, "api.sock", true, api, sizeof(api));
 	sbx_file(s, "api.sock", false, host_api, sizeof(host_api));
@@ -217,28 +254,15 @@ int vmm_spawn(struct sandbox *s, const char *snap, char *const *sets, unsigned n
 	lfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (lfd < 0)
 		return -1;
-	pid = fork();
-	if (pid < 0) {
+	/* its own session: a signal to serve's group (Ctrl-C) is not its;
+	 * every path it is given is absolute, and a jail makes no working
+	 * folder */
+	ret = spawn_child(&pid, srv.cubicle, argv,
+			  &(struct spawn_opts){ .out = lfd, .group = SPAWN_OWN_SESSION, .cwd = "/" });
+	if (ret) {
+		dprintf(lfd, "cubicle serve: %s: %s\n", srv.cubicle, strerror(ret));
 		close(lfd);
-		return -1;
-	}
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDONLY);
-		sigset_t none;
-
-		/* its own session: a signal to serve's group (Ctrl-C) is not its */
-		setsid();
-		/* every path it is given is absolute; a jail makes no working folder */
-		if (chdir("/"))
-			_exit(127);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		if (null < 0 || dup2(null, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
-			_exit(127);
-		execv(srv.cubicle, argv);
-		dprintf(2, "cubicle serve: %s: %s\n", srv.cubicle, strerror(errno));
-		_exit(127);
+		return errno = ret, -1;
 	}
 	close(lfd);
 	s->pid = pid;

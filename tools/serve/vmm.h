@@ -33,6 +33,23 @@ void vmm_end(struct sandbox *s);
  * range and the sandbox none of its own). */
 int vmm_jail_args(char **argv, unsigned *n, const char *root, uint32_t uid, uint32_t gid,
 		  char *buf, size_t len);
+/* How spawn_child places its child. */
+enum spawn_group {
+	SPAWN_SAME_GROUP,  /* serve's process group (Ctrl-C reaches it too) */
+	SPAWN_OWN_GROUP,   /* a process group of its own (killed as one) */
+	SPAWN_OWN_SESSION, /* a session of its own (outlives serve) */
+};
+struct spawn_opts {
+	int out;               /* its stdout and stderr; stdin is /dev/null */
+	enum spawn_group group;
+	const char *cwd;       /* NULL: serve's working folder */
+	char *const *env;      /* NULL: serve's environment */
+};
+/* Starts @path (without a '/': searched in PATH) with @argv as @o says,
+ * every signal unblocked and at its default, with posix_spawn: no code of
+ * serve's runs in the child, so it is sound while other threads hold
+ * locks. 0 and *@pid, or an errno (the exec's own too: ENOENT, EACCES). */
+int spawn_child(pid_t *pid, const char *path, char *const argv[], const struct spawn_opts *o);
 /* `cubicle restore SNAP --api-sock DIR/api.sock --set ...` in a session of
  * its own, output to DIR/vmm.log, with --paused when @paused (the VM waits
  * for PATCH /vm Resumed): 0, or -1 (errno). */
