@@ -76,16 +76,17 @@ void rpc_stream_msg(struct conn *c, json_t *msg); /* steals msg */
 void rpc_stream_end(struct conn *c, const char *code, const char *message);
 /*
  * A server stream's pacing, from its request's headers: a keepalive every
- * Keepalive-Ping-Interval seconds (@default_s when absent; 1 to 3600), its
+ * Keepalive-Ping-Interval seconds (RPC_KEEPALIVE_S when absent; 1 to 3600), its
  * end once Connect-Timeout-Ms has passed (none when absent). rpc_pace_tick
  * says what is due at @now: a keepalive (the next one is then scheduled;
  * only while @c can take it), the end, or nothing.
  */
+#define RPC_KEEPALIVE_S 50 /* envd's default */
 struct rpc_pace {
 	uint64_t ka_ms, next_ka, deadline;
 };
 enum rpc_pace_due { RPC_PACE_NONE, RPC_PACE_KEEPALIVE, RPC_PACE_END };
-void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t default_s, uint64_t now);
+void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t now);
 enum rpc_pace_due rpc_pace_tick(struct rpc_pace *p, struct conn *c, uint64_t now);
 
 /* Routes a complete Connect request (POST /pkg.Service/Method). */

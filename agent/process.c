@@ -45,7 +45,6 @@
 #define OUT_SMALL (64u << 10)
 #define BATCH_US 2000
 #define DRAIN_GRACE_MS 1000 /* after the exit, output still held open by others */
-#define KEEPALIVE_DEFAULT_S 50
 
 extern char **environ;
 
@@ -444,7 +443,7 @@ void proc_subscribe(struct conn *c, struct proc *p)
 	}
 	s->p = p;
 	s->c = c;
-	rpc_pace_init(c, &s->pace, KEEPALIVE_DEFAULT_S, now_ms());
+	rpc_pace_init(c, &s->pace, now_ms());
 	s->next = p->subs;
 	p->subs = s;
 	http_set_ops(c, &sub_ops, s);

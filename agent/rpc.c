@@ -232,9 +232,9 @@ static void header_num(struct conn *c, const char *name, uint64_t *out)
 		*out = x;
 }
 
-void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t default_s, uint64_t now)
+void rpc_pace_init(struct conn *c, struct rpc_pace *p, uint64_t now)
 {
-	uint64_t ka = default_s, timeout = 0;
+	uint64_t ka = RPC_KEEPALIVE_S, timeout = 0;
 
 	header_num(c, "Keepalive-Ping-Interval", &ka);
 	header_num(c, "Connect-Timeout-Ms", &timeout);

@@ -35,7 +35,6 @@
 #define WATCH_DIRS_MAX 8192
 #define WATCH_EVENTS_MAX 4096
 #define WATCH_DEPTH_MAX 128 /* folders below the watched one a recursive watcher goes down */
-#define WATCH_KEEPALIVE_S 50
 #define WATCH_MASK                                                                           \
 	(IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | IN_ONLYDIR | \
 	 IN_DONT_FOLLOW | IN_EXCL_UNLINK)
@@ -441,7 +440,7 @@ void fs_watch_dir(struct conn *c, json_t *req, const struct user *u)
 	if (!x)
 		return;
 	x->c = c;
-	rpc_pace_init(c, &x->pace, WATCH_KEEPALIVE_S, now_ms());
+	rpc_pace_init(c, &x->pace, now_ms());
 	http_set_ops(c, &stream_ops, x);
 	rpc_stream_begin(c);
 	rpc_stream_msg(c, json_pack("{s:{}}", "start"));
