@@ -189,8 +189,8 @@ int spawn_child(pid_t *pid, const char *path, char *const argv[], const struct s
 	}
 	posix_spawnattr_setflags(&at, flags);
 	if (!(ret = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) &&
-	    !(ret = posix_spawn_file_actions_adddup2(&fa, o->out, 1)) &&
-	    !(ret = posix_spawn_file_actions_adddup2(&fa, o->out, 2)) &&
+	    !(o->out >= 0 && ((ret = posix_spawn_file_actions_adddup2(&fa, o->out, 1)) ||
+			      (ret = posix_spawn_file_actions_adddup2(&fa, o->out, 2)))) &&
 	    !(o->cwd && (ret = posix_spawn_file_actions_addchdir_np(&fa, o->cwd))))
 		ret = (strchr(path, '/') ? posix_spawn : posix_spawnp)(pid, path, &fa, &at, argv,
 									 o->env ? o->env : environ);

@@ -40,7 +40,7 @@ enum spawn_group {
 	SPAWN_OWN_SESSION, /* a session of its own (outlives serve) */
 };
 struct spawn_opts {
-	int out;               /* its stdout and stderr; stdin is /dev/null */
+	int out;               /* its stdout and stderr (-1: serve's); stdin is /dev/null */
 	enum spawn_group group;
 	const char *cwd;       /* NULL: serve's working folder */
 	char *const *env;      /* NULL: serve's environment */
