@@ -350,6 +350,38 @@ if (mode === 'build') {
       }
     });
   }
+  if (built) {
+    await check('the same build again: nothing changed, so no step runs; the template is kept, tagged v2 besides v1', async () => {
+      const again = [];
+      const r = await Template.build(t, `${name}:v2`, { ...opts, onBuildLogs: (l) => again.push(l) });
+      const text = again.map((l) => l.message).join('\n');
+      const tags = (await Template.getTags(name, opts)).map((x) => x.tag).sort().join();
+      return (r.templateId === name && r.buildId !== built.buildId && /nothing changed since its build/.test(text) &&
+        !/RUN rm -rf/.test(text) && tags === 'default,v1,v2') || `tags ${tags}; logs: ${text.slice(-600)}`;
+    });
+    if (!realGuest) { // two more builds: on the host's fake VMMs only (nested, ~20 s each)
+      await check('skipCache() builds it again: every step runs', async () => {
+        const forced = [];
+        await Template.build(t, name, { ...opts, skipCache: true, onBuildLogs: (l) => forced.push(l) });
+        const text = forced.map((l) => l.message).join('\n');
+        return (/RUN rm -rf/.test(text) && !/nothing changed/.test(text)) || `logs: ${text.slice(-600)}`;
+      });
+      await check('a COPY step\'s file changed: the build runs again, and the new file is in the template', async () => {
+        fs.writeFileSync(path.join(ctx, 'hello.txt'), 'hello again\n');
+        const changed = [];
+        await Template.build(t, name, { ...opts, onBuildLogs: (l) => changed.push(l) });
+        const text = changed.map((l) => l.message).join('\n');
+        const s = await Sandbox.create(name, { ...opts, timeoutMs: 120000 });
+        try {
+          const f = await s.commands.run(`cat ${b}/hello.txt`);
+          return (/COPY hello.txt/.test(text) && !/nothing changed/.test(text) && f.stdout === 'hello again\n') ||
+            `file ${JSON.stringify(f.stdout)}; logs: ${text.slice(-600)}`;
+        } finally {
+          await s.kill();
+        }
+      });
+    }
+  }
   await check('a failing RUN step: a BuildError naming its step, its output in the logs', async () => {
     const failLogs = [];
     try {

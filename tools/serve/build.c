@@ -16,6 +16,11 @@
  * in the guest, which is the build's own: what they print is the build's
  * log, bounded and made valid UTF-8, and nothing of the guest's is trusted
  * on the host.
+ *
+ * A build whose request (but its force flags), machine and base snapshot
+ * are those of the template's last build is not run again: the template is
+ * kept and only its tags are added (E2B's layer cache, for the whole build
+ * at once). `force` (the SDK's skipCache) builds it again.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -515,36 +520,127 @@ static int record_write(const char *name, json_t *rec)
 	return 0;
 }
 
-/* Adds the build's own facts and its tags to its template's snapshot.json. */
-static void record_build(struct build *b, const char *from)
+/*
+ * What decides a build's result (its cache key): the request but its force
+ * flags, the machine asked for, and the base template's snapshot as it is
+ * (its manifest's device, inode, time and size: a base built again is
+ * another). NULL when the base's manifest cannot be read.
+ */
+static json_t *build_key(const struct build *b, const char *from)
 {
-	json_t *rec, *spec = b->spec;
+	char path[400], base[256];
+	json_t *spec, *s;
+	struct stat st;
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/templates/%s/snap/manifest.json", srv.state_dir, from);
+	if (stat(path, &st))
+		return NULL;
+	snprintf(base, sizeof(base), "%s %llu:%llu %lld.%09ld %lld", from, (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+		 (long long)st.st_size);
+	spec = json_deep_copy(b->spec);
+	json_object_del(spec, "force");
+	json_array_foreach(json_object_get(spec, "steps"), i, s)
+		json_object_del(s, "force");
+	return json_pack("{s:o,s:s,s:I,s:I}", "spec", spec, "base", base, "cpus", (json_int_t)b->cpus, "mem",
+			 (json_int_t)b->mem);
+}
+
+/* The request asks for a build past the cache (force, on it or a step). */
+static bool build_forced(json_t *spec)
+{
+	json_t *s;
+	size_t i;
+
+	if (json_is_true(json_object_get(spec, "force")))
+		return true;
+	json_array_foreach(json_object_get(spec, "steps"), i, s)
+		if (json_is_true(json_object_get(s, "force")))
+			return true;
+	return false;
+}
+
+/*
+ * Adds the build's own facts (@key: its cache key, may be NULL) and its tags
+ * to its template's snapshot.json; @cached: the template was kept, its tags
+ * are added to (a build that ran replaces them). With @cached, false when
+ * the template is no longer the one @key names (removed or replaced since).
+ */
+static bool record_build(struct build *b, const char *from, json_t *key, bool cached)
+{
+	json_t *rec, *spec = b->spec, *t;
+	bool ok = false;
+	size_t i;
 
 	pthread_mutex_lock(&rec_lock);
 	rec = sbx_snapshot_record(b->name);
-	if (rec) {
-		json_object_set_new(rec, "build", json_pack("{s:s,s:s,s:s?,s:s?,s:I}", "buildID", b->id, "from", from,
+	if (rec && (!cached || json_equal(json_object_get(json_object_get(rec, "build"), "key"), key))) {
+		json_t *tags = cached ? json_object_get(rec, "tags") : NULL;
+
+		if (json_is_array(tags)) {
+			json_array_foreach(b->tags, i, t) {
+				size_t j;
+				json_t *u;
+				bool have = false;
+
+				json_array_foreach(tags, j, u)
+					have |= json_equal(t, u);
+				if (!have)
+					json_array_append(tags, t);
+			}
+		} else {
+			json_object_set(rec, "tags", b->tags);
+		}
+		json_object_set_new(rec, "build", json_pack("{s:s,s:s,s:s?,s:s?,s:I,s:O?}", "buildID", b->id, "from", from,
 							    "startCmd", json_string_value(json_object_get(spec, "startCmd")),
 							    "readyCmd", json_string_value(json_object_get(spec, "readyCmd")),
 							    "steps",
-							    (json_int_t)json_array_size(json_object_get(spec, "steps"))));
-		json_object_set(rec, "tags", b->tags);
-		record_write(b->name, rec);
+							    (json_int_t)json_array_size(json_object_get(spec, "steps")),
+							    "key", key));
+		ok = !record_write(b->name, rec);
 	}
 	pthread_mutex_unlock(&rec_lock);
 	json_decref(rec);
+	return ok;
+}
+
+/* The template's last build had @key, and it is still there: its build ID. */
+static bool build_cached(const struct build *b, json_t *key, char *last, size_t len)
+{
+	json_t *rec = key ? sbx_snapshot_record(b->name) : NULL, *bl = json_object_get(rec, "build");
+	char snap[400];
+	bool hit;
+
+	snprintf(snap, sizeof(snap), "%s/templates/%s/snap/manifest.json", srv.state_dir, b->name);
+	hit = bl && json_equal(json_object_get(bl, "key"), key) && !access(snap, F_OK);
+	if (hit)
+		snprintf(last, len, "%s", json_string_value(json_object_get(bl, "buildID")) ?: "?");
+	json_decref(rec);
+	return hit;
 }
 
 static void *build_main(void *arg)
 {
 	struct build *b = arg;
-	json_t *spec = b->spec, *steps = json_object_get(spec, "steps");
-	char from[64], msg[700] = "";
+	json_t *spec = b->spec, *steps = json_object_get(spec, "steps"), *key;
+	char from[64], msg[700] = "", last[40];
+	bool cached = false;
 	json_t *req;
 	int st;
 
 	template_resolve(json_string_value(json_object_get(spec, "fromTemplate")) ?: "base", from, sizeof(from));
 	snprintf(b->step, sizeof(b->step), "base");
+	key = build_key(b, from);
+	if (!build_forced(spec) && build_cached(b, key, last, sizeof(last)) && record_build(b, from, key, true)) {
+		blog(b, "info", "template '%s': nothing changed since its build %s (the same base '%s' as it is, steps, files, "
+				"start and ready commands, machine): it is kept as it is; skipCache() builds it again",
+		     b->name, last, from);
+		json_decref(key);
+		st = 0;
+		cached = true;
+		goto done;
+	}
 	blog(b, "info", "building template '%s' (build %s) from template '%s'", b->name, b->id, from);
 	req = json_pack("{s:s,s:i,s:{s:s}}", "templateID", from, "timeout", BUILD_TIMEOUT, "metadata",
 			"cubicle.build", b->name);
@@ -582,8 +678,9 @@ static void *build_main(void *arg)
 		json_decref(sreq);
 		json_decref(made);
 		if (!st)
-			record_build(b, from);
+			record_build(b, from, key, false);
 	}
+	json_decref(key);
 	if (b->s) {
 		char why[300];
 
@@ -592,6 +689,7 @@ static void *build_main(void *arg)
 		sbx_put(b->s);
 		b->s = NULL;
 	}
+done:
 	if (b->dropped)
 		blog(b, "warn", "%u lines of output were dropped: a build keeps %u lines, %u MiB", b->dropped, LOG_KEEP,
 		     LOG_BYTES >> 20);
@@ -601,7 +699,7 @@ static void *build_main(void *arg)
 	} else {
 		snprintf(b->step, sizeof(b->step), "finalize");
 		blog(b, "info", "template '%s' is ready", b->name);
-		serve_log("build %s: template '%s' made", b->id, b->name);
+		serve_log("build %s: template '%s' %s", b->id, b->name, cached ? "kept (nothing changed)" : "made");
 	}
 	pthread_mutex_lock(&blk);
 	if (st) {
