@@ -35,7 +35,7 @@ fdt_ver_file=$sysroot/.libfdt-version
 
 pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
 libconfig-dev:arm64 libseccomp-dev:arm64 libffi-dev:arm64 libzstd-dev:arm64 libxxhash-dev:arm64 zlib1g-dev:arm64 libbpf-dev:arm64 libcunit1-dev:arm64
-libhttp-parser2.9:arm64 libjansson-dev:arm64 libc-ares-dev:arm64 libcurl4-gnutls-dev:arm64
+libhttp-parser2.9:arm64 libjansson-dev:arm64 libc-ares-dev:arm64 libcurl4-gnutls-dev:arm64 nettle-dev:arm64
 libfdt1:arm64 pkgconf:arm64 qemu-user-static qemu-system-arm file"
 
 installed() {

@@ -533,6 +533,35 @@ if (mode === 'v1') {
   await check('kill', async () => (await sbx.kill()) === undefined || true);
   done();
 }
+await check('downloadUrl and uploadUrl: signed links that a client without the access token uses', async () => {
+  const dl = await sbx.downloadUrl(`${dir}/note.txt`);
+  const r1 = await fetch(dl); // the sandboxUrl's shape: no sandbox named, the signature finds it
+  const got = await r1.text();
+  if (r1.status !== 200 || got !== text) return `download HTTP ${r1.status} ${JSON.stringify(got.slice(0, 100))}`;
+  const r1b = await fetch(dl, { headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983' } });
+  if (r1b.status !== 200 || (await r1b.text()) !== text) return `download routed by header: HTTP ${r1b.status}`;
+  const form = (t) => {
+    const fd = new FormData();
+    fd.append('file', new Blob([t]), 'up.txt');
+    return fd;
+  };
+  const ul = await sbx.uploadUrl(`${dir}/up.txt`);
+  const r2 = await fetch(ul, { method: 'POST', body: form('uploaded by link\n') });
+  if (r2.status !== 200) return `upload HTTP ${r2.status} ${await r2.text()}`;
+  const back = await sbx.files.read(`${dir}/up.txt`);
+  if (back !== 'uploaded by link\n') return `uploaded ${JSON.stringify(back)}`;
+  // refused: another file's path, the read link used to write, a changed
+  // signature, an expired link
+  const bad = [
+    await fetch(dl.replace('note.txt', 'other.txt')),
+    await fetch(dl, { method: 'POST', body: form('not allowed\n') }),
+    await fetch(dl.replace(/signature=v1_(.)/, (m, ch) => `signature=v1_${ch === 'A' ? 'B' : 'A'}`)),
+    await fetch(await sbx.downloadUrl(`${dir}/note.txt`, { useSignatureExpiration: -60 })),
+  ];
+  const st = bad.map((r) => r.status).join();
+  const still = await sbx.files.read(`${dir}/up.txt`);
+  return (st === '401,401,401,401' && still === back) || `refused links: HTTP ${st}; up.txt ${JSON.stringify(still)}`;
+});
 await check('setTimeout moves endAt', async () => {
   await sbx.setTimeout(300000);
   const info = await sbx.getInfo();

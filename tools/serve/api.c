@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "build.h"
+#include <nettle/base64.h>
+#include <nettle/sha2.h>
+
 #include "serve.h"
 
 #define BODY_MAX (1u << 20)
@@ -324,6 +327,11 @@ static void create(struct hconn *c, struct hreq *r)
 	if (t && !json_is_string(t)) {
 		json_decref(req);
 		hio_error(c, 400, "templateID must be a string");
+		return;
+	}
+	if (json_array_size(json_object_get(req, "volumeMounts"))) {
+		json_decref(req);
+		hio_error(c, 501, "volumeMounts: cubicle serve has no volumes (a file system shared by running sandboxes is not built)");
 		return;
 	}
 	/* NAME:TAG of a template built through the SDK is NAME */
@@ -706,9 +714,96 @@ static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
 	return true;
 }
 
+/* ---- signed file URLs (the SDK's uploadUrl and downloadUrl) ---- */
+
+/* What a GET or POST /files?path=&username=&signature=&signature_expiration=
+ * says (decoded). */
+struct signed_q {
+	char path[2048], user[256], sig[128], exp[32];
+	bool has_sig, has_exp;
+	const char *op; /* "read" (GET, HEAD) or "write" */
+};
+
+static void signed_fn(void *arg, const char *k, const char *v)
+{
+	struct signed_q *q = arg;
+
+	if (!strcmp(k, "path"))
+		snprintf(q->path, sizeof(q->path), "%s", v);
+	else if (!strcmp(k, "username"))
+		snprintf(q->user, sizeof(q->user), "%s", v);
+	else if (!strcmp(k, "signature"))
+		q->has_sig = true, snprintf(q->sig, sizeof(q->sig), "%s", v);
+	else if (!strcmp(k, "signature_expiration"))
+		q->has_exp = true, snprintf(q->exp, sizeof(q->exp), "%s", v);
+}
+
+/* @r is a request of the agent's /files carrying a signature instead of an
+ * access token: true, with @q filled. */
+static bool signed_files(const struct hreq *r, struct signed_q *q)
+{
+	memset(q, 0, sizeof(*q));
+	if (strcmp(r->path, "/files") || hreq_header(r, "X-Access-Token"))
+		return false;
+	query_each(r->query, signed_fn, q);
+	q->op = r->method == HTTP_GET || r->method == HTTP_HEAD ? "read" : "write";
+	return q->has_sig;
+}
+
+/* envd's signature of a file URL for access token @token: "v1_", then the
+ * SHA-256 of PATH:OP:USER:TOKEN[:EXPIRATION] in base64 without its '='. */
+static void file_signature(const struct signed_q *q, const char *token, char *out, size_t len)
+{
+	const char *part[] = { q->path, q->op, q->user, token, q->has_exp ? q->exp : NULL };
+	char b64[BASE64_ENCODE_RAW_LENGTH(SHA256_DIGEST_SIZE) + 1];
+	uint8_t d[SHA256_DIGEST_SIZE];
+	struct sha256_ctx h;
+
+	sha256_init(&h);
+	for (unsigned i = 0; i < sizeof(part) / sizeof(*part) && part[i]; i++) {
+		if (i)
+			sha256_update(&h, 1, (const uint8_t *)":");
+		sha256_update(&h, strlen(part[i]), (const uint8_t *)part[i]);
+	}
+	sha256_digest(&h, sizeof(d), d);
+	base64_encode_raw(b64, sizeof(d), d);
+	b64[sizeof(b64) - 1] = '\0';
+	b64[strcspn(b64, "=")] = '\0';
+	snprintf(out, len, "v1_%s", b64);
+}
+
+/* 0 when @q's signature is @token's and has not expired, else 401 with @msg
+ * (envd's words). */
+static int signature_check(const struct signed_q *q, const char *token, char *msg, size_t len)
+{
+	char want[64], *end;
+
+	if (q->has_exp) {
+		long long e = strtoll(q->exp, &end, 10);
+
+		if (!*q->exp || *end || e < 0)
+			return snprintf(msg, len, "signature_expiration '%s' is not a time", q->exp), 401;
+		if (e < (long long)time(NULL))
+			return snprintf(msg, len, "signature is already expired"), 401;
+	}
+	file_signature(q, token, want, sizeof(want));
+	if (!same(q->sig, want))
+		return snprintf(msg, len, "invalid signature"), 401;
+	return 0;
+}
+
+static bool signed_by(const struct sandbox *s, void *arg)
+{
+	char want[64];
+
+	file_signature(arg, s->token, want, sizeof(want));
+	return same(((const struct signed_q *)arg)->sig, want);
+}
+
 static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port)
 {
 	struct sandbox *s = sbx_get(id);
+	struct signed_q q;
 	const char *t;
 
 	c->close = c->close || !r->done; /* an error answer leaves a body unread */
@@ -726,11 +821,42 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 	} else if (port != AGENT_PORT && !s->public_traffic &&
 		   (!(t = hreq_header(r, "E2b-Traffic-Access-Token")) || !same(t, s->traffic_token))) {
 		hio_error(c, 403, "sandbox %s: port %u wants its traffic access token", id, port);
+	} else if (port == AGENT_PORT && signed_files(r, &q)) {
+		/* a signed URL, handed to a client without the token: the
+		 * agent gets the token once the signature is good */
+		char msg[200], hdr[120];
+		int st = signature_check(&q, s->token, msg, sizeof(msg));
+
+		if (st) {
+			hio_error(c, (unsigned)st, "%s", msg);
+		} else {
+			c->close = false;
+			snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", s->token);
+			proxy_request(c, r, s, port, hdr);
+		}
 	} else {
 		c->close = false;
-		proxy_request(c, r, s, port);
+		proxy_request(c, r, s, port, NULL);
 	}
 	sbx_put(s);
+}
+
+/* GET or POST /files?...&signature=... with no sandbox named: an SDK given
+ * a sandboxUrl makes its signed URLs so (every sandbox shares that URL);
+ * the sandbox is the one whose token signed it. */
+static void signed_route(struct hconn *c, struct hreq *r, struct signed_q *q)
+{
+	struct sandbox *s = sbx_find(signed_by, q);
+	char id[ID_LEN + 1];
+
+	if (!s) {
+		c->close = !r->done;
+		hio_error(c, 401, "invalid signature: no running sandbox signed it");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", s->id);
+	sbx_put(s);
+	data_plane(c, r, id, AGENT_PORT);
 }
 
 void status_page(struct hconn *c);
@@ -738,6 +864,7 @@ void status_page(struct hconn *c);
 void api_handle(struct hconn *c, struct hreq *r)
 {
 	char id[64], path[512];
+	struct signed_q q;
 	unsigned port;
 	const char *p;
 	bool v2 = false;
@@ -748,6 +875,10 @@ void api_handle(struct hconn *c, struct hreq *r)
 	}
 	if (upload_route(c, r))
 		return;
+	if (signed_files(r, &q)) {
+		signed_route(c, r, &q);
+		return;
+	}
 	if (!key_ok(r) && !(r->method == HTTP_GET && !strcmp(r->path, "/health"))) {
 		c->close = !r->done;
 		hio_error(c, 401, "Invalid API key: send it in X-API-Key (or Authorization: Bearer)");
@@ -777,6 +908,9 @@ void api_handle(struct hconn *c, struct hreq *r)
 			c->close = !r->done, hio_error(c, 405, "GET %s", r->path);
 	} else if (!strcmp(path, "/v3/templates") || !strncmp(p, "/templates/", 11)) {
 		templates_route(c, r, p);
+	} else if (!strcmp(p, "/volumes") || !strncmp(p, "/volumes/", 9)) {
+		c->close = !r->done;
+		hio_error(c, 501, "volumes are not built in cubicle serve (they need a file system shared by running sandboxes)");
 	} else if (!strncmp(p, "/sandboxes/", 11) && p[11]) {
 		char *sid = (char *)p + 11, *verb = strchr(sid, '/');
 

@@ -111,6 +111,36 @@ void iso_time(time_t t, char *out, size_t len)
 
 /* ---- connections ---- */
 
+/*
+ * A connection serve ends after its answer (an error before the request's
+ * body was read): its sending side shut first, then what the client still
+ * sends read and dropped until it closes too (1 s, 1 MiB at most). Closing
+ * with unread bytes would reset the connection, and a client still
+ * sending its body could lose the answer (the reason for the refusal).
+ */
+static void linger_close(int fd)
+{
+	char buf[16384];
+	size_t dropped = 0;
+	double end = now_ms() + 1000, left;
+
+	if (shutdown(fd, SHUT_WR) == 0) {
+		while (dropped < (1u << 20) && (left = end - now_ms()) > 0) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			ssize_t n;
+
+			if (poll(&p, 1, (int)left + 1) <= 0)
+				break;
+			n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN)))
+				break;
+			if (n > 0)
+				dropped += (size_t)n;
+		}
+	}
+	close(fd);
+}
+
 static void *conn_main(void *arg)
 {
 	struct hconn *c = arg;
@@ -130,7 +160,10 @@ static void *conn_main(void *arg)
 	free(r);
 	if (c->up_fd >= 0)
 		close(c->up_fd);
-	close(c->fd);
+	if (c->close)
+		linger_close(c->fd);
+	else
+		close(c->fd);
 	free(c);
 	pthread_mutex_lock(&srv.lock);
 	srv.conns--;

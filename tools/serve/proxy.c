@@ -127,7 +127,7 @@ static int stream_back(struct hconn *c, int up, bool head_req, bool *sent)
 	}
 }
 
-void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port)
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra)
 {
 	bool sent = false;
 	int ret;
@@ -150,7 +150,11 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 		snprintf(c->up_id, sizeof(c->up_id), "%s", s->id);
 		c->up_port = port;
 	}
-	if (hio_write_all(c->up_fd, r->head, r->head_len) || hio_forward_body(c, r, c->up_fd, false)) {
+	/* @extra goes in before the blank line that ends the head */
+	if ((extra ? hio_write_all(c->up_fd, r->head, r->head_len - 2) ||
+			     hio_write_all(c->up_fd, extra, strlen(extra)) || hio_write_all(c->up_fd, "\r\n", 2)
+		   : hio_write_all(c->up_fd, r->head, r->head_len)) ||
+	    hio_forward_body(c, r, c->up_fd, false)) {
 		drop_up(c);
 		c->close = true;
 		hio_error(c, 502, "sandbox %s: the request could not be passed on", s->id);

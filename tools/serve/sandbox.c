@@ -144,6 +144,20 @@ struct sandbox *sbx_get(const char *id)
 	return s;
 }
 
+struct sandbox *sbx_find(bool (*match)(const struct sandbox *, void *), void *arg)
+{
+	struct sandbox *s;
+
+	pthread_mutex_lock(&srv.lock);
+	for (s = srv.list; s; s = s->next)
+		if (s->state == SBX_RUNNING && match(s, arg)) {
+			s->refs++;
+			break;
+		}
+	pthread_mutex_unlock(&srv.lock);
+	return s;
+}
+
 struct sandbox *sbx_get_slot(int slot)
 {
 	struct sandbox *s;

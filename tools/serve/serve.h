@@ -106,6 +106,9 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 void sbx_pool_drain(void);
 /* A reference to sandbox @id, or NULL. */
 struct sandbox *sbx_get(const char *id);
+/* A reference to the first running sandbox @match says yes to (called
+ * under srv.lock), or NULL. */
+struct sandbox *sbx_find(bool (*match)(const struct sandbox *, void *), void *arg);
 /* A reference to the sandbox holding /30 @slot of the network_subnet (any
  * state but gone), or NULL. */
 struct sandbox *sbx_get_slot(int slot);
@@ -185,8 +188,9 @@ json_t *sbx_created_json(struct sandbox *s);
 void api_handle(struct hconn *c, struct hreq *r);
 
 /* ---- proxy.c ---- */
-/* Forwards request @r (its body still to come) to the sandbox's guest port. */
-void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port);
+/* Forwards request @r (its body still to come) to the sandbox's guest port,
+ * with header line(s) @extra ("Name: value\r\n", or NULL) added. */
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra);
 
 /* A value of a snapshot manifest's config tree as text ("x" or {"=": "x"}). */
 const char *cfg_text(json_t *v);
