@@ -69,9 +69,11 @@ st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "no-such-template"}
 ok(st == 404 and err_body(j, 404) and "no-such-template" in j["message"], "unknown template: 404", f"{st} {j}")
 st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "volumeMounts": [{"name": "v", "path": "/mnt/v"}]})
 ok(st == 501 and err_body(j, 501) and "volume" in j["message"], "a create with volumeMounts: 501, not a sandbox without them", f"{st} {j}")
-for m, p in (("GET", "/volumes"), ("POST", "/volumes"), ("GET", "/volumes/v1"), ("DELETE", "/volumes/v1")):
+for m, p, what in (("GET", "/volumes", "volumes"), ("POST", "/volumes", "volumes"), ("GET", "/volumes/v1", "volumes"),
+                   ("DELETE", "/volumes/v1", "volumes"), ("GET", "/secrets", "secrets"), ("POST", "/secrets", "secrets"),
+                   ("DELETE", "/secrets/s1", "secrets")):
     st, j, _ = call(m, p, body={"name": "v"} if m == "POST" else None)
-    ok(st == 501 and err_body(j, 501) and "volumes" in j["message"], f"{m} {p}: 501, volumes not built", f"{st} {j}")
+    ok(st == 501 and err_body(j, 501) and what in j["message"], f"{m} {p}: 501, {what} not built", f"{st} {j}")
 st, j, _ = call("GET", "/files?path=%2Fetc%2Fhostname&signature=v1_AAAA")
 ok(st == 401 and err_body(j, 401) and "signature" in j["message"], "a signed file link no sandbox signed: 401", f"{st} {j}")
 st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": 7})

@@ -911,6 +911,9 @@ void api_handle(struct hconn *c, struct hreq *r)
 	} else if (!strcmp(p, "/volumes") || !strncmp(p, "/volumes/", 9)) {
 		c->close = !r->done;
 		hio_error(c, 501, "volumes are not built in cubicle serve (they need a file system shared by running sandboxes)");
+	} else if (!strcmp(p, "/secrets") || !strncmp(p, "/secrets/", 9)) {
+		c->close = !r->done;
+		hio_error(c, 501, "secrets are not built in cubicle serve (E2B resolves them in its egress proxy's network.rules transforms, which serve has not)");
 	} else if (!strncmp(p, "/sandboxes/", 11) && p[11]) {
 		char *sid = (char *)p + 11, *verb = strchr(sid, '/');
 
