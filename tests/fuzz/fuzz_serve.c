@@ -131,7 +131,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			free(r.body);
 			r.body = NULL;
 		} else {
-			proxy_request(&c, &r, &s, AGENT_PORT);
+			/* every other one with a header added (a signed link's token) */
+			proxy_request(&c, &r, &s, AGENT_PORT, n % 4 ? NULL : "X-Access-Token: 00112233\r\n");
 		}
 		if (c.close)
 			break;
