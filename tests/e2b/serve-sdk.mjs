@@ -274,6 +274,50 @@ if (mode === 'net') {
       await dboxes.exact.updateNetwork({ allowInternetAccess: false });
       return !(await reachesAt(dboxes.exact)) || 'still reachable';
     });
+    // DNS over TCP (a resolver asks there when a UDP answer comes truncated):
+    // two queries on one connection, each a 2-byte length and the message,
+    // then the guest's half-close (busybox nc at its input's end), which
+    // ends the connection once both are answered
+    const tcpQueries = [
+      '\\000\\032\\022\\064\\001\\000\\000\\001\\000\\000\\000\\000\\000\\000\\003big\\004test\\000\\000\\001\\000\\001', // big.test, id 0x1234
+      '\\000\\031\\126\\170\\001\\000\\000\\001\\000\\000\\000\\000\\000\\000\\002ok\\004test\\000\\000\\001\\000\\001', // ok.test, id 0x5678
+    ].join('');
+    await check('DNS over TCP: big.test (40 addresses, 666 bytes: truncated over UDP) and ok.test answered on one connection, in order', async () => {
+      if (!dboxes.exact) return 'not created';
+      await dboxes.exact.updateNetwork({ allowInternetAccess: false, allowOut: ['big.test'] });
+      if (await reachesAt(dboxes.exact)) return `${dnsAddr} reachable before big.test was looked up`;
+      const r = await dboxes.exact.commands.run(
+        `gw=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf); printf '${tcpQueries}' | nc "$gw" 53 | od -An -tx1 -v | tr -d ' \\n'`,
+        { timeoutMs: 60000 });
+      const hex = r.stdout.trim();
+      // each answer: its length, the query's id, 8180 (a reply, no error), one
+      // question, 40 (0x28) and 1 answers; 192.0.2.2 (c0000202) in each
+      if (hex.length !== 2 * (2 + 666 + 2 + 41)) return `${hex.length / 2} bytes: ${hex.slice(0, 80)}...`;
+      if (!hex.startsWith('029a123481800001002800000000') || !hex.slice(0, 1336).includes('0004c0000202'))
+        return `the first answer: ${hex.slice(0, 80)}...`;
+      if (!hex.slice(1336).startsWith('0029567881800001000100000000') || !hex.slice(1336).includes('0004c0000202'))
+        return `the second answer: ${hex.slice(1336)}`;
+      return true;
+    });
+    await check(`big.test looked up over TCP: ${dnsAddr} reachable`, async () => {
+      if (!dboxes.exact) return 'not created';
+      return (await reachesAt(dboxes.exact)) || 'not reachable';
+    });
+    await check('DNS over TCP: a 5th connection of a sandbox is closed at once while 4 are open; with them gone, answered', async () => {
+      if (!dboxes.exact) return 'not created';
+      const q = tcpQueries.slice(0, tcpQueries.indexOf('\\000\\031'));
+      const r = await dboxes.exact.commands.run([
+        "gw=$(awk '/^nameserver/ {print $2; exit}' /etc/resolv.conf)",
+        'for i in 1 2 3 4; do sleep 20 2>/dev/null | nc "$gw" 53 >/dev/null 2>&1 & done',
+        // until the guest's kernel has the 4 connected (rem_address's port 0035, state 01)
+        'i=0; while [ "$(grep -c \':0035 01 \' /proc/net/tcp)" -lt 4 ] && [ $i -lt 30 ]; do sleep 1; i=$((i+1)); done',
+        `a=$(printf '${q}' | nc "$gw" 53 | wc -c)`,
+        'killall nc sleep; sleep 1',
+        `b=$(printf '${q}' | nc "$gw" 53 | wc -c)`,
+        'echo "$a $b"',
+      ].join('\n'), { timeoutMs: 60000 });
+      return r.stdout.trim() === '0 668' || `bytes answered with 4 open, then with none: ${r.stdout.trim()}`;
+    });
     for (const b of Object.values(dboxes)) boxes[`dns-${b.sandboxId}`] = b;
   }
   await check('all killed', async () => {

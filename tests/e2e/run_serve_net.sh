@@ -54,7 +54,7 @@ httpd=$!
 # the names allowOut gives (the sandboxes' DNS proxy asks this server)
 busybox httpd -f -p 192.0.2.2:8099 -h "$t/www" &
 httpd2=$!
-node "$e2b/dns-stub.mjs" 192.0.2.1:53 ok.test=192.0.2.2 wild.test=192.0.2.2 a.wild.test=192.0.2.2 \
+node "$e2b/dns-stub.mjs" 192.0.2.1:53 ok.test=192.0.2.2 wild.test=192.0.2.2 a.wild.test=192.0.2.2 big.test=192.0.2.2+39 \
 	>"$w/dns-stub.log" 2>&1 &
 dnsd=$!
 serve_vm_cfg "$w/vm.cfg" \

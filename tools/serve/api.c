@@ -800,10 +800,12 @@ static bool signed_by(const struct sandbox *s, void *arg)
 	return same(((const struct signed_q *)arg)->sig, want);
 }
 
-static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port)
+/* Request @r to sandbox @id's @port; @q: room for a signed URL's query (the
+ * caller's: it is 2.5 KiB). */
+static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port,
+		       struct signed_q *q)
 {
 	struct sandbox *s = sbx_get(id);
-	struct signed_q q;
 	const char *t;
 
 	c->close = c->close || !r->done; /* an error answer leaves a body unread */
@@ -821,11 +823,11 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 	} else if (port != AGENT_PORT && !s->public_traffic &&
 		   (!(t = hreq_header(r, "E2b-Traffic-Access-Token")) || !same(t, s->traffic_token))) {
 		hio_error(c, 403, "sandbox %s: port %u wants its traffic access token", id, port);
-	} else if (port == AGENT_PORT && signed_files(r, &q)) {
+	} else if (port == AGENT_PORT && signed_files(r, q)) {
 		/* a signed URL, handed to a client without the token: the
 		 * agent gets the token once the signature is good */
 		char msg[200], hdr[120];
-		int st = signature_check(&q, s->token, msg, sizeof(msg));
+		int st = signature_check(q, s->token, msg, sizeof(msg));
 
 		if (st) {
 			hio_error(c, (unsigned)st, "%s", msg);
@@ -856,7 +858,7 @@ static void signed_route(struct hconn *c, struct hreq *r, struct signed_q *q)
 	}
 	snprintf(id, sizeof(id), "%s", s->id);
 	sbx_put(s);
-	data_plane(c, r, id, AGENT_PORT);
+	data_plane(c, r, id, AGENT_PORT, q);
 }
 
 void status_page(struct hconn *c);
@@ -870,7 +872,7 @@ void api_handle(struct hconn *c, struct hreq *r)
 	bool v2 = false;
 
 	if (target(r, id, sizeof(id), &port)) {
-		data_plane(c, r, id, port);
+		data_plane(c, r, id, port, &q);
 		return;
 	}
 	if (upload_route(c, r))

@@ -14,6 +14,17 @@
  * blocking but the VMM API calls of net_learn: at most DNS_FLIGHTS queries
  * in flight, DNS_PER_SANDBOX of them a sandbox's, each dropped after
  * DNS_TIMEOUT_MS (the guest's resolver asks again).
+ *
+ * DNS over TCP too (RFC 7766; a resolver asks again over TCP when a UDP
+ * answer comes truncated): serve listens on the same address's TCP port 53,
+ * DNS_TCP_PER_SANDBOX connections a sandbox, DNS_TCP_CONNS in all. Each
+ * query read from a connection (a 2-byte length, then the message; at most
+ * DNS_MAX) is asked of the upstream over a TCP connection of its own, its
+ * answer (up to 65535 bytes) learnt from as a UDP one and written back; then
+ * the next query. One query at a time a connection: the next waits in its
+ * socket. A query unanswered in DNS_TIMEOUT_MS, or a connection idle for
+ * DNS_TCP_IDLE_MS, a guest that does not read its answer for as long, or one
+ * whose sandbox went, is closed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,7 +44,14 @@
 #define DNS_PER_SANDBOX 16
 #define DNS_TIMEOUT_MS 3000
 #define DNS_MAX 4096
+#define DNS_TCP_CONNS 64
+#define DNS_TCP_PER_SANDBOX 4
+#define DNS_TCP_IDLE_MS 10000
+#define DNS_TCP_MSG 65535
 #define TAG_FLIGHT (1ull << 40)
+#define TAG_LISTEN (1ull << 41) /* | a sandbox's slot: its TCP socket */
+#define TAG_GUEST (1ull << 42)  /* | a struct tconn's index: its guest side */
+#define TAG_UP (1ull << 43)     /* | a struct tconn's index: its upstream side */
 
 static struct {
 	int ep;
@@ -53,6 +71,22 @@ struct flight {
 };
 
 static struct flight fl[DNS_FLIGHTS]; /* the DNS thread's alone */
+
+/* A guest's TCP connection to its name server. */
+struct tconn {
+	int fd;                 /* the guest's connection; -1: free */
+	int up;                 /* to the upstream while a query is asked; -1 */
+	enum { T_QUERY, T_ASK, T_ANSWER, T_REPLY } st;
+	char sid[ID_LEN + 1];
+	int slot;
+	unsigned char *buf;     /* a message with its length: 2 + DNS_TCP_MSG */
+	size_t have, want;      /* bytes of buf read or written, and in all */
+	unsigned char qid[2];   /* the query's, while it is asked */
+	uint16_t gen;           /* in its epoll tags: an event of a connection before it is not its */
+	double deadline;
+};
+
+static struct tconn tc[DNS_TCP_CONNS]; /* the DNS thread's alone */
 
 /* "A.B.C.D" or "A.B.C.D:PORT" into @sa: 0 or -1. */
 static int parse_hostport(const char *s, struct sockaddr_in *sa)
@@ -92,6 +126,30 @@ static int resolv_conf(struct sockaddr_in *sa)
 	return ret;
 }
 
+/* A standard query (QR clear, opcode 0) with one question. */
+static bool query_ok(const unsigned char *m, size_t n)
+{
+	return n >= 12 && !(m[2] & 0xf8) && !m[4] && m[5] == 1;
+}
+
+/* What answer @m (@n bytes, for sandbox @sid) says learnt by its policy:
+ * the sandbox (a reference), or NULL when it is gone or its policy refused
+ * an address (the guest does not get the answer). */
+static struct sandbox *learnt(const char *sid, const unsigned char *m, size_t n)
+{
+	char name[256];
+	uint32_t addrs[64];
+	int k = net_dns_answers(m, (int)n, name, sizeof(name), addrs, 64);
+	struct sandbox *s = k < 0 ? NULL : sbx_get(sid);
+
+	/* the policy first: the guest uses the address as soon as it has it */
+	if (s && k && net_learn(s, name, addrs, k)) {
+		sbx_put(s);
+		return NULL;
+	}
+	return s;
+}
+
 static void flight_end(struct flight *f)
 {
 	if (f->fd >= 0) {
@@ -118,8 +176,7 @@ static void queries(struct sandbox *s)
 
 		if (n < 0)
 			return; /* EAGAIN: all read */
-		/* a query (QR clear), standard (opcode 0), one question */
-		if (n < 12 || (buf[2] & 0xf8) || buf[4] || buf[5] != 1 || !dns.have_upstream)
+		if (!query_ok(buf, (size_t)n) || !dns.have_upstream)
 			continue;
 		for (unsigned i = 0; i < DNS_FLIGHTS; i++) {
 			if (fl[i].fd >= 0 && fl[i].slot == s->net_slot)
@@ -152,34 +209,230 @@ static void queries(struct sandbox *s)
 static void answer(struct flight *f)
 {
 	unsigned char buf[DNS_MAX];
-	char name[256];
-	uint32_t addrs[64];
 	ssize_t n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT);
 	struct sandbox *s;
-	int k;
 
 	if (n < 0 && errno == EAGAIN)
 		return;
 	flight_end(f);
 	if (n < 12 || memcmp(buf, f->qid, 2))
 		return;
-	k = net_dns_answers(buf, (int)n, name, sizeof(name), addrs, 64);
-	s = k < 0 ? NULL : sbx_get(f->sid);
+	s = learnt(f->sid, buf, (size_t)n);
 	if (!s)
 		return;
-	/* the policy first: the guest uses the address as soon as it has it */
-	if (!k || !net_learn(s, name, addrs, k)) {
-		pthread_mutex_lock(&s->net_lock);
-		if (s->dns_fd >= 0)
-			sendto(s->dns_fd, buf, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&f->from,
-			       sizeof(f->from));
-		pthread_mutex_unlock(&s->net_lock);
-	}
+	pthread_mutex_lock(&s->net_lock);
+	if (s->dns_fd >= 0)
+		sendto(s->dns_fd, buf, (size_t)n, MSG_DONTWAIT, (struct sockaddr *)&f->from,
+		       sizeof(f->from));
+	pthread_mutex_unlock(&s->net_lock);
 	sbx_put(s);
+}
+
+static int watch(int op, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
+
+	return epoll_ctl(dns.ep, op, fd, &ev);
+}
+
+static uint64_t tc_tag(const struct tconn *c, uint64_t side)
+{
+	return side | (uint64_t)c->gen << 16 | (uint64_t)(c - tc);
+}
+
+static void tconn_end(struct tconn *c)
+{
+	if (c->up >= 0) {
+		epoll_ctl(dns.ep, EPOLL_CTL_DEL, c->up, NULL);
+		close(c->up);
+		c->up = -1;
+	}
+	if (c->fd >= 0) {
+		epoll_ctl(dns.ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		c->fd = -1;
+	}
+	free(c->buf);
+	c->buf = NULL;
+}
+
+/* The query in @c's buffer asked of the upstream: 0, or -1. */
+static int ask(struct tconn *c)
+{
+	c->up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->up < 0)
+		return -1;
+	if ((connect(c->up, (struct sockaddr *)&dns.upstream, sizeof(dns.upstream)) < 0 &&
+	     errno != EINPROGRESS) ||
+	    watch(EPOLL_CTL_ADD, c->up, EPOLLOUT, tc_tag(c, TAG_UP)) < 0) {
+		close(c->up);
+		c->up = -1;
+		return -1;
+	}
+	/* the guest's side is not read meanwhile (a hang-up still ends it) */
+	if (watch(EPOLL_CTL_MOD, c->fd, 0, tc_tag(c, TAG_GUEST)) < 0)
+		return -1;
+	memcpy(c->qid, c->buf + 2, 2);
+	c->st = T_ASK;
+	c->have = 0;
+	c->deadline = now_ms() + DNS_TIMEOUT_MS;
+	return 0;
+}
+
+/* A message's length from the 2 bytes before it; 0 when it cannot be one. */
+static size_t msg_len(const unsigned char *b, size_t max)
+{
+	size_t n = (size_t)b[0] << 8 | b[1];
+
+	return n >= 12 && n <= max ? n : 0;
+}
+
+/* Connection @c moved on as far as its sockets let it. */
+static void tconn_run(struct tconn *c)
+{
+	struct sandbox *s;
+	ssize_t n;
+
+	for (;;) {
+		switch (c->st) {
+		case T_QUERY: /* from the guest */
+			n = recv(c->fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0)
+				goto end;
+			c->have += (size_t)n;
+			if (c->have == 2) {
+				c->want = 2 + msg_len(c->buf, DNS_MAX);
+				if (c->want == 2)
+					goto end;
+			}
+			if (c->have < c->want)
+				continue;
+			if (!query_ok(c->buf + 2, c->want - 2) || !dns.have_upstream || ask(c))
+				goto end;
+			continue;
+		case T_ASK: /* to the upstream: EAGAIN until it is connected */
+			n = send(c->up, c->buf + c->have, c->want - c->have, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0)
+				goto end;
+			c->have += (size_t)n;
+			if (c->have < c->want)
+				continue;
+			if (watch(EPOLL_CTL_MOD, c->up, EPOLLIN, tc_tag(c, TAG_UP)) < 0)
+				goto end;
+			c->st = T_ANSWER;
+			c->have = 0;
+			c->want = 2;
+			continue;
+		case T_ANSWER: /* from the upstream */
+			n = recv(c->up, c->buf + c->have, c->want - c->have, MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0)
+				goto end;
+			c->have += (size_t)n;
+			if (c->have == 2) {
+				c->want = 2 + msg_len(c->buf, DNS_TCP_MSG);
+				if (c->want == 2)
+					goto end;
+			}
+			if (c->have < c->want)
+				continue;
+			epoll_ctl(dns.ep, EPOLL_CTL_DEL, c->up, NULL);
+			close(c->up);
+			c->up = -1;
+			if (memcmp(c->buf + 2, c->qid, 2))
+				goto end;
+			s = learnt(c->sid, c->buf + 2, c->want - 2);
+			if (!s)
+				goto end;
+			sbx_put(s);
+			if (watch(EPOLL_CTL_MOD, c->fd, EPOLLOUT, tc_tag(c, TAG_GUEST)) < 0)
+				goto end;
+			c->st = T_REPLY;
+			c->have = 0;
+			c->deadline = now_ms() + DNS_TCP_IDLE_MS;
+			continue;
+		case T_REPLY: /* to the guest */
+			n = send(c->fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (n <= 0)
+				goto end;
+			c->have += (size_t)n;
+			if (c->have < c->want)
+				continue;
+			if (watch(EPOLL_CTL_MOD, c->fd, EPOLLIN, tc_tag(c, TAG_GUEST)) < 0)
+				goto end;
+			c->st = T_QUERY;
+			c->have = 0;
+			c->want = 2;
+			c->deadline = now_ms() + DNS_TCP_IDLE_MS;
+			continue;
+		}
+	}
+end:
+	tconn_end(c);
+}
+
+/* Connections to sandbox @s's name server taken, up to its share. Under
+ * s->net_lock. */
+static void accepts(struct sandbox *s)
+{
+	for (int round = 0; round < 16; round++) {
+		int fd = accept4(s->dns_tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct tconn *c = NULL;
+		unsigned mine = 0;
+
+		if (fd < 0)
+			return; /* EAGAIN: all taken */
+		for (unsigned i = 0; i < DNS_TCP_CONNS; i++) {
+			if (tc[i].fd >= 0 && tc[i].slot == s->net_slot)
+				mine++;
+			else if (tc[i].fd < 0 && !c)
+				c = &tc[i];
+		}
+		/* past its share: closed at once (its resolver asks again, or over UDP) */
+		if (!c || mine >= DNS_TCP_PER_SANDBOX || !(c->buf = malloc(2 + DNS_TCP_MSG))) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->up = -1;
+		c->gen++;
+		c->st = T_QUERY;
+		c->have = 0;
+		c->want = 2;
+		snprintf(c->sid, sizeof(c->sid), "%s", s->id);
+		c->slot = s->net_slot;
+		c->deadline = now_ms() + DNS_TCP_IDLE_MS;
+		if (watch(EPOLL_CTL_ADD, fd, EPOLLIN, tc_tag(c, TAG_GUEST)) < 0)
+			tconn_end(c);
+	}
+}
+
+/* Whether @c's sandbox still has its name server. */
+static bool tconn_owned(const struct tconn *c)
+{
+	struct sandbox *s = sbx_get(c->sid);
+	bool ok = false;
+
+	if (s) {
+		pthread_mutex_lock(&s->net_lock);
+		ok = s->dns_tcp_fd >= 0 && s->net_slot == c->slot;
+		pthread_mutex_unlock(&s->net_lock);
+		sbx_put(s);
+	}
+	return ok;
 }
 
 static void *dns_main(void *arg)
 {
+	double swept = 0;
+
 	(void)arg;
 	for (;;) {
 		struct epoll_event ev[32];
@@ -195,12 +448,25 @@ static void *dns_main(void *arg)
 					answer(&fl[d & 0xffff]);
 				continue;
 			}
-			/* (a sandbox's socket is closed before it goes: dns_close) */
-			s = sbx_get_slot((int)d);
+			if (d & (TAG_GUEST | TAG_UP)) {
+				struct tconn *c = (d & 0xffff) < DNS_TCP_CONNS ? &tc[d & 0xffff] : NULL;
+
+				if (!c || c->fd < 0 || c->gen != (uint16_t)(d >> 16))
+					continue; /* ended while this event waited */
+				if ((d & TAG_GUEST) && (ev[i].events & (EPOLLHUP | EPOLLERR)))
+					tconn_end(c);
+				else
+					tconn_run(c);
+				continue;
+			}
+			/* (a sandbox's sockets are closed before it goes: dns_close) */
+			s = sbx_get_slot((int)(d & 0xffffffffu));
 			if (!s)
 				continue;
 			pthread_mutex_lock(&s->net_lock);
-			if (s->dns_fd >= 0)
+			if ((d & TAG_LISTEN) && s->dns_tcp_fd >= 0)
+				accepts(s);
+			else if (!(d & TAG_LISTEN) && s->dns_fd >= 0)
 				queries(s);
 			pthread_mutex_unlock(&s->net_lock);
 			sbx_put(s);
@@ -208,6 +474,12 @@ static void *dns_main(void *arg)
 		for (unsigned i = 0; i < DNS_FLIGHTS; i++)
 			if (fl[i].fd >= 0 && fl[i].deadline < t)
 				flight_end(&fl[i]);
+		/* connections timed out, and twice a second those of sandboxes gone */
+		for (unsigned i = 0; i < DNS_TCP_CONNS; i++)
+			if (tc[i].fd >= 0 && (tc[i].deadline < t || (t - swept >= 500 && !tconn_owned(&tc[i]))))
+				tconn_end(&tc[i]);
+		if (t - swept >= 500)
+			swept = t;
 	}
 	return NULL;
 }
@@ -236,6 +508,8 @@ int dns_start(const char *upstream, char *why, size_t len)
 	}
 	for (unsigned i = 0; i < DNS_FLIGHTS; i++)
 		fl[i].fd = -1;
+	for (unsigned i = 0; i < DNS_TCP_CONNS; i++)
+		tc[i].fd = tc[i].up = -1;
 	dns.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (dns.ep < 0) {
 		snprintf(why, len, "epoll_create1: %s", strerror(errno));
@@ -255,35 +529,58 @@ int dns_start(const char *upstream, char *why, size_t len)
 	return 0;
 }
 
-int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len)
+/* A socket of @type bound to @sa (a tap's address, there or not yet):
+ * the fd, or -1 with @msg. */
+static int bound(int type, const struct sockaddr_in *sa, char *msg, size_t len)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(53),
-				  .sin_addr.s_addr = htonl(addr) };
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)s->net_slot };
-	int fd, one = 1;
+	int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
 
-	if (dns.ep < 0 || s->dns_fd >= 0)
-		return 0;
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	/* bound to the tap's address: it goes with the tap at a pause and
 	 * comes back with the resume's */
 	if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)) < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		snprintf(msg, len, "the DNS proxy's socket on %s:53: %s", inet_ntoa(sa.sin_addr),
-			 strerror(errno));
+	    (type == SOCK_STREAM && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0) ||
+	    bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, DNS_TCP_PER_SANDBOX) < 0)) {
+		snprintf(msg, len, "the DNS proxy's %s socket on %s:53: %s",
+			 type == SOCK_STREAM ? "TCP" : "UDP", inet_ntoa(sa->sin_addr), strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
+	return fd;
+}
+
+int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(53),
+				  .sin_addr.s_addr = htonl(addr) };
+	int udp = -1, tcp = -1, ret = -1;
+
+	if (dns.ep < 0)
+		return 0;
 	pthread_mutex_lock(&s->net_lock);
-	s->dns_fd = fd;
-	pthread_mutex_unlock(&s->net_lock);
-	if (epoll_ctl(dns.ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+	if ((s->dns_fd < 0 && (udp = bound(SOCK_DGRAM, &sa, msg, len)) < 0) ||
+	    (s->dns_tcp_fd < 0 && (tcp = bound(SOCK_STREAM, &sa, msg, len)) < 0))
+		goto out;
+	if ((udp >= 0 && watch(EPOLL_CTL_ADD, udp, EPOLLIN, (uint64_t)s->net_slot) < 0) ||
+	    (tcp >= 0 && watch(EPOLL_CTL_ADD, tcp, EPOLLIN, TAG_LISTEN | (uint64_t)s->net_slot) < 0)) {
 		snprintf(msg, len, "the DNS proxy: epoll_ctl: %s", strerror(errno));
-		dns_close(s);
-		return -1;
+		goto out;
 	}
-	return 0;
+	if (udp >= 0)
+		s->dns_fd = udp;
+	if (tcp >= 0)
+		s->dns_tcp_fd = tcp;
+	udp = tcp = -1;
+	ret = 0;
+out:
+	/* (closing an fd takes it out of the epoll set) */
+	if (udp >= 0)
+		close(udp);
+	if (tcp >= 0)
+		close(tcp);
+	pthread_mutex_unlock(&s->net_lock);
+	return ret;
 }
 
 void dns_close(struct sandbox *s)
@@ -293,6 +590,11 @@ void dns_close(struct sandbox *s)
 		epoll_ctl(dns.ep, EPOLL_CTL_DEL, s->dns_fd, NULL);
 		close(s->dns_fd);
 		s->dns_fd = -1;
+	}
+	if (s->dns_tcp_fd >= 0) {
+		epoll_ctl(dns.ep, EPOLL_CTL_DEL, s->dns_tcp_fd, NULL);
+		close(s->dns_tcp_fd);
+		s->dns_tcp_fd = -1;
 	}
 	pthread_mutex_unlock(&s->net_lock);
 }

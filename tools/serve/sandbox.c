@@ -87,7 +87,7 @@ struct sandbox *sbx_new(const char *id)
 		return NULL;
 	pthread_mutex_init(&s->op, NULL);
 	pthread_mutex_init(&s->net_lock, NULL);
-	s->dns_fd = -1;
+	s->dns_fd = s->dns_tcp_fd = -1;
 	s->refs = 1;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	snprintf(s->dir, sizeof(s->dir), "%s/sandboxes/%s", srv.state_dir, id);
@@ -130,46 +130,58 @@ static void unlink_locked(struct sandbox *s)
 		}
 }
 
-struct sandbox *sbx_get(const char *id)
+/* The first sandbox @match accepts, a reference taken; or NULL. */
+static struct sandbox *walk(bool (*match)(const struct sandbox *, const void *), const void *arg)
 {
 	struct sandbox *s;
 
 	pthread_mutex_lock(&srv.lock);
 	for (s = srv.list; s; s = s->next)
-		if (!strcmp(s->id, id) && s->state != SBX_GONE && s->state != SBX_POOLED) {
+		if (s->state != SBX_GONE && match(s, arg)) {
 			s->refs++;
 			break;
 		}
 	pthread_mutex_unlock(&srv.lock);
 	return s;
+}
+
+static bool by_id(const struct sandbox *s, const void *id)
+{
+	return s->state != SBX_POOLED && !strcmp(s->id, id);
+}
+
+struct sandbox *sbx_get(const char *id)
+{
+	return walk(by_id, id);
+}
+
+struct find {
+	bool (*match)(const struct sandbox *, void *);
+	void *arg;
+};
+
+static bool running_and(const struct sandbox *s, const void *f)
+{
+	const struct find *x = f;
+
+	return s->state == SBX_RUNNING && x->match(s, x->arg);
 }
 
 struct sandbox *sbx_find(bool (*match)(const struct sandbox *, void *), void *arg)
 {
-	struct sandbox *s;
+	struct find f = { match, arg };
 
-	pthread_mutex_lock(&srv.lock);
-	for (s = srv.list; s; s = s->next)
-		if (s->state == SBX_RUNNING && match(s, arg)) {
-			s->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&srv.lock);
-	return s;
+	return walk(running_and, &f);
+}
+
+static bool by_slot(const struct sandbox *s, const void *slot)
+{
+	return s->net_slot == *(const int *)slot;
 }
 
 struct sandbox *sbx_get_slot(int slot)
 {
-	struct sandbox *s;
-
-	pthread_mutex_lock(&srv.lock);
-	for (s = srv.list; s; s = s->next)
-		if (s->net_slot == slot && s->state != SBX_GONE) {
-			s->refs++;
-			break;
-		}
-	pthread_mutex_unlock(&srv.lock);
-	return s;
+	return walk(by_slot, &slot);
 }
 
 void sbx_put(struct sandbox *s)
@@ -732,9 +744,9 @@ int sbx_adopt_all(void)
 			kept++;
 			serve_log("sandbox %s: found running (VMM pid %d)", s->id, (int)s->pid);
 			/* its name server again (what its lookups allowed stays in its
-			 * VMM's policy; serve forgets which names those were) */
-			if (s->net_slot >= 0 &&
-			    dns_open(s, net_gw(s), msg, sizeof(msg)))
+			 * VMM's policy; serve forgets which names those were), over
+			 * TCP too (a serve before that allowed UDP only) */
+			if (net_dns_open(s, msg, sizeof(msg)))
 				serve_log("sandbox %s: %s", s->id, msg);
 			continue;
 		}

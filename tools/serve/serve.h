@@ -50,7 +50,7 @@ struct sandbox {
 	json_t *net_allow;          /* its egress allow list (strings) */
 	pthread_mutex_t net_lock;   /* net_learned, dns_fd, net_allow's swap, the policy calls */
 	json_t *net_learned;        /* addresses its DNS lookups allowed: {"A.B.C.D/32": name} */
-	int dns_fd;                 /* its DNS proxy socket (dns.c), -1 */
+	int dns_fd, dns_tcp_fd;     /* its DNS proxy sockets, UDP and TCP (dns.c), -1 */
 };
 
 struct server {
@@ -218,13 +218,16 @@ json_t *net_init_json(const struct sandbox *s);
 void net_tap_name(const struct sandbox *s, char *out, size_t len);
 /* Its gateway: the tap's host side, where its name server answers (host order). */
 uint32_t net_gw(const struct sandbox *s);
+/* Its name server's sockets (dns_open) and its policy's entry for them:
+ * for a sandbox found running. 0, or -1 with @msg. */
+int net_dns_open(struct sandbox *s, char *msg, size_t len);
 
 /* ---- dns.c ---- */
 /* The sandboxes' DNS proxy thread; @upstream "A.B.C.D[:PORT]" or NULL (the
  * host's /etc/resolv.conf). 0, or -1 with @why. */
 int dns_start(const char *upstream, char *why, size_t len);
-/* Sandbox @s's socket on @addr:53 (host order; its tap's host side), once:
- * 0, or -1 with @msg. */
+/* Sandbox @s's sockets on @addr:53, UDP and TCP (host order; its tap's host
+ * side), once: 0, or -1 with @msg. */
 int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len);
 void dns_close(struct sandbox *s);
 
