@@ -4,7 +4,8 @@
  * guest that is not always polite, over UDP and TCP, in a network namespace
  * of the test's own (its name server listens on port 53): a fake upstream on
  * 127.0.0.1:5353 answers a.test (one address), big.test (40: truncated over
- * UDP), huge.test (4000: a 64026-byte answer), deny.test (which the fake
+ * UDP), huge.test (4000: a 64026-byte answer), edns.test (300: 4827 bytes,
+ * over UDP too), deny.test (which the fake
  * policy refuses to learn) and never slow.test. serve's sandbox list and
  * policy are stubs here. Skipped (status 77) where no network namespace can
  * be made.
@@ -147,7 +148,8 @@ static size_t answer_of(const unsigned char *q, size_t n, bool udp, unsigned cha
 	i += 5;
 	if (i > n || !strcmp(name, "slow.test"))
 		return 0;
-	addrs = !strcmp(name, "big.test") ? 40 : !strcmp(name, "huge.test") ? 4000 : 1;
+	addrs = !strcmp(name, "big.test") ? 40 : !strcmp(name, "huge.test") ? 4000 :
+		!strcmp(name, "edns.test") ? 300 : 1;
 	memcpy(out, q, i);
 	out[2] = 0x81;
 	out[3] = 0x80;
@@ -165,7 +167,8 @@ static size_t answer_of(const unsigned char *q, size_t n, bool udp, unsigned cha
 		out[len + 15] = (unsigned char)(7 + a);
 		len += 16;
 	}
-	if (udp && len > 512) {
+	/* edns.test: as if the guest offered EDNS room for 4827 bytes */
+	if (udp && len > 512 && strcmp(name, "edns.test")) {
 		len = i;
 		out[2] |= 0x02;
 		out[6] = out[7] = 0;
@@ -563,6 +566,14 @@ static void test_udp(void)
 	CU_ASSERT_EQUAL(recv(fd, ans, sizeof(ans), 0), (ssize_t)n);
 	CU_ASSERT_EQUAL(be16(ans), 22);
 	CU_ASSERT(ans[2] & 0x02);
+	/* an answer past the proxy's 4096 bytes: cut to its question, TC set */
+	n = query(q, 23, "edns.test");
+	CU_ASSERT_FATAL(send(fd, q, n, 0) == (ssize_t)n);
+	CU_ASSERT_EQUAL(recv(fd, ans, sizeof(ans), 0), (ssize_t)n);
+	CU_ASSERT_EQUAL(be16(ans), 23);
+	CU_ASSERT(ans[2] & 0x02);
+	CU_ASSERT_EQUAL(be16(ans + 6), 0);
+	CU_ASSERT_EQUAL(memcmp(ans + 12, q + 12, n - 12), 0);
 	close(fd);
 }
 
@@ -605,7 +616,7 @@ int main(void)
 		{ "TCP: an answer the policy refuses is not the guest's", test_tcp_deny },
 		{ "TCP: a query never answered ends its connection after 3 s", test_tcp_timeout },
 		{ "TCP: the connections of a sandbox gone are closed", test_tcp_gone },
-		{ "UDP: answered; a truncated answer passed on", test_udp },
+		{ "UDP: answered; a truncated answer passed on; one past 4096 bytes cut, TC set", test_udp },
 		{ "dns_close: nothing listens", test_close },
 		{ NULL, NULL },
 	};

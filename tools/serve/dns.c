@@ -13,7 +13,9 @@
  * which filters addresses, follows domain names. One thread, nothing
  * blocking but the VMM API calls of net_learn: at most DNS_FLIGHTS queries
  * in flight, DNS_PER_SANDBOX of them a sandbox's, each dropped after
- * DNS_TIMEOUT_MS (the guest's resolver asks again).
+ * DNS_TIMEOUT_MS (the guest's resolver asks again). Messages are
+ * DNS_MAX bytes at most over UDP: a longer query is dropped, a longer
+ * answer cut to its question and marked truncated (TC).
  *
  * DNS over TCP too (RFC 7766; a resolver asks again over TCP when a UDP
  * answer comes truncated): serve listens on the same address's TCP port 53,
@@ -168,7 +170,7 @@ static void queries(struct sandbox *s)
 	for (int round = 0; round < 32; round++) {
 		struct sockaddr_in from;
 		socklen_t fl_len = sizeof(from);
-		ssize_t n = recvfrom(s->dns_fd, buf, sizeof(buf), MSG_DONTWAIT,
+		ssize_t n = recvfrom(s->dns_fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC,
 				     (struct sockaddr *)&from, &fl_len);
 		struct flight *f = NULL;
 		unsigned mine = 0;
@@ -176,8 +178,8 @@ static void queries(struct sandbox *s)
 
 		if (n < 0)
 			return; /* EAGAIN: all read */
-		if (!query_ok(buf, (size_t)n) || !dns.have_upstream)
-			continue;
+		if (n > (ssize_t)sizeof(buf) || !query_ok(buf, (size_t)n) || !dns.have_upstream)
+			continue; /* (a query past DNS_MAX: dropped, not cut) */
 		for (unsigned i = 0; i < DNS_FLIGHTS; i++) {
 			if (fl[i].fd >= 0 && fl[i].slot == s->net_slot)
 				mine++;
@@ -206,15 +208,37 @@ static void queries(struct sandbox *s)
 }
 
 /* The upstream's answer to flight @f: learnt, then to the guest. */
+/* Answer @m, of which @have bytes came (a datagram past the buffer: a
+ * guest that offered EDNS room for it), cut to its header and question with
+ * TC set, which has the guest ask again over TCP: its length, or 0 when its
+ * question is not in what came. */
+static size_t truncated(unsigned char *m, size_t have)
+{
+	size_t i = 12;
+
+	while (i < have && m[i]) {
+		if (m[i] & 0xc0)
+			return 0;
+		i += 1u + m[i];
+	}
+	if (i + 5 > have)
+		return 0;
+	m[2] |= 0x02;
+	memset(m + 6, 0, 6);
+	return i + 5;
+}
+
 static void answer(struct flight *f)
 {
 	unsigned char buf[DNS_MAX];
-	ssize_t n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	ssize_t n = recv(f->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 	struct sandbox *s;
 
 	if (n < 0 && errno == EAGAIN)
 		return;
 	flight_end(f);
+	if (n > (ssize_t)sizeof(buf))
+		n = (ssize_t)truncated(buf, sizeof(buf));
 	if (n < 12 || memcmp(buf, f->qid, 2))
 		return;
 	s = learnt(f->sid, buf, (size_t)n);
