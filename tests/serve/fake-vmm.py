@@ -186,6 +186,10 @@ def main():
 
     serve(vs, vsock_conn)
     serve(api, api_conn)
+    # a line as the real VMM writes one to a file (its time first), for
+    # the logs API's checks (serve-checks.py)
+    print(time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + ".000Z cubicle: warning: fake-vmm: playing a VMM",
+          file=sys.stderr, flush=True)
     print("fake-vmm: running", snap, flush=True)
     agent.wait()
     return 0

@@ -12,6 +12,8 @@ failure.
 """
 import http.client
 import json
+import os
+import re
 import socket
 import struct
 import sys
@@ -143,6 +145,55 @@ need = ("timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed", "memT
 ok(st == 200 and isinstance(j, list) and len(j) == 1 and all(k in j[0] for k in need) and
    time.strftime("%Y-%m-%dT", time.gmtime()) in j[0]["timestamp"],
    "metrics: every field E2B's API requires (timestamp too: SDK 2.51 reads it)", f"{st} {j}")
+
+
+# its logs: the VMM's log file as E2B's log entries
+def entry_ok(e):
+    return (isinstance(e, dict) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", e.get("timestamp", "")) and
+            e.get("level") in ("debug", "info", "warn", "error") and isinstance(e.get("message"), str) and
+            e.get("fields", {}).get("source") in ("vmm", "console"))
+
+
+st, j, _ = call("GET", f"/sandboxes/{sid}/logs")
+ok(st == 200 and isinstance(j, dict) and isinstance(j.get("logs"), list) and len(j["logs"]) >= 1 and
+   len(j["logs"]) == len(j.get("logEntries", [])) and all(entry_ok(e) for e in j["logEntries"]) and
+   all(l.get("line") == e["message"] and l.get("timestamp") == e["timestamp"] for l, e in zip(j["logs"], j["logEntries"])),
+   "logs (v1): its VMM's log as logs and logEntries, alike", f"{st} {j}")
+st, fwd, _ = call("GET", f"/v2/sandboxes/{sid}/logs")
+ok(st == 200 and isinstance(fwd, dict) and len(fwd.get("logs", [])) >= 1 and all(entry_ok(e) for e in fwd["logs"]) and
+   [e["timestamp"] for e in fwd["logs"]] == sorted(e["timestamp"] for e in fwd["logs"]),
+   f"logs (v2): {len((fwd or {}).get('logs', []))} entries, oldest first; the last: "
+   f"{((fwd or {}).get('logs') or [{}])[-1].get('fields')} {((fwd or {}).get('logs') or [{}])[-1].get('message', '')[:80]!r}",
+   f"{st} {fwd}")
+st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?limit=1&direction=backward")
+ok(st == 200 and len(j.get("logs", [])) == 1 and entry_ok(j["logs"][0]) and
+   j["logs"][0]["timestamp"] >= max(e["timestamp"] for e in fwd["logs"]),
+   "logs (v2) limit=1, backward: the newest", f"{st} {j}")
+st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?limit=2")
+ok(st == 200 and j.get("logs") == fwd["logs"][:2], "logs (v2) limit=2: the oldest two", f"{st} {j}")
+if os.environ.get("SERVE_FAKE_VMM"):  # (a real VMM's log may grow meanwhile)
+    st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?limit=2&direction=backward")
+    ok(st == 200 and j.get("logs") == fwd["logs"][-2:][::-1], "logs (v2) limit=2, backward: the newest two, newest first",
+       f"{st} {j}")
+    st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?direction=backward&cursor=0")
+    ok(st == 200 and j == {"logs": []}, "logs (v2) backward from 1970: none", f"{st} {j}")
+st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?level=warn")
+warned = [e for e in (j or {}).get("logs", []) if "fake-vmm: playing a VMM" in e["message"]]
+ok(st == 200 and all(e["level"] in ("warn", "error") for e in j.get("logs", [])) and
+   (not os.environ.get("SERVE_FAKE_VMM") or
+    (len(warned) == 1 and warned[0]["level"] == "warn" and warned[0]["fields"]["source"] == "vmm")),
+   "logs (v2) level=warn: warnings and errors only" + (" (the fake VMM's warning, source vmm)" if os.environ.get("SERVE_FAKE_VMM") else ""),
+   f"{st} {j}")
+st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?search=no-such-text-in-a-log")
+ok(st == 200 and j == {"logs": []}, "logs (v2) search for what no line has: none", f"{st} {j}")
+st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?cursor={int(time.time() * 1000) + 3600000}")
+ok(st == 200 and j == {"logs": []}, "logs (v2) from an hour ahead: none", f"{st} {j}")
+for q in ("limit=1001", "direction=sideways", "level=loud", "cursor=soon", "search=" + "x" * 257):
+    st, j, _ = call("GET", f"/v2/sandboxes/{sid}/logs?{q}")
+    ok(st == 400 and err_body(j, 400), f"logs (v2) {q[:20]}: 400", f"{st} {j}")
+st, j, _ = call("GET", "/v2/sandboxes/no-such-sandbox/logs")
+ok(st == 404 and err_body(j, 404), "logs of no sandbox: 404", f"{st} {j}")
+
 st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "8080"}))
 ok(st == 502 and err_body(j, 502), "a port nothing listens on: 502", f"{st} {j}")
 

@@ -5,6 +5,7 @@
  * (REST + JSON, v1 and v2 paths, an API key), or the status page.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,61 @@ static void metrics(struct hconn *c, struct sandbox *s)
 		       NULL);
 }
 
+/* GET /sandboxes/ID/logs?start=&limit= and /v2/...?cursor=&limit=&direction=&level=&search= */
+struct logs_param {
+	struct logs_query q;
+	char bad[120];
+};
+
+static void logs_param(void *arg, const char *k, const char *v)
+{
+	struct logs_param *p = arg;
+	char *end;
+
+	if (*p->bad)
+		return;
+	errno = 0;
+	if (!strcmp(k, "start") || !strcmp(k, "cursor")) {
+		p->q.start = strtoll(v, &end, 10);
+		p->q.has_start = true;
+		if (!*v || *end || p->q.start < 0 || errno)
+			snprintf(p->bad, sizeof(p->bad), "%s must be a time in ms since 1970", k);
+	} else if (!strcmp(k, "limit")) {
+		long l = strtol(v, &end, 10);
+
+		if (!*v || *end || l < 0 || l > 1000)
+			snprintf(p->bad, sizeof(p->bad), "limit must be 0 to 1000");
+		p->q.limit = (unsigned)l;
+	} else if (!strcmp(k, "direction")) {
+		if (strcmp(v, "forward") && strcmp(v, "backward"))
+			snprintf(p->bad, sizeof(p->bad), "direction must be forward or backward");
+		p->q.backward = !strcmp(v, "backward");
+	} else if (!strcmp(k, "level")) {
+		if ((p->q.min_level = logs_level(v)) < 0)
+			snprintf(p->bad, sizeof(p->bad), "level must be debug, info, warn or error");
+	} else if (!strcmp(k, "search")) {
+		if (strlen(v) >= sizeof(p->q.search))
+			snprintf(p->bad, sizeof(p->bad), "search is longer than 256 bytes");
+		snprintf(p->q.search, sizeof(p->q.search), "%s", v);
+	}
+}
+
+static void logs(struct hconn *c, struct hreq *r, const struct sandbox *s, bool v2)
+{
+	struct logs_param p = { .q = { .limit = 1000 } };
+	char msg[400];
+	json_t *out;
+	int st;
+
+	query_each(r->query, logs_param, &p);
+	if (*p.bad)
+		hio_error(c, 400, "%s", p.bad);
+	else if ((st = sbx_logs(s, &p.q, v2, &out, msg, sizeof(msg))))
+		hio_error(c, (unsigned)st, "%s", msg);
+	else
+		hio_reply_json(c, 200, out, NULL);
+}
+
 static void one(struct hconn *c, struct hreq *r, const char *id, const char *verb, bool v2)
 {
 	struct sandbox *s = sbx_get(id);
@@ -399,6 +455,8 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
 	} else if (verb && !strcmp(verb, "metrics") && r->method == HTTP_GET) {
 		metrics(c, s);
+	} else if (verb && !strcmp(verb, "logs") && r->method == HTTP_GET) {
+		logs(c, r, s, v2);
 	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "timeout")) {
 		if ((req = body_json(c, r, true))) {
 			unsigned t = timeout_of(req, &bad);
@@ -452,7 +510,7 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
 				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
 				     strcmp(verb, "resume") && strcmp(verb, "network") && strcmp(verb, "fork") &&
-				     strcmp(verb, "snapshots") ? 404 : 405,
+				     strcmp(verb, "snapshots") && strcmp(verb, "logs") ? 404 : 405,
 			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
 			  v2 ? "" : "");
 	}

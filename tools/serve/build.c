@@ -75,9 +75,7 @@ static struct build *builds;
 
 /* ---- the log ---- */
 
-/* @s as a JSON string; when it is not valid UTF-8 (a guest's output may be
- * anything), its bytes past ASCII each a '?' (a build log is for reading). */
-static json_t *text_json(char *s)
+json_t *text_json(char *s)
 {
 	json_t *j = json_string(s);
 

@@ -283,27 +283,20 @@ static bool names(json_t *list, const char *name)
 	return false;
 }
 
-/* Its name server reachable, UDP and TCP (dns.c), whatever its list. Under
- * s->net_lock. */
-static int dns_allow(struct sandbox *s, char *msg, size_t len)
-{
-	char dns53[40];
-
-	dotted(net_gw(s), dns53, sizeof(dns53));
-	strcat(dns53, "/32:53");
-	return policy_str(s, "policy_allow", dns53, msg, len);
-}
-
 int net_dns_open(struct sandbox *s, char *msg, size_t len)
 {
+	char dns53[40];
 	int ret;
 
 	if (s->net_slot < 0)
 		return 0;
 	if (dns_open(s, net_gw(s), msg, len))
 		return -1;
+	/* its name server reachable, UDP and TCP, whatever its list */
+	dotted(net_gw(s), dns53, sizeof(dns53));
+	strcat(dns53, "/32:53");
 	pthread_mutex_lock(&s->net_lock);
-	ret = dns_allow(s, msg, len);
+	ret = policy_str(s, "policy_allow", dns53, msg, len);
 	pthread_mutex_unlock(&s->net_lock);
 	return ret;
 }
@@ -317,10 +310,9 @@ int net_attach(struct sandbox *s, char *msg, size_t len)
 
 	if (s->net_slot < 0)
 		return 0;
-	if (host_side(s, msg, len) || dns_open(s, net_gw(s), msg, len))
+	if (host_side(s, msg, len) || net_dns_open(s, msg, len))
 		return -1;
 	pthread_mutex_lock(&s->net_lock);
-	ret = dns_allow(s, msg, len);
 	json_array_foreach(s->net_allow, i, v)
 		if (!ret && !net_is_domain(json_string_value(v)))
 			ret = policy_call(s, "policy_allow", v, msg, len);

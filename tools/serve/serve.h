@@ -218,8 +218,9 @@ json_t *net_init_json(const struct sandbox *s);
 void net_tap_name(const struct sandbox *s, char *out, size_t len);
 /* Its gateway: the tap's host side, where its name server answers (host order). */
 uint32_t net_gw(const struct sandbox *s);
-/* Its name server's sockets (dns_open) and its policy's entry for them:
- * for a sandbox found running. 0, or -1 with @msg. */
+/* Its name server's sockets (dns_open) and its policy's entry for them (UDP
+ * and TCP to its port 53): at net_attach, and for a sandbox found running.
+ * 0, or -1 with @msg. */
 int net_dns_open(struct sandbox *s, char *msg, size_t len);
 
 /* ---- dns.c ---- */
@@ -231,7 +232,26 @@ int dns_start(const char *upstream, char *why, size_t len);
 int dns_open(struct sandbox *s, uint32_t addr, char *msg, size_t len);
 void dns_close(struct sandbox *s);
 
+/* ---- logs.c ---- */
+struct logs_query {
+	long long start;   /* ms since the epoch: v1's start, v2's cursor */
+	bool has_start;
+	unsigned limit;    /* entries at most */
+	bool backward;     /* v2's direction: the newest first, at or before start */
+	int min_level;     /* logs_level's: 0 debug .. 3 error */
+	char search[257];  /* a substring of the message, or "" */
+};
+/* 0..3 for "debug", "info", "warn", "error"; -1 for another word. */
+int logs_level(const char *name);
+/* Sandbox @s's log entries (its VMM's log file) for @q, as E2B's v1
+ * ({logs: [{timestamp, line}], logEntries}) or @v2 ({logs}) answer: 0, or
+ * an HTTP status with @msg. */
+int sbx_logs(const struct sandbox *s, const struct logs_query *q, bool v2, json_t **out, char *msg, size_t len);
+
 /* ---- util ---- */
+/* @s as a JSON string; when it is not valid UTF-8 (a guest's output may be
+ * anything), its bytes past ASCII each a '?' (it is for reading). */
+json_t *text_json(char *s);
 void serve_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 double now_ms(void);
 void rand_hex(char *out, size_t n_chars);
