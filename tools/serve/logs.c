@@ -4,13 +4,13 @@
  * VMM's log file read back as E2B's log entries. The file holds the VMM's
  * own lines, each after its UTC time (`2026-12-06T11:23:00.123Z cubicle:
  * warning: ...`: the VMM stamps its lines when they go to a file), and what
- * the guest wrote on its console, which carries no time: such a line takes
- * the time of the VMM line before it (the first one's, before any; the
- * sandbox's start in a log with none). Levels: a
- * VMM line's own (error, warning as warn, debug), info for the rest; each
- * entry's fields say its source, "vmm" or "console". The last LOGS_TAIL
- * bytes of the file are read (a long-lived guest's console may have written
- * far more).
+ * the guest wrote on a stdio console, which carries no time: such a line
+ * takes the time of the VMM line before it (the first one's, before any;
+ * the sandbox's start in a log with none). A file console's output is a
+ * file of its own (DEVICE.log), not read here. Levels: a VMM line's own
+ * (error, warning as warn, debug), info for the rest; each entry's fields
+ * say its source, "vmm" or "console". The last LOGS_TAIL bytes of the file
+ * are read (a long-lived guest's console may have written far more).
  */
 #include <errno.h>
 #include <fcntl.h>
