@@ -228,21 +228,14 @@ static void *upstream_conn(void *arg)
 	return NULL;
 }
 
+static int up_udp, up_tcp; /* the fake upstream's sockets, bound before its thread starts */
+
 static void *upstream(void *arg)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(UPSTREAM_PORT),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	int u = up_udp, t = up_tcp;
 	static unsigned char q[4096], a[65536];
 
 	(void)arg;
-	setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(u, (struct sockaddr *)&sa, sizeof(sa)) || bind(t, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(t, 16)) {
-		perror("test_serve_dns: the fake upstream");
-		exit(1);
-	}
 	for (;;) {
 		struct pollfd p[2] = { { .fd = u, .events = POLLIN }, { .fd = t, .events = POLLIN } };
 
@@ -626,6 +619,21 @@ int main(void)
 	if (own_net()) {
 		printf("test_serve_dns: skipped: no network namespace of its own (%s)\n", strerror(errno));
 		return 77;
+	}
+	{
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(UPSTREAM_PORT),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int one = 1;
+
+		/* bound and listening before any query can come */
+		up_udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		up_tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(up_tcp, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(up_udp, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    bind(up_tcp, (struct sockaddr *)&sa, sizeof(sa)) || listen(up_tcp, 16)) {
+			perror("test_serve_dns: the fake upstream");
+			return 1;
+		}
 	}
 	pthread_create(&t, NULL, upstream, NULL);
 	pthread_detach(t);

@@ -75,18 +75,6 @@ static struct build *builds;
 
 /* ---- the log ---- */
 
-json_t *text_json(char *s)
-{
-	json_t *j = json_string(s);
-
-	if (j)
-		return j;
-	for (unsigned char *p = (unsigned char *)s; *p; p++)
-		if (*p >= 0x80)
-			*p = '?';
-	return json_string(s);
-}
-
 static void now_iso(char *out, size_t len)
 {
 	struct timespec ts;

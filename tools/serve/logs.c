@@ -26,6 +26,18 @@
 #define LOGS_TAIL (4 << 20)
 #define LOGS_LINE 4096 /* a longer line's message is cut there */
 
+json_t *text_json(char *s)
+{
+	json_t *j = json_string(s);
+
+	if (j)
+		return j;
+	for (unsigned char *p = (unsigned char *)s; *p; p++)
+		if (*p >= 0x80)
+			*p = '?';
+	return json_string(s);
+}
+
 static const char *const level_name[] = { "debug", "info", "warn", "error" };
 
 int logs_level(const char *name)
@@ -62,6 +74,28 @@ static void iso_ms(long long ms, char *out, size_t len)
 
 	strftime(out, len, "%Y-%m-%dT%H:%M:%S", gmtime_r(&t, &tm));
 	snprintf(out + strlen(out), len - strlen(out), ".%03dZ", (int)(ms % 1000));
+}
+
+/* The level of a VMM line's @n bytes at @w (past "cubicle: "). */
+static int vmm_level(const char *w, size_t n)
+{
+	const char *end = w + n, *c;
+
+	if (n && *w == '[' && (c = memchr(w, ']', n)) && c + 1 < end && c[1] == ' ')
+		w = c + 2;
+	for (int tries = 0; tries < 2 && w < end; tries++) {
+		if ((size_t)(end - w) >= 7 && !memcmp(w, "error: ", 7))
+			return 3;
+		if ((size_t)(end - w) >= 9 && !memcmp(w, "warning: ", 9))
+			return 2;
+		if ((size_t)(end - w) >= 7 && !memcmp(w, "debug: ", 7))
+			return 0;
+		/* past a plugin's name */
+		if (!(c = memmem(w, (size_t)(end - w), ": ", 2)))
+			break;
+		w = c + 2;
+	}
+	return 1;
 }
 
 struct entry {
@@ -164,13 +198,11 @@ int sbx_logs(const struct sandbox *s, const struct logs_query *q, bool v2, json_
 			last = ms;
 			e.msg = rest;
 			if (!strncmp(rest, "cubicle: ", 9)) {
+				/* "cubicle: ", with --log-level debug "[T ms] ",
+				 * a plugin's "NAME: " or not, then the level's
+				 * word ("" for info) */
 				e.vmm = true;
-				if (!strncmp(rest + 9, "error: ", 7))
-					e.level = 3;
-				else if (!strncmp(rest + 9, "warning: ", 9))
-					e.level = 2;
-				else if (rest[9] == '[')
-					e.level = 0;
+				e.level = vmm_level(rest + 9, (size_t)(p + l - rest) - 9);
 			}
 		}
 		e.ms = last;
