@@ -280,6 +280,22 @@ static void tconn_end(struct tconn *c)
 	c->buf = NULL;
 }
 
+/* @c on to state @st, watching @fd (its @side) for @events, @wait_ms more
+ * to live (0: as it was): a read starts anew (its length first), a write
+ * sends what the buffer holds. 0, or -1. */
+static int turn(struct tconn *c, int st, int fd, uint32_t events, uint64_t side, double wait_ms)
+{
+	if (watch(EPOLL_CTL_MOD, fd, events, tc_tag(c, side)) < 0)
+		return -1;
+	c->st = st;
+	c->have = 0;
+	if (events == EPOLLIN)
+		c->want = 2;
+	if (wait_ms)
+		c->deadline = now_ms() + wait_ms;
+	return 0;
+}
+
 /* The query in @c's buffer asked of the upstream: 0, or -1. */
 static int ask(struct tconn *c)
 {
@@ -293,14 +309,9 @@ static int ask(struct tconn *c)
 		c->up = -1;
 		return -1;
 	}
-	/* the guest's side is not read meanwhile (a hang-up still ends it) */
-	if (watch(EPOLL_CTL_MOD, c->fd, 0, tc_tag(c, TAG_GUEST)) < 0)
-		return -1;
 	memcpy(c->qid, c->buf + 2, 2);
-	c->st = T_ASK;
-	c->have = 0;
-	c->deadline = now_ms() + DNS_TIMEOUT_MS;
-	return 0;
+	/* the guest's side is not read meanwhile (a hang-up still ends it) */
+	return turn(c, T_ASK, c->fd, 0, TAG_GUEST, DNS_TIMEOUT_MS);
 }
 
 /* A message's length from the 2 bytes before it; 0 when it cannot be one. */
@@ -311,93 +322,72 @@ static size_t msg_len(const unsigned char *b, size_t max)
 	return n >= 12 && n <= max ? n : 0;
 }
 
-/* Connection @c moved on as far as its sockets let it. */
+/* @c's message moved through @fd: read (@in; its length, at most @max,
+ * from its first 2 bytes) or written, as far as the socket lets it. 1 when
+ * it is all through, 0 when the socket would block, -1 when the connection
+ * is done for. */
+static int move(struct tconn *c, int fd, bool in, size_t max)
+{
+	while (c->have < c->want) {
+		ssize_t n = in ? recv(fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT)
+			       : send(fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0)
+			return -1;
+		c->have += (size_t)n;
+		if (in && c->have == 2 && (c->want = 2 + msg_len(c->buf, max)) == 2)
+			return -1;
+	}
+	return 1;
+}
+
+/* Connection @c moved on as far as its sockets let it: a query from the
+ * guest, asked of the upstream (the send waits for its connect), its
+ * answer, written to the guest; then the next query. */
 static void tconn_run(struct tconn *c)
 {
 	struct sandbox *s;
-	ssize_t n;
+	int r = -1;
 
 	for (;;) {
 		switch (c->st) {
-		case T_QUERY: /* from the guest */
-			n = recv(c->fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			if (n <= 0)
-				goto end;
-			c->have += (size_t)n;
-			if (c->have == 2) {
-				c->want = 2 + msg_len(c->buf, DNS_MAX);
-				if (c->want == 2)
-					goto end;
-			}
-			if (c->have < c->want)
-				continue;
+		case T_QUERY:
+			if ((r = move(c, c->fd, true, DNS_MAX)) <= 0)
+				goto out;
 			if (!query_ok(c->buf + 2, c->want - 2) || !dns.have_upstream || ask(c))
 				goto end;
-			continue;
-		case T_ASK: /* to the upstream: EAGAIN until it is connected */
-			n = send(c->up, c->buf + c->have, c->want - c->have, MSG_DONTWAIT | MSG_NOSIGNAL);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			if (n <= 0)
+			break;
+		case T_ASK:
+			if ((r = move(c, c->up, false, 0)) <= 0)
+				goto out;
+			if (turn(c, T_ANSWER, c->up, EPOLLIN, TAG_UP, 0))
 				goto end;
-			c->have += (size_t)n;
-			if (c->have < c->want)
-				continue;
-			if (watch(EPOLL_CTL_MOD, c->up, EPOLLIN, tc_tag(c, TAG_UP)) < 0)
-				goto end;
-			c->st = T_ANSWER;
-			c->have = 0;
-			c->want = 2;
-			continue;
-		case T_ANSWER: /* from the upstream */
-			n = recv(c->up, c->buf + c->have, c->want - c->have, MSG_DONTWAIT);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			if (n <= 0)
-				goto end;
-			c->have += (size_t)n;
-			if (c->have == 2) {
-				c->want = 2 + msg_len(c->buf, DNS_TCP_MSG);
-				if (c->want == 2)
-					goto end;
-			}
-			if (c->have < c->want)
-				continue;
+			break;
+		case T_ANSWER:
+			if ((r = move(c, c->up, true, DNS_TCP_MSG)) <= 0)
+				goto out;
 			epoll_ctl(dns.ep, EPOLL_CTL_DEL, c->up, NULL);
 			close(c->up);
 			c->up = -1;
-			if (memcmp(c->buf + 2, c->qid, 2))
-				goto end;
-			s = learnt(c->sid, c->buf + 2, c->want - 2);
-			if (!s)
+			if (memcmp(c->buf + 2, c->qid, 2) || !(s = learnt(c->sid, c->buf + 2, c->want - 2)))
 				goto end;
 			sbx_put(s);
-			if (watch(EPOLL_CTL_MOD, c->fd, EPOLLOUT, tc_tag(c, TAG_GUEST)) < 0)
+			if (turn(c, T_REPLY, c->fd, EPOLLOUT, TAG_GUEST, DNS_TCP_IDLE_MS))
 				goto end;
-			c->st = T_REPLY;
-			c->have = 0;
-			c->deadline = now_ms() + DNS_TCP_IDLE_MS;
-			continue;
-		case T_REPLY: /* to the guest */
-			n = send(c->fd, c->buf + c->have, c->want - c->have, MSG_DONTWAIT | MSG_NOSIGNAL);
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				return;
-			if (n <= 0)
+			break;
+		case T_REPLY:
+			if ((r = move(c, c->fd, false, 0)) <= 0)
+				goto out;
+			if (turn(c, T_QUERY, c->fd, EPOLLIN, TAG_GUEST, DNS_TCP_IDLE_MS))
 				goto end;
-			c->have += (size_t)n;
-			if (c->have < c->want)
-				continue;
-			if (watch(EPOLL_CTL_MOD, c->fd, EPOLLIN, tc_tag(c, TAG_GUEST)) < 0)
-				goto end;
-			c->st = T_QUERY;
-			c->have = 0;
-			c->want = 2;
-			c->deadline = now_ms() + DNS_TCP_IDLE_MS;
-			continue;
+			break;
 		}
 	}
+out:
+	if (!r)
+		return;
 end:
 	tconn_end(c);
 }
