@@ -10,6 +10,7 @@ gets its documented status and {"code", "message"} body, and the server
 keeps serving. Needs a template "base". Prints TAP-ish lines; exit 1 on a
 failure.
 """
+import calendar
 import http.client
 import json
 import os
@@ -62,7 +63,7 @@ st, j, _ = call("GET", "/sandboxes", headers={"X-API-Key": "", "Authorization": 
 ok(st == 200 and isinstance(j, list), "Authorization: Bearer KEY is accepted", f"{st} {j}")
 for m, p in (("GET", "/sandboxes/nosuchbox"), ("DELETE", "/sandboxes/nosuchbox"),
              ("POST", "/sandboxes/nosuchbox/pause"), ("POST", "/v2/sandboxes/nosuchbox/connect"),
-             ("POST", "/sandboxes/nosuchbox/timeout")):
+             ("POST", "/sandboxes/nosuchbox/timeout"), ("POST", "/sandboxes/nosuchbox/refreshes")):
     st, j, _ = call(m, p, body={"timeout": 10} if m == "POST" else None)
     ok(st == 404 and err_body(j, 404), f"unknown sandbox: {m} {p}: 404", f"{st} {j}")
 st, j, _ = call("POST", "/v2/sandboxes", raw="{not json")
@@ -145,6 +146,43 @@ need = ("timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed", "memT
 ok(st == 200 and isinstance(j, list) and len(j) == 1 and all(k in j[0] for k in need) and
    time.strftime("%Y-%m-%dT", time.gmtime()) in j[0]["timestamp"],
    "metrics: every field E2B's API requires (timestamp too: SDK 2.51 reads it)", f"{st} {j}")
+
+st, j, _ = call("GET", f"/sandboxes/metrics?sandbox_ids={sid},nosuchbox,{sid}")
+ok(st == 200 and isinstance(j, dict) and list(j.get("sandboxes", {})) == [sid] and
+   all(k in j["sandboxes"][sid] for k in need),
+   "metrics of many (sandbox_ids): {sandboxes: {ID: metric}}, an unknown ID left out", f"{st} {j}")
+for q, what in (("", "no sandbox_ids"), ("?sandbox_ids=", "an empty sandbox_ids"),
+                ("?sandbox_ids=" + ",".join(f"x{i}" for i in range(101)), "101 IDs")):
+    st, j, _ = call("GET", "/sandboxes/metrics" + q)
+    ok(st == 400 and err_body(j, 400) and "sandbox_ids" in j["message"], f"metrics of many with {what}: 400", f"{st} {j}")
+st, j, _ = call("POST", "/sandboxes/metrics", body={})
+ok(st == 405 and err_body(j, 405), "POST /sandboxes/metrics: 405", f"{st} {j}")
+
+
+# refreshes (E2B's keep-alive): at least DURATION (15 s the least and the
+# default) from now, never shorter than the sandbox had
+def end_in():
+    st, j, _ = call("GET", f"/sandboxes/{sid}")
+    return calendar.timegm(time.strptime(j["endAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.time()
+
+
+left = end_in()
+st, j, _ = call("POST", f"/sandboxes/{sid}/refreshes", body={"duration": 30})
+after = end_in()
+ok(st == 204 and 250 < left < 301 and abs(after - left) < 3,
+   "refresh for 30 s of a sandbox with ~300 s left: 204, its end unchanged", f"{st} {j} {left:.0f} -> {after:.0f}")
+call("POST", f"/sandboxes/{sid}/timeout", body={"timeout": 10})
+for body, want, what in ((None, 15, "no body: 15 s"), ({"duration": 3}, 15, "3 s: 15 s, the least"),
+                         ({"duration": 120}, 120, "120 s: 120 s")):
+    st, j, _ = call("POST", f"/sandboxes/{sid}/refreshes", body=body)
+    after = end_in()
+    ok(st == 204 and want - 3 < after <= want + 1, f"refresh of a sandbox with less left, {what}", f"{st} {j} {after:.0f}")
+for body in ({"duration": 3601}, {"duration": -1}, {"duration": "60"}):
+    st, j, _ = call("POST", f"/sandboxes/{sid}/refreshes", body=body)
+    ok(st == 400 and err_body(j, 400) and "duration" in j["message"], f"refresh with {body}: 400", f"{st} {j}")
+st, j, _ = call("GET", f"/sandboxes/{sid}/refreshes")
+ok(st == 405 and err_body(j, 405), "GET of refreshes: 405", f"{st} {j}")
+call("POST", f"/sandboxes/{sid}/timeout", body={"timeout": 300})
 
 
 # its logs: the VMM's log file as E2B's log entries

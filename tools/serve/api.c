@@ -59,7 +59,7 @@ static void query_each(const char *q, void (*fn)(void *, const char *, const cha
 {
 	while (q && *q) {
 		size_t n = strcspn(q, "&"), k = strcspn(q, "=");
-		char name[256], value[2048];
+		char name[256], value[4096];
 
 		if (k > n)
 			k = n;
@@ -347,6 +347,12 @@ static void create(struct hconn *c, struct hreq *r)
 	sbx_put(s);
 }
 
+/* POST /sandboxes/ID/refreshes (E2B's keep-alive): its duration, seconds,
+ * at most REFRESH_MAX, at least (and by default) REFRESH_MIN; never
+ * shortens what the sandbox has left. */
+#define REFRESH_MIN 15
+#define REFRESH_MAX 3600
+
 static unsigned timeout_of(json_t *req, bool *bad)
 {
 	json_t *t = json_object_get(req, "timeout");
@@ -357,7 +363,8 @@ static unsigned timeout_of(json_t *req, bool *bad)
 		       : srv.default_timeout;
 }
 
-static void metrics(struct hconn *c, struct sandbox *s)
+/* One SandboxMetric of E2B's: now, since the sandbox (re)started. */
+static json_t *metric_json(struct sandbox *s)
 {
 	unsigned long long rss, disk_used, disk_total;
 	double cpu, age = difftime(time(NULL), s->started);
@@ -370,14 +377,72 @@ static void metrics(struct hconn *c, struct sandbox *s)
 	now = time(NULL);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
 	/* timestamp: deprecated in E2B's API, still required, and what SDK 2.51 reads */
-	hio_reply_json(c, 200,
-		       json_pack("[{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}]", "timestamp", stamp, "timestampUnix",
-				 (json_int_t)now, "cpuCount", (int)s->vcpus, "cpuUsedPct",
-				 age > 0 && s->vcpus ? 100.0 * cpu / age / s->vcpus : 0.0, "memUsed",
-				 (json_int_t)rss << 10, "memTotal", (json_int_t)s->memory_mib << 20,
-				 "memCache", (json_int_t)0, "diskUsed", (json_int_t)disk_used, "diskTotal",
-				 (json_int_t)disk_total),
-		       NULL);
+	return json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", stamp, "timestampUnix",
+			 (json_int_t)now, "cpuCount", (int)s->vcpus, "cpuUsedPct",
+			 age > 0 && s->vcpus ? 100.0 * cpu / age / s->vcpus : 0.0, "memUsed",
+			 (json_int_t)rss << 10, "memTotal", (json_int_t)s->memory_mib << 20, "memCache",
+			 (json_int_t)0, "diskUsed", (json_int_t)disk_used, "diskTotal",
+			 (json_int_t)disk_total);
+}
+
+static void metrics(struct hconn *c, struct sandbox *s)
+{
+	json_t *m = metric_json(s);
+
+	hio_reply_json(c, 200, m ? json_pack("[o]", m) : NULL, NULL);
+}
+
+/* GET /sandboxes/metrics?sandbox_ids=A,B: {"sandboxes": {ID: metric}} for
+ * those of them that run (E2B: at most 100; an unknown or paused one is
+ * left out). */
+#define METRICS_IDS_MAX 100
+
+struct ids_param {
+	char ids[sizeof(((struct hreq *)0)->url)]; /* as long as a URL can be */
+};
+
+static void ids_param(void *arg, const char *k, const char *v)
+{
+	struct ids_param *p = arg;
+
+	if (!strcmp(k, "sandbox_ids"))
+		snprintf(p->ids, sizeof(p->ids), "%s", v);
+}
+
+static void metrics_of(struct hconn *c, struct hreq *r)
+{
+	struct ids_param p = { "" };
+	json_t *all = json_object();
+	unsigned n = 0;
+	char *save, *id;
+
+	query_each(r->query, ids_param, &p);
+	if (!all) {
+		hio_error(c, 500, "out of memory");
+		return;
+	}
+	if (!*p.ids) {
+		json_decref(all);
+		hio_error(c, 400, "sandbox_ids (IDs separated by commas) is required");
+		return;
+	}
+	for (id = strtok_r(p.ids, ",", &save); id; id = strtok_r(NULL, ",", &save)) {
+		struct sandbox *s;
+		json_t *m;
+
+		if (++n > METRICS_IDS_MAX) {
+			json_decref(all);
+			hio_error(c, 400, "sandbox_ids: at most %d IDs", METRICS_IDS_MAX);
+			return;
+		}
+		s = sbx_get(id);
+		if (!s)
+			continue;
+		if (s->state == SBX_RUNNING && (m = metric_json(s)))
+			json_object_set_new(all, s->id, m);
+		sbx_put(s);
+	}
+	hio_reply_json(c, 200, json_pack("{s:o}", "sandboxes", all), NULL);
 }
 
 /* GET /sandboxes/ID/logs?start=&limit= and /v2/...?cursor=&limit=&direction=&level=&search= */
@@ -469,6 +534,25 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 				sbx_set_timeout(s, t), hio_reply(c, 204, NULL, NULL, 0, NULL);
 			json_decref(req);
 		}
+	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "refreshes")) {
+		if ((req = body_json(c, r, false))) {
+			json_t *d = json_object_get(req, "duration");
+
+			if (d && !json_is_null(d) &&
+			    (!json_is_integer(d) || json_integer_value(d) < 0 ||
+			     json_integer_value(d) > REFRESH_MAX))
+				hio_error(c, 400, "duration must be a number of seconds from 0 to %d",
+					  REFRESH_MAX);
+			else if (s->state != SBX_RUNNING && s->state != SBX_PAUSED)
+				hio_error(c, 404, "sandbox %s not found", id);
+			else
+				sbx_extend_timeout(s, json_is_integer(d) &&
+							      json_integer_value(d) > REFRESH_MIN
+						      ? (unsigned)json_integer_value(d)
+						      : REFRESH_MIN),
+					hio_reply(c, 204, NULL, NULL, 0, NULL);
+			json_decref(req);
+		}
 	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "pause")) {
 		if ((req = body_json(c, r, false))) {
 			st = sbx_pause(s, msg, sizeof(msg));
@@ -510,7 +594,8 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		hio_error(c, verb && strcmp(verb, "metrics") && strcmp(verb, "timeout") &&
 				     strcmp(verb, "pause") && strcmp(verb, "connect") &&
 				     strcmp(verb, "resume") && strcmp(verb, "network") && strcmp(verb, "fork") &&
-				     strcmp(verb, "snapshots") && strcmp(verb, "logs") ? 404 : 405,
+				     strcmp(verb, "snapshots") && strcmp(verb, "logs") &&
+				     strcmp(verb, "refreshes") ? 404 : 405,
 			  "no %s %s%s here", http_method_str((enum http_method)r->method), r->path,
 			  v2 ? "" : "");
 	}
@@ -961,6 +1046,11 @@ void api_handle(struct hconn *c, struct hreq *r)
 			list(c, r, v2);
 		else
 			c->close = !r->done, hio_error(c, 405, "GET or POST %s", r->path);
+	} else if (!strcmp(p, "/sandboxes/metrics")) {
+		if (r->method == HTTP_GET)
+			metrics_of(c, r);
+		else
+			c->close = !r->done, hio_error(c, 405, "GET %s", r->path);
 	} else if (!strcmp(p, "/snapshots")) {
 		if (r->method == HTTP_GET)
 			snapshot_list(c, r);

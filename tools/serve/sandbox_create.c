@@ -64,15 +64,29 @@ static void record_latency(double ms)
 	pthread_mutex_unlock(&srv.lock);
 }
 
-void sbx_set_timeout(struct sandbox *s, unsigned timeout)
+static void set_end(struct sandbox *s, unsigned timeout, bool longer_only)
 {
+	time_t end;
+
 	if (timeout > srv.max_timeout)
 		timeout = srv.max_timeout;
 	pthread_mutex_lock(&srv.lock);
-	s->end = time(NULL) + timeout;
+	end = time(NULL) + timeout;
+	if (!longer_only || end > s->end)
+		s->end = end;
 	pthread_mutex_unlock(&srv.lock);
 	if (s->state == SBX_RUNNING || s->state == SBX_PAUSED)
 		sbx_save(s);
+}
+
+void sbx_set_timeout(struct sandbox *s, unsigned timeout)
+{
+	set_end(s, timeout, false);
+}
+
+void sbx_extend_timeout(struct sandbox *s, unsigned timeout)
+{
+	set_end(s, timeout, true);
 }
 
 int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len)

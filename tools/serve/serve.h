@@ -117,7 +117,10 @@ void sbx_put(struct sandbox *s);
 int sbx_kill(struct sandbox *s, char *msg, size_t len);
 int sbx_pause(struct sandbox *s, char *msg, size_t len);
 int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len);
+/* Ends it @timeout seconds from now (at most max_timeout); extend: unless
+ * that is sooner than its end already is (E2B's refresh). */
 void sbx_set_timeout(struct sandbox *s, unsigned timeout);
+void sbx_extend_timeout(struct sandbox *s, unsigned timeout);
 /* POST /sandboxes/ID/fork (@req: count 1-100, default 1; timeout seconds):
  * the running sandbox is paused, snapshotted and resumed, and count new
  * sandboxes are made from that snapshot (copied out of its folder and
