@@ -653,6 +653,28 @@ await check('Sandbox.connect resumes it; the written file is still there', async
   const info = await again.getInfo();
   return (back === text && info.state === 'running') || `read ${JSON.stringify(back)}, state ${info.state}`;
 });
+// lifecycle {onTimeout: 'pause', autoResume: true}: a paused sandbox is
+// resumed by its own traffic (a command, a file read through the SDK), not
+// by a request without its access token.
+await check('autoResume: a paused sandbox is resumed by a command sent to it, not by a stranger', async () => {
+  const w = await Sandbox.create('base', { ...opts, timeoutMs: 120000, lifecycle: { onTimeout: 'pause', autoResume: true } });
+  try {
+    const info = await w.getInfo();
+    if (info.lifecycle?.autoResume !== true || info.lifecycle?.onTimeout !== 'pause') return `lifecycle ${JSON.stringify(info.lifecycle)}`;
+    await w.files.write(`${dir}/wake.txt`, 'awake');
+    if ((await Sandbox.pause(w.sandboxId, opts)) !== true) return 'pause refused';
+    const r0 = await fetch(`${url}/files?path=${encodeURIComponent(dir + '/wake.txt')}`, {
+      headers: { 'E2b-Sandbox-Id': w.sandboxId, 'E2b-Sandbox-Port': '49983' },
+    });
+    const still = (await Sandbox.getInfo(w.sandboxId, opts)).state;
+    if (r0.status !== 502 || still !== 'paused') return `a request without its token: HTTP ${r0.status}, state ${still}`;
+    const r = await w.commands.run(`cat ${dir}/wake.txt`);
+    const after = await Sandbox.getInfo(w.sandboxId, opts);
+    return (r.stdout === 'awake' && after.state === 'running') || `stdout ${JSON.stringify(r.stdout)}, state ${after.state}`;
+  } finally {
+    await w.kill().catch(() => {});
+  }
+});
 // Sandbox.fork (POST /sandboxes/ID/fork): the source checkpointed in place,
 // two sandboxes made from that checkpoint. $FORK_ISOLATED=1 (a real VMM,
 // tests/e2e/run_serve.sh) also checks what only a real guest shows: a

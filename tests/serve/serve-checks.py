@@ -81,6 +81,11 @@ st, j, _ = call("GET", "/files?path=%2Fetc%2Fhostname&signature=v1_AAAA")
 ok(st == 401 and err_body(j, 401) and "signature" in j["message"], "a signed file link no sandbox signed: 401", f"{st} {j}")
 st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": 7})
 ok(st == 400 and err_body(j, 400), "templateID not a string: 400", f"{st} {j}")
+for body, what in (({"autoResume": True}, "autoResume not an object"),
+                   ({"autoResume": {"enabled": "yes"}}, "autoResume.enabled not a boolean"),
+                   ({"autoResume": {"enabled": True}}, "autoResume without autoPause")):
+    st, j, _ = call("POST", "/v2/sandboxes", body=dict(body, templateID="base"))
+    ok(st == 400 and err_body(j, 400) and "autoResume" in j["message"], f"a create with {what}: 400", f"{st} {j}")
 st, j, _ = call("GET", "/nowhere")
 ok(st == 404 and err_body(j, 404), "unknown path: 404", f"{st} {j}")
 st, j, _ = call("GET", "/health", headers={"E2b-Sandbox-Id": "nosuchbox", "E2b-Sandbox-Port": "49983"})

@@ -150,7 +150,7 @@ static json_t *listed_json(struct sandbox *s, bool detail)
 		if (s->net_slot >= 0 && s->net_allow)
 			json_object_set(json_object_get(j, "network"), "cubicleAllowList",
 					s->net_allow);
-		json_object_set_new(j, "lifecycle", json_pack("{s:b,s:s}", "autoResume", false,
+		json_object_set_new(j, "lifecycle", json_pack("{s:b,s:s}", "autoResume", s->auto_resume,
 							      "onTimeout",
 							      s->auto_pause ? "pause" : "kill"));
 	}
@@ -315,6 +315,26 @@ static json_t *body_json(struct hconn *c, struct hreq *r, bool need)
 	return j;
 }
 
+/* A create's autoResume: absent, null, or {"enabled": BOOL}; enabled
+ * only with autoPause (what is paused at its timeout is what wakes). */
+static bool auto_resume_ok(json_t *req, char *msg, size_t len)
+{
+	json_t *a = json_object_get(req, "autoResume"), *e = json_object_get(a, "enabled");
+
+	if (!a || json_is_null(a))
+		return true;
+	if (!json_is_object(a) || !json_is_boolean(e)) {
+		snprintf(msg, len, "autoResume must be {\"enabled\": true or false}");
+		return false;
+	}
+	if (json_is_true(e) && !json_is_true(json_object_get(req, "autoPause"))) {
+		snprintf(msg, len, "autoResume.enabled needs autoPause true: only a sandbox paused at "
+				   "its timeout can be resumed by its traffic");
+		return false;
+	}
+	return true;
+}
+
 static void create(struct hconn *c, struct hreq *r)
 {
 	json_t *req = body_json(c, r, true), *t;
@@ -328,6 +348,11 @@ static void create(struct hconn *c, struct hreq *r)
 	if (t && !json_is_string(t)) {
 		json_decref(req);
 		hio_error(c, 400, "templateID must be a string");
+		return;
+	}
+	if (!auto_resume_ok(req, msg, sizeof(msg))) {
+		json_decref(req);
+		hio_error(c, 400, "%s", msg);
 		return;
 	}
 	if (json_array_size(json_object_get(req, "volumeMounts"))) {
@@ -945,6 +970,23 @@ static bool signed_by(const struct sandbox *s, void *arg)
 
 /* Request @r to sandbox @id's @port; @q: room for a signed URL's query (the
  * caller's: it is 2.5 KiB). */
+/* Whether request @r may resume paused sandbox @s (E2B's autoResume): one
+ * its guest would take, by the credentials serve can check for it (the
+ * agent's access token or a signed link; a port's traffic token when its
+ * traffic is not public), so that no stranger's request wakes it. */
+static bool may_wake(struct hreq *r, const struct sandbox *s, unsigned port, struct signed_q *q)
+{
+	const char *t;
+	char msg[200];
+
+	if (port != AGENT_PORT)
+		return s->public_traffic ||
+		       ((t = hreq_header(r, "E2b-Traffic-Access-Token")) && same(t, s->traffic_token));
+	if ((t = hreq_header(r, "X-Access-Token")) && same(t, s->token))
+		return true;
+	return signed_files(r, q) && !signature_check(q, s->token, msg, sizeof(msg));
+}
+
 static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port,
 		       struct signed_q *q)
 {
@@ -959,6 +1001,18 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 	/* a fork's or snapshot's checkpoint pauses it briefly: its requests
 	 * wait for it (at most a minute) instead of failing */
 	sbx_checkpoint_wait(s, 60000);
+	if (port && s->auto_resume && s->state != SBX_RUNNING && may_wake(r, s, port, q)) {
+		char msg[400];
+		int st = sbx_resume(s, s->timeout, msg, sizeof(msg));
+
+		if (st && st != 201) {
+			hio_error(c, st == 404 ? 502 : (unsigned)st, "sandbox %s: resuming it for this request: %s",
+				  id, msg);
+			sbx_put(s);
+			return;
+		}
+		serve_log("sandbox %s: resumed by a request to its port %u", id, port);
+	}
 	if (!port) {
 		hio_error(c, 400, "E2b-Sandbox-Port is not a port");
 	} else if (s->state != SBX_RUNNING) {

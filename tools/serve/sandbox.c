@@ -39,7 +39,7 @@ const char *sbx_state_name(enum sbx_state st)
 int sbx_save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:i,s:i,s:b,s:I,s:I,s:O,s:i,s:s,s:O}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:b,s:i,s:i,s:i,s:b,s:I,s:I,s:O,s:i,s:s,s:O}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
 			      /* one still being made (or resumed) is not adopted by a
@@ -52,6 +52,7 @@ int sbx_save(const struct sandbox *s)
 			      "pid_start", (json_int_t)s->pid_start, "pause_gen", (int)s->pause_gen,
 			      "started", (json_int_t)s->started, "end", (json_int_t)s->end,
 			      "auto_pause", s->auto_pause, "public_traffic", s->public_traffic,
+			      "auto_resume", s->auto_resume, "timeout", (int)s->timeout,
 			      "vcpus", (int)s->vcpus, "memory_mib", (int)s->memory_mib, "jailed",
 			      s->jailed, "jail_uid", (json_int_t)s->jail_uid, "jail_gid",
 			      (json_int_t)s->jail_gid, "metadata", s->metadata ? s->metadata : json_object(),
@@ -671,6 +672,10 @@ static struct sandbox *load(const char *id)
 	s->started = (time_t)json_integer_value(json_object_get(j, "started"));
 	s->end = (time_t)json_integer_value(json_object_get(j, "end"));
 	s->auto_pause = json_is_true(json_object_get(j, "auto_pause"));
+	s->auto_resume = json_is_true(json_object_get(j, "auto_resume"));
+	s->timeout = json_is_integer(json_object_get(j, "timeout"))
+			     ? (unsigned)json_integer_value(json_object_get(j, "timeout"))
+			     : srv.default_timeout;
 	s->public_traffic = !json_is_false(json_object_get(j, "public_traffic"));
 	s->vcpus = (unsigned)json_integer_value(json_object_get(j, "vcpus"));
 	s->memory_mib = (unsigned)json_integer_value(json_object_get(j, "memory_mib"));

@@ -74,6 +74,8 @@ static void set_end(struct sandbox *s, unsigned timeout, bool longer_only)
 	end = time(NULL) + timeout;
 	if (!longer_only || end > s->end)
 		s->end = end;
+	if (!longer_only)
+		s->timeout = timeout;
 	pthread_mutex_unlock(&srv.lock);
 	if (s->state == SBX_RUNNING || s->state == SBX_PAUSED)
 		sbx_save(s);
@@ -135,6 +137,7 @@ static void apply_req(struct sandbox *s, json_t *req)
 	json_decref(s->metadata);
 	s->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
 	s->auto_pause = json_is_true(json_object_get(req, "autoPause"));
+	s->auto_resume = json_is_true(json_object_get(json_object_get(req, "autoResume"), "enabled"));
 	if (json_is_false(json_object_get(json_object_get(req, "network"), "allowPublicTraffic"))) {
 		s->public_traffic = false;
 		uuid4(s->traffic_token);
@@ -145,6 +148,7 @@ static void apply_req(struct sandbox *s, json_t *req)
 		timeout = srv.max_timeout;
 	s->started = time(NULL);
 	s->end = s->started + timeout;
+	s->timeout = (unsigned)timeout;
 }
 
 bool template_name_ok(const char *n)
@@ -503,7 +507,8 @@ void sbx_pool_drain(void)
 struct fork_src {
 	char id[ID_LEN + 1], template_id[64], token[65];
 	json_t *metadata, *net_allow, *tconfig;
-	bool auto_pause, public_traffic;
+	bool auto_pause, auto_resume, public_traffic;
+	unsigned timeout;
 };
 
 /* What a checkpoint copied of its source, let go. */
@@ -553,6 +558,8 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	f->net_allow = s->net_allow ? json_deep_copy(s->net_allow) : NULL;
 	pthread_mutex_unlock(&s->net_lock);
 	f->auto_pause = s->auto_pause;
+	f->auto_resume = s->auto_resume;
+	f->timeout = s->timeout;
 	f->public_traffic = s->public_traffic;
 	f->tconfig = sbx_template_config(s);
 	pthread_mutex_unlock(&s->op);
@@ -632,6 +639,8 @@ int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t l
 		json_decref(s->metadata);
 		s->metadata = json_deep_copy(f.metadata);
 		s->auto_pause = f.auto_pause;
+		s->auto_resume = f.auto_resume;
+		s->timeout = f.timeout;
 		if (!f.public_traffic) {
 			s->public_traffic = false;
 			uuid4(s->traffic_token);

@@ -39,6 +39,8 @@ struct sandbox {
 	unsigned pause_gen;         /* the paused snapshot is DIR/pause-GEN */
 	time_t started, end;        /* wall clock */
 	bool auto_pause, public_traffic;
+	bool auto_resume;           /* paused: resumed by a data-plane request (E2B's autoResume) */
+	unsigned timeout;           /* seconds, as last set: an auto-resume's */
 	unsigned vcpus, memory_mib;
 	json_t *metadata;           /* an object of strings */
 	double create_ms;           /* create or resume to agent ready */
