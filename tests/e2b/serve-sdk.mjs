@@ -12,7 +12,9 @@
 //               sandbox of the snapshot, deleteSnapshot -> kill; then a sandbox
 //               whose timeout expires disappears.
 //   MODE v1     the same first steps with SDK 2.46.1 (POST /sandboxes, the v1 connect).
-//   MODE many   N sandboxes created at once, each runs a command, all killed.
+//   MODE many   N sandboxes created at once, each runs a command, all killed
+//               (with $MANY_EXPIRE=1: each sampled (getMetrics), then half
+//               killed and half given a 1 s timeout, to expire).
 //   MODE net    N is IP:PORT of an HTTP server on the host answering /ok: the
 //               default sandbox reaches it; allowInternetAccess false does not;
 //               false with allowOut [IP/32] does, and still after pause and
@@ -81,6 +83,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 if (mode === 'many') {
   const n = Number(nArg);
+  // $MANY_EXPIRE=1: at the end each is given a 1 s timeout (setTimeout) and
+  // left to expire instead of killed (serve's reaper must see every one)
+  const expire = process.env.MANY_EXPIRE === '1';
   let boxes = [];
   await check(`${n} sandboxes created at once`, async () => {
     const t0 = Date.now();
@@ -100,11 +105,41 @@ if (mode === 'many') {
     const missing = boxes.filter((b) => !ids.has(b.sandboxId));
     return !missing.length || `${missing.length} missing`;
   });
-  await check('all killed', async () => {
-    const r = await Promise.all(boxes.map((b) => b.kill().then(() => true, (e) => e.message)));
-    const bad = r.filter((x) => x !== true);
-    return !bad.length || JSON.stringify(bad.slice(0, 3));
-  });
+  if (expire) {
+    await check('each sampled by serve from now on (getMetrics({start}): a kept sample and one now)', async () => {
+      const t0 = Date.now();
+      const start = new Date(t0 + 1000); // all of them exist by then
+      for (;;) {
+        const n = await Promise.all(boxes.map((b) => b.getMetrics({ start }).then((m) => m.length, () => -1)));
+        const short = n.filter((k) => k < 2).length;
+        if (!short) return true;
+        if (Date.now() - t0 > 20000) return `${short} of ${n.length} have no kept sample ${(Date.now() - t0) / 1000} s on`;
+        await sleep(1000);
+      }
+    });
+    await check('half killed at once, the other half given a 1 s timeout: all gone within 10 s', async () => {
+      const half = boxes.length >> 1;
+      const r = await Promise.all([
+        ...boxes.slice(0, half).map((b) => b.kill().then(() => true, (e) => e.message)),
+        ...boxes.slice(half).map((b) => b.setTimeout(1000).then(() => true, (e) => e.message)),
+      ]);
+      const bad = r.filter((x) => x !== true);
+      if (bad.length) return JSON.stringify(bad.slice(0, 3));
+      const t0 = Date.now();
+      for (;;) {
+        const left = await Sandbox.list({ ...opts, limit: 100 }).nextItems();
+        if (!left.length) return true;
+        if (Date.now() - t0 > 10000) return `${left.length} still listed ${(Date.now() - t0) / 1000} s on`;
+        await sleep(500);
+      }
+    });
+  } else {
+    await check('all killed', async () => {
+      const r = await Promise.all(boxes.map((b) => b.kill().then(() => true, (e) => e.message)));
+      const bad = r.filter((x) => x !== true);
+      return !bad.length || JSON.stringify(bad.slice(0, 3));
+    });
+  }
   await check('none listed afterwards', async () => {
     const left = await Sandbox.list(opts).nextItems();
     return !left.length || `${left.length} left: ${left.map((s) => s.sandboxId).join(' ')}`;

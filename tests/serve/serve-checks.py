@@ -148,9 +148,30 @@ ok(st == 401, "no access token: 401", f"{st} {j}")
 st, j, _ = call("GET", f"/sandboxes/{sid}/metrics")
 need = ("timestamp", "timestampUnix", "cpuCount", "cpuUsedPct", "memUsed", "memTotal", "memCache",
         "diskUsed", "diskTotal")
-ok(st == 200 and isinstance(j, list) and len(j) == 1 and all(k in j[0] for k in need) and
-   time.strftime("%Y-%m-%dT", time.gmtime()) in j[0]["timestamp"],
+ok(st == 200 and isinstance(j, list) and len(j) >= 1 and all(all(k in m for k in need) for m in j) and
+   time.strftime("%Y-%m-%dT", time.gmtime()) in j[-1]["timestamp"],
    "metrics: every field E2B's API requires (timestamp too: SDK 2.51 reads it)", f"{st} {j}")
+# a series: serve samples a running sandbox every 5 s and keeps an hour
+t0 = time.time()
+while time.time() - t0 < 30:
+    st, j, _ = call("GET", f"/sandboxes/{sid}/metrics")
+    if st != 200 or len(j) >= 3:
+        break
+    time.sleep(1)
+ts = [m["timestampUnix"] for m in j] if st == 200 else []
+ok(st == 200 and len(j) >= 3 and ts == sorted(ts) and ts[-1] - ts[0] >= 5 and
+   all(0 <= m["cpuUsedPct"] <= 100 and m["memUsed"] > 0 for m in j),
+   "metrics: samples kept every 5 s, oldest first, then one now", f"{st} {j}")
+if len(ts) >= 3:
+    st, j, _ = call("GET", f"/sandboxes/{sid}/metrics?start={ts[0]}&end={ts[0]}")
+    ok(st == 200 and [m["timestampUnix"] for m in j] == [t for t in ts if t == ts[0]],
+       "metrics?start=&end=: only the samples in that range (none taken now)", f"{st} {j}")
+    st, j, _ = call("GET", f"/sandboxes/{sid}/metrics?start={ts[-1]}")
+    ok(st == 200 and 1 <= len(j) and all(m["timestampUnix"] >= ts[-1] for m in j),
+       "metrics?start=: from then to now", f"{st} {j}")
+for q in ("start=x", "end=-1", f"start={int(time.time()) + 100}"):
+    st, j, _ = call("GET", f"/sandboxes/{sid}/metrics?{q}")
+    ok(st == 400 and err_body(j, 400), f"metrics?{q}: 400", f"{st} {j}")
 
 st, j, _ = call("GET", f"/sandboxes/metrics?sandbox_ids={sid},nosuchbox,{sid}")
 ok(st == 200 and isinstance(j, dict) and list(j.get("sandboxes", {})) == [sid] and

@@ -388,33 +388,86 @@ static unsigned timeout_of(json_t *req, bool *bad)
 		       : srv.default_timeout;
 }
 
-/* One SandboxMetric of E2B's: now, since the sandbox (re)started. */
-static json_t *metric_json(struct sandbox *s)
+/* One SandboxMetric of E2B's. */
+static json_t *sample_json(const struct sandbox *s, const struct sbx_sample *x)
 {
-	unsigned long long rss, disk_used, disk_total;
-	double cpu, age = difftime(time(NULL), s->started);
 	char stamp[32];
-	time_t now;
 	struct tm tm;
 
-	sbx_usage(s, &rss, &cpu);
-	sbx_disk_usage(s, &disk_used, &disk_total);
-	now = time(NULL);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&x->t, &tm));
 	/* timestamp: deprecated in E2B's API, still required, and what SDK 2.51 reads */
 	return json_pack("{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", stamp, "timestampUnix",
-			 (json_int_t)now, "cpuCount", (int)s->vcpus, "cpuUsedPct",
-			 age > 0 && s->vcpus ? 100.0 * cpu / age / s->vcpus : 0.0, "memUsed",
-			 (json_int_t)rss << 10, "memTotal", (json_int_t)s->memory_mib << 20, "memCache",
-			 (json_int_t)0, "diskUsed", (json_int_t)disk_used, "diskTotal",
-			 (json_int_t)disk_total);
+			 (json_int_t)x->t, "cpuCount", (int)s->vcpus, "cpuUsedPct", x->cpu_pct, "memUsed",
+			 (json_int_t)x->mem, "memTotal", (json_int_t)s->memory_mib << 20, "memCache",
+			 (json_int_t)0, "diskUsed", (json_int_t)x->disk_used, "diskTotal",
+			 (json_int_t)x->disk_total);
 }
 
-static void metrics(struct hconn *c, struct sandbox *s)
+/* A sample of @s now (not kept), as E2B's SandboxMetric. */
+static json_t *metric_json(struct sandbox *s)
 {
-	json_t *m = metric_json(s);
+	struct sbx_sample x;
 
-	hio_reply_json(c, 200, m ? json_pack("[o]", m) : NULL, NULL);
+	sbx_sample(s, &x, false);
+	return sample_json(s, &x);
+}
+
+/* GET /sandboxes/ID/metrics?start=&end= (Unix seconds; default: all kept,
+ * up to now): the samples kept (one each SBX_SAMPLE_S while it runs, the
+ * last hour), then one taken now when it runs and now is in range. */
+struct range_param {
+	long long v[2];
+	bool has[2];
+	char bad[80];
+};
+
+static void range_param(void *arg, const char *k, const char *v)
+{
+	struct range_param *p = arg;
+	int i = !strcmp(k, "start") ? 0 : !strcmp(k, "end") ? 1 : -1;
+	char *end;
+
+	if (i < 0 || *p->bad)
+		return;
+	errno = 0;
+	p->v[i] = strtoll(v, &end, 10);
+	p->has[i] = true;
+	if (!*v || *end || p->v[i] < 0 || errno)
+		snprintf(p->bad, sizeof(p->bad), "%s must be Unix seconds (an integer >= 0)", k);
+}
+
+static void metrics(struct hconn *c, struct hreq *r, struct sandbox *s)
+{
+	struct range_param p = { { 0, 0 }, { false, false }, "" };
+	struct sbx_sample *kept;
+	time_t now = time(NULL);
+	json_t *all;
+	unsigned n;
+
+	query_each(r->query, range_param, &p);
+	if (!p.has[1])
+		p.v[1] = now;
+	if (!*p.bad && p.v[0] > p.v[1])
+		snprintf(p.bad, sizeof(p.bad), "start is after end");
+	if (*p.bad) {
+		hio_error(c, 400, "%s", p.bad);
+		return;
+	}
+	kept = malloc(SBX_SAMPLES * sizeof(*kept));
+	all = json_array();
+	if (!kept || !all) {
+		free(kept);
+		json_decref(all);
+		hio_error(c, 500, "out of memory");
+		return;
+	}
+	n = sbx_samples(s, (time_t)p.v[0], (time_t)p.v[1], kept, SBX_SAMPLES);
+	for (unsigned i = 0; i < n; i++)
+		json_array_append_new(all, sample_json(s, &kept[i]));
+	free(kept);
+	if (s->state == SBX_RUNNING && now >= p.v[0] && now <= p.v[1])
+		json_array_append_new(all, metric_json(s));
+	hio_reply_json(c, 200, all, NULL);
 }
 
 /* GET /sandboxes/metrics?sandbox_ids=A,B: {"sandboxes": {ID: metric}} for
@@ -544,7 +597,7 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		st = sbx_kill(s, msg, sizeof(msg));
 		st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
 	} else if (verb && !strcmp(verb, "metrics") && r->method == HTTP_GET) {
-		metrics(c, s);
+		metrics(c, r, s);
 	} else if (verb && !strcmp(verb, "logs") && r->method == HTTP_GET) {
 		logs(c, r, s, v2);
 	} else if (verb && r->method == HTTP_POST && !strcmp(verb, "timeout")) {

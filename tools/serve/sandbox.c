@@ -112,6 +112,7 @@ static void sbx_free(struct sandbox *s)
 	json_decref(s->metadata);
 	json_decref(s->net_allow);
 	json_decref(s->net_learned);
+	free(s->samples);
 	pthread_mutex_destroy(&s->net_lock);
 	pthread_mutex_destroy(&s->op);
 	free(s);
@@ -597,18 +598,90 @@ void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu
 	}
 }
 
+/* Seconds since process @s->pid started (its /proc stat's start time), or 0. */
+static double vmm_age(const struct sandbox *s)
+{
+	double up = 0;
+	FILE *f = fopen("/proc/uptime", "re");
+
+	if (f) {
+		if (fscanf(f, "%lf", &up) != 1)
+			up = 0;
+		fclose(f);
+	}
+	up -= (double)s->pid_start / (double)sysconf(_SC_CLK_TCK);
+	return up > 0 ? up : 0;
+}
+
+void sbx_sample(struct sandbox *s, struct sbx_sample *out, bool keep)
+{
+	unsigned long long rss;
+	double cpu, now = now_ms(), span, used;
+	pid_t pid = s->pid;
+
+	sbx_usage(s, &rss, &cpu);
+	sbx_disk_usage(s, &out->disk_used, &out->disk_total);
+	out->t = time(NULL);
+	out->mem = rss << 10;
+	pthread_mutex_lock(&srv.lock);
+	if (s->sample_pid == pid && s->sample_ms > 0 && now > s->sample_ms) {
+		span = (now - s->sample_ms) / 1000;
+		used = cpu - s->sample_cpu_s;
+	} else {
+		span = vmm_age(s); /* the first of this VMM: since it started */
+		used = cpu;
+	}
+	out->cpu_pct = span > 0 && s->vcpus && used > 0 ? 100 * used / span / s->vcpus : 0;
+	if (out->cpu_pct > 100)
+		out->cpu_pct = 100;
+	if (keep && (s->samples || (s->samples = calloc(SBX_SAMPLES, sizeof(*s->samples))))) {
+		s->samples[s->next_sample] = *out;
+		s->next_sample = (s->next_sample + 1) % SBX_SAMPLES;
+		if (s->n_samples < SBX_SAMPLES)
+			s->n_samples++;
+		s->sample_cpu_s = cpu;
+		s->sample_ms = now;
+		s->sample_pid = pid;
+	}
+	pthread_mutex_unlock(&srv.lock);
+}
+
+unsigned sbx_samples(const struct sandbox *s, time_t from, time_t to, struct sbx_sample *out,
+		     unsigned max)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&srv.lock);
+	for (unsigned i = 0; i < s->n_samples && n < max; i++) {
+		const struct sbx_sample *x =
+			&s->samples[(s->next_sample + SBX_SAMPLES - s->n_samples + i) % SBX_SAMPLES];
+
+		if (x->t >= from && x->t <= to)
+			out[n++] = *x;
+	}
+	pthread_mutex_unlock(&srv.lock);
+	return n;
+}
+
 /* ---- the reaper ---- */
 
 void *sbx_reaper(void *arg)
 {
+	double sampled = 0;
+
 	(void)arg;
 	while (!srv.stopping) {
-		struct sandbox *live[64];
+		struct sandbox **live;
 		unsigned n = 0;
 		time_t now = time(NULL);
+		bool sample = now_ms() - sampled >= SBX_SAMPLE_S * 1000.0;
 
+		if (sample)
+			sampled = now_ms();
+		/* every one of them, however many (a reference each) */
 		pthread_mutex_lock(&srv.lock);
-		for (struct sandbox *s = srv.list; s && n < 64; s = s->next)
+		live = malloc((srv.n_sandboxes + 1) * sizeof(*live));
+		for (struct sandbox *s = srv.list; live && s; s = s->next)
 			if (s->state == SBX_RUNNING || s->state == SBX_POOLED) {
 				s->refs++;
 				live[n++] = s;
@@ -617,6 +690,10 @@ void *sbx_reaper(void *arg)
 		for (unsigned i = 0; i < n; i++) {
 			struct sandbox *s = live[i];
 			char msg[512];
+			struct sbx_sample x;
+
+			if (sample && s->state == SBX_RUNNING)
+				sbx_sample(s, &x, true);
 
 			if (pthread_mutex_trylock(&s->op) == 0) {
 				if ((s->state == SBX_RUNNING || s->state == SBX_POOLED) && !vmm_alive(s)) {
@@ -637,6 +714,7 @@ void *sbx_reaper(void *arg)
 			}
 			sbx_put(s);
 		}
+		free(live);
 		sbx_pool_fill();
 		usleep(250000);
 	}

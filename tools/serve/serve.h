@@ -22,6 +22,16 @@
 
 enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_POOLED, SBX_GONE };
 
+/* One usage sample of a sandbox (GET /sandboxes/ID/metrics). */
+struct sbx_sample {
+	time_t t;
+	double cpu_pct;             /* of its vCPUs, since the sample before (or its VMM's start) */
+	unsigned long long mem, disk_used, disk_total; /* bytes */
+};
+
+#define SBX_SAMPLE_S 5              /* the reaper samples each running sandbox so often */
+#define SBX_SAMPLES 720             /* and keeps the last hour of them */
+
 struct sandbox {
 	struct sandbox *next;
 	unsigned refs;              /* under srv.lock */
@@ -53,6 +63,11 @@ struct sandbox {
 	pthread_mutex_t net_lock;   /* net_learned, dns_fd, net_allow's swap, the policy calls */
 	json_t *net_learned;        /* addresses its DNS lookups allowed: {"A.B.C.D/32": name} */
 	int dns_fd, dns_tcp_fd;     /* its DNS proxy sockets, UDP and TCP (dns.c), -1 */
+	/* usage samples, a ring (allocated at the first), under srv.lock */
+	struct sbx_sample *samples;
+	unsigned n_samples, next_sample;
+	double sample_cpu_s, sample_ms; /* the last sample's VMM CPU time and when (now_ms) */
+	pid_t sample_pid;               /* of which VMM */
 };
 
 struct server {
@@ -164,6 +179,13 @@ const char *sbx_state_name(enum sbx_state st);
 /* A connection to guest port @port through the sandbox's vsock socket (a refusal tried again: vsock_connect_patient), or -1 (errno). */
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
 /* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
+/* A usage sample of running sandbox @s now, its CPU since the last one
+ * kept; @keep: kept in its ring as the new last one. */
+void sbx_sample(struct sandbox *s, struct sbx_sample *out, bool keep);
+/* Its kept samples from @from to @to (seconds, inclusive), oldest first,
+ * into @out (at most @max): how many. */
+unsigned sbx_samples(const struct sandbox *s, time_t from, time_t to, struct sbx_sample *out,
+		     unsigned max);
 void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s);
 /* Its disk copies on the host: bytes allocated (a reflink's shared blocks
  * count) and their sizes; 0 and 0 for a template without disks. */
