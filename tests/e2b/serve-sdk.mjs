@@ -691,7 +691,7 @@ await check('Sandbox.connect resumes it; the written file is still there', async
 // lifecycle {onTimeout: 'pause', autoResume: true}: a paused sandbox is
 // resumed by its own traffic (a command, a file read through the SDK), not
 // by a request without its access token.
-await check('autoResume: a paused sandbox is resumed by a command sent to it, not by a stranger', async () => {
+await check('autoResume: a paused sandbox is resumed by a command or a signed link, not by a stranger', async () => {
   const w = await Sandbox.create('base', { ...opts, timeoutMs: 120000, lifecycle: { onTimeout: 'pause', autoResume: true } });
   try {
     const info = await w.getInfo();
@@ -705,7 +705,15 @@ await check('autoResume: a paused sandbox is resumed by a command sent to it, no
     if (r0.status !== 502 || still !== 'paused') return `a request without its token: HTTP ${r0.status}, state ${still}`;
     const r = await w.commands.run(`cat ${dir}/wake.txt`);
     const after = await Sandbox.getInfo(w.sandboxId, opts);
-    return (r.stdout === 'awake' && after.state === 'running') || `stdout ${JSON.stringify(r.stdout)}, state ${after.state}`;
+    if (r.stdout !== 'awake' || after.state !== 'running') return `stdout ${JSON.stringify(r.stdout)}, state ${after.state}`;
+    // a signed link (no sandbox named: serve finds it by the signature) wakes it too
+    const dl = await w.downloadUrl(`${dir}/wake.txt`);
+    if ((await Sandbox.pause(w.sandboxId, opts)) !== true) return 'second pause refused';
+    const r2 = await fetch(dl);
+    const got = await r2.text();
+    const again = await Sandbox.getInfo(w.sandboxId, opts);
+    return (r2.status === 200 && got === 'awake' && again.state === 'running') ||
+      `download after the second pause: HTTP ${r2.status} ${JSON.stringify(got.slice(0, 100))}, state ${again.state}`;
   } finally {
     await w.kill().catch(() => {});
   }

@@ -1021,8 +1021,6 @@ static bool signed_by(const struct sandbox *s, void *arg)
 	return same(((const struct signed_q *)arg)->sig, want);
 }
 
-/* Request @r to sandbox @id's @port; @q: room for a signed URL's query (the
- * caller's: it is 2.5 KiB). */
 /* Whether request @r may resume paused sandbox @s (E2B's autoResume): one
  * its guest would take, by the credentials serve can check for it (the
  * agent's access token or a signed link; a port's traffic token when its
@@ -1040,6 +1038,8 @@ static bool may_wake(struct hreq *r, const struct sandbox *s, unsigned port, str
 	return signed_files(r, q) && !signature_check(q, s->token, msg, sizeof(msg));
 }
 
+/* Request @r to sandbox @id's @port; @q: room for a signed URL's query (the
+ * caller's: it is 2.5 KiB). */
 static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned port,
 		       struct signed_q *q)
 {
@@ -1103,7 +1103,7 @@ static void signed_route(struct hconn *c, struct hreq *r, struct signed_q *q)
 
 	if (!s) {
 		c->close = !r->done;
-		hio_error(c, 401, "invalid signature: no running sandbox signed it");
+		hio_error(c, 401, "invalid signature: no running sandbox (nor a paused one with autoResume) signed it");
 		return;
 	}
 	snprintf(id, sizeof(id), "%s", s->id);

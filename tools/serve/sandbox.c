@@ -166,7 +166,9 @@ static bool running_and(const struct sandbox *s, const void *f)
 {
 	const struct find *x = f;
 
-	return s->state == SBX_RUNNING && x->match(s, x->arg);
+	/* or paused, to be woken by what it is found for (autoResume) */
+	return (s->state == SBX_RUNNING || (s->auto_resume && s->state == SBX_PAUSED)) &&
+	       x->match(s, x->arg);
 }
 
 struct sandbox *sbx_find(bool (*match)(const struct sandbox *, void *), void *arg)

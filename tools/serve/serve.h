@@ -123,8 +123,9 @@ int sbx_create(const char *tmpl, json_t *req, struct sandbox **out, char *msg, s
 void sbx_pool_drain(void);
 /* A reference to sandbox @id, or NULL. */
 struct sandbox *sbx_get(const char *id);
-/* A reference to the first running sandbox @match says yes to (called
- * under srv.lock), or NULL. */
+/* A reference to the first running sandbox (or paused one that its
+ * traffic resumes: autoResume) @match says yes to (called under srv.lock),
+ * or NULL. */
 struct sandbox *sbx_find(bool (*match)(const struct sandbox *, void *), void *arg);
 /* A reference to the sandbox holding /30 @slot of the network_subnet (any
  * state but gone), or NULL. */
