@@ -107,7 +107,9 @@ CFG
 		fi
 	fi
 	start_serve "$t/jserve.cfg" "$w/jserve.log"
-	SDK_TEST_DIR=/tmp/serve-sdk-jailed FORK_ISOLATED=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+	# (autoResume is serve's choice to resume, which ran above: its jailed
+	# resume is the connect's, here too)
+	SDK_TEST_DIR=/tmp/serve-sdk-jailed FORK_ISOLATED=1 SKIP_AUTORESUME=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
 	# Two more by hand, from the jailed template and from base, to look at
 	# their VMMs from outside: a uid each from jail_user's range.
 	make_sbx() {

@@ -179,7 +179,6 @@ int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len);
 const char *sbx_state_name(enum sbx_state st);
 /* A connection to guest port @port through the sandbox's vsock socket (a refusal tried again: vsock_connect_patient), or -1 (errno). */
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
-/* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
 /* A usage sample of running sandbox @s now, its CPU since the last one
  * kept; @keep: kept in its ring as the new last one. */
 void sbx_sample(struct sandbox *s, struct sbx_sample *out, bool keep);
@@ -187,6 +186,7 @@ void sbx_sample(struct sandbox *s, struct sbx_sample *out, bool keep);
  * into @out (at most @max): how many. */
 unsigned sbx_samples(const struct sandbox *s, time_t from, time_t to, struct sbx_sample *out,
 		     unsigned max);
+/* The VMM's resident memory in KiB (0 when none) and CPU seconds used. */
 void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s);
 /* Its disk copies on the host: bytes allocated (a reflink's shared blocks
  * count) and their sizes; 0 and 0 for a template without disks. */
