@@ -536,10 +536,11 @@ if (mode === 'root') {
     return (await a.files.read('/home/user/note.txt')) === text || 'read back differs';
   });
   const mib = debian ? 256 : 64;
-  await check(`${tmpl}: getMetrics: diskTotal is its ${mib} MiB disk, diskUsed in (0, total]`, async () => {
+  await check(`${tmpl}: getMetrics: diskTotal is its ${mib} MiB disk, diskUsed in (0, total]; GET /sandboxes/ID: diskSizeMB ${mib}`, async () => {
     const m = (await a.getMetrics())[0];
-    return (m && m.diskTotal === mib * 1024 * 1024 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal) ||
-      JSON.stringify(m);
+    const info = await (await fetch(`${url}/sandboxes/${a.sandboxId}`, { headers: { 'X-API-Key': apiKey } })).json();
+    return (m && m.diskTotal === mib * 1024 * 1024 && m.diskUsed > 0 && m.diskUsed <= m.diskTotal &&
+      info.diskSizeMB === mib) || `${JSON.stringify(m)}; diskSizeMB ${info.diskSizeMB}`;
   });
   await check(`${tmpl}: a second sandbox of it has its own disk`, async () => {
     b = await Sandbox.create(tmpl, { ...opts, timeoutMs: 300000 });

@@ -129,16 +129,18 @@ json_t *sbx_created_json(struct sandbox *s)
 
 static json_t *listed_json(struct sandbox *s, bool detail)
 {
+	unsigned long long disk_used, disk_total;
 	char a[40], b[40];
 	json_t *j;
 
+	sbx_disk_usage(s, &disk_used, &disk_total);
 	pthread_mutex_lock(&srv.lock);
 	iso_time(s->started, a, sizeof(a));
 	iso_time(s->end, b, sizeof(b));
 	j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:O,s:s,s:s}", "sandboxID", s->id,
 		      "templateID", s->template_id, "alias", s->template_id, "clientID", "cubicle",
 		      "startedAt", a, "endAt", b, "cpuCount", (int)s->vcpus, "memoryMB",
-		      (int)s->memory_mib, "diskSizeMB", 0, "metadata", s->metadata, "state",
+		      (int)s->memory_mib, "diskSizeMB", (int)(disk_total >> 20), "metadata", s->metadata, "state",
 		      s->state == SBX_PAUSED || s->state == SBX_RESUMING ? "paused" : "running",
 		      "envdVersion", ENVD_VERSION);
 	pthread_mutex_unlock(&srv.lock);
