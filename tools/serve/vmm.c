@@ -467,7 +467,7 @@ int vmm_wait_api(struct sandbox *s, char *msg, size_t len)
 int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)
 {
 	double t0 = now_ms();
-	unsigned st = 0;
+	unsigned st = 0, pause_us = 5000;
 
 	for (;;) {
 		if (!agent_call(uds, "GET", "/health", NULL, NULL, &st, 2000) && st / 100 == 2)
@@ -485,7 +485,11 @@ int vmm_wait_health(struct sandbox *s, const char *uds, char *msg, size_t len)
 				 srv.agent_wait_ms);
 			return -1;
 		}
-		usleep(st ? 50000 : 10000);
+		/* a restored agent answers at once; one that does not yet is
+		 * asked less and less often (to 100 ms), so many starts at once
+		 * do not spend the host's CPU on connects */
+		pause_us = pause_us < 50000 ? pause_us * 2 : 100000;
+		usleep(st ? 50000 : pause_us);
 	}
 }
 
