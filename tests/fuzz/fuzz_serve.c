@@ -131,8 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 			free(r.body);
 			r.body = NULL;
 		} else {
-			/* every other one with a header added (a signed link's token) */
-			proxy_request(&c, &r, &s, AGENT_PORT, n % 4 ? NULL : "X-Access-Token: 00112233\r\n");
+			/* every other one with a header added (a signed link's
+			 * token), or its Host replaced (a maskRequestHost) */
+			proxy_request(&c, &r, &s, AGENT_PORT, n % 4 ? NULL : "X-Access-Token: 00112233\r\n",
+				      n % 4 == 2 ? "localhost:49983" : NULL);
 		}
 		if (c.close)
 			break;

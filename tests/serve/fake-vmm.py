@@ -9,7 +9,8 @@ the data plane, lifecycle, state folder, restarts) is tested on any host:
     this process was given), PUT /stop, GET /vm/config;
   - the vsock socket (the tree's devices[].uds_path, after --set): the
     CONNECT handshake, joined to a real cubicle-agent listening on a Unix
-    socket beside the API socket (so the SDK talks to the real agent);
+    socket beside the API socket (so the SDK talks to the real agent), or
+    for another port to that TCP port of 127.0.0.1;
   - its guest is this host: files and commands are the host's.
 It is not the VMM and tests nothing of it; the nested tests do that.
   - `exec` and `cp` (a template build's steps) are the real cubicle's
@@ -115,12 +116,19 @@ def main():
                 c.close()
                 return
             line += b
-        if line.strip() != b"CONNECT 49983":
+        words = line.split()
+        if len(words) != 2 or words[0] != b"CONNECT" or not words[1].isdigit() or not 0 < int(words[1]) < 65536:
             c.close()
             return
-        up = socket.socket(socket.AF_UNIX)
+        # the agent's port: the agent; another: that port of this host (the
+        # guest is this host), refused as a guest's would be
         try:
-            up.connect(agent_sock)
+            if int(words[1]) == 49983:
+                up = socket.socket(socket.AF_UNIX)
+                up.connect(agent_sock)
+            else:
+                up = socket.create_connection(("127.0.0.1", int(words[1])), timeout=5)
+                up.settimeout(None)
         except OSError:
             c.close()
             return

@@ -93,8 +93,9 @@ code=$(api -X POST -d '{"templateID":"broken"}' "$url/v2/sandboxes")
 	echo "ok - a clone whose VMM fails: 500 with its error, its folder removed" ||
 	bad "a failing VMM: HTTP $code $(cat "$tmp/out")"
 
-# A restart: serve stops, its sandbox runs on; the new serve finds it.
-code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
+# A restart: serve stops, its sandbox runs on; the new serve finds it (and
+# what it was created with: its maskRequestHost).
+code=$(api -X POST -d '{"templateID":"base","timeout":300,"network":{"maskRequestHost":"h-${PORT}.example"}}' "$url/v2/sandboxes")
 id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out" 2>/dev/null)
 [ "$code" = 201 ] && [ -n "$id" ] || bad "create before the restart: HTTP $code $(cat "$tmp/out")"
 code=$(api -X POST -d '{"templateID":"base","timeout":300}' "$url/v2/sandboxes")
@@ -136,9 +137,9 @@ pgrep -f "fake-vmm.py restore $state/templates/base/snap" >/dev/null &&
 pkill -KILL -f "fake-vmm.py restore .*--id $id2" || bad "no VMM of $id2 to kill"
 start_serve
 code=$(api "$url/sandboxes/$id")
-grep -q "sandbox $id: found running" "$tmp/serve.log" && [ "$code" = 200 ] &&
-	echo "ok - a restarted serve finds the running sandbox again" ||
-	bad "after the restart: GET $id: HTTP $code; log: $(tail -n 5 "$tmp/serve.log")"
+grep -q "sandbox $id: found running" "$tmp/serve.log" && [ "$code" = 200 ] && grep -q '"maskRequestHost": *"h-${PORT}.example"' "$tmp/out" &&
+	echo "ok - a restarted serve finds the running sandbox again, with its maskRequestHost" ||
+	bad "after the restart: GET $id: HTTP $code $(cat "$tmp/out"); log: $(tail -n 5 "$tmp/serve.log")"
 grep -q "sandbox $id2: its VMM ended while serve was away; removed" "$tmp/serve.log" && [ ! -e "$state/sandboxes/$id2" ] &&
 	echo "ok - a VMM that died meanwhile is reported and its sandbox cleaned" ||
 	bad "the dead VMM of $id2: $(grep "$id2" "$tmp/serve.log" | tail -n 2)"

@@ -72,6 +72,16 @@ st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "no-such-template"}
 ok(st == 404 and err_body(j, 404) and "no-such-template" in j["message"], "unknown template: 404", f"{st} {j}")
 st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "volumeMounts": [{"name": "v", "path": "/mnt/v"}]})
 ok(st == 501 and err_body(j, 501) and "volume" in j["message"], "a create with volumeMounts: 501, not a sandbox without them", f"{st} {j}")
+# what serve has not built is refused, never a sandbox without it
+for net, word in (({"egressProxy": {"address": "proxy.example.com:1080"}}, "egressProxy"),
+                  ({"rules": {"api.example.com": [{"transform": {"headers": {"X-A": "b"}}}]}}, "rules"),
+                  ({"httpsPorts": [3000]}, "httpsPorts")):
+    st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "network": net})
+    ok(st == 501 and err_body(j, 501) and word in j["message"], f"a create with network.{word}: 501", f"{st} {j}")
+for mask in ("", "a b", "x\r\nEvil: 1", "h" * 201, 42):
+    st, j, _ = call("POST", "/v2/sandboxes", body={"templateID": "base", "network": {"maskRequestHost": mask}})
+    ok(st == 400 and err_body(j, 400) and "maskRequestHost" in j["message"], f"a create with maskRequestHost {mask!r:.20}: 400",
+       f"{st} {j}")
 for m, p, what in (("GET", "/volumes", "volumes"), ("POST", "/volumes", "volumes"), ("GET", "/volumes/v1", "volumes"),
                    ("DELETE", "/volumes/v1", "volumes"), ("GET", "/secrets", "secrets"), ("POST", "/secrets", "secrets"),
                    ("DELETE", "/secrets/s1", "secrets")):
@@ -259,8 +269,65 @@ for q in ("limit=1001", "direction=sideways", "level=loud", "cursor=soon", "sear
 st, j, _ = call("GET", "/v2/sandboxes/no-such-sandbox/logs")
 ok(st == 404 and err_body(j, 404), "logs of no sandbox: 404", f"{st} {j}")
 
-st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "8080"}))
+st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "1"}))
 ok(st == 502 and err_body(j, 502), "a port nothing listens on: 502", f"{st} {j}")
+for net, word in (({"egressProxy": {"address": "proxy.example.com:1080"}}, "egressProxy"),
+                  ({"rules": {"api.example.com": []}}, "rules")):
+    st, j, _ = call("PUT", f"/sandboxes/{sid}/network", body=net)
+    ok(st == 501 and err_body(j, 501) and word in j["message"], f"a network update with {word}: 501", f"{st} {j}")
+
+if os.environ.get("SERVE_FAKE_VMM"):
+    # a port of the guest other than the agent's: the fake VMM's guest is
+    # this host, so a server here on port GP is the guest's server on GP
+    import http.server
+
+    seen = []
+
+    class Guest(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get_all("Host"))
+            b = b"guest-port-ok " + self.path.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.write(b)
+
+        def log_message(self, *a):
+            pass
+
+    gs = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Guest)
+    threading.Thread(target=gs.serve_forever, daemon=True).start()
+    gp = gs.server_address[1]
+    st, j, _ = call("GET", "/hello", headers=dict(dp, **{"E2b-Sandbox-Port": str(gp)}))
+    ok(st == 200 and j == b"guest-port-ok /hello" and seen and seen[-1] == [f"{host}:{port}"],
+       "a guest's own port: its server answers, the Host as the client sent it", f"{st} {j!r} {seen}")
+    st, sb2, _ = call("POST", "/v2/sandboxes", body={
+        "templateID": "base", "timeout": 120,
+        "network": {"allowPublicTraffic": False, "maskRequestHost": "localhost:${PORT}"}})
+    ok(st == 201 and sb2.get("trafficAccessToken"), "create with allowPublicTraffic false and maskRequestHost: 201 "
+       "with a trafficAccessToken", f"{st} {sb2}")
+    if st == 201:
+        sid2 = sb2["sandboxID"]
+        dp2 = {"E2b-Sandbox-Id": sid2, "E2b-Sandbox-Port": str(gp)}
+        st, j, _ = call("GET", f"/sandboxes/{sid2}")
+        ok(st == 200 and j.get("network") == {"allowPublicTraffic": False, "maskRequestHost": "localhost:${PORT}"},
+           "its info has both", f"{st} {j}")
+        n = len(seen)
+        st, j, _ = call("GET", "/a", headers=dp2)
+        ok(st == 403 and err_body(j, 403) and len(seen) == n, "its port without the traffic token: 403, not passed on",
+           f"{st} {j} {seen[n:]}")
+        st, j, _ = call("GET", "/a", headers=dict(dp2, **{"E2b-Traffic-Access-Token": "wrong"}))
+        ok(st == 403 and len(seen) == n, "with a wrong traffic token: 403", f"{st} {j}")
+        st, j, _ = call("GET", "/b", headers=dict(dp2, **{"E2b-Traffic-Access-Token": sb2["trafficAccessToken"],
+                                                          "Host": "evil.example"}))
+        ok(st == 200 and j == b"guest-port-ok /b" and seen[n:] == [[f"localhost:{gp}"]],
+           "with its traffic token: answered, and the guest saw one Host, the mask's with its port", f"{st} {j!r} {seen[n:]}")
+        st, j, _ = call("GET", "/files?path=/etc/hostname", headers=dict(dp2, **{"E2b-Sandbox-Port": "49983",
+                                                                                 "X-Access-Token": sb2["envdAccessToken"]}))
+        ok(st == 200, "the agent's port takes the masked Host too (files read)", f"{st} {j!r:.100}")
+        st, j, _ = call("DELETE", f"/sandboxes/{sid2}")
+        ok(st == 204, "kill it: 204", f"{st} {j}")
+    gs.shutdown()
 
 
 def start_stream(cmd):

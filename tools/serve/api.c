@@ -149,6 +149,9 @@ static json_t *listed_json(struct sandbox *s, bool detail)
 		json_object_set_new(j, "domain", srv.domain ? json_string(srv.domain) : json_null());
 		json_object_set_new(j, "network", json_pack("{s:b}", "allowPublicTraffic",
 							    s->public_traffic));
+		if (s->mask_host[0])
+			json_object_set_new(json_object_get(j, "network"), "maskRequestHost",
+					    json_string(s->mask_host));
 		if (s->net_slot >= 0 && s->net_allow)
 			json_object_set(json_object_get(j, "network"), "cubicleAllowList",
 					s->net_allow);
@@ -337,6 +340,30 @@ static bool auto_resume_ok(json_t *req, char *msg, size_t len)
 	return true;
 }
 
+/* What a create's (@create) or an update's network asks that serve has not
+ * built: 501 naming it; a maskRequestHost it cannot take: 400; else 0. */
+static int network_unbuilt(json_t *net, bool create, char *msg, size_t len)
+{
+	json_t *rules = json_object_get(net, "rules"), *m = json_object_get(net, "maskRequestHost");
+
+	if (!json_is_object(net))
+		return 0;
+	if (!json_is_null(json_object_get(net, "egressProxy")) && json_object_get(net, "egressProxy"))
+		return snprintf(msg, len, "network.egressProxy: cubicle serve has no egress proxy (a SOCKS5 tunnel "
+				   "for a sandbox's outbound TCP is not built); allowOut and denyOut filter "
+				   "its egress"), 501;
+	if (json_object_size(rules) || (rules && !json_is_object(rules) && !json_is_null(rules)))
+		return snprintf(msg, len, "network.rules: cubicle serve does not transform a sandbox's HTTP(S) "
+				   "requests (per-domain header rules are not built)"), 501;
+	if (create && json_array_size(json_object_get(net, "httpsPorts")))
+		return snprintf(msg, len, "network.httpsPorts: cubicle serve speaks plain HTTP to a sandbox's "
+				   "ports (TLS toward them is not built)"), 501;
+	if (create && m && !json_is_null(m) && (!json_is_string(m) || !mask_host_ok(json_string_value(m))))
+		return snprintf(msg, len, "network.maskRequestHost must be a host[:port] of at most 200 "
+				   "characters (letters, digits, \"-._:[]%%~\"; \"${PORT}\" for the port)"), 400;
+	return 0;
+}
+
 static void create(struct hconn *c, struct hreq *r)
 {
 	json_t *req = body_json(c, r, true), *t;
@@ -360,6 +387,11 @@ static void create(struct hconn *c, struct hreq *r)
 	if (json_array_size(json_object_get(req, "volumeMounts"))) {
 		json_decref(req);
 		hio_error(c, 501, "volumeMounts: cubicle serve has no volumes (a file system shared by running sandboxes is not built)");
+		return;
+	}
+	if ((st = network_unbuilt(json_object_get(req, "network"), true, msg, sizeof(msg)))) {
+		json_decref(req);
+		hio_error(c, (unsigned)st, "%s", msg);
 		return;
 	}
 	/* NAME:TAG of a template built through the SDK is NAME */
@@ -665,7 +697,8 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		}
 	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
 		if ((req = body_json(c, r, true))) {
-			st = sbx_set_network(s, req, msg, sizeof(msg));
+			if (!(st = network_unbuilt(req, false, msg, sizeof(msg))))
+				st = sbx_set_network(s, req, msg, sizeof(msg));
 			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
 			json_decref(req);
 		}
@@ -1046,12 +1079,17 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 		       struct signed_q *q)
 {
 	struct sandbox *s = sbx_get(id);
-	const char *t;
+	const char *t, *host = NULL;
+	char masked[256];
 
 	c->close = c->close || !r->done; /* an error answer leaves a body unread */
 	if (!s) {
 		hio_error(c, 502, "sandbox %s not found", id);
 		return;
+	}
+	if (s->mask_host[0]) { /* set before its ID was given out, then kept */
+		mask_host_expand(s->mask_host, port, masked, sizeof(masked));
+		host = masked;
 	}
 	/* a fork's or snapshot's checkpoint pauses it briefly: its requests
 	 * wait for it (at most a minute) instead of failing */
@@ -1086,11 +1124,11 @@ static void data_plane(struct hconn *c, struct hreq *r, const char *id, unsigned
 		} else {
 			c->close = false;
 			snprintf(hdr, sizeof(hdr), "X-Access-Token: %s\r\n", s->token);
-			proxy_request(c, r, s, port, hdr);
+			proxy_request(c, r, s, port, hdr, host);
 		}
 	} else {
 		c->close = false;
-		proxy_request(c, r, s, port, NULL);
+		proxy_request(c, r, s, port, NULL, host);
 	}
 	sbx_put(s);
 }

@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,7 +129,84 @@ static int stream_back(struct hconn *c, int up, bool head_req, bool *sent)
 	}
 }
 
-void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra)
+bool mask_host_ok(const char *m)
+{
+	size_t n = strlen(m);
+
+	if (!n || n > 200)
+		return false;
+	for (const char *p = m; *p; p++) {
+		if (!strncmp(p, "${PORT}", 7)) {
+			p += 6;
+			continue;
+		}
+		if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
+		    !strchr("-._:[]%~", *p))
+			return false;
+	}
+	return true;
+}
+
+void mask_host_expand(const char *m, unsigned port, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (const char *p = m; *p && o + 1 < len; p++) {
+		if (!strncmp(p, "${PORT}", 7)) {
+			int k = snprintf(out + o, len - o, "%u", port);
+
+			o = k < 0 || (size_t)k >= len - o ? len - 1 : o + (size_t)k;
+			p += 6;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	out[o < len ? o : len - 1] = '\0';
+}
+
+/* The head of @r to @fd with @extra added before its end and, when @host is
+ * not NULL, its Host line(s) (and their continuations) left out for
+ * "Host: @host": 0 or -1. */
+static int send_head(int fd, const struct hreq *r, const char *extra, const char *host)
+{
+	size_t end = r->head_len - 2, i = 0, o = 0, cap = r->head_len + (host ? strlen(host) : 0) + 16;
+	bool skip = false;
+	char *out;
+	int ret;
+
+	if (!host)
+		return extra ? hio_write_all(fd, r->head, end) || hio_write_all(fd, extra, strlen(extra)) ||
+				       hio_write_all(fd, "\r\n", 2)
+			     : hio_write_all(fd, r->head, r->head_len);
+	out = malloc(cap);
+	if (!out)
+		return -1;
+	while (i < end) {
+		const char *nl = memchr(r->head + i, '\n', end - i);
+		size_t n = nl ? (size_t)(nl - (r->head + i)) + 1 : end - i;
+		const char *line = r->head + i;
+
+		/* the request line is the first; a line that begins with a
+		 * space or tab goes on with the header before it */
+		if (i && (line[0] == ' ' || line[0] == '\t'))
+			;
+		else
+			skip = i && n >= 5 && !strncasecmp(line, "Host:", 5);
+		if (!skip) {
+			memcpy(out + o, line, n);
+			o += n;
+		}
+		i += n;
+	}
+	o += (size_t)snprintf(out + o, cap - o, "Host: %s\r\n", host);
+	ret = hio_write_all(fd, out, o) || (extra && hio_write_all(fd, extra, strlen(extra))) ||
+	      hio_write_all(fd, "\r\n", 2);
+	free(out);
+	return ret;
+}
+
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra,
+		   const char *host)
 {
 	bool sent = false;
 	int ret;
@@ -151,10 +230,7 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 		c->up_port = port;
 	}
 	/* @extra goes in before the blank line that ends the head */
-	if ((extra ? hio_write_all(c->up_fd, r->head, r->head_len - 2) ||
-			     hio_write_all(c->up_fd, extra, strlen(extra)) || hio_write_all(c->up_fd, "\r\n", 2)
-		   : hio_write_all(c->up_fd, r->head, r->head_len)) ||
-	    hio_forward_body(c, r, c->up_fd, false)) {
+	if (send_head(c->up_fd, r, extra, host) || hio_forward_body(c, r, c->up_fd, false)) {
 		drop_up(c);
 		c->close = true;
 		hio_error(c, 502, "sandbox %s: the request could not be passed on", s->id);

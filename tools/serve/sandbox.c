@@ -39,7 +39,7 @@ const char *sbx_state_name(enum sbx_state st)
 int sbx_save(const struct sandbox *s)
 {
 	char path[300], tmp[310];
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:b,s:i,s:i,s:i,s:b,s:I,s:I,s:O,s:i,s:s,s:O}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:i,s:I,s:i,s:I,s:I,s:b,s:b,s:b,s:i,s:i,s:i,s:b,s:I,s:I,s:O,s:i,s:s,s:O,s:s}",
 			      "id", s->id, "template", s->template_id, "token", s->token,
 			      "traffic_token", s->traffic_token, "state",
 			      /* one still being made (or resumed) is not adopted by a
@@ -57,7 +57,7 @@ int sbx_save(const struct sandbox *s)
 			      s->jailed, "jail_uid", (json_int_t)s->jail_uid, "jail_gid",
 			      (json_int_t)s->jail_gid, "metadata", s->metadata ? s->metadata : json_object(),
 			      "net_slot", s->net_slot, "net_dev", s->net_dev, "net_allow",
-			      s->net_allow ? s->net_allow : json_array());
+			      s->net_allow ? s->net_allow : json_array(), "mask_host", s->mask_host);
 	int ret;
 
 	if (!j)
@@ -744,7 +744,10 @@ static struct sandbox *load(const char *id)
 	STR(template_id, "template");
 	STR(token, "token");
 	STR(traffic_token, "traffic_token");
+	STR(mask_host, "mask_host");
 #undef STR
+	if (!mask_host_ok(s->mask_host))
+		s->mask_host[0] = '\0'; /* (none, or not one a create takes) */
 	st = json_string_value(json_object_get(j, "state"));
 	s->pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
 	s->pid_start = (unsigned long long)json_integer_value(json_object_get(j, "pid_start"));

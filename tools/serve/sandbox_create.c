@@ -133,6 +133,7 @@ static void apply_req(struct sandbox *s, json_t *req)
 {
 	json_t *t = json_object_get(req, "timeout"), *md = json_object_get(req, "metadata");
 	json_int_t timeout = srv.default_timeout;
+	const char *mask;
 
 	json_decref(s->metadata);
 	s->metadata = json_is_object(md) ? json_deep_copy(md) : json_object();
@@ -142,6 +143,8 @@ static void apply_req(struct sandbox *s, json_t *req)
 		s->public_traffic = false;
 		uuid4(s->traffic_token);
 	}
+	mask = json_string_value(json_object_get(json_object_get(req, "network"), "maskRequestHost"));
+	snprintf(s->mask_host, sizeof(s->mask_host), "%s", mask && mask_host_ok(mask) ? mask : "");
 	if (json_is_integer(t) && json_integer_value(t) >= 0)
 		timeout = json_integer_value(t);
 	if (timeout > srv.max_timeout)
@@ -505,7 +508,7 @@ void sbx_pool_drain(void)
  * @dir, or an HTTP status with @msg.
  */
 struct fork_src {
-	char id[ID_LEN + 1], template_id[64], token[65];
+	char id[ID_LEN + 1], template_id[64], token[65], mask_host[256];
 	json_t *metadata, *net_allow, *tconfig;
 	bool auto_pause, auto_resume, public_traffic;
 	unsigned timeout;
@@ -561,6 +564,7 @@ static int checkpoint(struct sandbox *s, struct fork_src *f, char *dir, size_t d
 	f->auto_resume = s->auto_resume;
 	f->timeout = s->timeout;
 	f->public_traffic = s->public_traffic;
+	memcpy(f->mask_host, s->mask_host, sizeof(f->mask_host));
 	f->tconfig = sbx_template_config(s);
 	pthread_mutex_unlock(&s->op);
 	if (ret) {
@@ -645,6 +649,7 @@ int sbx_fork(struct sandbox *src, json_t *req, json_t **out, char *msg, size_t l
 			s->public_traffic = false;
 			uuid4(s->traffic_token);
 		}
+		memcpy(s->mask_host, f.mask_host, sizeof(s->mask_host));
 		s->net_allow = f.net_allow ? json_deep_copy(f.net_allow) : NULL;
 		s->started = time(NULL);
 		s->end = s->started + timeout;

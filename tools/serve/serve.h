@@ -42,6 +42,7 @@ struct sandbox {
 	char template_id[64];
 	char token[65];             /* envdAccessToken */
 	char traffic_token[37];     /* UUID v4, when allowPublicTraffic is false */
+	char mask_host[256];        /* E2B's maskRequestHost: the Host its ports are asked with, "" as sent */
 	char dir[256];              /* STATE/sandboxes/ID */
 	pid_t pid;                  /* the VMM, 0 when paused */
 	unsigned long long pid_start; /* its start time (/proc/PID/stat field 22) */
@@ -217,8 +218,15 @@ void api_handle(struct hconn *c, struct hreq *r);
 
 /* ---- proxy.c ---- */
 /* Forwards request @r (its body still to come) to the sandbox's guest port,
- * with header line(s) @extra ("Name: value\r\n", or NULL) added. */
-void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra);
+ * with header line(s) @extra ("Name: value\r\n", or NULL) added, and its
+ * Host header(s) replaced by "Host: @host" when @host is not NULL. */
+void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra,
+		   const char *host);
+/* A maskRequestHost serve takes: 1 to 200 characters of a host[:port] in
+ * which "${PORT}" stands for the port asked (letters, digits, "-._:[]%~"). */
+bool mask_host_ok(const char *m);
+/* @m with each "${PORT}" replaced by @port, into @out. */
+void mask_host_expand(const char *m, unsigned port, char *out, size_t len);
 
 /* A value of a snapshot manifest's config tree as text ("x" or {"=": "x"}). */
 const char *cfg_text(json_t *v);
