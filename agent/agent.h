@@ -100,6 +100,13 @@ int json_get_u64(const json_t *v, uint64_t *out);
 
 /* net.c: POST /init's "cubicleNetwork" (an address, up, a default route). */
 int net_configure(json_t *n, char *why, size_t len);
+/* Brings the loopback interface up (best effort: a guest whose init did not). */
+void net_lo_up(void);
+/* GET /cubicle/port?port=N (Upgrade: cubicle-port): the connection becomes
+ * that guest TCP port's (agent/bridge.c). */
+void bridge_port(struct conn *c, const char *query);
+/* A child that was no process's ended: a bridge's, perhaps. */
+void bridge_reaped(pid_t pid);
 
 /* ---- the RPC methods (process.c, fs.c) ---- */
 void proc_start(struct conn *c, json_t *req, const struct user *u);

@@ -95,6 +95,19 @@ bool http_dead(const struct conn *c)
 	return c->dead;
 }
 
+int http_fd(const struct conn *c)
+{
+	return c->w.fd;
+}
+
+void http_rest(const struct conn *c, const char **rest, size_t *len)
+{
+	const char *in = c->in + c->in_off, *end = memmem(in, c->in_len - c->in_off, "\r\n\r\n", 4);
+
+	*rest = end ? end + 4 : in + (c->in_len - c->in_off);
+	*len = end ? (size_t)(c->in + c->in_len - *rest) : 0;
+}
+
 /* ---- output ---- */
 
 static int out_reserve(struct conn *c, size_t n)

@@ -62,6 +62,10 @@ bool http_can_write(const struct conn *c);
 bool http_dead(const struct conn *c);
 /* Drops the connection (a stream that cannot go on). */
 void http_abort(struct conn *c);
+/* The connection's socket, and the bytes received past the current
+ * request's head (a connection taken over: agent/bridge.c). */
+int http_fd(const struct conn *c);
+void http_rest(const struct conn *c, const char **rest, size_t *len);
 
 /* Routing, in main.c: called once the request's headers are in. */
 void http_route(struct conn *c, int method, const char *path, const char *query);

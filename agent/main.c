@@ -345,6 +345,13 @@ void http_route(struct conn *c, int method, const char *path, const char *query)
 		http_buffer_body(c, rpc_body);
 		return;
 	}
+	if (!strcmp(path, "/cubicle/port")) {
+		if (method != HTTP_GET)
+			http_reply_json(c, 405, json_pack("{s:i,s:s}", "code", 405, "message", "GET /cubicle/port"));
+		else
+			bridge_port(c, query);
+		return;
+	}
 	http_reply_json(c, 404, json_pack("{s:i,s:s}", "code", 404, "message", "no such endpoint"));
 }
 
@@ -443,6 +450,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "cubicle-agent %s: listening on %s%s\n", AGENT_VERSION, listen_addr,
 			agent_token ? " (access token required)" : "");
+	net_lo_up();
 	ready_signal(ready_port);
 	rc = loop_run(tick);
 	fprintf(stderr, "cubicle-agent: event loop failed: %s\n", strerror(-rc));

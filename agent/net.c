@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The guest's network as `cubicle serve` gives it to a fresh clone: an IPv4 address on one interface, up, and a default route (ioctls; no tool needed in the guest). */
+/* The guest's network as `cubicle serve` gives it to a fresh clone: an IPv4 address on one interface, up, and a default route (ioctls; no tool needed in the guest); and its loopback up, which the port bridge (bridge.c) connects over. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
@@ -152,4 +152,20 @@ int net_configure(json_t *n, char *why, size_t len)
 out:
 	close(fd);
 	return ret;
+}
+
+void net_lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (!ioctl(fd, SIOCGIFFLAGS, &ifr) && !(ifr.ifr_flags & IFF_UP)) {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr))
+			fprintf(stderr, "cubicle-agent: bringing lo up: %s\n", strerror(errno));
+	}
+	close(fd);
 }

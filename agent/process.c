@@ -406,7 +406,9 @@ static void sigchld_cb(struct watch *w, uint32_t ev)
 	while (read(w->fd, &si, sizeof(si)) == sizeof(si))
 		;
 	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-		for (struct proc *p = proc_all; p; p = p->next)
+		struct proc *p;
+
+		for (p = proc_all; p; p = p->next)
 			if (p->pid == pid && !p->reaped) {
 				p->reaped = true;
 				p->status = st;
@@ -414,6 +416,8 @@ static void sigchld_cb(struct watch *w, uint32_t ev)
 				maybe_finish(p);
 				break;
 			}
+		if (!p)
+			bridge_reaped(pid);
 	}
 }
 

@@ -4,7 +4,7 @@
 # curl through the E2B envd protocol. Processes (output, exit codes, stdin,
 # signals, pty, Connect, keepalives, deadlines), files up and down (a few MiB,
 # multipart and raw, sha256 compared), the filesystem RPCs and watches, the access token,
-# and malformed requests the agent must answer and survive.
+# the port bridge, and malformed requests the agent must answer and survive.
 what="agent test"
 . "${top_srcdir:-.}/tests/agent/common.sh"
 command -v curl >/dev/null || skip "curl is not installed (scripts/deps.sh installs it)"
@@ -432,6 +432,14 @@ print(" ".join(x.decode() for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", out)),
       "closed" if not out.endswith(b"(timeout)") else "open")
 EOF
 expect "pipelined keep-alive requests (chunked RPC body, then HTTP/1.0 closes)" "$(cat "$tmp/pipe.out")" "204 200 204 closed"
+# the port bridge (serve's way to a TCP server in the guest)
+$py bridge "$sock" "$tok" >"$tmp/bridge.out" 2>&1 || echo "not ok - connect.py bridge: exit $?" >>"$tmp/bridge.out"
+while IFS= read -r line; do
+	case $line in
+	"ok - "*) ok "${line#ok - }" ;;
+	*) notok "${line#not ok - }" ;;
+	esac
+done <"$tmp/bridge.out"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" $u/health)
 expect "the agent still answers after all that" "$code" 204
 kill -0 "$pid" 2>/dev/null && ok "the agent is still running" || notok "the agent died: $(tail -5 "$tmp/agent.err")"

@@ -9,8 +9,8 @@ the data plane, lifecycle, state folder, restarts) is tested on any host:
     this process was given), PUT /stop, GET /vm/config;
   - the vsock socket (the tree's devices[].uds_path, after --set): the
     CONNECT handshake, joined to a real cubicle-agent listening on a Unix
-    socket beside the API socket (so the SDK talks to the real agent), or
-    for another port to that TCP port of 127.0.0.1;
+    socket beside the API socket (so the SDK talks to the real agent; a
+    sandbox's other ports are the agent's bridge to this host's 127.0.0.1);
   - its guest is this host: files and commands are the host's.
 It is not the VMM and tests nothing of it; the nested tests do that.
   - `exec` and `cp` (a template build's steps) are the real cubicle's
@@ -116,19 +116,12 @@ def main():
                 c.close()
                 return
             line += b
-        words = line.split()
-        if len(words) != 2 or words[0] != b"CONNECT" or not words[1].isdigit() or not 0 < int(words[1]) < 65536:
+        if line.strip() != b"CONNECT 49983":
             c.close()
             return
-        # the agent's port: the agent; another: that port of this host (the
-        # guest is this host), refused as a guest's would be
+        up = socket.socket(socket.AF_UNIX)
         try:
-            if int(words[1]) == 49983:
-                up = socket.socket(socket.AF_UNIX)
-                up.connect(agent_sock)
-            else:
-                up = socket.create_connection(("127.0.0.1", int(words[1])), timeout=5)
-                up.settimeout(None)
+            up.connect(agent_sock)
         except OSError:
             c.close()
             return
@@ -139,7 +132,7 @@ def main():
     def serve(path, handler):
         s = socket.socket(socket.AF_UNIX)
         s.bind(path)
-        s.listen(64)
+        s.listen(128)  # the VMM's vsock backlog
         def loop():
             while True:
                 c, _ = s.accept()

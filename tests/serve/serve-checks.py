@@ -14,6 +14,7 @@ import calendar
 import http.client
 import json
 import os
+import random
 import re
 import socket
 import struct
@@ -364,6 +365,31 @@ while b'"end"' not in got and len(got) < 65536:
     got += d
 s.close()
 ok(b"YWZ0ZXIK" in got, "and the sandbox still runs commands", repr(got[-300:]))
+
+# a web server the sandbox runs on a TCP port of its own (what the SDK's
+# getHost(port) is for), reached through serve's data plane: the vsock
+# reaches the agent, whose bridge connects to that port in the guest
+wp = random.randint(20000, 40000)  # (with fake VMMs the guest is this host)
+web, got = start_stream(f"mkdir -p /tmp/www-{wp} && echo guest-web-{wp} >/tmp/www-{wp}/index.html && "
+                        f"echo $$ >/tmp/www-{wp}/pid && exec timeout 120 busybox httpd -f -p 127.0.0.1:{wp} -h /tmp/www-{wp}")
+t0 = time.time()
+while True:
+    st, j, _ = call("GET", "/index.html", headers=dict(dp, **{"E2b-Sandbox-Port": str(wp)}))
+    if st == 200 or time.time() - t0 > 60:
+        break
+    time.sleep(0.5)
+ok(st == 200 and j == f"guest-web-{wp}\n".encode(), f"a web server in the sandbox (busybox httpd on its port {wp}): "
+   f"its page through serve ({time.time() - t0:.1f} s after its start)", f"{st} {j!r:.200}")
+st, j, _ = call("GET", "/nothing-here", headers=dict(dp, **{"E2b-Sandbox-Port": str(wp)}))
+ok(st == 404, "and its own 404 for a page it has not", f"{st} {j!r:.200}")
+web.close()
+s, got = start_stream(f"kill $(cat /tmp/www-{wp}/pid); rm -rf /tmp/www-{wp}")
+while b'"end"' not in got and len(got) < 65536:
+    d = s.recv(4096)
+    if not d:
+        break
+    got += d
+s.close()
 
 # 200 concurrent requests: control plane and data plane mixed
 res = []

@@ -205,6 +205,65 @@ static int send_head(int fd, const struct hreq *r, const char *extra, const char
 	return ret;
 }
 
+/* A connection to @port of @s's guest: for the agent's port, the vsock
+ * port itself; for another, a TCP port in the guest, reached through the
+ * agent's bridge (GET /cubicle/port, answered 101, after which the
+ * connection is the port's: agent/bridge.c). A socket, or -1 with @why. */
+static int port_connect(struct sandbox *s, unsigned port, char *why, size_t len)
+{
+	char req[300], head[1024];
+	size_t n = 0;
+	unsigned st = 0;
+	int fd = sbx_vsock_connect(s, AGENT_PORT, srv.agent_wait_ms), k;
+
+	if (fd < 0) {
+		snprintf(why, len, "its agent does not answer: %s", strerror(errno));
+		return -1;
+	}
+	if (port == AGENT_PORT)
+		return fd;
+	k = snprintf(req, sizeof(req),
+		     "GET /cubicle/port?port=%u HTTP/1.1\r\nHost: cubicle-agent\r\nX-Access-Token: %s\r\n"
+		     "Connection: Upgrade\r\nUpgrade: cubicle-port\r\n\r\n",
+		     port, s->token);
+	if (hio_write_all(fd, req, (size_t)k)) {
+		snprintf(why, len, "its agent took no request: %s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	/* the answer's head, a byte at a time: what follows it is the port's */
+	while (n + 1 < sizeof(head) && (n < 4 || memcmp(head + n - 4, "\r\n\r\n", 4))) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int p = poll(&pf, 1, (int)srv.agent_wait_ms);
+		ssize_t got;
+
+		if (p < 0 && errno == EINTR)
+			continue;
+		got = p > 0 ? recv(fd, head + n, 1, 0) : -1;
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		n++;
+	}
+	head[n] = '\0';
+	if (n >= 4 && !memcmp(head + n - 4, "\r\n\r\n", 4) && sscanf(head, "HTTP/1.%*d %u", &st) == 1 &&
+	    st == 101)
+		return fd;
+	close(fd);
+	if (st == 502)
+		snprintf(why, len, "nothing listens on it in the sandbox (TCP, 127.0.0.1 or ::1)");
+	else if (st == 404)
+		snprintf(why, len, "its agent has no port bridge (a template made with an older "
+				   "cubicle-agent: build it again)");
+	else if (st)
+		snprintf(why, len, "its agent answered HTTP %u to the bridge", st);
+	else
+		snprintf(why, len, "its agent's answer to the bridge %s",
+			 n ? "was not HTTP" : "did not come");
+	return -1;
+}
+
 void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned port, const char *extra,
 		   const char *host)
 {
@@ -215,14 +274,12 @@ void proxy_request(struct hconn *c, struct hreq *r, struct sandbox *s, unsigned 
 		drop_up(c);
 	if (c->up_fd < 0) {
 		/* (a refusal is tried again: vsock_connect_patient) */
-		int fd = sbx_vsock_connect(s, port, srv.agent_wait_ms);
+		char why[200];
+		int fd = port_connect(s, port, why, sizeof(why));
 
 		if (fd < 0) {
-			int e = errno;
-
 			c->close = !r->done; /* its body was not read */
-			hio_error(c, 502, "sandbox %s: nothing answers on port %u: %s", s->id, port,
-				  strerror(e));
+			hio_error(c, 502, "sandbox %s: port %u: %s", s->id, port, why);
 			return;
 		}
 		c->up_fd = fd;

@@ -178,7 +178,7 @@ int sbx_snap_check(const struct sandbox *s, const char *dir, json_t *tc, char *m
  * HTTP status with @msg. */
 int sbx_set_network(struct sandbox *s, json_t *req, char *msg, size_t len);
 const char *sbx_state_name(enum sbx_state st);
-/* A connection to guest port @port through the sandbox's vsock socket (a refusal tried again: vsock_connect_patient), or -1 (errno). */
+/* A connection to guest port @port through the sandbox's vsock socket (a refusal or a full backlog tried again: vsock_connect_patient), or -1 (errno). */
 int sbx_vsock_connect(const struct sandbox *s, unsigned port, int timeout_ms);
 /* A usage sample of running sandbox @s now, its CPU since the last one
  * kept; @keep: kept in its ring as the new last one. */

@@ -323,7 +323,10 @@ int vsock_connect_patient(const char *path, unsigned port, int timeout_ms)
 {
 	int fd = vsock_connect(path, port, timeout_ms);
 
-	for (unsigned wait = 50; fd < 0 && errno == ECONNREFUSED && wait <= 800; wait *= 2) {
+	/* refused: an agent not listening yet; EAGAIN: the VMM's backlog full
+	 * (a burst of connections), which its accepts soon drain */
+	for (unsigned wait = 50; fd < 0 && (errno == ECONNREFUSED || errno == EAGAIN) && wait <= 800;
+	     wait *= 2) {
 		usleep(wait * 1000);
 		fd = vsock_connect(path, port, timeout_ms);
 	}

@@ -63,8 +63,9 @@ int vmm_api(const struct sandbox *s, const char *method, const char *path, const
  * CONNECT handshake done), or -1 (errno). */
 int vsock_connect(const char *path, unsigned port, int timeout_ms);
 /* vsock_connect, tried again 50 to 800 ms apart (five more tries) while the
- * guest refuses: a refusal carried nothing to it, and passes (a burst of
- * connections, a guest starved on a loaded host). */
+ * guest refuses or the VMM's backlog is full (EAGAIN): neither carried
+ * anything to the guest, and both pass (a burst of connections, a guest
+ * starved on a loaded host). */
 int vsock_connect_patient(const char *path, unsigned port, int timeout_ms);
 /* Waits (srv.agent_wait_ms) until the VMM's API answers with its VM made
  * (GET / says a state other than "Not started") while it lives: 0, or -1
