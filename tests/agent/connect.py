@@ -57,19 +57,22 @@ def events(path):
     print(json.dumps(out))
 
 
+def read_to_end(s):
+    out = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return out
+        out += b
+
+
 def bridge(sock, token):
     # the "guest's" server: reads to the client's end, then answers and ends
     srv = socket.create_server(("127.0.0.1", 0))
     port = srv.getsockname()[1]
 
     def serve_one(c):
-        data = b""
-        while True:
-            b = c.recv(65536)
-            if not b:
-                break
-            data += b
-        c.sendall(b"got:" + data)
+        c.sendall(b"got:" + read_to_end(c))
         c.close()
 
     def loop():
@@ -100,12 +103,7 @@ def bridge(sock, token):
             return f"no 101: {head[:100]!r}"
         s.sendall(payload)
         s.shutdown(socket.SHUT_WR)  # the end, passed on as a half close
-        out = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
+        out = read_to_end(s)
         s.close()
         return out == b"got:" + payload or f"got {out[:60]!r}... ({len(out)} bytes)"
 

@@ -357,13 +357,19 @@ for i in range(5):
 time.sleep(0.5)
 st, j, _ = call("GET", f"/sandboxes/{sid}")
 ok(st == 200 and j.get("state") == "running", "after 5 clients left mid-stream the server still answers", f"{st} {j}")
-s, got = start_stream("echo after")
-while b'"end"' not in got and len(got) < 65536:
-    d = s.recv(4096)
-    if not d:
-        break
-    got += d
-s.close()
+def run_stream(cmd):
+    """A command through the raw stream, to its end event: what came."""
+    s, got = start_stream(cmd)
+    while b'"end"' not in got and len(got) < 65536:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+    s.close()
+    return got
+
+
+got = run_stream("echo after")
 ok(b"YWZ0ZXIK" in got, "and the sandbox still runs commands", repr(got[-300:]))
 
 # a web server the sandbox runs on a TCP port of its own (what the SDK's
@@ -383,13 +389,7 @@ ok(st == 200 and j == f"guest-web-{wp}\n".encode(), f"a web server in the sandbo
 st, j, _ = call("GET", "/nothing-here", headers=dict(dp, **{"E2b-Sandbox-Port": str(wp)}))
 ok(st == 404, "and its own 404 for a page it has not", f"{st} {j!r:.200}")
 web.close()
-s, got = start_stream(f"kill $(cat /tmp/www-{wp}/pid); rm -rf /tmp/www-{wp}")
-while b'"end"' not in got and len(got) < 65536:
-    d = s.recv(4096)
-    if not d:
-        break
-    got += d
-s.close()
+run_stream(f"kill $(cat /tmp/www-{wp}/pid); rm -rf /tmp/www-{wp}")
 
 # 200 concurrent requests: control plane and data plane mixed
 res = []
