@@ -271,7 +271,10 @@ st, j, _ = call("GET", "/v2/sandboxes/no-such-sandbox/logs")
 ok(st == 404 and err_body(j, 404), "logs of no sandbox: 404", f"{st} {j}")
 
 st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": "1"}))
-ok(st == 502 and err_body(j, 502), "a port nothing listens on: 502", f"{st} {j}")
+ok(st == 502 and err_body(j, 502) and "nothing listens" in j["message"], "a port nothing listens on: 502", f"{st} {j}")
+for p in ("70000", "0", "x"):
+    st, j, _ = call("GET", "/health", headers=dict(dp, **{"E2b-Sandbox-Port": p}))
+    ok(st == 400 and err_body(j, 400), f"E2b-Sandbox-Port {p}: 400, not a TCP port", f"{st} {j}")
 for net, word in (({"egressProxy": {"address": "proxy.example.com:1080"}}, "egressProxy"),
                   ({"rules": {"api.example.com": []}}, "rules")):
     st, j, _ = call("PUT", f"/sandboxes/{sid}/network", body=net)

@@ -948,7 +948,8 @@ static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
 		if (p) {
 			unsigned long v = strtoul(p, &end, 10);
 
-			*port = *end || !v || v > 0xffffffffu ? 0 : (unsigned)v;
+			/* a TCP port of the guest (the agent's is one too) */
+			*port = *end || !v || v > 65535 ? 0 : (unsigned)v;
 		}
 		return true;
 	}
@@ -966,7 +967,7 @@ static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
 		return false;
 	memcpy(id, end + 1, n);
 	id[n] = '\0';
-	*port = v && v <= 0xffffffffu ? (unsigned)v : 0;
+	*port = v && v <= 65535 ? (unsigned)v : 0;
 	return true;
 }
 
