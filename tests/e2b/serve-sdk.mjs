@@ -50,6 +50,8 @@
 //               is refused; the template is deleted.
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 //   $SKIP_AUTORESUME=1  full mode without its autoResume check.
+//   Full mode, when serve has a domain: a web server the sandbox runs
+//   (commands.run in the background) answers at getHost(port).
 // Prints "ok - ..." / "not ok - ..." lines, then "N passed, M failed".
 const [url, apiKey, mode = 'full', nArg = '20'] = process.argv.slice(2);
 if (!url || !apiKey) {
@@ -57,6 +59,7 @@ if (!url || !apiKey) {
   process.exit(2);
 }
 const { Sandbox, CommandExitError } = await import(mode === 'v1' ? 'e2b-v1' : 'e2b');
+const http = await import('node:http');
 const dir = process.env.SDK_TEST_DIR || '/tmp/serve-sdk';
 const opts = { apiKey, apiUrl: url, sandboxUrl: url, requestTimeoutMs: 120000 };
 
@@ -621,6 +624,46 @@ if (mode === 'v1') {
   });
   await check('kill', async () => (await sbx.kill()) === undefined || true);
   done();
+}
+// GET @path of serve with a Host header of @host (what a browser sends for
+// getHost's name): {status, body}
+const getAtHost = (host, path) =>
+  new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ hostname: u.hostname, port: u.port, path, headers: { Host: host } }, (r) => {
+      let body = '';
+      r.setEncoding('utf8');
+      r.on('data', (d) => (body += d));
+      r.on('end', () => resolve({ status: r.statusCode, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+if (sbx.sandboxDomain) {
+  await check('getHost(port): a web server the sandbox runs (commands.run in the background) answers there through serve', async () => {
+    const port = 20000 + Math.floor(Math.random() * 20000); // (with fake VMMs the guest is this host)
+    const www = `${dir}/www-${port}`;
+    const web = await sbx.commands.run(
+      `mkdir -p ${www} && echo web-${port} >${www}/index.html && exec timeout 120 busybox httpd -f -p 127.0.0.1:${port} -h ${www}`,
+      { background: true },
+    );
+    try {
+      const host = sbx.getHost(port);
+      if (host !== `${port}-${sbx.sandboxId}.${sbx.sandboxDomain}`) return `getHost: ${host}`;
+      const t0 = Date.now();
+      let r;
+      do {
+        r = await getAtHost(host, '/index.html');
+        if (r.status === 200) break;
+        await sleep(500);
+      } while (Date.now() - t0 < 60000);
+      return (r.status === 200 && r.body === `web-${port}\n`) || `HTTP ${r.status} ${r.body.slice(0, 200)}`;
+    } finally {
+      await web.kill();
+    }
+  });
+} else {
+  console.log('# getHost: serve has no domain here, its check is left out');
 }
 await check('downloadUrl and uploadUrl: signed links that a client without the access token uses', async () => {
   const dl = await sbx.downloadUrl(`${dir}/note.txt`);

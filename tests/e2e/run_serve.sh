@@ -55,6 +55,8 @@ agent_wait_ms = 240000;
 max_sandboxes = 64;
 # two clones kept restored and paused, for creates to resume
 pool_size = 2;
+# sandboxes answer at Host PORT-ID.cubicle.test too (the SDK's getHost)
+domain = "cubicle.test";
 CFG
 start_serve "$t/serve.cfg" "$w/serve.log"
 export SDK_TEST_DIR=/tmp/serve-sdk

@@ -56,7 +56,7 @@ export CUBICLE_BIN=$sd/tests/serve/fake-vmm.py FAKE_AGENT=$agent FAKE_CUBICLE=$t
 # (a fake VMM and its ASan-built agent start in well under a second, but CI
 # runs this beside a compile and the fuzzers: the agent's wait is a bound
 # for a stuck start, not a speed goal)
-printf 'pool_size = 2;\nagent_wait_ms = 120000;\n' >"$tmp/serve.cfg"
+printf 'pool_size = 2;\nagent_wait_ms = 120000;\ndomain = "sandbox.test";\n' >"$tmp/serve.cfg"
 start_serve() {
 	lines=$(cat "$tmp/serve.log" 2>/dev/null | wc -l)
 	"$serve" --config "$tmp/serve.cfg" --state "$state" --listen 127.0.0.1:0 >>"$tmp/serve.log" 2>&1 &
