@@ -16,12 +16,21 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "seed.h"
 #include "serve.h"
 
 struct server srv = { .agent_wait_ms = 10 };
+
+double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 static const uint8_t *guest_bytes;
 static size_t guest_len;

@@ -12,11 +12,20 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "serve.h"
 
 struct server srv = { .agent_wait_ms = 100 };
+
+double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 /* the guest's end of the last connection the proxy made, what the guest
  * says on it (at once), and the vsock port it was made to */

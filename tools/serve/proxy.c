@@ -214,6 +214,7 @@ static int port_connect(struct sandbox *s, unsigned port, char *why, size_t len)
 	char req[300], head[1024];
 	size_t n = 0;
 	unsigned st = 0;
+	double t0 = now_ms();
 	int fd = sbx_vsock_connect(s, AGENT_PORT, srv.agent_wait_ms), k;
 
 	if (fd < 0) {
@@ -231,10 +232,12 @@ static int port_connect(struct sandbox *s, unsigned port, char *why, size_t len)
 		close(fd);
 		return -1;
 	}
-	/* the answer's head, a byte at a time: what follows it is the port's */
+	/* the answer's head, a byte at a time (what follows it is the port's),
+	 * all of it within agent_wait_ms */
 	while (n + 1 < sizeof(head) && (n < 4 || memcmp(head + n - 4, "\r\n\r\n", 4))) {
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int p = poll(&pf, 1, (int)srv.agent_wait_ms);
+		double left = t0 + srv.agent_wait_ms - now_ms();
+		int p = left > 0 ? poll(&pf, 1, (int)left + 1) : 0;
 		ssize_t got;
 
 		if (p < 0 && errno == EINTR)
