@@ -53,6 +53,7 @@ struct watcher {
 	unsigned n_dirs, cap_dirs;
 	/* a stream's */
 	struct conn *c;
+	bool gone; /* its stream's connection closed: freed once the event loop's callback returns */
 	struct rpc_pace pace;
 	/* a folder moved away, until the next event says where to (its cookie) */
 	char *moved_from;
@@ -65,7 +66,8 @@ struct watcher {
 static struct watcher *watchers;
 static unsigned n_watchers, next_id;
 
-static void watcher_free(struct watcher *x)
+/* Out of the list and the event loop: no event reaches it any more. */
+static void watcher_unlink(struct watcher *x)
 {
 	struct watcher **pp;
 
@@ -78,7 +80,14 @@ static void watcher_free(struct watcher *x)
 	if (x->w.fd >= 0) {
 		loop_del(&x->w);
 		close(x->w.fd);
+		x->w.fd = -1;
 	}
+}
+
+static void watcher_destroy(void *arg)
+{
+	struct watcher *x = arg;
+
 	for (unsigned i = 0; i < x->n_dirs; i++)
 		free(x->dirs[i].rel);
 	free(x->dirs);
@@ -86,6 +95,12 @@ static void watcher_free(struct watcher *x)
 	free(x->moved_from);
 	json_decref(x->events);
 	free(x);
+}
+
+static void watcher_free(struct watcher *x)
+{
+	watcher_unlink(x);
+	watcher_destroy(x);
 }
 
 /* Whether what inotify says has somewhere to go: the stream's client
@@ -287,8 +302,10 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 	ssize_t n;
 
 	(void)evs;
-	while (has_room(x) && (n = read(w->fd, buf, sizeof(buf))) > 0) {
-		for (char *p = buf; p < buf + n;) {
+	/* an event sent to a client that has gone closes its connection, and
+	 * that the watcher (x->gone): nothing of it is used after */
+	while (!x->gone && has_room(x) && (n = read(w->fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n && !x->gone;) {
 			const struct inotify_event *ie = (const struct inotify_event *)(void *)p;
 			struct wdir *d = dir_of(x, ie->wd);
 			const char *type = event_type(ie->mask);
@@ -323,16 +340,21 @@ static void inotify_cb(struct watch *w, uint32_t evs)
 			deliver(x, name, type);
 		}
 	}
-	watcher_pace(x);
+	if (!x->gone)
+		watcher_pace(x);
 }
 
+/* The stream's connection closed: perhaps while one of its events was
+ * being sent, inside inotify_cb, which must not find the watcher freed. */
 static void stream_closed(struct conn *c)
 {
 	struct watcher *x = http_ctx(c);
 
 	if (x) {
 		x->c = NULL;
-		watcher_free(x);
+		x->gone = true;
+		watcher_unlink(x);
+		loop_defer(watcher_destroy, x);
 	}
 }
 

@@ -370,6 +370,25 @@ watchdir idle "$tmp/w" 300
 wait $wpid
 expect "WatchDir: Connect-Timeout-Ms ends it with deadline_exceeded" "$(watchsum "$tmp/idle.raw")" \
 	"start end:deadline_exceeded keepalives:none"
+# A WatchDir whose client goes away while events for it wait: the agent,
+# stopped meanwhile, reads the events first, and sending the first one
+# closes the connection (and so the watcher) under the watcher's own
+# callback, which then must not touch it (it did: a use after free that
+# killed a guest's agent).
+mkdir "$tmp/w3"
+watchdir gone "$tmp/w3" 30000
+kill -STOP "$pid"
+for f in 1 2 3 4 5 6 7 8; do : >"$tmp/w3/f$f"; done
+pkill -P "$wpid" curl # (the background job is a subshell running curl)
+wait $wpid 2>/dev/null
+sleep 0.2
+kill -CONT "$pid"
+sleep 0.5
+code=$(C -o /dev/null -w '%{http_code}' $u/health)
+kill -0 "$pid" 2>/dev/null && [ "$code" = 204 ] &&
+	ok "WatchDir: a client gone while its events waited: the agent goes on" ||
+	notok "WatchDir: a client gone while its events waited: /health $code; $(tail -n 5 "$tmp/agent.err")"
+rm -r "$tmp/w3"
 
 # ---- malformed requests: answered, and the agent survives ----
 unary process.Process/List '{not json'
