@@ -63,7 +63,7 @@ export SDK_TEST_DIR=/tmp/serve-sdk
 # (autoResume is serve's choice to resume, checked with the host test's
 # fake VMMs; the resume itself is the connect's, which runs here: ~30 s of
 # an L1 saved)
-FORK_ISOLATED=1 SKIP_AUTORESUME=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
+SERVE_DOMAIN=cubicle.test FORK_ISOLATED=1 SKIP_AUTORESUME=1 node "$e2b/serve-sdk.mjs" "$url" "$key" full || fail=1
 [ -z "$(ls -A "$state/forks" 2>/dev/null)" ] && ok "the forks' snapshot copies are gone" ||
 	bad "left in $state/forks: $(ls -A "$state/forks")"
 node "$e2b/serve-sdk.mjs" "$url" "$key" v1 || fail=1

@@ -71,7 +71,7 @@ echo "# serve on $url, state $state"
 export SDK_TEST_DIR=$tmp/guest
 mkdir -p "$SDK_TEST_DIR"
 
-node "$work/serve-sdk.mjs" "$url" "$key" full || fail=1
+SERVE_DOMAIN=sandbox.test node "$work/serve-sdk.mjs" "$url" "$key" full || fail=1
 node "$work/serve-sdk.mjs" "$url" "$key" v1 || fail=1
 # more than the 64 the reaper once looked at a round (2 of them the warm
 # pool's): each sampled, then half killed, half left to expire. Made 11 at
