@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "fsutil.h"
 #include "http.h"
 
 #define BRIDGE_BUF (64u << 10)
@@ -41,21 +42,6 @@ void bridge_reaped(pid_t pid)
 			bridges[i] = bridges[--n_bridges];
 			return;
 		}
-}
-
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
 }
 
 /* 127.0.0.1:@port, else [::1]:@port: a connected socket, or -errno. */
@@ -111,7 +97,7 @@ static void pump(int a, int b)
 				shutdown(fds[1 - i], SHUT_WR);
 				continue;
 			}
-			if (n < 0 || send_all(fds[1 - i], buf, (size_t)n)) {
+			if (n < 0 || fsu_write_all(fds[1 - i], buf, (size_t)n)) {
 				free(buf); /* a side broke: the bridge ends */
 				return;
 			}
@@ -126,20 +112,29 @@ static void bridge_child(int cfd, unsigned port, const char *rest, size_t rest_l
 {
 	static const char up[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: cubicle-port\r\n"
 				 "Connection: Upgrade\r\n\r\n";
-	char msg[200], head[400];
-	int tfd = tcp_local(port), n, m;
+	int tfd = tcp_local(port);
 
 	if (tfd < 0) {
-		m = snprintf(msg, sizeof(msg), "{\"code\":502,\"message\":\"nothing listens on port %u in the "
-					       "sandbox (127.0.0.1 and ::1): %s\"}",
-			     port, strerror(-tfd));
+		char why[160], head[200];
+		json_t *j;
+		char *body;
+		int n;
+
+		snprintf(why, sizeof(why), "nothing listens on port %u in the sandbox (127.0.0.1 and ::1): %s",
+			 port, strerror(-tfd));
+		j = json_pack("{s:i,s:s}", "code", 502, "message", why);
+		body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		json_decref(j);
+		if (!body)
+			return;
 		n = snprintf(head, sizeof(head), "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
-						 "Content-Length: %d\r\nConnection: close\r\n\r\n", m);
-		if (!send_all(cfd, head, (size_t)n))
-			send_all(cfd, msg, (size_t)m);
+						 "Content-Length: %zu\r\nConnection: close\r\n\r\n", strlen(body));
+		if (!fsu_write_all(cfd, head, (size_t)n))
+			fsu_write_all(cfd, body, strlen(body));
+		free(body);
 		return;
 	}
-	if (send_all(cfd, up, sizeof(up) - 1) || (rest_len && send_all(tfd, rest, rest_len)))
+	if (fsu_write_all(cfd, up, sizeof(up) - 1) || (rest_len && fsu_write_all(tfd, rest, rest_len)))
 		return;
 	pump(cfd, tfd);
 }

@@ -242,20 +242,6 @@ static int up_open(struct upload *up, const char *path)
 	return 0;
 }
 
-static int write_all(int fd, const char *data, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, data, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int up_done_file(struct upload *up)
 {
 	const char *base = strrchr(up->cur, '/');
@@ -349,7 +335,7 @@ static int mp_data(void *arg, const char *data, size_t len)
 
 	if (up->fd < 0)
 		return 0;
-	rc = write_all(up->fd, data, len);
+	rc = fsu_write_all(up->fd, data, len);
 	return rc ? up_fail(c, up, errno_status(rc), up->cur, -rc) : 0;
 }
 
@@ -380,7 +366,7 @@ static int up_body(struct conn *c, const char *data, size_t len)
 			return up_fail(c, up, 400, up->mp.error ? up->mp.error : "bad multipart body", 0);
 		return rc ? -1 : 0;
 	}
-	rc = write_all(up->fd, data, len);
+	rc = fsu_write_all(up->fd, data, len);
 	return rc ? up_fail(c, up, errno_status(rc), up->cur, -rc) : 0;
 }
 

@@ -130,8 +130,18 @@ def bridge(sock, token):
                                    (0, token, True, b"HTTP/1.1 400 ", "port 0: 400"),
                                    (65536, token, True, b"HTTP/1.1 400 ", "port 65536: 400")):
         s, head = ask(p, tok, up)
+        if p == fport:
+            head502, body = head, read_to_end(s)
         s.close()
         check(head.startswith(want) or repr(head[:120]), f"port bridge: {name}")
+    # the 502's body: JSON as the agent's other answers, its length said, the port named
+    try:
+        j = json.loads(body)
+        why = (j.get("code") == 502 and f"port {fport} " in j.get("message", "") and
+               f"Content-Length: {len(body)}\r\n".encode() in head502) or f"{head502!r} {body!r}"
+    except ValueError as e:
+        why = f"not JSON ({e}): {head502!r} {body[:120]!r}"
+    check(why, "port bridge: the 502 says which port, as JSON")
 
 
 if __name__ == "__main__":

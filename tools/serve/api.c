@@ -342,7 +342,7 @@ static bool auto_resume_ok(json_t *req, char *msg, size_t len)
 
 /* What a create's (@create) or an update's network asks that serve has not
  * built: 501 naming it; a maskRequestHost it cannot take: 400; else 0. */
-static int network_unbuilt(json_t *net, bool create, char *msg, size_t len)
+static int network_check(json_t *net, bool create, char *msg, size_t len)
 {
 	json_t *rules = json_object_get(net, "rules"), *m = json_object_get(net, "maskRequestHost");
 
@@ -389,7 +389,7 @@ static void create(struct hconn *c, struct hreq *r)
 		hio_error(c, 501, "volumeMounts: cubicle serve has no volumes (a file system shared by running sandboxes is not built)");
 		return;
 	}
-	if ((st = network_unbuilt(json_object_get(req, "network"), true, msg, sizeof(msg)))) {
+	if ((st = network_check(json_object_get(req, "network"), true, msg, sizeof(msg)))) {
 		json_decref(req);
 		hio_error(c, (unsigned)st, "%s", msg);
 		return;
@@ -697,7 +697,7 @@ static void one(struct hconn *c, struct hreq *r, const char *id, const char *ver
 		}
 	} else if (verb && r->method == HTTP_PUT && !strcmp(verb, "network")) {
 		if ((req = body_json(c, r, true))) {
-			if (!(st = network_unbuilt(req, false, msg, sizeof(msg))))
+			if (!(st = network_check(req, false, msg, sizeof(msg))))
 				st = sbx_set_network(s, req, msg, sizeof(msg));
 			st ? hio_error(c, (unsigned)st, "%s", msg) : hio_reply(c, 204, NULL, NULL, 0, NULL);
 			json_decref(req);
@@ -935,6 +935,12 @@ static void templates_route(struct hconn *c, struct hreq *r, const char *p)
 
 /* ---- routing ---- */
 
+/* @v as a guest TCP port (the agent's is one too): 1-65535, else 0. */
+static unsigned tcp_port(unsigned long v)
+{
+	return v && v <= 65535 ? (unsigned)v : 0;
+}
+
 /* The sandbox and port a request is for: from the headers, or from a Host
  * PORT-ID.DOMAIN. False when it is for the server itself. */
 static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
@@ -948,8 +954,7 @@ static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
 		if (p) {
 			unsigned long v = strtoul(p, &end, 10);
 
-			/* a TCP port of the guest (the agent's is one too) */
-			*port = *end || !v || v > 65535 ? 0 : (unsigned)v;
+			*port = *end ? 0 : tcp_port(v);
 		}
 		return true;
 	}
@@ -967,7 +972,7 @@ static bool target(const struct hreq *r, char *id, size_t idlen, unsigned *port)
 		return false;
 	memcpy(id, end + 1, n);
 	id[n] = '\0';
-	*port = v && v <= 65535 ? (unsigned)v : 0;
+	*port = tcp_port(v);
 	return true;
 }
 
