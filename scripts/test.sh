@@ -116,7 +116,7 @@ fi
 asan=0
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	CUBICLE_CLONES=10 CUBICLE_CYCLES=100 make -C "$src/build-asan" -j2 check \
-	TESTS="\$(UNIT_TESTS) tests/cli/run_errors.sh tests/cli/run_exec.sh tests/api/run_api.sh tests/agent/run_agent.sh $kvm_tests tests/serve/run_serve_host.sh" ||
+	TESTS="\$(UNIT_TESTS) tests/cli/run_errors.sh tests/cli/run_exec.sh tests/api/run_api.sh tests/agent/run_agent.sh tests/serve/run_pull.sh $kvm_tests tests/serve/run_serve_host.sh" ||
 	asan=1
 # A failure under the sanitizers is shown once what runs beside them ends.
 if [ $asan != 0 ]; then

@@ -59,6 +59,7 @@ static const char usage_text[] =
 	"  serve               E2B's sandbox API on this host: a VMM per sandbox,\n"
 	"                      cloned from a template (`cubicle serve --help`)\n"
 	"  template build NAME CONFIG  boot CONFIG, snapshot it as a serve template\n"
+	"  template pull REF DIR  unpack a container image from its registry\n"
 	"  help [COMMAND]      show help\n"
 	"\n"
 	"Run options:\n"

@@ -369,9 +369,9 @@ fi
 # template build from a root file system: refused before anything boots,
 # nothing left in the state folder
 printf 'boot = { kernel = "k"; cmdline = "quiet"; };\ndevices = ( { type = "virtio-blk"; id = "root"; } );\n' >"$tmp/tmpl.cfg"
-expect "template build: two root sources" 2 "one of --rootfs, --ext4 and --oci" -- \
+expect "template build: two root sources" 2 "one of --rootfs, --ext4, --oci and --image" -- \
 	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --oci x.tar --state "$tmp/tstate"
-expect "template build: --disk-size alone" 2 "--disk-size goes with --rootfs or --oci" -- \
+expect "template build: --disk-size alone" 2 "--disk-size goes with --rootfs, --oci or --image" -- \
 	template build t "$tmp/tmpl.cfg" --disk-size 64 --state "$tmp/tstate"
 expect "template build: --disk-size not a size" 2 "--disk-size '64G' is not a size in MiB" -- \
 	template build t "$tmp/tmpl.cfg" --rootfs "$tmp" --disk-size 64G --state "$tmp/tstate"

@@ -503,7 +503,7 @@ if (mode === 'build') {
       await Template.build(Template().fromImage('debian:12').runCmd('true'), `${name}-image`, opts);
       return 'it built';
     } catch (e) {
-      return (e instanceof BuildError && /pulls no images/.test(e.message)) || `${e.name}: ${e.message}`;
+      return (e instanceof BuildError && /does not pull images.*--image REF/.test(e.message)) || `${e.name}: ${e.message}`;
     }
   });
   await check('the built template is deleted like a snapshot', async () => {

@@ -1036,8 +1036,9 @@ int build_start(const char *tid, const char *bid, json_t *spec, char *msg, size_
 	size_t i;
 
 	if (json_object_get(spec, "fromImage"))
-		return snprintf(msg, len, "fromImage '%s': cubicle serve pulls no images; make a template of one with "
-				"`cubicle template build NAME CONFIG --oci ARCHIVE` and build from it with fromTemplate",
+		return snprintf(msg, len, "fromImage '%s': cubicle serve does not pull images during a build; make a "
+				"template of it with `cubicle template build NAME CONFIG --image REF` and build from it "
+				"with fromTemplate",
 				json_string_value(json_object_get(spec, "fromImage")) ?: "?"), 400;
 	if (json_object_get(spec, "fromTemplate") && !from)
 		return snprintf(msg, len, "fromTemplate must be a string"), 400;

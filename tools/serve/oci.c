@@ -491,7 +491,7 @@ int oci_unpack(const char *archive, const char *root, const char *work, char *ms
 
 	if (geteuid() != 0)
 		return fail(msg, len, "unpacking an image needs root (its files keep their owners; layers are written in a chroot)");
-	if (unpack_outer(archive, work, msg, len) || layer_fds(work, fds, &n, msg, len))
+	if ((archive && unpack_outer(archive, work, msg, len)) || layer_fds(work, fds, &n, msg, len))
 		return -1;
 	if (pipe2(pfd, O_CLOEXEC)) {
 		while (n)
@@ -511,7 +511,7 @@ int oci_unpack(const char *archive, const char *root, const char *work, char *ms
 			_exit(1);
 		}
 		for (unsigned i = 0; i < n; i++) {
-			fprintf(stderr, "cubicle template: layer %u of %u\n", i + 1, n);
+			fprintf(stderr, "cubicle template: unpacking layer %u of %u\n", i + 1, n);
 			if (layer_pass(fds[i], i + 1, true, err) || layer_pass(fds[i], i + 1, false, err)) {
 				fclose(err);
 				_exit(1);
@@ -535,6 +535,6 @@ int oci_unpack(const char *archive, const char *root, const char *work, char *ms
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	if (got <= 0)
-		fail(msg, len, "unpacking %s failed (status %d)", archive, st);
+		fail(msg, len, "unpacking %s failed (status %d)", archive ? archive : "the image", st);
 	return -1;
 }

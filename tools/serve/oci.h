@@ -14,7 +14,8 @@
  * times and extended attributes kept. WORK is a folder for the archive's
  * blobs (emptied by the caller). Layers are written by a child process
  * chrooted into ROOT, so no entry or link in an image reaches outside it:
- * needs root. Returns 0, or -1 with a message in MSG.
+ * needs root. ARCHIVE NULL: WORK already holds an OCI image layout
+ * (registry_pull's). Returns 0, or -1 with a message in MSG.
  */
 int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len);
 

@@ -22,6 +22,7 @@
 
 #include "fileclone.h"
 #include "oci.h"
+#include "registry.h"
 #include "plancheck.h"
 #include "serve.h"
 #include "template.h"
@@ -30,7 +31,9 @@
 
 static void tusage(FILE *f)
 {
-	fputs("Usage: cubicle template build NAME CONFIG [--rootfs DIR | --ext4 IMAGE | --oci ARCHIVE] [OPTIONS]\n"
+	fputs("Usage: cubicle template build NAME CONFIG [--rootfs DIR | --ext4 IMAGE | --oci ARCHIVE |\n"
+	      "                                             --image REF] [OPTIONS]\n"
+	      "       cubicle template pull REF DIR\n"
 	      "       cubicle template list [--state DIR]\n"
 	      "       cubicle template rm NAME [--state DIR]\n"
 	      "\n"
@@ -49,7 +52,10 @@ static void tusage(FILE *f)
 	      "      --oci ARCHIVE    an OCI image archive (oci-archive) or `docker save`\n"
 	      "                       tarball, its layers unpacked (whiteouts honoured, owners\n"
 	      "                       kept; needs root)\n"
-	      "      --disk-size MIB  the image made for --rootfs/--oci (default: its files\n"
+	      "      --image REF      image REF pulled from its registry (as `pull` below),\n"
+	      "                       then unpacked as --oci\n"
+	      "      --disk-size MIB  the image made for --rootfs/--oci/--image (default: its\n"
+	      "                       files\n"
 	      "                       plus a quarter plus 256 MiB)\n"
 	      "\n"
 	      "  -d, --state DIR     serve's state folder (default /var/lib/cubicle/serve)\n"
@@ -61,7 +67,16 @@ static void tusage(FILE *f)
 	      "                       --jail-user` runs its sandboxes; the snapshot it\n"
 	      "                       writes is checked and made root's\n"
 	      "      --jail-cgroup DIR  the jailed VMM's parent cgroup (default\n"
-	      "                       /sys/fs/cgroup/cubicle)\n",
+	      "                       /sys/fs/cgroup/cubicle)\n"
+	      "\n"
+	      "pull unpacks image REF ([HOST[:PORT]/]NAME[:TAG][@DIGEST], as docker names\n"
+	      "it: debian:12 is registry-1.docker.io's library/debian:12) into DIR, an\n"
+	      "empty or new folder, for linux and this machine's architecture, every blob\n"
+	      "checked against its digest (needs root: owners are kept). The registry's\n"
+	      "user name and password, when it wants them, come from the environment:\n"
+	      "CUBICLE_REGISTRY_USER and CUBICLE_REGISTRY_PASSWORD. A registry on this\n"
+	      "machine (localhost, 127.x, [::1]) is asked over plain HTTP, others over\n"
+	      "HTTPS.\n",
 	      f);
 }
 
@@ -307,6 +322,7 @@ static int build(int argc, char **argv, const char *state)
 		{ "rootfs", required_argument, NULL, 'r' },
 		{ "ext4", required_argument, NULL, 'e' },
 		{ "oci", required_argument, NULL, 'o' },
+		{ "image", required_argument, NULL, 'i' },
 		{ "disk-size", required_argument, NULL, 'z' },
 		{ "jail-user", required_argument, NULL, 'J' },
 		{ "jail-cgroup", required_argument, NULL, 'C' },
@@ -344,8 +360,9 @@ static int build(int argc, char **argv, const char *state)
 		case 'r':
 		case 'e':
 		case 'o':
+		case 'i':
 			if (root_kind)
-				return fprintf(stderr, "cubicle template: one of --rootfs, --ext4 and --oci\n"), 2;
+				return fprintf(stderr, "cubicle template: one of --rootfs, --ext4, --oci and --image\n"), 2;
 			root_kind = (char)c;
 			rootsrc = optarg;
 			break;
@@ -381,14 +398,21 @@ static int build(int argc, char **argv, const char *state)
 	if (!template_name_ok(name))
 		return fprintf(stderr, "cubicle template: '%s' is not a template name (no '/', ' ' or leading '.')\n",
 			       name), 2;
-	if (disk_mib && root_kind != 'r' && root_kind != 'o')
-		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs or --oci\n"), 2;
-	if (root_kind == 'o' && !oci_available)
-		return fprintf(stderr, "cubicle template: --oci: this cubicle was built without libarchive and nettle "
-			       "(install libarchive-dev and nettle-dev and configure again)\n"), 1;
-	if (root_kind == 'o' && geteuid() != 0)
-		return fprintf(stderr, "cubicle template: --oci needs root (the image's files keep their owners; "
-			       "its layers are written in a chroot)\n"), 1;
+	if (disk_mib && root_kind != 'r' && root_kind != 'o' && root_kind != 'i')
+		return fprintf(stderr, "cubicle template: --disk-size goes with --rootfs, --oci or --image\n"), 2;
+	if (root_kind == 'i') {
+		struct reg_ref rr;
+
+		if (registry_parse(rootsrc, &rr, msg, sizeof(msg)))
+			return fprintf(stderr, "cubicle template: --image: %s\n", msg), 2;
+	}
+	if ((root_kind == 'o' || root_kind == 'i') && !oci_available)
+		return fprintf(stderr, "cubicle template: --%s: this cubicle was built without libarchive and nettle "
+			       "(install libarchive-dev and nettle-dev and configure again)\n",
+			       root_kind == 'o' ? "oci" : "image"), 1;
+	if ((root_kind == 'o' || root_kind == 'i') && geteuid() != 0)
+		return fprintf(stderr, "cubicle template: --%s needs root (the image's files keep their owners; "
+			       "its layers are written in a chroot)\n", root_kind == 'o' ? "oci" : "image"), 1;
 	if (mkdir(state, 0700) && errno != EEXIST)
 		return fprintf(stderr, "cubicle template: %s: %s\n", state, strerror(errno)), 1;
 	snprintf(final, sizeof(final), "%s/templates", state);
@@ -450,11 +474,19 @@ static int build(int argc, char **argv, const char *state)
 		r = root_config(cfg, tcfg, img, msg, sizeof(msg));
 		if (!r && root_kind == 'e') {
 			r = copy_ext4(rootsrc, img, msg, sizeof(msg));
-		} else if (!r && root_kind == 'o') {
-			fprintf(stderr, "cubicle template: unpacking %s\n", rootsrc);
+		} else if (!r && (root_kind == 'o' || root_kind == 'i')) {
+			char dg[REG_DIGEST_MAX];
+
+			if (root_kind == 'o')
+				fprintf(stderr, "cubicle template: unpacking %s\n", rootsrc);
 			r = mkdir(sub, 0755) || mkdir(work, 0700) ? (snprintf(msg, sizeof(msg), "%s: %s", sub,
 									       strerror(errno)), -1)
-								  : oci_unpack(rootsrc, sub, work, msg, sizeof(msg));
+			    : root_kind == 'i' ? registry_pull(rootsrc, getenv("CUBICLE_REGISTRY_USER"),
+								getenv("CUBICLE_REGISTRY_PASSWORD"), work, dg, msg,
+								sizeof(msg))
+					       : 0;
+			if (!r)
+				r = oci_unpack(root_kind == 'o' ? rootsrc : NULL, sub, work, msg, sizeof(msg));
 			rm_tree(work);
 			if (!r)
 				r = make_ext4(sub, img, disk_mib, lfd, msg, sizeof(msg));
@@ -567,6 +599,55 @@ fail:
 	return 1;
 }
 
+/* `cubicle template pull REF DIR`: the image's files in DIR. */
+static int pull(int argc, char **argv)
+{
+	char msg[1200], dg[REG_DIGEST_MAX], dir[PATH_MAX], work[PATH_MAX + 16];
+	struct reg_ref rr;
+	DIR *d;
+	struct dirent *e;
+	int r;
+
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		tusage(stdout);
+		return 0;
+	}
+	if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') {
+		fprintf(stderr, "Usage: cubicle template pull REF DIR (cubicle template --help says more)\n");
+		return 2;
+	}
+	if (registry_parse(argv[1], &rr, msg, sizeof(msg)))
+		return fprintf(stderr, "cubicle template pull: %s\n", msg), 2;
+	if (!oci_available)
+		return fprintf(stderr, "cubicle template pull: this cubicle was built without libarchive and nettle "
+			       "(install libarchive-dev and nettle-dev and configure again)\n"), 1;
+	if (geteuid() != 0)
+		return fprintf(stderr, "cubicle template pull: needs root (the image's files keep their owners; "
+			       "its layers are written in a chroot)\n"), 1;
+	if (mkdir(argv[2], 0755) && errno != EEXIST)
+		return fprintf(stderr, "cubicle template pull: %s: %s\n", argv[2], strerror(errno)), 1;
+	if (!realpath(argv[2], dir) || !(d = opendir(dir)))
+		return fprintf(stderr, "cubicle template pull: %s: %s\n", argv[2], strerror(errno)), 1;
+	while ((e = readdir(d)) && (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")))
+		;
+	closedir(d);
+	if (e)
+		return fprintf(stderr, "cubicle template pull: %s is not empty\n", argv[2]), 1;
+	/* the blobs beside DIR, not in it: DIR holds the image's files alone */
+	snprintf(work, sizeof(work), "%s.pull-%d", dir, (int)getpid());
+	if (mkdir(work, 0700))
+		return fprintf(stderr, "cubicle template pull: %s: %s\n", work, strerror(errno)), 1;
+	r = registry_pull(argv[1], getenv("CUBICLE_REGISTRY_USER"), getenv("CUBICLE_REGISTRY_PASSWORD"), work, dg,
+			  msg, sizeof(msg));
+	if (!r)
+		r = oci_unpack(NULL, dir, work, msg, sizeof(msg));
+	rm_tree(work);
+	if (r)
+		return fprintf(stderr, "cubicle template pull: %s\n", msg), 1;
+	printf("%s\n", dg);
+	return 0;
+}
+
 int template_main(int argc, char **argv)
 {
 	const char *state = "/var/lib/cubicle/serve";
@@ -583,6 +664,8 @@ int template_main(int argc, char **argv)
 		optind = 1;
 		return build(argc - 1, argv + 1, state);
 	}
+	if (!strcmp(verb, "pull"))
+		return pull(argc - 1, argv + 1);
 	if (!strcmp(verb, "list") || !strcmp(verb, "rm")) {
 		char dir[300];
 		const char *name = NULL;
@@ -634,6 +717,6 @@ int template_main(int argc, char **argv)
 		closedir(d);
 		return 0;
 	}
-	fprintf(stderr, "cubicle template: unknown verb '%s' (build, list, rm)\n", verb);
+	fprintf(stderr, "cubicle template: unknown verb '%s' (build, pull, list, rm)\n", verb);
 	return 2;
 }
