@@ -35,6 +35,11 @@
 //               the test image's whiteouts and owners (run_serve_rootfs.sh);
 //               a TEMPLATE named debian* is the example Debian 12 root
 //               (scripts/debian-rootfs.sh): its release, user and shell.
+//   MODE image  (nArg: an image reference; serve has image_vm) Template.build
+//               fromImage(REF) with a RUN step: the log says it was pulled; a
+//               sandbox of it has the image's files (the oci test image of
+//               run_serve_rootfs.sh) and the step's; a second build from the
+//               image uses its template without pulling it again.
 //   MODE build  Template.build (POST /v3/templates, the COPY steps' uploads,
 //               POST /v2/templates/ID/builds/BUILD, its status and logs) of a
 //               template from 'base' with ENV, RUN, COPY (a file into a
@@ -47,7 +52,8 @@
 //               BuildError naming it with its output in the logs (a byte
 //               that is not UTF-8 there a '?'; 10000 lines kept of 12000,
 //               the rest counted); fromImage
-//               is refused; the template is deleted.
+//               without serve's image_vm is refused saying what to do; the
+//               template is deleted.
 //   $SDK_TEST_DIR  the guest folder the file checks use (default /tmp/serve-sdk).
 //   $SKIP_AUTORESUME=1  full mode without its autoResume check.
 //   $SERVE_DOMAIN  serve's domain: full mode then checks that a web server
@@ -503,7 +509,7 @@ if (mode === 'build') {
       await Template.build(Template().fromImage('debian:12').runCmd('true'), `${name}-image`, opts);
       return 'it built';
     } catch (e) {
-      return (e instanceof BuildError && /does not pull images.*--image REF/.test(e.message)) || `${e.name}: ${e.message}`;
+      return (e instanceof BuildError && /no image_vm.*--image REF/.test(e.message)) || `${e.name}: ${e.message}`;
     }
   });
   await check('the built template is deleted like a snapshot', async () => {
@@ -512,6 +518,34 @@ if (mode === 'build') {
     return (a === true && c === false) || `delete ${a}, exists ${c}`;
   });
   fs.rmSync(ctx, { recursive: true, force: true });
+  done();
+}
+
+if (mode === 'image') {
+  const { Template } = await import('e2b');
+  const ref = nArg;
+  const name = `fromimg-${Date.now().toString(36)}`;
+  const logs = [];
+  await check(`Template.build(fromImage('${ref}')) and a RUN step: the image pulled into a template of its own, built on`, async () => {
+    await Template.build(Template().fromImage(ref).runCmd('echo built on the image > /etc/built'), name,
+      { ...opts, onBuildLogs: (l) => logs.push(l) });
+    const text = logs.map((l) => l.message).join('\n');
+    return (/pulled .* in 2 layers/.test(text) && /is ready/.test(text)) || `logs: ${text.slice(-600)}`;
+  });
+  let a;
+  await check('a sandbox of it: the image\'s files (whiteouts honoured) and the step\'s', async () => {
+    a = await Sandbox.create(name, { ...opts, timeoutMs: 300000 });
+    const r = await a.commands.run('cat /etc/cubicle-root /etc/built; test ! -e /etc/gone && cat /opq/new', { timeoutMs: 60000 });
+    return r.stdout === 'oci\nbuilt on the image\nlayer two\n' || JSON.stringify(r.stdout);
+  });
+  if (a) await a.kill();
+  await check('the same image again: its template is used as it is, not pulled again', async () => {
+    const again = [];
+    await Template.build(Template().fromImage(ref).runCmd('echo second > /etc/second'), `${name}-2`,
+      { ...opts, onBuildLogs: (l) => again.push(l) });
+    const text = again.map((l) => l.message).join('\n');
+    return (/is there \(made before\)/.test(text) && !/pulled /.test(text)) || `logs: ${text.slice(-600)}`;
+  });
   done();
 }
 

@@ -12,6 +12,9 @@
 #   - `--ext4` of the example Debian 12 root that scripts/debian-rootfs.sh
 #     makes (mmdebstrap, minbase): the template `base` is built so
 #     (cubicle-serve(1)); commands run there as its user `user` in bash;
+#   - the SDK's Template.build of fromImage (serve's image_vm): the same
+#     archive served by tests/serve/registry-stub.py on L1's loopback,
+#     pulled into a template of its own and built on with a RUN step;
 #   - `cubicle serve`, and the real npm e2b SDK on each template: the
 #     sandbox's / is its template's ext4 disk, the image's whiteouts and
 #     owners hold, a written file survives pause and connect and is not in
@@ -128,11 +131,17 @@ disks=$(ls "$state"/templates/*/snap/disk-root 2>/dev/null | wc -l)
 [ -z "$kept" ] && [ "$disks" = 4 ] && ok "4 templates hold their root disk in the snapshot (snap/disk-root), no build image left" ||
 	bad "templates: root images left [$kept], $disks snapshot disks"
 
-echo 'agent_wait_ms = 240000;' >"$t/serve.cfg"
+# a registry on L1's loopback serving the OCI archive: the SDK's fromImage
+python3 "$top/tests/serve/registry-stub.py" serve "$w/image.tar" "$t/registry.port" 2>"$w/registry.log" &
+rpid=$!
+for i in $(seq 100); do [ -s "$t/registry.port" ] && break; sleep 0.1; done
+printf 'agent_wait_ms = 240000;\nimage_vm = "%s";\n' "$w/vm.cfg" >"$t/serve.cfg"
 start_serve "$t/serve.cfg" "$w/serve.log"
 for tm in rootfs ext4 oci debian; do
 	node "$e2b/serve-sdk.mjs" "$url" "$key" root $tm || fail=1
 done
+node "$e2b/serve-sdk.mjs" "$url" "$key" image "127.0.0.1:$(cat "$t/registry.port")/test/img:v1" || fail=1
+kill $rpid
 stop_serve
 serve_left
 pkill -KILL -f "cubicle restore" 2>/dev/null

@@ -120,7 +120,11 @@ ok(st == 201 and link.get("present") is False and f"/templates/checks-build/file
    "files link: 201 {present: false, url}", f"{st} {link}")
 st, j, _ = call("PUT", f"/templates/checks-build/files/{h}?upload=wrong", raw=b"data", headers={"X-API-Key": ""})
 ok(st == 401 and err_body(j, 401), "an upload with a wrong token and no key: 401", f"{st} {j}")
-for body, what in (({"fromImage": "debian:12"}, "fromImage"),
+for body, what in (({"fromImage": "debian:12"}, "fromImage (this serve has no image_vm)"),
+                   ({"fromImage": "Bad/Ref:v1"}, "a fromImage that is no image reference"),
+                   ({"fromImage": "debian:12", "fromTemplate": "base"}, "both fromImage and fromTemplate"),
+                   ({"fromImage": "debian:12", "fromImageRegistry": {"type": "registry", "username": "u"}},
+                    "fromImageRegistry without a password"),
                    ({"fromTemplate": "no-such-template"}, "an unknown fromTemplate"),
                    ({"steps": [{"type": "FROB", "args": []}]}, "an unknown step type"),
                    ({"steps": [{"type": "COPY", "args": ["a", "/a"], "filesHash": h}]}, "a COPY whose files were not uploaded"),
@@ -128,6 +132,12 @@ for body, what in (({"fromImage": "debian:12"}, "fromImage"),
                    ({"steps": [{"type": "WORKDIR", "args": ["relative"]}]}, "a relative WORKDIR")):
     st, j, _ = call("POST", f"/v2/templates/checks-build/builds/{bid}", body=body)
     ok(st == 400 and err_body(j, 400), f"build start with {what}: 400", f"{st} {j}")
+st, j, _ = call("POST", f"/v2/templates/checks-build/builds/{bid}",
+                body={"fromImage": "x.dkr.ecr.eu-west-1.amazonaws.com/img:1",
+                      "fromImageRegistry": {"type": "aws", "awsAccessKeyId": "a", "awsSecretAccessKey": "b",
+                                            "awsRegion": "eu-west-1"}})
+ok(st == 501 and err_body(j, 501) and "AWS" in j.get("message", ""),
+   "build start with an AWS fromImageRegistry: 501, not built", f"{st} {j}")
 st, j, _ = call("POST", "/v2/templates/checks-build/builds/nosuchbuild", body={})
 ok(st == 404 and err_body(j, 404), "start of an unknown build: 404", f"{st} {j}")
 st, j, _ = call("GET", f"/templates/checks-build/builds/{bid}/status?logsOffset=x")

@@ -24,6 +24,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <nettle/sha2.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +37,8 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "oci.h"
+#include "registry.h"
 #include "serve.h"
 #include "vmm.h"
 
@@ -527,6 +530,7 @@ static json_t *build_key(const struct build *b, const char *from)
 		 (long long)st.st_size);
 	spec = json_deep_copy(b->spec);
 	json_object_del(spec, "force");
+	json_object_del(spec, "fromImageRegistry"); /* the key is kept on disk: no password in it */
 	json_array_foreach(json_object_get(spec, "steps"), i, s)
 		json_object_del(s, "force");
 	return json_pack("{s:o,s:s,s:I,s:I}", "spec", spec, "base", base, "cpus", (json_int_t)b->cpus, "mem",
@@ -606,6 +610,109 @@ static bool build_cached(const struct build *b, json_t *key, char *last, size_t 
 	return hit;
 }
 
+/* ---- fromImage: a template of the image, made once ---- */
+
+static pthread_mutex_t image_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The template of image @ref in @from ("image-" and 16 hex digits of the
+ * reference's sha256): made with `cubicle template build --image` (booting
+ * srv.image_vm, jailed as serve's sandboxes are) unless one is there and
+ * the build is not forced, its output in the build log. 0, or -1 (@msg). */
+static int image_template(struct build *b, const char *ref, bool forced, char *from, size_t flen, char *msg,
+			  size_t len)
+{
+	json_t *cred = json_object_get(b->spec, "fromImageRegistry");
+	const char *user = json_string_value(json_object_get(cred, "username"));
+	const char *pass = json_string_value(json_object_get(cred, "password"));
+	struct sha256_ctx c;
+	uint8_t sum[SHA256_DIGEST_SIZE];
+	char snap[400], ju[32], *av[16], eu[300], ep[300], **env;
+	size_t n = 0, k = 0, e = 0;
+	int p[2], code = 0, ret = -1;
+	pid_t pid;
+
+	sha256_init(&c);
+	sha256_update(&c, strlen(ref), (const uint8_t *)ref);
+	sha256_digest(&c, sizeof(sum), sum);
+	k = (size_t)snprintf(from, flen, "image-");
+	for (size_t i = 0; i < 8 && k + 2 < flen; i++, k += 2)
+		snprintf(from + k, flen - k, "%02x", sum[i]);
+	snprintf(snap, sizeof(snap), "%s/templates/%s/snap", srv.state_dir, from);
+	pthread_mutex_lock(&image_lock);
+	if (!forced && !access(snap, F_OK)) {
+		blog(b, "info", "image %s: its template '%s' is there (made before); skipCache() pulls it again", ref,
+		     from);
+		pthread_mutex_unlock(&image_lock);
+		return 0;
+	}
+	blog(b, "info", "image %s: pulling it and making its template '%s' (cubicle template build --image)", ref,
+	     from);
+	av[n++] = (char *)srv.cubicle;
+	av[n++] = "template";
+	av[n++] = "build";
+	av[n++] = from;
+	av[n++] = (char *)srv.image_vm;
+	av[n++] = "--image";
+	av[n++] = (char *)ref;
+	av[n++] = "--state";
+	av[n++] = (char *)srv.state_dir;
+	av[n++] = "--force";
+	if (srv.jail_user) { /* one uid for the build: a range's first */
+		snprintf(ju, sizeof(ju), "%u:%u", srv.jail_first ? srv.jail_first : srv.jail_uid,
+			 srv.jail_first ? srv.jail_first : srv.jail_gid);
+		av[n++] = "--jail-user";
+		av[n++] = ju;
+		if (srv.jail_cgroup) {
+			av[n++] = "--jail-cgroup";
+			av[n++] = (char *)srv.jail_cgroup;
+		}
+	}
+	av[n] = NULL;
+	while (environ[e])
+		e++;
+	env = calloc(e + 3, sizeof(*env));
+	if (!env) {
+		snprintf(msg, len, "out of memory");
+		goto out;
+	}
+	k = 0;
+	for (size_t i = 0; i < e; i++)
+		if (strncmp(environ[i], "CUBICLE_REGISTRY_", 17))
+			env[k++] = environ[i];
+	env[k] = NULL;
+	if (user && pass) { /* the build's credentials, to the child alone */
+		snprintf(eu, sizeof(eu), "CUBICLE_REGISTRY_USER=%s", user);
+		snprintf(ep, sizeof(ep), "CUBICLE_REGISTRY_PASSWORD=%s", pass);
+		env[k++] = eu;
+		env[k++] = ep;
+		env[k] = NULL;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		snprintf(msg, len, "%s", strerror(errno));
+		free(env);
+		goto out;
+	}
+	code = spawn_child(&pid, srv.cubicle, av, &(struct spawn_opts){ .out = p[1], .group = SPAWN_OWN_GROUP, .env = env });
+	free(env);
+	close(p[1]);
+	if (code) {
+		close(p[0]);
+		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(code));
+		goto out;
+	}
+	log_lines(b, p[0], pid);
+	close(p[0]);
+	code = wait_code(pid);
+	if (code)
+		snprintf(msg, len, "image %s: cubicle template build --image failed (status %d): its output is in the "
+				   "build's logs", ref, code);
+	else
+		ret = 0;
+out:
+	pthread_mutex_unlock(&image_lock);
+	return ret;
+}
+
 static void *build_main(void *arg)
 {
 	struct build *b = arg;
@@ -615,8 +722,16 @@ static void *build_main(void *arg)
 	json_t *req;
 	int st;
 
-	template_resolve(json_string_value(json_object_get(spec, "fromTemplate")) ?: "base", from, sizeof(from));
 	snprintf(b->step, sizeof(b->step), "base");
+	if (json_string_value(json_object_get(spec, "fromImage"))) {
+		if (image_template(b, json_string_value(json_object_get(spec, "fromImage")), build_forced(spec), from,
+				   sizeof(from), msg, sizeof(msg))) {
+			st = 500;
+			goto done; /* (no key yet, no sandbox) */
+		}
+	} else {
+		template_resolve(json_string_value(json_object_get(spec, "fromTemplate")) ?: "base", from, sizeof(from));
+	}
 	key = build_key(b, from);
 	if (!build_forced(spec) && build_cached(b, key, last, sizeof(last)) && record_build(b, from, key, true)) {
 		blog(b, "info", "template '%s': nothing changed since its build %s (the same base '%s' as it is, steps, files, "
@@ -1035,17 +1150,41 @@ int build_start(const char *tid, const char *bid, json_t *spec, char *msg, size_
 	pthread_t th;
 	size_t i;
 
-	if (json_object_get(spec, "fromImage"))
-		return snprintf(msg, len, "fromImage '%s': cubicle serve does not pull images during a build; make a "
-				"template of it with `cubicle template build NAME CONFIG --image REF` and build from it "
-				"with fromTemplate",
-				json_string_value(json_object_get(spec, "fromImage")) ?: "?"), 400;
-	if (json_object_get(spec, "fromTemplate") && !from)
-		return snprintf(msg, len, "fromTemplate must be a string"), 400;
-	template_resolve(from ? from : "base", tmpl, sizeof(tmpl));
-	snprintf(path, sizeof(path), "%s/templates/%s/snap", srv.state_dir, tmpl);
-	if (!template_name_ok(tmpl) || access(path, F_OK))
-		return snprintf(msg, len, "fromTemplate: template '%s' not found", from ? from : "base"), 400;
+	if (json_object_get(spec, "fromImage") && json_object_get(spec, "fromTemplate"))
+		return snprintf(msg, len, "fromImage and fromTemplate: give one"), 400;
+	if (json_object_get(spec, "fromImage")) {
+		const char *img = json_string_value(json_object_get(spec, "fromImage"));
+		json_t *reg = json_object_get(spec, "fromImageRegistry");
+		const char *rt = json_string_value(json_object_get(reg, "type"));
+		struct reg_ref rr;
+
+		if (!img)
+			return snprintf(msg, len, "fromImage must be a string"), 400;
+		if (registry_parse(img, &rr, msg, len))
+			return 400;
+		if (reg && !json_is_null(reg) && (!rt || strcmp(rt, "registry")))
+			return snprintf(msg, len, "fromImageRegistry type '%s': cubicle serve signs in to a registry with a "
+					"user name and password (type \"registry\"); AWS's and GCP's are not built",
+					rt ? rt : "?"), 501;
+		if (rt && (!json_is_string(json_object_get(reg, "username")) ||
+			   !json_is_string(json_object_get(reg, "password"))))
+			return snprintf(msg, len, "fromImageRegistry: username and password, both strings"), 400;
+		if (!srv.image_vm)
+			return snprintf(msg, len, "fromImage '%s': this serve has no image_vm (the VM file an image's "
+					"template boots: a kernel and an initramfs of scripts/build-initramfs.sh --agent); "
+					"set it in serve's config, or make a template of the image with `cubicle template "
+					"build NAME CONFIG --image REF` and build from it with fromTemplate", img), 400;
+		if (!oci_available)
+			return snprintf(msg, len, "fromImage: this cubicle was built without libarchive and nettle"), 501;
+		snprintf(tmpl, sizeof(tmpl), "(image)");
+	} else {
+		if (json_object_get(spec, "fromTemplate") && !from)
+			return snprintf(msg, len, "fromTemplate must be a string"), 400;
+		template_resolve(from ? from : "base", tmpl, sizeof(tmpl));
+		snprintf(path, sizeof(path), "%s/templates/%s/snap", srv.state_dir, tmpl);
+		if (!template_name_ok(tmpl) || access(path, F_OK))
+			return snprintf(msg, len, "fromTemplate: template '%s' not found", from ? from : "base"), 400;
+	}
 	if (!strcmp(tmpl, tid))
 		return snprintf(msg, len, "template '%s' cannot be built from itself", tid), 400;
 	if (steps && !json_is_array(steps))

@@ -5,6 +5,7 @@
  * client connection.
  */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libconfig.h>
@@ -286,7 +287,9 @@ static void usage(FILE *f)
 	      "jail_pids_max (cgroup v2 values for each VMM), network_subnet,\n"
 	      "network_interface (the guest's, \"eth0\"), network_default (\"allow\": what\n"
 	      "an absent allow_internet_access means; or \"deny\"), dns_upstream (the name\n"
-	      "server the sandboxes' lookups go to, \"A.B.C.D[:PORT]\"; the host's first).\n"
+	      "server the sandboxes' lookups go to, \"A.B.C.D[:PORT]\"; the host's first),\n"
+	      "image_vm (the VM file a template build's fromImage boots: `cubicle template\n"
+	      "build --image`'s CONFIG).\n"
 	      "Sandboxes outlive serve:\n"
 	      "a restarted serve finds them in the state folder. See cubicle-serve(1).\n",
 	      f);
@@ -314,7 +317,7 @@ static int read_config(struct opts *o)
 					     "pool_template", "jail_user", "jail_cgroup",
 					     "jail_memory_max", "jail_cpu_max", "jail_pids_max",
 					     "network_subnet", "network_interface", "network_default",
-					     "dns_upstream", NULL };
+					     "dns_upstream", "image_vm", NULL };
 	config_t cf;
 	config_setting_t *root;
 	const char *s;
@@ -382,6 +385,18 @@ static int read_config(struct opts *o)
 			srv.net_deny_default = !strcmp(s, "deny");
 			break;
 		case 20: srv.dns_upstream = dup_str(s); break;
+		case 21: {
+			char real[PATH_MAX];
+
+			if (!realpath(s, real)) {
+				fprintf(stderr, "cubicle serve: %s:%d: image_vm '%s': %s\n", o->config,
+					config_setting_source_line(e), s, strerror(errno));
+				ret = -1;
+				break;
+			}
+			srv.image_vm = dup_str(real);
+			break;
+		}
 		}
 	}
 	config_destroy(&cf);

@@ -95,6 +95,7 @@ struct server {
 	unsigned net_slots;
 	bool net_deny_default;      /* allow_internet_access absent means false */
 	const char *dns_upstream;   /* the sandboxes' DNS proxy asks it (dns.c), or NULL */
+	const char *image_vm;       /* the VM file a build's fromImage boots (absolute), or NULL */
 	unsigned conns;             /* open client connections, under lock */
 	volatile int stopping;
 	/* recent create latencies (ms), a ring, under lock */
