@@ -38,7 +38,8 @@
 //   MODE image  (nArg: an image reference; serve has image_vm) Template.build
 //               fromImage(REF) with a RUN step: the log says it was pulled; a
 //               sandbox of it has the image's files (the oci test image of
-//               run_serve_rootfs.sh) and the step's; a second build from the
+//               run_serve_rootfs.sh), its config's Env and WorkingDir, and
+//               the step's file; a second build from the
 //               image uses its template without pulling it again.
 //   MODE build  Template.build (POST /v3/templates, the COPY steps' uploads,
 //               POST /v2/templates/ID/builds/BUILD, its status and logs) of a
@@ -537,6 +538,10 @@ if (mode === 'image') {
     a = await Sandbox.create(name, { ...opts, timeoutMs: 300000 });
     const r = await a.commands.run('cat /etc/cubicle-root /etc/built; test ! -e /etc/gone && cat /opq/new', { timeoutMs: 60000 });
     return r.stdout === 'oci\nbuilt on the image\nlayer two\n' || JSON.stringify(r.stdout);
+  });
+  if (a) await check('the image config\'s Env and WorkingDir hold in it', async () => {
+    const r = await a.commands.run('echo "$IMAGE_GREETING"; pwd', { timeoutMs: 60000 });
+    return r.stdout === 'from the image config\n/opq\n' || JSON.stringify(r.stdout);
   });
   if (a) await a.kill();
   await check('the same image again: its template is used as it is, not pulled again', async () => {

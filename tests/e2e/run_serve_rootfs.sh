@@ -14,7 +14,8 @@
 #     (cubicle-serve(1)); commands run there as its user `user` in bash;
 #   - the SDK's Template.build of fromImage (serve's image_vm): the same
 #     archive served by tests/serve/registry-stub.py on L1's loopback,
-#     pulled into a template of its own and built on with a RUN step;
+#     pulled into a template of its own (its config's Env and WorkingDir
+#     kept) and built on with a RUN step;
 #   - `cubicle serve`, and the real npm e2b SDK on each template: the
 #     sandbox's / is its template's ext4 disk, the image's whiteouts and
 #     owners hold, a written file survives pause and connect and is not in
@@ -89,7 +90,8 @@ def blob(data):
     blobs[d] = data
     return 'sha256:' + d
 l1, l2 = layer(one, True), layer(two, False)
-cfg = json.dumps({'architecture': 'amd64', 'os': 'linux', 'rootfs': {'type': 'layers', 'diff_ids': []}}).encode()
+cfg = json.dumps({'architecture': 'amd64', 'os': 'linux', 'rootfs': {'type': 'layers', 'diff_ids': []},
+                  'config': {'Env': ['PATH=/bin', 'IMAGE_GREETING=from the image config'], 'WorkingDir': '/opq'}}).encode()
 man = json.dumps({'schemaVersion': 2, 'mediaType': 'application/vnd.oci.image.manifest.v1+json',
     'config': {'mediaType': 'application/vnd.oci.image.config.v1+json', 'digest': blob(cfg), 'size': len(cfg)},
     'layers': [{'mediaType': 'application/vnd.oci.image.layer.v1.tar+gzip', 'digest': blob(l1), 'size': len(l1)},

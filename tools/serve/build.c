@@ -713,6 +713,50 @@ out:
 	return ret;
 }
 
+/* The image's own Env and WorkingDir (its config, kept by `cubicle template
+ * build --image` in image.json) set in the build's sandbox as ENV and
+ * WORKDIR steps would, before the build's steps: 0, or -1 (@msg). */
+static int image_steps(struct build *b, const char *from, char *msg, size_t len)
+{
+	char p[400];
+	json_t *cfg, *env, *e, *args;
+	const char *wd;
+	size_t i;
+	int ret = 0;
+
+	snprintf(p, sizeof(p), "%s/templates/%s/image.json", srv.state_dir, from);
+	if (!(cfg = json_load_file(p, 0, NULL)))
+		return 0; /* none kept: nothing to set */
+	env = json_object_get(cfg, "Env");
+	args = json_array();
+	json_array_foreach(env, i, e) {
+		const char *kv = json_string_value(e), *eq = kv ? strchr(kv, '=') : NULL;
+
+		if (!eq || eq == kv || (size_t)(eq - kv) > 255)
+			continue;
+		json_array_append_new(args, json_stringn(kv, (size_t)(eq - kv)));
+		json_array_append_new(args, json_string(eq + 1));
+	}
+	if (json_array_size(args)) {
+		json_t *st = json_pack("{s:s,s:O}", "type", "ENV", "args", args);
+
+		blog(b, "info", "the image's Env:");
+		ret = st ? step(b, st, msg, len) : -1;
+		json_decref(st);
+	}
+	wd = json_string_value(json_object_get(cfg, "WorkingDir"));
+	if (!ret && wd && wd[0] == '/') {
+		json_t *st = json_pack("{s:s,s:[s]}", "type", "WORKDIR", "args", wd);
+
+		blog(b, "info", "the image's WorkingDir:");
+		ret = st ? step(b, st, msg, len) : -1;
+		json_decref(st);
+	}
+	json_decref(args);
+	json_decref(cfg);
+	return ret;
+}
+
 static void *build_main(void *arg)
 {
 	struct build *b = arg;
@@ -757,6 +801,8 @@ static void *build_main(void *arg)
 	}
 	if (!st)
 		blog(b, "info", "sandbox %s runs the build", b->s->id);
+	if (!st && json_object_get(spec, "fromImage") && image_steps(b, from, msg, sizeof(msg)))
+		st = 500;
 	for (size_t i = 0; !st && i < json_array_size(steps); i++) {
 		snprintf(b->step, sizeof(b->step), "%zu", i + 1);
 		sbx_set_timeout(b->s, BUILD_TIMEOUT);

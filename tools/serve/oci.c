@@ -482,6 +482,35 @@ out:
 	return ret;
 }
 
+json_t *oci_image_config(const char *work, char *msg, size_t len)
+{
+	char p[PATH_MAX], rel[PATH_MAX];
+	json_t *m, *cfg = NULL, *c;
+
+	snprintf(p, sizeof(p), "%s/index.json", work);
+	if (access(p, F_OK)) { /* docker save: manifest.json names the config by path */
+		const char *cp;
+
+		m = load_in(work, "manifest.json", NULL, msg, len);
+		cp = json_string_value(json_object_get(json_array_get(m, 0), "Config"));
+		if (m && (!cp || rel_name(cp, rel, sizeof(rel))))
+			fail(msg, len, "manifest.json names no config inside the archive");
+		else if (m)
+			cfg = load_in(work, rel, NULL, msg, len);
+	} else {
+		m = oci_manifest(work, msg, len);
+		c = json_object_get(m, "config");
+		if (m && !blob_rel(c, rel, sizeof(rel), msg, len))
+			cfg = load_in(work, rel, json_string_value(json_object_get(c, "digest")), msg, len);
+	}
+	json_decref(m);
+	c = json_incref(json_object_get(cfg, "config"));
+	json_decref(cfg);
+	if (!c && !msg[0])
+		fail(msg, len, "the image's config has no \"config\" object");
+	return c;
+}
+
 int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len)
 {
 	int fds[MAX_LAYERS], pfd[2], st = 0;

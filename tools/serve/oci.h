@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
 /*
  * Unpacks the image in ARCHIVE, an OCI image layout tarball (`podman save
  * --format oci-archive`, `skopeo copy ... oci-archive:`) or a `docker save`
@@ -18,6 +20,11 @@
  * (registry_pull's). Returns 0, or -1 with a message in MSG.
  */
 int oci_unpack(const char *archive, const char *root, const char *work, char *msg, size_t len);
+
+/* The image's run-time config (the config blob's "config": Env, WorkingDir,
+ * User, Cmd...) of the image oci_unpack unpacked from WORK (still there),
+ * checked against its digest; NULL with a message in MSG. */
+json_t *oci_image_config(const char *work, char *msg, size_t len);
 
 /* Whether oci_unpack is built (libarchive found at configure time). */
 extern const int oci_available;

@@ -10,6 +10,13 @@ int oci_unpack(const char *archive, const char *root, const char *work, char *ms
 {
 	(void)root, (void)work;
 	snprintf(msg, len, "%s: this cubicle was built without libarchive and nettle, so it cannot unpack image "
-		 "archives (install libarchive-dev and nettle-dev and configure again)", archive);
+		 "archives (install libarchive-dev and nettle-dev and configure again)", archive ? archive : "the image");
 	return -1;
+}
+
+json_t *oci_image_config(const char *work, char *msg, size_t len)
+{
+	(void)work;
+	snprintf(msg, len, "this cubicle was built without libarchive and nettle");
+	return NULL;
 }

@@ -487,6 +487,19 @@ static int build(int argc, char **argv, const char *state)
 					       : 0;
 			if (!r)
 				r = oci_unpack(root_kind == 'o' ? rootsrc : NULL, sub, work, msg, sizeof(msg));
+			if (!r) { /* the image's Env, WorkingDir...: what a build from it starts with (serve) */
+				char ip[PATH_MAX + 16];
+				json_t *ic;
+
+				msg[0] = 0;
+				ic = oci_image_config(work, msg, sizeof(msg));
+				snprintf(ip, sizeof(ip), "%s/image.json", real);
+				if (!ic)
+					fprintf(stderr, "cubicle template: the image's config is not kept: %s\n", msg);
+				else if (json_dump_file(ic, ip, JSON_INDENT(1)))
+					fprintf(stderr, "cubicle template: %s: cannot write it\n", ip);
+				json_decref(ic);
+			}
 			rm_tree(work);
 			if (!r)
 				r = make_ext4(sub, img, disk_mib, lfd, msg, sizeof(msg));
