@@ -626,7 +626,7 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 	const char *pass = json_string_value(json_object_get(cred, "password"));
 	struct sha256_ctx c;
 	uint8_t sum[SHA256_DIGEST_SIZE];
-	char snap[400], ju[32], *av[16], eu[300], ep[300], **env;
+	char snap[400], ju[32], *av[16], *eu = NULL, *ep = NULL, **env;
 	size_t n = 0, k = 0, e = 0;
 	int p[2], code = 0, ret = -1;
 	pid_t pid;
@@ -681,18 +681,31 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 			env[k++] = environ[i];
 	env[k] = NULL;
 	if (user && pass) { /* the build's credentials, to the child alone */
-		snprintf(eu, sizeof(eu), "CUBICLE_REGISTRY_USER=%s", user);
-		snprintf(ep, sizeof(ep), "CUBICLE_REGISTRY_PASSWORD=%s", pass);
+		if (asprintf(&eu, "CUBICLE_REGISTRY_USER=%s", user) < 0)
+			eu = NULL;
+		if (asprintf(&ep, "CUBICLE_REGISTRY_PASSWORD=%s", pass) < 0)
+			ep = NULL;
+		if (!eu || !ep) {
+			snprintf(msg, len, "out of memory");
+			free(eu);
+			free(ep);
+			free(env);
+			goto out;
+		}
 		env[k++] = eu;
 		env[k++] = ep;
 		env[k] = NULL;
 	}
 	if (pipe2(p, O_CLOEXEC)) {
 		snprintf(msg, len, "%s", strerror(errno));
+		free(eu);
+		free(ep);
 		free(env);
 		goto out;
 	}
 	code = spawn_child(&pid, srv.cubicle, av, &(struct spawn_opts){ .out = p[1], .group = SPAWN_OWN_GROUP, .env = env });
+	free(eu);
+	free(ep);
 	free(env);
 	close(p[1]);
 	if (code) {
