@@ -2,7 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what an ARM64 cross build needs on an x86_64 Debian 12 host: the cross compiler, the arm64 -dev packages through multiarch, QEMU (user mode for the arm64 unit tests, system mode for the nested e2e), `file`, and an arm64 libfdt sysroot.
 #
-# Usage: scripts/deps-arm64.sh
+# Usage: scripts/deps-arm64.sh [--download-only]
+#
+# --download-only fetches the missing packages into apt's cache and installs
+# nothing (after adding the arm64 architecture and `apt-get update`): CI runs
+# it beside its first stage, so the later install changes nothing under
+# programs that are running, and is quick.
 #
 # Uses sudo when not root. Safe to run again: it does nothing when everything
 # is already there. libfdt-dev:arm64 cannot be installed beside libfdt-dev
@@ -17,6 +22,12 @@
 # which the cross compiler reads too (that -dev package is not multiarch);
 # cubicle dlopens the library, libhttp-parser2.9:arm64, at run time.
 set -eu
+download_only=0
+case "${1:-}" in
+--download-only) download_only=1 ;;
+"") ;;
+*) printf 'usage: scripts/deps-arm64.sh [--download-only]\n' >&2; exit 2 ;;
+esac
 
 say() { printf 'deps-arm64: %s\n' "$*" >&2; }
 die() { printf 'deps-arm64: error: %s\n' "$*" >&2; exit 1; }
@@ -67,6 +78,15 @@ apt_update() {
 # 2. The packages that install beside the host's own.
 if [ -n "$missing" ] || [ $new_arch = 1 ]; then
 	apt_update
+fi
+if [ $download_only = 1 ]; then
+	if [ -n "$missing" ]; then
+		say "downloading$missing"
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --download-only --no-install-recommends \
+			$missing >/dev/null || die "apt-get install --download-only failed for:$missing"
+	fi
+	say "downloaded: nothing installed"
+	exit 0
 fi
 if [ -n "$missing" ]; then
 	say "installing$missing"

@@ -5,15 +5,15 @@
 # Linux end-to-end), the unit and payload tests again under ASan+UBSan beside
 # the libFuzzer smoke run, and `make distcheck`; then the ARM64 cross build
 # (build-arm64/) with its unit tests under qemu-user, and the ARM64 nested boot
-# (begun beside the fuzz smoke when that still runs). The later stages'
-# builds and distcheck run at the lowest priority beside the first stage.
-# Each step's header carries the seconds since the start and the share of
-# CPU time left idle so far.
+# (begun beside the fuzz smoke and distcheck when those are still running;
+# its packages are downloaded beside the first stage). Each step's header
+# carries the seconds since the start and the CPU's idle share so far.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 t0=$(date +%s)
 # idle: the share of the host's CPU time left idle since the start (a
-# step's header shows it, so a slow stage says whether it waited or worked).
+# step's header shows it: on CI's 2 cores the nested stages keep it near 0,
+# so only less work, not more overlap, makes CI shorter).
 read -r _ u0 n0 s0 i0 w0 _ </proc/stat
 idle() {
 	local u n s i w
@@ -36,50 +36,19 @@ failed() {
 "$src/scripts/deps.sh" --test
 "$src/scripts/fetch-guest.sh"
 export CUBICLE_E2E_REQUIRE=1 # a missing kernel or QEMU fails instead of skipping
+# The ARM64 stage's packages are downloaded now, beside
+# the first stage (minutes on a fresh machine, which would otherwise leave
+# the CPU idle at that stage's start); nothing is installed until that stage
+# (a multiarch install may upgrade the host's own libc to match, which must
+# not happen under running builds). Its log is shown when that stage begins.
+nice -n 10 "$src/scripts/deps-arm64.sh" --download-only >"$src/deps-arm64.log" 2>&1 </dev/null &
+pre_arm64=$!
+# A step that fails from here on waits for what runs beside it before the
+# script ends, so no apt-get or make outlives it.
+trap 'wait' EXIT
 
 step "build and make check (unit, kvm payloads, e2e)"
 "$src/scripts/build.sh" "$src/build" --enable-werror
-# The later stages' builds go ahead now, beside the first stage's tests, at
-# the lowest priority: the nested tests leave the CPU idle whenever their
-# guests wait (a timeout, a sleep, a network check), and these take only
-# that time. Each chain logs to a file that its stage shows when it begins.
-# They install nothing the first stage uses: the ARM64 chain adds the arm64
-# architecture and cross tools, which the x86 build and tests do not read.
-prebuild() { # LOG CMD...: CMD in the background, niced; its pid in $!
-	local log=$1
-	shift
-	( nice -n 19 "$@" ) >"$log" 2>&1 </dev/null &
-}
-prebuild "$src/build/prebuild-asan.log" sh -c '
-	"$1/scripts/build.sh" "$1/build-asan" --enable-werror --enable-sanitizers &&
-	make -C "$1/build-asan" -j2 check-programs >/dev/null' sh "$src"
-pre_asan=$!
-prebuild "$src/build/prebuild-arm64.log" sh -c '
-	"$1/scripts/deps-arm64.sh" &&
-	"$1/scripts/fetch-guest.sh" --arch aarch64 &&
-	"$1/scripts/build.sh" "$1/build-arm64" --host=aarch64-linux-gnu --enable-werror &&
-	make -C "$1/build-arm64" -j2 check-programs >/dev/null' sh "$src"
-pre_arm64=$!
-# make distcheck, in a build folder of its own (build-dist): the tarball,
-# and in it the unit tests and the CLI checks (the script suites run from
-# this tree, in a build folder of its own as distcheck's is); that the
-# tarball holds every file the tests need is checked on its list at the end
-# (dist_complete).
-prebuild "$src/build/prebuild-dist.log" sh -c '
-	mkdir -p "$1/build-dist" && cd "$1/build-dist" && "$1/configure" -q &&
-	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -j2 distcheck \
-		TESTS="\$(UNIT_TESTS) tests/check-plugin-symbols.sh tests/check-cubicle-libs.sh tests/cli/run_errors.sh"' sh "$src"
-pre_dist=$!
-# A step that fails from here on waits for what runs beside it before the
-# script ends, so no make outlives it.
-trap 'wait' EXIT
-# prebuilt NAME PID: waits for a chain, shows its log; fails when it did.
-prebuilt() {
-	local rc=0
-	wait "$2" || rc=$?
-	cat "$src/build/prebuild-$1.log" >&2
-	[ $rc = 0 ] || { echo "test.sh: the $1 build (begun beside the first stage) failed: its log is above" >&2; exit 1; }
-}
 # run_exec.sh streams a 16 MiB file through exec's stdout and copies it in
 # and out (1 GiB by default, about 4 minutes nested on an idle machine, 14 on
 # a busy one): CI has 40 minutes, and nested, at 0.5 MiB/s through exec,
@@ -91,13 +60,25 @@ prebuilt() {
 CUBICLE_SERVE_HOST_SKIP=1 CUBICLE_EXEC_BIG_MIB=${CUBICLE_EXEC_BIG_MIB:-16} make -C "$src/build" -j2 check ||
 	failed "$src/build"
 
-step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz smoke"
-prebuilt asan $pre_asan
+step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz smoke, then distcheck"
+"$src/scripts/build.sh" "$src/build-asan" --enable-werror --enable-sanitizers
 # The fuzz smoke (each libFuzzer harness for FUZZ_SECONDS, one at a time;
-# 10 s each here; the long campaigns are `make fuzz-smoke`'s 60 s or more by
-# hand) runs beside the sanitizer tests, in the first stage's build folder.
+# 10 s each here: it ends CI's critical path, and the long campaigns are
+# `make fuzz-smoke`'s 60 s or more by hand)
+# and then `make distcheck` run beside the sanitizer tests, whose long part
+# (the payloads in a nested L1, which has one vCPU) keeps one core busy and
+# leaves the other mostly idle. distcheck builds the tarball and runs the
+# unit tests and the CLI checks in it (the script suites ran above, from
+# this tree, in a build folder of its own as distcheck's is: running them
+# again made distcheck CI's last step); that the tarball holds every file
+# the tests need is checked on its list below (dist_complete).
 (
-	make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-10}" >"$src/build/fuzz-smoke.log" 2>&1
+	rc=0
+	make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-10}" >"$src/build/fuzz-smoke.log" 2>&1 || rc=1
+	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck \
+		TESTS='$(UNIT_TESTS) tests/check-plugin-symbols.sh tests/check-cubicle-libs.sh tests/cli/run_errors.sh' \
+		>"$src/build/distcheck.log" 2>&1 || rc=$((rc + 2))
+	exit $rc
 ) &
 beside=$!
 # The snapshot group's clones: 10 under the sanitizers (what they look for
@@ -127,8 +108,13 @@ fi
 # The ARM64 stage starts when the sanitizer tests end, beside the fuzz smoke
 # and distcheck if they are still running (on a host without /dev/kvm they
 # are: the sanitizer tests are short there, and a core would wait idle).
-step "ARM64: multiarch dependencies, cross build in build-arm64 (begun beside the first stage)"
-prebuilt arm64 $pre_arm64
+step "ARM64: multiarch dependencies (downloaded beside the first stage), cross build in build-arm64"
+deps_rc=0
+wait $pre_arm64 || deps_rc=$?
+cat "$src/deps-arm64.log" >&2
+[ $deps_rc = 0 ] || { echo "test.sh: scripts/deps-arm64.sh --download-only failed (above)" >&2; exit 1; }
+"$src/scripts/deps-arm64.sh"
+"$src/scripts/build.sh" "$src/build-arm64" --host=aarch64-linux-gnu --enable-werror
 for f in "$src/build-arm64/cubicle" "$src"/build-arm64/plugins/*/.libs/*.so; do
 	file -b "$f" | grep -q 'ARM aarch64' || { echo "test.sh: $f is not an ARM aarch64 binary: $(file -b "$f")" >&2; exit 1; }
 done
@@ -140,6 +126,8 @@ echo "test.sh: cubicle and $(ls "$src"/build-arm64/plugins/*/.libs/*.so | wc -l)
 # ---- build-arm64 exists; qemu-system-aarch64 -> L1 KVM -> cubicle -> L2 ----
 # It runs beside `make check` under qemu-user: its L1 has one vCPU.
 step "ARM64: nested end-to-end boot, beside make check under qemu-user (KVM payload and x86 e2e tests skip there)"
+"$src/scripts/fetch-guest.sh" --arch aarch64
+make -C "$src/build-arm64" -j2 check-programs
 make -C "$src/build-arm64" check-e2e-arm64 >"$src/build-arm64/check-e2e-arm64.log" 2>&1 &
 e2e_arm64=$!
 arm64=0
@@ -152,23 +140,21 @@ cat "$src/build-arm64/check-e2e-arm64.log" >&2
 	{ cat "$src"/build-arm64/tests/e2e/run_arm64_boot.log \
 		"$src"/build-arm64/tests/e2e/run_arm64_snapshot.log; exit 1; }
 
-step "fuzz smoke (begun beside the sanitizer tests) and distcheck (beside the first stage): waiting for them if they still run"
+step "fuzz smoke and distcheck (started beside the sanitizer tests): waiting for them if they still run"
 beside_rc=0
 wait $beside || beside_rc=$?
 cat "$src/build/fuzz-smoke.log" >&2
-[ $beside_rc = 0 ] || { echo "test.sh: the fuzz smoke failed (its log is above)" >&2; exit 1; }
-dist_rc=0
-wait $pre_dist || dist_rc=$?
-if [ $dist_rc != 0 ]; then
-	tail -n 300 "$src/build/prebuild-dist.log" >&2
+[ $((beside_rc & 1)) = 0 ] || { echo "test.sh: the fuzz smoke failed (its log is above)" >&2; exit 1; }
+if [ $((beside_rc & 2)) != 0 ]; then
+	tail -n 300 "$src/build/distcheck.log" >&2
 	echo "test.sh: make distcheck failed (the end of its log is above)" >&2
 	exit 1
 fi
-tail -n 4 "$src/build/prebuild-dist.log" >&2
+tail -n 4 "$src/build/distcheck.log" >&2
 # dist_complete: every file git tracks is in the tarball (.ci/ and
 # .gitignore aside, which only a clone needs).
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-	tarball=$(ls "$src"/build-dist/cubicle-*.tar.xz | head -n 1)
+	tarball=$(ls "$src"/build/cubicle-*.tar.xz | head -n 1)
 	git -C "$src" ls-files | grep -v -e '^\.ci/' -e '^\.gitignore$' | sort >"$src/build/dist-git.list"
 	tar -tJf "$tarball" | sed 's|^[^/]*/||' | sort >"$src/build/dist-tar.list"
 	missing=$(comm -23 "$src/build/dist-git.list" "$src/build/dist-tar.list")
