@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "fsutil.h"
 #include "http.h"
+#include "iov.h"
 
 #define BRIDGE_BUF (64u << 10)
 #define BRIDGE_MAX 256 /* bridges open at once (each a process) */
@@ -97,7 +97,7 @@ static void pump(int a, int b)
 				shutdown(fds[1 - i], SHUT_WR);
 				continue;
 			}
-			if (n < 0 || fsu_write_all(fds[1 - i], buf, (size_t)n)) {
+			if (n < 0 || fullio_write(fds[1 - i], buf, (size_t)n)) {
 				free(buf); /* a side broke: the bridge ends */
 				return;
 			}
@@ -129,12 +129,12 @@ static void bridge_child(int cfd, unsigned port, const char *rest, size_t rest_l
 			return;
 		n = snprintf(head, sizeof(head), "HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\n"
 						 "Content-Length: %zu\r\nConnection: close\r\n\r\n", strlen(body));
-		if (!fsu_write_all(cfd, head, (size_t)n))
-			fsu_write_all(cfd, body, strlen(body));
+		if (!fullio_write(cfd, head, (size_t)n))
+			fullio_write(cfd, body, strlen(body));
 		free(body);
 		return;
 	}
-	if (fsu_write_all(cfd, up, sizeof(up) - 1) || (rest_len && fsu_write_all(tfd, rest, rest_len)))
+	if (fullio_write(cfd, up, sizeof(up) - 1) || (rest_len && fullio_write(tfd, rest, rest_len)))
 		return;
 	pump(cfd, tfd);
 }

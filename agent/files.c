@@ -19,6 +19,7 @@
 #include "agent.h"
 #include "fsutil.h"
 #include "http.h"
+#include "iov.h"
 #include "multipart.h"
 
 #define DL_CHUNK (256u << 10) /* a download: few reads and sends (HTTP_OUT_SLACK holds one) */
@@ -335,7 +336,7 @@ static int mp_data(void *arg, const char *data, size_t len)
 
 	if (up->fd < 0)
 		return 0;
-	rc = fsu_write_all(up->fd, data, len);
+	rc = fullio_write(up->fd, data, len);
 	return rc ? up_fail(c, up, errno_status(rc), up->cur, -rc) : 0;
 }
 
@@ -366,7 +367,7 @@ static int up_body(struct conn *c, const char *data, size_t len)
 			return up_fail(c, up, 400, up->mp.error ? up->mp.error : "bad multipart body", 0);
 		return rc ? -1 : 0;
 	}
-	rc = fsu_write_all(up->fd, data, len);
+	rc = fullio_write(up->fd, data, len);
 	return rc ? up_fail(c, up, errno_status(rc), up->cur, -rc) : 0;
 }
 

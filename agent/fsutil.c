@@ -21,25 +21,6 @@ void fsu_own(int fd, const char *path, const struct user *u)
 	(void)rc; /* best effort: the file is there either way */
 }
 
-int fsu_write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int fsu_mkdirs(const char *path, const struct user *u, bool last)
 {
 	char buf[PATH_MAX];

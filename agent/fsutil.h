@@ -4,7 +4,6 @@
 #define CUBICLE_AGENT_FSUTIL_H
 
 #include <stdbool.h>
-#include <stddef.h>
 
 #include <jansson.h>
 
@@ -12,9 +11,6 @@ struct user;
 
 /* Creates PATH's missing parent directories (and PATH itself with LAST), owned by U. 0 or -errno. */
 int fsu_mkdirs(const char *path, const struct user *u, bool last);
-/* Writes all of DATA to FD (a file or a socket: the agent ignores SIGPIPE),
- * going on after EINTR and short writes. 0 or -errno. */
-int fsu_write_all(int fd, const void *data, size_t len);
 /* Gives FD (or PATH when FD < 0) to U when we are root and U is someone else. */
 void fsu_own(int fd, const char *path, const struct user *u);
 
