@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """A container registry for the tests of `cubicle template pull` / --image.
 
-  registry-stub.py make DIR
+  registry-stub.py make DIR [--broken-layer]
+      (--broken-layer: the amd64 image's second layer is text, not a tar,
+      under its right digest)
       writes a test image as an OCI image layout in DIR: an image index with
       an arm64 manifest first (a decoy), an attestation (unknown/unknown) and
       the amd64 one; the amd64 image has two layers (a gzip'd tar and a plain
@@ -37,7 +39,7 @@ MT_INDEX = 'application/vnd.oci.image.index.v1+json'
 MT_MAN = 'application/vnd.oci.image.manifest.v1+json'
 
 
-def make(out):
+def make(out, broken=False):
     blobs = {}
 
     def blob(data):
@@ -67,6 +69,8 @@ def make(out):
                     ('opq/new', R, b'layer two\n', 0, 0, 0o644, None),
                     ('etc/hello', R, b'hello from layer two\n', 0, 0, 0o644, None),
                     ('etc/owned', R, b'owned\n', 1234, 4321, 0o640, None)], False)
+        if broken and arch == 'amd64':  # its right digest, but no tar in it: the unpack fails after layer 1
+            l2 = b'this is not a tar archive\n' * 40
         cfg = json.dumps({'architecture': arch, 'os': 'linux', 'config': {'Env': ['PATH=/bin']},
                           'rootfs': {'type': 'layers', 'diff_ids': []}}).encode()
         man = json.dumps({'schemaVersion': 2, 'mediaType': MT_MAN,
@@ -241,7 +245,7 @@ def serve(layout, portfile, opts):
 
 if __name__ == '__main__':
     if len(sys.argv) >= 3 and sys.argv[1] == 'make':
-        make(sys.argv[2])
+        make(sys.argv[2], broken=sys.argv[3:] == ['--broken-layer'])
     elif len(sys.argv) >= 4 and sys.argv[1] == 'serve':
         a = sys.argv[4:]
         o = {'auth': 'bearer', 'user': '', 'password': '', 'corrupt': False, 'oversize': False, 'lie': False}

@@ -140,6 +140,21 @@ pull lie "$reg/test/img:v1"
 [ $st = 1 ] && grep -q 'has digest .*: refused' "$w/lie.err" && clean_after lie &&
 	ok "a manifest that is not the one asked by digest: refused" || bad "a lying manifest: status $st" "$w/lie.err"
 
+# ---- a second layer that is no tar (its digest right): the unpack fails
+# after the first layer's files are in DIR, which is left empty ----
+python3 "$sd/tests/serve/registry-stub.py" make "$w/brokenlayout" --broken-layer
+kill $stub 2>/dev/null && wait $stub 2>/dev/null
+rm -f "$w/port"
+python3 "$sd/tests/serve/registry-stub.py" serve "$w/brokenlayout" "$w/port" 2>"$w/stub.err" &
+stub=$!
+i=0
+while [ ! -s "$w/port" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+reg=127.0.0.1:$(cat "$w/port")
+pull broken "$reg/test/img:v1"
+[ $st = 1 ] && clean_after broken && [ -d "$w/broken" ] &&
+	ok "a second layer that is no tar archive: status 1 ($(tail -n 1 "$w/broken.err" | head -c 100)), DIR left empty" ||
+	bad "a broken layer: status $st, DIR holds [$(ls -A "$w/broken" 2>/dev/null | tr '\n' ' ')]" "$w/broken.err"
+
 # ---- template build --image: the reference is checked before anything ----
 CUBICLE_BIN=$cub "$cub" template build x /nonexistent.cfg --image 'Bad/Ref' --state "$w/state" 2>"$w/tb.err"
 st=$?

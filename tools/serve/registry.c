@@ -344,9 +344,10 @@ static int authenticate(struct puller *pl, const char *what, char *msg, size_t l
 	if (strncasecmp(pl->www, "Bearer", 6))
 		return fail(msg, len, "%s: 401, and the registry %s names no way to authenticate that cubicle knows "
 				      "(WWW-Authenticate: %s)", what, pl->r.host, pl->www[0] ? pl->www : "none");
-	if (pl->bearer)
-		return fail(msg, len, "%s: the registry %s refused its own token (%s)", what, pl->r.host,
-			    pl->user ? "are the credentials allowed to pull it?" : "a private image? give credentials");
+	/* a token had expires (Docker Hub's after 5 minutes, within a long
+	 * pull): a new one, once per request (v2_get's tries) */
+	free(pl->bearer);
+	pl->bearer = NULL;
 	auth_param(pl->www, "realm", realm, sizeof(realm));
 	auth_param(pl->www, "service", service, sizeof(service));
 	auth_param(pl->www, "scope", scope, sizeof(scope));
@@ -403,7 +404,11 @@ static long v2_get(struct puller *pl, const char *kind, const char *ref, const c
 		off_t at = k->fd >= 0 ? lseek(k->fd, 0, SEEK_CUR) : 0;
 
 		st = get(pl, url, accept, k, false, msg, len);
-		if (st != 401 || tries == 2)
+		if (st == 401 && tries == 2)
+			return fail(msg, len, "%s: the registry %s refused its own token (%s)", url, pl->r.host,
+				    pl->user ? "are the credentials allowed to pull it?"
+					     : "a private image? give credentials");
+		if (st != 401)
 			return st;
 		if (authenticate(pl, url, msg, len))
 			return -1;

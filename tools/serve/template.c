@@ -652,8 +652,8 @@ static int pull(int argc, char **argv)
 		return fprintf(stderr, "cubicle template pull: %s: %s\n", work, strerror(errno)), 1;
 	r = registry_pull(argv[1], getenv("CUBICLE_REGISTRY_USER"), getenv("CUBICLE_REGISTRY_PASSWORD"), work, dg,
 			  msg, sizeof(msg));
-	if (!r)
-		r = oci_unpack(NULL, dir, work, msg, sizeof(msg));
+	if (!r && (r = oci_unpack(NULL, dir, work, msg, sizeof(msg))) && (rm_tree(dir) || mkdir(dir, 0755)))
+		fprintf(stderr, "cubicle template pull: %s: part of the image is left in it\n", dir);
 	rm_tree(work);
 	if (r)
 		return fprintf(stderr, "cubicle template pull: %s\n", msg), 1;
