@@ -114,27 +114,30 @@ static void blog(struct build *b, const char *level, const char *fmt, ...)
 /* ---- running cubicle exec and cubicle cp ---- */
 
 /*
- * Starts @argv (argv[0] is srv.cubicle) with the build sandbox's agent
- * token in CUBICLE_AGENT_TOKEN, stdin /dev/null, stdout and stderr @out, in
- * a process group of its own: its pid, or -1 with @msg.
+ * Starts @argv (argv[0] is srv.cubicle) with serve's environment but the
+ * variables whose names start with @drop, and @add (NULL-terminated), stdin
+ * /dev/null, stdout and stderr @out, in a process group of its own: its
+ * pid, or -1 with @msg.
  */
-static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
+static pid_t spawn_env(char **argv, int out, const char *drop, char *const *add, char *msg, size_t len)
 {
-	char tok[100], **env;
-	size_t n = 0, k = 0;
+	size_t n = 0, a = 0, k = 0;
+	char **env;
 	pid_t pid;
 	int ret;
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 2, sizeof(*env));
+	while (add[a])
+		a++;
+	env = calloc(n + a + 1, sizeof(*env));
 	if (!env)
 		return snprintf(msg, len, "out of memory"), -1;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "CUBICLE_AGENT_TOKEN=", 20))
+		if (strncmp(environ[i], drop, strlen(drop)))
 			env[k++] = environ[i];
-	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
-	env[k++] = tok;
+	for (size_t i = 0; i < a; i++)
+		env[k++] = add[i];
 	env[k] = NULL;
 	ret = spawn_child(&pid, srv.cubicle, argv,
 			  &(struct spawn_opts){ .out = out, .group = SPAWN_OWN_GROUP, .env = env });
@@ -142,6 +145,15 @@ static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, siz
 	if (ret)
 		return snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(ret)), -1;
 	return pid;
+}
+
+/* spawn_env with the build sandbox's agent token in CUBICLE_AGENT_TOKEN. */
+static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
+{
+	char tok[100], *add[] = { tok, NULL };
+
+	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
+	return spawn_env(argv, out, "CUBICLE_AGENT_TOKEN=", add, msg, len);
 }
 
 /* Each line of what @fd gives until its end into the build log (a line
@@ -200,17 +212,17 @@ static int wait_code(pid_t pid)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* Runs @argv as spawn_cubicle does, its output line by line into the
- * build log: 0 with *@code its exit status (128+N for signal N), or -1
- * with @msg. */
-static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
+/* Runs @argv as spawn_env does, its output line by line into the build
+ * log: 0 with *@code its exit status (128+N for signal N), or -1 with @msg. */
+static int run_env(struct build *b, char **argv, const char *drop, char *const *add, int *code, char *msg,
+		   size_t len)
 {
 	int p[2];
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC))
 		return snprintf(msg, len, "%s", strerror(errno)), -1;
-	pid = spawn_cubicle(b, argv, p[1], msg, len);
+	pid = spawn_env(argv, p[1], drop, add, msg, len);
 	close(p[1]);
 	if (pid > 0)
 		log_lines(b, p[0], pid);
@@ -219,6 +231,15 @@ static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_
 		return -1;
 	*code = wait_code(pid);
 	return 0;
+}
+
+/* run_env with the build sandbox's agent token, as spawn_cubicle. */
+static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
+{
+	char tok[100], *add[] = { tok, NULL };
+
+	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
+	return run_env(b, argv, "CUBICLE_AGENT_TOKEN=", add, code, msg, len);
 }
 
 /* The argv of `cubicle exec` of @cmd (NULL-terminated) as @user (NULL: the
@@ -626,10 +647,9 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 	const char *pass = json_string_value(json_object_get(cred, "password"));
 	struct sha256_ctx c;
 	uint8_t sum[SHA256_DIGEST_SIZE];
-	char snap[400], ju[32], *av[16], *eu = NULL, *ep = NULL, **env;
-	size_t n = 0, k = 0, e = 0;
-	int p[2], code = 0, ret = -1;
-	pid_t pid;
+	char snap[400], ju[32], *av[16], *eu = NULL, *ep = NULL;
+	size_t n = 0, k = 0;
+	int code = 0, ret = -1;
 
 	sha256_init(&c);
 	sha256_update(&c, strlen(ref), (const uint8_t *)ref);
@@ -668,60 +688,31 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 		}
 	}
 	av[n] = NULL;
-	while (environ[e])
-		e++;
-	env = calloc(e + 3, sizeof(*env));
-	if (!env) {
-		snprintf(msg, len, "out of memory");
-		goto out;
-	}
-	k = 0;
-	for (size_t i = 0; i < e; i++)
-		if (strncmp(environ[i], "CUBICLE_REGISTRY_", 17))
-			env[k++] = environ[i];
-	env[k] = NULL;
-	if (user && pass) { /* the build's credentials, to the child alone */
+	/* the build's credentials go to the child alone; serve's own never */
+	if (user && pass) {
 		if (asprintf(&eu, "CUBICLE_REGISTRY_USER=%s", user) < 0)
 			eu = NULL;
 		if (asprintf(&ep, "CUBICLE_REGISTRY_PASSWORD=%s", pass) < 0)
 			ep = NULL;
 		if (!eu || !ep) {
 			snprintf(msg, len, "out of memory");
-			free(eu);
-			free(ep);
-			free(env);
 			goto out;
 		}
-		env[k++] = eu;
-		env[k++] = ep;
-		env[k] = NULL;
 	}
-	if (pipe2(p, O_CLOEXEC)) {
-		snprintf(msg, len, "%s", strerror(errno));
-		free(eu);
-		free(ep);
-		free(env);
-		goto out;
+	{
+		char *add[] = { eu, ep, NULL };
+
+		if (!run_env(b, av, "CUBICLE_REGISTRY_", eu && ep ? add : add + 2, &code, msg, len)) {
+			if (code)
+				snprintf(msg, len, "image %s: cubicle template build --image failed (status %d): its "
+						   "output is in the build's logs", ref, code);
+			else
+				ret = 0;
+		}
 	}
-	code = spawn_child(&pid, srv.cubicle, av, &(struct spawn_opts){ .out = p[1], .group = SPAWN_OWN_GROUP, .env = env });
+out:
 	free(eu);
 	free(ep);
-	free(env);
-	close(p[1]);
-	if (code) {
-		close(p[0]);
-		snprintf(msg, len, "starting %s: %s", srv.cubicle, strerror(code));
-		goto out;
-	}
-	log_lines(b, p[0], pid);
-	close(p[0]);
-	code = wait_code(pid);
-	if (code)
-		snprintf(msg, len, "image %s: cubicle template build --image failed (status %d): its output is in the "
-				   "build's logs", ref, code);
-	else
-		ret = 0;
-out:
 	pthread_mutex_unlock(&image_lock);
 	return ret;
 }

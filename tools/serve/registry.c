@@ -344,8 +344,8 @@ static int authenticate(struct puller *pl, const char *what, char *msg, size_t l
 	if (strncasecmp(pl->www, "Bearer", 6))
 		return fail(msg, len, "%s: 401, and the registry %s names no way to authenticate that cubicle knows "
 				      "(WWW-Authenticate: %s)", what, pl->r.host, pl->www[0] ? pl->www : "none");
-	/* a token had expires (Docker Hub's after 5 minutes, within a long
-	 * pull): a new one, once per request (v2_get's tries) */
+	/* a token had before may have expired (Docker Hub's last 5 minutes,
+	 * less than a long pull): a new one, once per request (v2_get's tries) */
 	free(pl->bearer);
 	pl->bearer = NULL;
 	auth_param(pl->www, "realm", realm, sizeof(realm));
