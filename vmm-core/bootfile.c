@@ -3,13 +3,10 @@
  * into guest RAM, and say what went wrong as "FILE: reason". */
 #include <errno.h>
 #include <fcntl.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,85 +142,6 @@ int bootfile_read(const struct bootfile *f, void *dst, uint64_t off, uint64_t le
 				     (unsigned long long)off, (unsigned long long)len,
 				     (unsigned long long)f->size);
 	return read_at(f, dst, off, len, err, errlen);
-}
-
-int bootfile_view(const struct bootfile *f, uint64_t off, uint64_t len, struct bootfile_span *s,
-		  char *err, size_t errlen)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	uint64_t skew = off % (uint64_t)(pg > 0 ? pg : 4096);
-	int ret;
-
-	memset(s, 0, sizeof(*s));
-	if (off > f->size || !len || len > f->size - off)
-		return bootfile_fail(-EINVAL, err, errlen, f->path,
-				     "[%llu, +%llu) is not in the file's %llu bytes",
-				     (unsigned long long)off, (unsigned long long)len,
-				     (unsigned long long)f->size);
-	s->base_len = (size_t)(skew + len);
-	s->base = mmap(NULL, s->base_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, f->fd,
-		       (off_t)(off - skew));
-	if (s->base != MAP_FAILED) {
-		s->mapped = true;
-		s->p = (const uint8_t *)s->base + skew;
-		return 0;
-	}
-	/* a file system that cannot map it: a copy, as bootfile_read makes */
-	s->base_len = (size_t)len;
-	s->base = malloc(s->base_len);
-	if (!s->base)
-		return bootfile_fail(-ENOMEM, err, errlen, f->path, "%s", strerror(ENOMEM));
-	ret = read_at(f, s->base, off, len, err, errlen);
-	if (ret) {
-		bootfile_span_free(s);
-		return ret;
-	}
-	s->p = s->base;
-	return 0;
-}
-
-void bootfile_span_free(struct bootfile_span *s)
-{
-	if (s->mapped)
-		munmap(s->base, s->base_len);
-	else
-		free(s->base);
-	memset(s, 0, sizeof(*s));
-}
-
-/* The guarded call of this thread, and SIGBUS's disposition before it. */
-static __thread sigjmp_buf *guard_jmp;
-static struct sigaction guard_prev;
-
-static void guard_bus(int sig, siginfo_t *si, void *uc)
-{
-	(void)si;
-	(void)uc;
-	if (guard_jmp)
-		siglongjmp(*guard_jmp, 1);
-	/* not the guarded thread: its fault happens again, under the old
-	 * disposition */
-	sigaction(sig, &guard_prev, NULL);
-}
-
-int bootfile_guard(const struct bootfile *f, int (*fn)(void *arg), void *arg, char *err,
-		   size_t errlen)
-{
-	struct sigaction sa = { .sa_sigaction = guard_bus, .sa_flags = SA_SIGINFO | SA_NODEFER };
-	sigjmp_buf jb;
-	volatile int ret = -EIO;
-
-	if (sigaction(SIGBUS, &sa, &guard_prev))
-		return bootfile_fail(-errno, err, errlen, f->path, "sigaction: %s", strerror(errno));
-	if (!sigsetjmp(jb, 1)) {
-		guard_jmp = &jb;
-		ret = fn(arg);
-	} else {
-		bootfile_fail(-EIO, err, errlen, f->path, "read: file shrank while loading");
-	}
-	guard_jmp = NULL;
-	sigaction(SIGBUS, &guard_prev, NULL);
-	return ret;
 }
 
 int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,

@@ -47,32 +47,6 @@ int bootfile_copy(const struct bootfile *f, const struct guest_mem *m, uint64_t 
  * "FILE: reason" in err. */
 int bootfile_read(const struct bootfile *f, void *dst, uint64_t off, uint64_t len, char *err,
 		  size_t errlen);
-/* [off, off+len) of a file in memory, for reading in place (bootfile_view). */
-struct bootfile_span {
-	const uint8_t *p; /* the range's first byte */
-	void *base;       /* what to unmap or free */
-	size_t base_len;
-	bool mapped;      /* base is the file's pages (read them under bootfile_guard) */
-};
-/* [off, off+len) of the file without a copy: mapped read-only, its pages
- * mapped ahead (MAP_POPULATE), so that reading it costs neither a copy
- * into fresh memory nor that memory's zeroing (a 14 MiB payload: ~30 ms
- * on a paravirtual host, ~150 ms in the nested harness). Read into a
- * buffer where the file cannot be mapped. 0, or -errno with "FILE:
- * reason" in err. Release with bootfile_span_free. */
-int bootfile_view(const struct bootfile *f, uint64_t off, uint64_t len, struct bootfile_span *s,
-		  char *err, size_t errlen);
-void bootfile_span_free(struct bootfile_span *s);
-/* fn(arg) with a file's mapped pages made safe to read: a file truncated
- * meanwhile would make their reads fault (SIGBUS, the process killed);
- * here such a fault on this thread ends fn and the call returns -EIO with
- * "FILE: read: file shrank while loading" in err. fn is abandoned where
- * it faulted: it must take no lock, and what it allocated stays (the
- * start fails, the process ends). One guarded call at a time in the
- * process; another thread's SIGBUS meanwhile gets the disposition SIGBUS
- * had. */
-int bootfile_guard(const struct bootfile *f, int (*fn)(void *arg), void *arg, char *err,
-		   size_t errlen);
 /* The whole file at gpa (bootfile_copy of [0, size)). */
 int bootfile_read_to(struct bootfile *f, const struct guest_mem *m, uint64_t gpa, char *err,
 		     size_t errlen);

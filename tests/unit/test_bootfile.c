@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of boot files (vmm-core/bootfile.c): the head read at open,
- * ranges read straight into guest RAM or in place (mapped, guarded
- * against the file shrinking), and the refusals, each naming the file. */
+ * ranges read straight into guest RAM, and the refusals, each naming the
+ * file. */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,6 @@
 #include "mem.h"
 
 #define FILE_LEN (3 * BOOTFILE_HEAD + 123)
-#define VIEW_LEN (BOOTFILE_HEAD + 1000)
 
 static char dir[] = "/tmp/cubicle-bootfile-XXXXXX";
 
@@ -102,89 +100,6 @@ static void test_head_and_copy(void)
 	mem_destroy(&m);
 }
 
-/* Sums the view's bytes (what a decompressor does to them). */
-struct reader {
-	const struct bootfile_span *s;
-	size_t len;
-	unsigned sum;
-	size_t calls;
-};
-
-static int read_all(void *arg)
-{
-	struct reader *r = arg;
-
-	r->calls++;
-	for (size_t i = 0; i < r->len; i++)
-		r->sum += ((const volatile uint8_t *)r->s->p)[i];
-	return 7;
-}
-
-static void test_view_and_guard(void)
-{
-	struct bootfile_span s;
-	struct sigaction before, now;
-	struct bootfile f;
-	struct reader r;
-	char path[256], err[512];
-	unsigned want = 0;
-	int fd;
-
-	CU_ASSERT_EQUAL_FATAL(sigaction(SIGBUS, NULL, &before), 0);
-	make_file("payload", FILE_LEN, path, sizeof(path));
-	CU_ASSERT_EQUAL_FATAL(bootfile_open(&f, path, 1 << 20, "guest RAM", BOOTFILE_HEAD, err,
-					    sizeof(err)), 0);
-	/* a range that starts inside a page: mapped, in place */
-	CU_ASSERT_EQUAL_FATAL(bootfile_view(&f, 5000, VIEW_LEN, &s, err, sizeof(err)), 0);
-	CU_ASSERT(s.mapped);
-	CU_ASSERT(pattern_at(s.p, 5000, VIEW_LEN));
-	for (size_t i = 0; i < VIEW_LEN; i++)
-		want += (uint8_t)((5000 + i) * 7 + 3);
-	r = (struct reader){ .s = &s, .len = VIEW_LEN };
-	CU_ASSERT_EQUAL(bootfile_guard(&f, read_all, &r, err, sizeof(err)), 7);
-	CU_ASSERT_EQUAL(r.sum, want);
-	/* the file cut short under the mapping: the reader's fault ends it */
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	CU_ASSERT_FATAL(fd >= 0);
-	CU_ASSERT_EQUAL(ftruncate(fd, 100), 0);
-	close(fd);
-	r.calls = 0;
-	err[0] = '\0';
-	CU_ASSERT_EQUAL(bootfile_guard(&f, read_all, &r, err, sizeof(err)), -EIO);
-	CU_ASSERT_EQUAL(r.calls, 1);
-	CU_ASSERT_EQUAL(strncmp(err, path, strlen(path)), 0);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "file shrank while loading"));
-	/* SIGBUS's disposition is what it was, and the guard works again */
-	CU_ASSERT_EQUAL(sigaction(SIGBUS, NULL, &now), 0);
-	CU_ASSERT((now.sa_flags & SA_SIGINFO) == (before.sa_flags & SA_SIGINFO) &&
-		  now.sa_sigaction == before.sa_sigaction);
-	CU_ASSERT_EQUAL(bootfile_guard(&f, read_all, &r, err, sizeof(err)), -EIO);
-	CU_ASSERT_EQUAL(r.calls, 2);
-	bootfile_span_free(&s);
-	CU_ASSERT_PTR_NULL(s.base);
-	/* ranges outside the file (now 100 bytes) are refused */
-	bootfile_close(&f);
-	CU_ASSERT_EQUAL_FATAL(bootfile_open(&f, path, 1 << 20, "guest RAM", 0, err, sizeof(err)), 0);
-	CU_ASSERT_EQUAL(bootfile_view(&f, 50, 51, &s, err, sizeof(err)), -EINVAL);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "is not in the file's 100 bytes"));
-	CU_ASSERT_EQUAL(bootfile_view(&f, 0, 0, &s, err, sizeof(err)), -EINVAL);
-	CU_ASSERT_EQUAL_FATAL(bootfile_view(&f, 99, 1, &s, err, sizeof(err)), 0);
-	CU_ASSERT_EQUAL(s.p[0], (uint8_t)(99 * 7 + 3));
-	bootfile_span_free(&s);
-	bootfile_close(&f);
-	/* a file that cannot be mapped (sysfs: ENODEV) is read into a copy */
-	if (bootfile_open(&f, "/sys/kernel/uevent_seqnum", 1 << 20, "guest RAM", 0, err,
-			  sizeof(err))) {
-		printf("\n    (no /sys/kernel/uevent_seqnum: the unmappable case not tried: %s) ", err);
-		return;
-	}
-	CU_ASSERT_EQUAL_FATAL(bootfile_view(&f, 0, 1, &s, err, sizeof(err)), 0);
-	CU_ASSERT(!s.mapped);
-	CU_ASSERT(s.p[0] >= '0' && s.p[0] <= '9');
-	bootfile_span_free(&s);
-	bootfile_close(&f);
-}
-
 static void test_refusals(void)
 {
 	struct bootfile f;
@@ -212,11 +127,10 @@ int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "the head at open, ranges straight into RAM", test_head_and_copy },
-		{ "a range read in place; a file cut short under it", test_view_and_guard },
 		{ "empty, too big, a folder, missing", test_refusals },
 		{ NULL, NULL },
 	};
-	static const char *const files[] = { "kernel", "initrd", "payload", "empty", "big" };
+	static const char *const files[] = { "kernel", "initrd", "empty", "big" };
 	char path[256];
 	int ret;
 
