@@ -14,15 +14,11 @@ bench_guest() {
 # bench_exec PROGRAM ARG...: replaced by the program, run directly where
 # this host's KVM boots Linux, else in the nested harness's L1 (where only
 # ratios mean something); BENCH_NESTED_TIMEOUT (default 1800 s) bounds L1.
-# There cubicle keeps its cache (KVM's CPUID table, compiled seccomp
-# filters) in L1's tmpfs, as on a host where ~/.cache is writable: L1 sees
-# the real home read-only, where every start would make them again.
 bench_exec() {
 	. "$top/tests/e2e/lib.sh"
 	if host_boots_linux; then
 		exec "$@"
 	fi
 	echo "# this host's KVM cannot boot Linux: ${1##*/} runs in the nested harness's L1" >&2
-	XDG_CACHE_HOME=/run/tmp exec "$top/tests/e2e/nested/run-nested.sh" --arch x86_64 \
-		--timeout "${BENCH_NESTED_TIMEOUT:-1800}" -- "$@"
+	exec "$top/tests/e2e/nested/run-nested.sh" --arch x86_64 --timeout "${BENCH_NESTED_TIMEOUT:-1800}" -- "$@"
 }

@@ -22,14 +22,13 @@ if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 	exec "$@"
 fi
 echo "# no usable /dev/kvm here: bench/startup runs in the nested harness's L1" >&2
-# L1 sees this host's files read-only: the compiled seccomp filters are kept
-# in a cache on L1's tmpfs (the first start compiles them, as a user's first
-# start does; the medians are of starts that load them, as a user's next are).
+# L1 sees this host's files read-only; run-nested.sh keeps cubicle's cache
+# (the compiled seccomp filters) on L1's tmpfs: the first start compiles them,
+# as a user's first start does; the medians are of starts that load them, as
+# a user's next are.
 exec "$here/../tests/e2e/nested/run-nested.sh" --arch x86_64 \
 	--timeout "${BENCH_NESTED_TIMEOUT:-900}" -- sh -c '
 		if ! [ -e /sys/fs/cgroup/cgroup.controllers ]; then
 			mount -t cgroup2 none /sys/fs/cgroup || echo "# cannot mount cgroup v2: no --jail row" >&2
 		fi
-		export XDG_CACHE_HOME=/run/tmp/xdg-cache
-		mkdir -p "$XDG_CACHE_HOME"
 		exec "$@"' sh "$@"
