@@ -23,7 +23,7 @@ if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 fi
 echo "# no usable /dev/kvm here: bench/startup runs in the nested harness's L1" >&2
 # L1 sees this host's files read-only; run-nested.sh keeps cubicle's cache
-# (the compiled seccomp filters) on L1's tmpfs: the first start compiles them,
+# (compiled seccomp filters, KVM's CPUID table) on L1's tmpfs: the first start compiles them,
 # as a user's first start does; the medians are of starts that load them, as
 # a user's next are.
 exec "$here/../tests/e2e/nested/run-nested.sh" --arch x86_64 \

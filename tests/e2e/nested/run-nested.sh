@@ -268,8 +268,8 @@ out=$rw/nested-stdout err=$rw/nested-stderr
 	printf 'export TMPDIR=/run/tmp XDG_RUNTIME_DIR=/run/user\n'
 	printf 'mkdir -p /run/user /run/home && export HOME=/run/home\n'
 	# cubicle's cache (KVM's CPUID table, compiled seccomp filters) where
-	# it can be written, as on a host: under the read-only home every start
-	# made them again (49 ms of each start in L1)
+	# it can be written, as on a host: under the read-only home each start
+	# made again what was missing there (49 ms of a start in L1)
 	printf 'mkdir -p /run/xdg-cache && export XDG_CACHE_HOME=/run/xdg-cache\n'
 	if [ -n "${HOME:-}" ] && [ "$HOME" != / ]; then
 		printf 'for e in %s/.[!.]* %s/*; do [ -e "$e" ] && ln -s "$e" /run/home/; done\n' "$(q "$HOME")" "$(q "$HOME")"
