@@ -147,13 +147,21 @@ static pid_t spawn_env(char **argv, int out, const char *drop, char *const *add,
 	return pid;
 }
 
+#define TOKEN_VAR "CUBICLE_AGENT_TOKEN="
+
+/* The build sandbox's agent token as the variable @tok (100 bytes). */
+static char *token_var(struct build *b, char *tok)
+{
+	snprintf(tok, 100, TOKEN_VAR "%s", b->s->token);
+	return tok;
+}
+
 /* spawn_env with the build sandbox's agent token in CUBICLE_AGENT_TOKEN. */
 static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
 {
-	char tok[100], *add[] = { tok, NULL };
+	char tok[100], *add[] = { token_var(b, tok), NULL };
 
-	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
-	return spawn_env(argv, out, "CUBICLE_AGENT_TOKEN=", add, msg, len);
+	return spawn_env(argv, out, TOKEN_VAR, add, msg, len);
 }
 
 /* Each line of what @fd gives until its end into the build log (a line
@@ -236,10 +244,9 @@ static int run_env(struct build *b, char **argv, const char *drop, char *const *
 /* run_env with the build sandbox's agent token, as spawn_cubicle. */
 static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
 {
-	char tok[100], *add[] = { tok, NULL };
+	char tok[100], *add[] = { token_var(b, tok), NULL };
 
-	snprintf(tok, sizeof(tok), "CUBICLE_AGENT_TOKEN=%s", b->s->token);
-	return run_env(b, argv, "CUBICLE_AGENT_TOKEN=", add, code, msg, len);
+	return run_env(b, argv, TOKEN_VAR, add, code, msg, len);
 }
 
 /* The argv of `cubicle exec` of @cmd (NULL-terminated) as @user (NULL: the
@@ -647,7 +654,7 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 	const char *pass = json_string_value(json_object_get(cred, "password"));
 	struct sha256_ctx c;
 	uint8_t sum[SHA256_DIGEST_SIZE];
-	char snap[400], ju[32], *av[16], *eu = NULL, *ep = NULL;
+	char snap[400], ju[32], *av[16], *eu = NULL, *ep = NULL, *add[3] = { NULL };
 	size_t n = 0, k = 0;
 	int code = 0, ret = -1;
 
@@ -699,16 +706,14 @@ static int image_template(struct build *b, const char *ref, bool forced, char *f
 			goto out;
 		}
 	}
-	{
-		char *add[] = { eu, ep, NULL };
-
-		if (!run_env(b, av, "CUBICLE_REGISTRY_", eu && ep ? add : add + 2, &code, msg, len)) {
-			if (code)
-				snprintf(msg, len, "image %s: cubicle template build --image failed (status %d): its "
-						   "output is in the build's logs", ref, code);
-			else
-				ret = 0;
-		}
+	add[0] = eu; /* NULL without credentials: none added */
+	add[1] = ep;
+	if (!run_env(b, av, "CUBICLE_REGISTRY_", add, &code, msg, len)) {
+		if (code)
+			snprintf(msg, len, "image %s: cubicle template build --image failed (status %d): its "
+					   "output is in the build's logs", ref, code);
+		else
+			ret = 0;
 	}
 out:
 	free(eu);
