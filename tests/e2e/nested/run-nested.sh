@@ -8,8 +8,8 @@
 #        tests/e2e/nested/run-nested.sh [--arch ARCH] --prepare
 #
 # --arch (default: this host's, uname -m) picks L1:
-#   x86_64   qemu-system-x86_64 -M q35 -cpu max: TCG emulates AMD SVM, so
-#            L1's kvm-amd gives a real /dev/kvm
+#   x86_64   qemu-system-x86_64 -M q35 -cpu max,-erms: TCG emulates AMD SVM,
+#            so L1's kvm-amd gives a real /dev/kvm
 #   aarch64  qemu-system-aarch64 -M virt,virtualization=on: L1 runs at EL2
 #            and its built-in KVM works
 # Kernels and busybox come from scripts/fetch-guest.sh [--arch aarch64]; L1's
@@ -113,7 +113,16 @@ case $arch in
 x86_64|amd64)
 	arch=x86_64
 	qemu=qemu-system-x86_64 qpkg=qemu-system-x86 fetch=scripts/fetch-guest.sh
-	machine=(-M q35 -cpu "${CUBICLE_NESTED_CPU:-max}")
+	# -erms: without "enhanced REP MOVSB/STOSB" L1's and L2's kernels clear
+	# pages with rep stosq (8 bytes a step) and glibc's memset and memcpy
+	# use vector stores, where with it they use rep stosb / rep movsb,
+	# which the emulator runs one byte per step (~4.5 MB/s clearing pages:
+	# Debian's kernels zero every page they allocate). Measured with
+	# bench/microvm.sh (stock kernel + initramfs to the init's marker,
+	# median of 5): cubicle's boot 6.3 s -> 3.0 s, QEMU microvm's 11.0 s ->
+	# 7.9 s. On hardware ERMS is fast; here it was the larger part, and the
+	# noisiest, of every nested Linux boot. (Like pauth-impdef=on below.)
+	machine=(-M q35 -cpu "${CUBICLE_NESTED_CPU:-max,-erms}")
 	# One vCPU in L1 (--smp, CUBICLE_NESTED_SMP). With two, each on its own
 	# emulator thread (QEMU 7.2's MTTCG), L1 froze now and then (six times
 	# on 2026-12-01, and in 2 of 2 ASan payload runs beside another nested
