@@ -148,18 +148,19 @@ static pid_t spawn_env(char **argv, int out, const char *drop, char *const *add,
 }
 
 #define TOKEN_VAR "CUBICLE_AGENT_TOKEN="
+#define TOKEN_VAR_SIZE 100
 
-/* The build sandbox's agent token as the variable @tok (100 bytes). */
+/* The build sandbox's agent token as the variable @tok (TOKEN_VAR_SIZE bytes). */
 static char *token_var(struct build *b, char *tok)
 {
-	snprintf(tok, 100, TOKEN_VAR "%s", b->s->token);
+	snprintf(tok, TOKEN_VAR_SIZE, TOKEN_VAR "%s", b->s->token);
 	return tok;
 }
 
 /* spawn_env with the build sandbox's agent token in CUBICLE_AGENT_TOKEN. */
 static pid_t spawn_cubicle(struct build *b, char **argv, int out, char *msg, size_t len)
 {
-	char tok[100], *add[] = { token_var(b, tok), NULL };
+	char tok[TOKEN_VAR_SIZE], *add[] = { token_var(b, tok), NULL };
 
 	return spawn_env(argv, out, TOKEN_VAR, add, msg, len);
 }
@@ -244,7 +245,7 @@ static int run_env(struct build *b, char **argv, const char *drop, char *const *
 /* run_env with the build sandbox's agent token, as spawn_cubicle. */
 static int run_cubicle(struct build *b, char **argv, int *code, char *msg, size_t len)
 {
-	char tok[100], *add[] = { token_var(b, tok), NULL };
+	char tok[TOKEN_VAR_SIZE], *add[] = { token_var(b, tok), NULL };
 
 	return run_env(b, argv, TOKEN_VAR, add, code, msg, len);
 }
