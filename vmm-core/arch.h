@@ -102,4 +102,13 @@ bool arch_host_can_boot_linux(char *why, size_t len);
 void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val, void *arg),
 		      void *arg);
 
+/*
+ * System call @nr with six arguments, straight to the kernel: the result,
+ * or -errno. Unlike syscall(3) it writes no errno and touches no
+ * thread-local storage, so code running on another process's memory (the
+ * jail's init, a CLONE_VM child of the supervisor, on its own stack) can
+ * call it without writing into that process's threads (rawsys.c).
+ */
+long arch_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
 #endif

@@ -3,9 +3,10 @@
  * The jail: namespaces, a root of bind mounts, a cgroup, rlimits and an
  * unprivileged uid, entered after the plan is checked and before any thread
  * starts. The calling process stays outside as a small supervisor (it
- * forwards signals, waits and removes the cgroup); its child, pid 1 of a
- * new pid namespace, ends as that namespace's init (jail_init) and the
- * VMM is its child, pid 2. The paths it holds are named in jail_paths.c.
+ * forwards signals, waits and removes the cgroup); it starts two children
+ * in a new pid namespace: pid 1, the namespace's init (jail_init, sharing
+ * its memory), and pid 2, the VMM, which sets the jail up for itself. The
+ * paths it holds are named in jail_paths.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <sched.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -31,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "jail.h"
 #include "log.h"
 #include "plan.h"
@@ -175,6 +180,18 @@ static int write_file(const char *path, const char *text)
 }
 
 /* What the jailed process sees (--jail-probe, for tests): one line. */
+/* The calling child joins the cgroup @cg unless it was @born there
+ * (jail_fork): 0 or -errno. */
+static int join_cgroup(const char *cg, bool born)
+{
+	char p[PATH_MAX];
+
+	if (born)
+		return 0;
+	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
+	return write_file(p, "0");
+}
+
 static void probe(const struct jail_cfg *j)
 {
 	char roots[512] = "", procs[256] = "", ifs[256] = "";
@@ -214,8 +231,8 @@ static void probe(const struct jail_cfg *j)
 		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
 }
 
-/* The signals the supervisor and the namespace's init forward (and
- * SIGCHLD): blocked in both, waited for with sigwaitinfo. */
+/* The signals the supervisor forwards to the VMM (and SIGCHLD): blocked,
+ * waited for with sigwaitinfo. */
 static void jail_sigs(sigset_t *s)
 {
 	sigemptyset(s);
@@ -223,32 +240,6 @@ static void jail_sigs(sigset_t *s)
 	sigaddset(s, SIGTERM);
 	sigaddset(s, SIGHUP);
 	sigaddset(s, SIGCHLD);
-}
-
-/* Forwards SIGINT, SIGTERM and SIGHUP to CHILD until it ends, reaping any
- * other child on the way (an init's orphans); its status as a shell gives
- * it (128 + the signal that ended it). The signals are blocked. */
-static int forward_and_wait(pid_t child)
-{
-	sigset_t s;
-	siginfo_t si;
-	int status = 0;
-
-	jail_sigs(&s);
-	for (;;) {
-		int sig = sigwaitinfo(&s, &si);
-		pid_t w;
-
-		if (sig < 0)
-			continue;
-		if (sig != SIGCHLD) {
-			kill(child, sig);
-			continue;
-		}
-		while ((w = waitpid(-1, &status, WNOHANG)) > 0)
-			if (w == child)
-				return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	}
 }
 
 /* Close fds @from to @to (~0u: every one from @from up). */
@@ -261,42 +252,88 @@ static void close_fds(unsigned from, unsigned to)
 }
 
 /*
- * pid 1 of the jail's namespace: the kernel gives a namespace's init only
+ * pid 1 of the jail's namespace. The kernel gives a namespace's init only
  * the signals it has handlers for, from inside and from outside alike, so
  * a VMM there would ignore a SIGABRT sent to it and could not die of its
- * own abort(). It runs as pid 2 instead, with the usual signal semantics,
- * under this small init: it holds no fd but stdio, has a seccomp filter
- * of its own (waiting, signalling, exiting), forwards SIGINT, SIGTERM and
- * SIGHUP to the VMM, reaps whatever is orphaned, and exits as the VMM did
- * (128 + the signal that ended it). Signals are blocked on entry.
+ * own abort(): the VMM is pid 2, with the usual signal semantics, and pid
+ * 1 is this small init. It is a CLONE_VM child of the supervisor, on a
+ * stack of its own: a process of its own (its own pid, fds, credentials,
+ * seccomp filter) that shares the supervisor's memory instead of copying
+ * it, so a jailed start pays one copy of the supervisor's address space
+ * (the VMM's) and not two; with no thread-local storage of its own it
+ * calls no libc function, only the kernel (arch_raw_syscall). It closes
+ * every fd, waits for its seccomp filter (compiled by the supervisor
+ * beside the VMM's setup, handed over through @go), loads it (waiting and
+ * reaping only: anything else ends the process), then reaps whatever is
+ * orphaned in the namespace until the supervisor kills it after the VMM,
+ * or dies with the supervisor (PR_SET_PDEATHSIG); the kernel then ends
+ * what is left in the namespace. It stays root: the VMM, another uid,
+ * cannot trace it or signal it.
  */
-static __attribute__((noreturn)) void jail_init(pid_t vmm)
+struct jail_init_arg {
+	int go;                  /* read end of a pipe: a byte once prog is set */
+	struct sock_fprog prog;  /* its seccomp filter; len 0: none could be made */
+	volatile long loaded;    /* what the init's seccomp(2) answered */
+};
+
+static char jail_init_stack[64 << 10] __attribute__((aligned(16)));
+
+#define RAW(nr, a, b, c, d, e) \
+	arch_raw_syscall((nr), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+static __attribute__((no_sanitize("address", "undefined"))) int jail_init(void *arg)
 {
-	/* what it does, and what a sanitizer runtime does around it (ASan's
-	 * exit takes down its alternate signal stack: sigaltstack) */
-	static const char *const ok[] = {
-		"rt_sigtimedwait", "rt_sigprocmask", "rt_sigreturn", "rt_sigaction", "wait4", "waitid",
-		"kill", "exit", "exit_group", "write", "writev", "restart_syscall", "futex",
-		"getpid", "gettid", "tgkill", "close", "munmap", "madvise", "clock_nanosleep",
-		"sigaltstack", "sched_yield", "nanosleep", "mmap",
-	};
-	scmp_filter_ctx ctx;
+	struct jail_init_arg *ia = arg;
+	uint64_t all = ~0ull, chld = 1ull << (SIGCHLD - 1); /* the kernel's sigset_t */
+	siginfo_t si;
+	char b;
 
-	close_fds(3, ~0u);
-	/* a tap's jail: the init needs none of the VMM's setup capabilities */
-	if (seal_state.pending && setresuid(seal_state.uid, seal_state.uid, seal_state.uid) < 0)
-		_exit(VM_EXIT_ERROR);
-	ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	for (unsigned i = 0; ctx && i < sizeof(ok) / sizeof(*ok); i++) {
-		int nr = seccomp_syscall_resolve_name(ok[i]);
+	RAW(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	RAW(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, sizeof(all), 0);
+	if (ia->go > 0)
+		RAW(SYS_close_range, 0, ia->go - 1, 0, 0, 0);
+	RAW(SYS_close_range, ia->go + 1, ~0u, 0, 0, 0);
+	while (RAW(SYS_read, ia->go, &b, 1, 0, 0) == -EINTR)
+		;
+	RAW(SYS_close, ia->go, 0, 0, 0, 0);
+	RAW(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	ia->loaded = ia->prog.len ? RAW(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ia->prog, 0, 0)
+				  : -ENOSYS;
+	for (;;)
+		if (RAW(SYS_rt_sigtimedwait, &chld, &si, NULL, sizeof(chld), 0) == SIGCHLD)
+			while (RAW(SYS_wait4, -1, NULL, WNOHANG | __WALL, NULL, 0) > 0)
+				;
+	return 0;
+}
 
-		if (nr != __NR_SCMP_ERROR)
-			seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+/* The init's filter, into @ia: what jail_init calls after loading it (and
+ * the kernel's restart of an interrupted wait). Left empty (the init then
+ * runs without one, and the supervisor says so) if it cannot be made. */
+static void jail_init_filter(struct jail_init_arg *ia)
+{
+	static const char *const ok[] = { "rt_sigtimedwait", "wait4", "restart_syscall",
+					   "exit", "exit_group" };
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	int fd = memfd_create("cubicle-jail-init", MFD_CLOEXEC);
+	off_t size = 0;
+	void *buf = NULL;
+
+	for (unsigned i = 0; ctx && i < sizeof(ok) / sizeof(*ok); i++)
+		if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(ok[i]), 0))
+			goto out;
+	if (ctx && fd >= 0 && !seccomp_export_bpf(ctx, fd) &&
+	    (size = lseek(fd, 0, SEEK_END)) > 0 && size % sizeof(struct sock_filter) == 0 &&
+	    size / sizeof(struct sock_filter) <= BPF_MAXINSNS && (buf = malloc((size_t)size)) &&
+	    pread(fd, buf, (size_t)size, 0) == size) {
+		ia->prog.filter = buf;
+		ia->prog.len = (unsigned short)(size / sizeof(struct sock_filter));
+		buf = NULL;
 	}
-	if (!ctx || seccomp_load(ctx) < 0)
-		log_warn("jail: the namespace's init runs without its seccomp filter");
+out:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
 	seccomp_release(ctx);
-	_exit(forward_and_wait(vmm));
 }
 
 /*
@@ -361,11 +398,9 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 {
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
 					     "/dev/random", "/dev/net/tun" };
-	char cwd[PATH_MAX], map[64], p[PATH_MAX];
+	char cwd[PATH_MAX], map[64];
 	uint64_t keep;
 	struct rlimit rl;
-	sigset_t s;
-	pid_t vmm;
 	int ret, root;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -381,12 +416,8 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 	 * holds no /dev/kvm. */
 	if ((ret = vm_kvm_preopen(err, errlen)))
 		return ret;
-	if (!born_in_cg) { /* jail_fork could not make it there */
-		snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
-		if ((ret = write_file(p, "0")))
-			return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg,
-				    strerror(-ret));
-	}
+	if ((ret = join_cgroup(cg, born_in_cg)))
+		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "/");
 	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -485,17 +516,6 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 			 strerror(errno));
 	}
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	/* this process stays as the namespace's init; the VMM is pid 2 */
-	jail_sigs(&s);
-	sigprocmask(SIG_BLOCK, &s, NULL);
-	fflush(NULL);
-	vmm = fork();
-	if (vmm < 0)
-		return errf(err, errlen, -errno, "jail: fork: %s", strerror(errno));
-	if (vmm > 0)
-		jail_init(vmm);
-	sigprocmask(SIG_UNBLOCK, &s, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	log_info("jailed in %s as uid %u gid %u, cgroup %s", j->dir, (unsigned)j->uid,
 		 (unsigned)j->gid, cg);
 	if (j->probe)
@@ -504,21 +524,19 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 }
 
 /*
- * The jail's first process, pid 1 of a new pid namespace, born in the
- * cgroup @cg (clone3's CLONE_INTO_CGROUP, Linux 5.7; *@born true) so that it
- * never migrates: a write to cgroup.procs takes the cgroup core's write
- * lock, which waits for an RCU grace period (~10 ms a start on a 6.18
- * host). A raw clone3 runs no fork handlers and leaves glibc's cached
- * thread id the parent's: sound while the process has one thread (checked),
- * and the child only sets up (reading files, allocating: no thread, no
- * signal to itself) and forks the VMM with glibc's fork, which gives it
- * its own. Else, or on a kernel without it: unshare + fork, and
- * the child joins by itself.
+ * A child born in the cgroup @cg (clone3's CLONE_INTO_CGROUP, Linux 5.7;
+ * *@born true) so that it never migrates: a write to cgroup.procs takes the
+ * cgroup core's write lock, which waits for an RCU grace period (~10 ms a
+ * start on a 6.18 host). A raw clone3 runs no fork handlers and leaves
+ * glibc's cached thread id the parent's: sound while the process has one
+ * thread (checked), and the children only set up (reading files,
+ * allocating: no thread, no signal to itself) before the VMM's threads
+ * start (glibc asks the kernel for the id where a thread is made). Else, or
+ * on a kernel without it: fork, and the child joins by itself.
  */
 static pid_t jail_fork(const char *cg, bool *born)
 {
-	struct clone_args ca = { .flags = CLONE_NEWPID | CLONE_INTO_CGROUP,
-				 .exit_signal = SIGCHLD };
+	struct clone_args ca = { .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD };
 	int fd = __libc_single_threaded ? open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	long pid;
 	int e;
@@ -533,21 +551,55 @@ static pid_t jail_fork(const char *cg, bool *born)
 			*born = true;
 			return (pid_t)pid;
 		}
-		log_debug("jail: clone3 into the cgroup: %s; unshare and fork", strerror(e));
+		log_debug("jail: clone3 into the cgroup: %s; fork", strerror(e));
 	} else {
-		log_debug("jail: %s; unshare and fork",
+		log_debug("jail: %s; fork",
 			  __libc_single_threaded ? "cannot open the cgroup" : "threads exist");
 	}
-	if (unshare(CLONE_NEWPID) < 0)
-		return -1;
 	return fork();
 }
 
-/* The supervisor: forward signals, wait, remove the cgroup, exit. */
-static void supervise(pid_t child, const char *cg)
+/*
+ * The supervisor: hand the init its filter, forward SIGINT, SIGTERM and
+ * SIGHUP to the VMM, wait for it, end the init (and with it whatever the
+ * VMM left in the namespace), remove the cgroup, exit as the VMM did (128 +
+ * the signal that ended it, as a shell gives it). The signals are blocked.
+ */
+static void supervise(pid_t vmm, pid_t init, struct jail_init_arg *ia, int go, const char *cg)
 {
-	int code = forward_and_wait(child);
+	bool init_gone = false;
+	int status = 0, code = -1;
+	siginfo_t si;
+	sigset_t s;
 
+	jail_init_filter(ia);
+	if (write(go, "", 1) != 1)
+		log_debug("jail: the init's pipe: %s", strerror(errno));
+	close(go);
+	jail_sigs(&s);
+	while (code < 0) {
+		int sig = sigwaitinfo(&s, &si);
+		pid_t w;
+
+		if (sig < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			kill(vmm, sig);
+			continue;
+		}
+		while (code < 0 && (w = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
+			if (w == init)
+				init_gone = true;
+			else if (w == vmm)
+				code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	}
+	if (!init_gone) {
+		kill(init, SIGKILL);
+		waitpid(init, NULL, __WALL);
+	}
+	if (ia->loaded)
+		log_warn("jail: the namespace's init ran without its seccomp filter (%s)",
+			 strerror((int)-ia->loaded));
 	/* The cgroup empties as the pid namespace's last tasks are reaped. */
 	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
 		usleep(10000);
@@ -572,13 +624,14 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		{ "pids.max", j->pids_max }, { "io.max", j->io_max },
 	};
 	char cg[PATH_MAX], p[PATH_MAX], top[PATH_MAX], *slash;
+	static struct jail_init_arg ia; /* the init reads it: not on this stack */
 	struct net_handoff net = { .fd = -1 };
-	int pipefd[2];
+	int pipefd[2], gop[2];
 	struct stat st;
 	bool born;
 	sigset_t s;
-	pid_t pid;
-	int ret;
+	pid_t init, pid;
+	int ret, own_ns;
 
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
@@ -634,27 +687,49 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		net.fd = pipefd[0];
 		net.owner = getpid();
 	}
-	/* The child is pid 1 of a new pid namespace. */
+	/* A new pid namespace for the children: the first, pid 1, is its
+	 * init (sharing this process's memory, not in the cgroup); the
+	 * second, pid 2, the VMM. */
+	if (pipe2(gop, O_CLOEXEC) < 0) {
+		ret = errf(err, errlen, -errno, "--jail: pipe: %s", strerror(errno));
+		goto undo_net;
+	}
+	ia.go = gop[0];
 	jail_sigs(&s);
 	sigprocmask(SIG_BLOCK, &s, NULL);
 	fflush(NULL);
-	pid = jail_fork(cg, &born);
+	own_ns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	init = unshare(CLONE_NEWPID) < 0 ? -1
+	       : clone(jail_init, jail_init_stack + sizeof(jail_init_stack), CLONE_VM | SIGCHLD, &ia);
+	pid = init < 0 ? -1 : jail_fork(cg, &born);
+	/* this process's next children in its own namespace again (what it
+	 * may start later: a sanitizer's leak check at exit) */
+	if (pid != 0 && own_ns >= 0 && setns(own_ns, CLONE_NEWPID) < 0)
+		log_debug("jail: back to the supervisor's pid namespace: %s", strerror(errno));
+	if (own_ns >= 0)
+		close(own_ns);
 	if (pid < 0) {
 		ret = errf(err, errlen, -errno, "--jail: a process in a new pid namespace: %s",
 			   strerror(errno));
-		if (net.fd >= 0) {
-			close(pipefd[0]);
-			close(pipefd[1]);
+		if (init > 0) {
+			kill(init, SIGKILL);
+			waitpid(init, NULL, __WALL);
 		}
-		goto undo;
+		close(gop[0]);
+		close(gop[1]);
+		sigprocmask(SIG_UNBLOCK, &s, NULL);
+		goto undo_net;
 	}
 	if (pid > 0) {
+		close(gop[0]);
 		if (net.fd >= 0) {
 			close(pipefd[0]);
 			net_give(pipefd[1]);
 		}
-		supervise(pid, cg); /* never returns */
+		supervise(pid, init, &ia, gop[1], cg); /* never returns */
 	}
+	close(gop[0]);
+	close(gop[1]);
 	if (net.fd >= 0)
 		close(pipefd[1]);
 	sigprocmask(SIG_UNBLOCK, &s, NULL);
@@ -664,8 +739,11 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		_exit(VM_EXIT_ERROR);
 	}
 	return 0;
-undo:
-	sigprocmask(SIG_UNBLOCK, &s, NULL);
+undo_net:
+	if (net.fd >= 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+	}
 	rmdir(cg);
 	return ret;
 }

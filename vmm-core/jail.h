@@ -129,11 +129,12 @@ void jail_root_walk_only(bool on);
 
 /*
  * Enter the jail. Needs root. The calling process makes the cgroup and
- * forks; it then only forwards SIGINT, SIGTERM and SIGHUP to the child,
- * waits for it, removes the cgroup and exits with the child's status: this
- * returns only in the child, jailed, with 0, or in the caller with -errno
- * and a message when nothing was forked. A failure in the child after the
- * fork is logged and ends it with status 1.
+ * starts the namespace's init and the VMM's process; it then only forwards
+ * SIGINT, SIGTERM and SIGHUP to the VMM, waits for it, ends the init,
+ * removes the cgroup and exits with the VMM's status: this returns only in
+ * the VMM's process, jailed, with 0, or in the caller with -errno and a
+ * message when nothing was started. A failure in the VMM's process while
+ * it sets the jail up is logged and ends it with status 1.
  */
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
 

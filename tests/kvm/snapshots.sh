@@ -584,7 +584,8 @@ elif [ -n "${sk:-}" ]; then
 		probe=$(sed -n 's/.*jail probe: //p' "$tmp/jrestore.err")
 	fi
 	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jrestore.err")
-	# in the cgroup: the namespace's init and the VMM, not the supervisor.
+	# in the cgroup: the VMM alone, not the supervisor nor the namespace's
+	# init (the supervisor's CLONE_VM child, born outside it).
 	# A kernel thread KVM makes for the VM is listed apart: older kernels'
 	# (6.1: L1's) NX huge page recovery worker, kvm-nx-lpage-recovery, is
 	# a kthread moved into its creator's cgroups, so charged to the jail.
@@ -609,26 +610,32 @@ elif [ -n "${sk:-}" ]; then
 	   echo "$probe" | grep -q '^pid 2 uid 65534 gid 65534; / holds:.*; 2 processes: 1 2; network interfaces: lo; read-only binds: 1 of 1$' &&
 	   ! echo "$probe" | grep -Eq '/ holds:.* (etc|usr|bin|home|sys|lib)( |;)' &&
 	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
-	   [ "$(echo $cgprocs | wc -w)" = 2 ] && ! echo " $cgprocs" | grep -q " $p " &&
+	   [ "$(echo $cgprocs | wc -w)" = 1 ] && ! echo " $cgprocs" | grep -q " $p " &&
 	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
-		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs(the init and the VMM)${cgkthreads:+ and the kernel's $cgkthreads}and is gone"
+		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pid $cgprocs(the VMM)${cgkthreads:+ and the kernel's $cgkthreads}and is gone"
 	else
 		tail -n 12 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
 		# last: notok shows the file's last 15 lines
 		echo "# probe '$probe'; scratch ${jsk:-none}; status $got; cgroup '${cg:-?}' (pids '$cgprocs', kernel threads '$cgkthreads')$( [ -e "${cg:-/nonexistent}" ] && echo ' still there'); jail copy sector 1 '$*'; snapshot disk md5 $( [ "$(md5sum <"$ds/disk-disk")" = "$m0" ] && echo same || echo changed)" >>"$tmp/jrestore.out"
 		notok "restore --jail" "$tmp/jrestore.out"
 	fi
-	# The jailed VMM is pid 2 under the namespace's own init: a SIGABRT sent
-	# to it ends it (pid 1 of a namespace would ignore it, and would not die
-	# of its own abort()); the init exits as it did, the supervisor too.
+	# The jailed VMM is pid 2 beside the namespace's own init, both the
+	# supervisor's children: a SIGABRT sent to it ends it (pid 1 of a
+	# namespace would ignore it, and would not die of its own abort()); the
+	# supervisor exits as it did.
 	env $jenv "$cub" restore "$ds" --jail "$jr" --api-sock "$tmp/jr2.sock" -l info \
 		--set "devices.disk.backend.path=$tmp/jclone2.img" >/dev/null 2>"$tmp/jabort.err" </dev/null &
 	p=$!
 	vmm= init=
 	if wait_line $p "$tmp/jabort.err" "guest: count $((sk + 2))\$"; then
-		init=$(cat "/proc/$p/task/$p/children" 2>/dev/null | awk '{ print $1 }')
-		[ -n "$init" ] && vmm=$(cat "/proc/$init/task/$init/children" 2>/dev/null | awk '{ print $1 }')
-		[ -n "$vmm" ] && kill -ABRT "$vmm"
+		# the namespace numbers them (NSpid's last field): 1 the init, 2 the VMM
+		for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do
+			case $(awk '/^NSpid:/ { print $NF }' "/proc/$c/status" 2>/dev/null) in
+			1) init=$c ;;
+			2) vmm=$c ;;
+			esac
+		done
+		[ -n "$init" ] && [ -n "$vmm" ] && kill -ABRT "$vmm"
 	fi
 	i=0
 	while [ $i -lt 60 ] && kill -0 $p 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
@@ -637,7 +644,7 @@ elif [ -n "${sk:-}" ]; then
 	got=$?
 	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jabort.err")
 	if [ -n "$vmm" ] && [ $got = 134 ] && [ -n "$cg" ] && ! [ -e "$cg" ]; then
-		ok "restore --jail: the VMM is pid 2 under the namespace's init (host pids $init, $vmm); SIGABRT to it ends the jail with status 134, the cgroup gone"
+		ok "restore --jail: the VMM is pid 2 beside the namespace's init (host pids $vmm, $init); SIGABRT to it ends the jail with status 134, the cgroup gone"
 	else
 		tail -n 15 "$tmp/jabort.err" >"$tmp/jabort.out"
 		notok "restore --jail: SIGABRT to the VMM (init '$init', VMM '$vmm'): status $got, cgroup '${cg:-?}'" "$tmp/jabort.out"
