@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * bench/jail_setup: what --jail adds to a start before its VM is made,
+ * measured on any host, with KVM or without it: exec to KVM_CREATE_VM for
+ * `cubicle run`, `--seccomp off` and `--jail DIR`, medians, the three
+ * interleaved. The VM is not made: /dev/kvm is /dev/null bound over it in
+ * this program's own mount namespace, and bench/kvm_standin.so (preloaded)
+ * answers KVM's first questions and notes the instant of KVM_CREATE_VM,
+ * which it refuses. Everything the jail does (cgroup, the namespaces'
+ * init and the VMM's process, mounts, pivot, user namespace, the cached
+ * filters read before the pivot) comes before that point; the seccomp
+ * filters' loading, per thread, comes after it and is not in these rows
+ * (bench/startup has it, with KVM). Needs root and cgroup v2.
+ * Usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS]
+ */
+#include <fcntl.h>
+#include <ftw.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RUNS 256
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * This process's /dev, in a mount namespace of its own: a tmpfs holding
+ * null, zero, random and urandom (the host's, bound) and kvm (/dev/null).
+ * 0, or -1 with a message.
+ */
+static int standin_dev(char *dir)
+{
+	static const char *const nodes[] = { "null", "zero", "random", "urandom", "kvm" };
+
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    !mkdtemp(dir) || mount("tmpfs", dir, "tmpfs", 0, "mode=0755")) {
+		perror("jail_setup: a /dev of its own");
+		return -1;
+	}
+	for (unsigned i = 0; i < sizeof(nodes) / sizeof(*nodes); i++) {
+		char node[300], host[64];
+		int fd;
+
+		snprintf(node, sizeof(node), "%s/%s", dir, nodes[i]);
+		snprintf(host, sizeof(host), "/dev/%s", i == 4 ? "null" : nodes[i]);
+		fd = open(node, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd < 0 || close(fd) || mount(host, node, NULL, MS_BIND, NULL)) {
+			perror(node);
+			return -1;
+		}
+	}
+	if (mount(dir, "/dev", NULL, MS_BIND | MS_REC, NULL)) {
+		perror("jail_setup: binding it over /dev");
+		return -1;
+	}
+	/* the folder made for it goes: the tmpfs stays mounted at /dev */
+	if (umount2(dir, MNT_DETACH) || rmdir(dir))
+		perror(dir);
+	return 0;
+}
+
+/*
+ * One start of @argv with @preload: exec to the stand-in's KVM_CREATE_VM
+ * into *@ms, exec to reaped into *@life. 0, or -1 with what it printed.
+ */
+static int measure(char **argv, const char *preload, double *ms, double *life)
+{
+	char out[16384], *p;
+	size_t have = 0;
+	int fds[2], status;
+	double t0, at = 0;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	t0 = now_ms();
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(fds[1], 2);
+		if (null >= 0)
+			dup2(null, 1);
+		setenv("LD_PRELOAD", preload, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (pid > 0 && (n = read(fds[0], out + have, sizeof(out) - 1 - have)) > 0)
+		have += (size_t)n;
+	close(fds[0]);
+	out[have] = '\0';
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	*life = now_ms() - t0;
+	if ((p = strstr(out, "kvm-standin: create-vm ")))
+		at = (double)strtoll(p + 23, NULL, 10) / 1e6;
+	if (!p || at < t0) {
+		fprintf(stderr, "jail_setup: %s %s ... never reached KVM_CREATE_VM:\n%s", argv[0],
+			argv[1], out);
+		return -1;
+	}
+	*ms = at - t0;
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	remove(path);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static double ms[3][MAX_RUNS], life[3][MAX_RUNS];
+	const char *tmp = getenv("TMPDIR");
+	char cfg[256], jail[300], dev[300];
+	int runs = argc > 4 ? atoi(argv[4]) : 15, fd, ret = 1;
+	double m[3], l[3];
+	FILE *f;
+
+	if (argc < 4 || runs < 1 || runs > MAX_RUNS) {
+		fprintf(stderr, "usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS<=%d]\n",
+			MAX_RUNS);
+		return 2;
+	}
+	printf("jail setup (exec to KVM_CREATE_VM, a stand-in /dev/kvm; median of %d):\n", runs);
+	if (geteuid() != 0) {
+		printf("  not measured: --jail needs root\n");
+		return 0;
+	}
+	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
+	    access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK)) {
+		printf("  not measured: no cgroup v2 (--jail makes one)\n");
+		return 0;
+	}
+	snprintf(cfg, sizeof(cfg), "%s/cubicle-jail-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	snprintf(dev, sizeof(dev), "%s/cubicle-jail-bench-dev-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	fd = mkstemp(cfg);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		perror(cfg);
+		return 1;
+	}
+	fprintf(f, "log_level = \"info\";\nmachine = { vcpus = 1; memory_mib = 16; };\n"
+		   "boot = { kernel = \"%s\"; format = \"flat\"; mode = \"protected\"; };\n"
+		   "devices = ( { type = \"boot-timer\"; id = \"boot\"; } );\n", argv[3]);
+	fclose(f);
+	snprintf(jail, sizeof(jail), "%s-jail", cfg);
+	if (mkdir(jail, 0755) || chown(jail, 65534, 65534)) {
+		perror(jail);
+		goto out;
+	}
+	if (standin_dev(dev))
+		goto out;
+	{
+		char *cub[] = { argv[1], "run", cfg, NULL };
+		char *off[] = { argv[1], "run", "--seccomp", "off", cfg, NULL };
+		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
+		char **v[3] = { off, cub, jailed };
+
+		/* interleaved, the order turned each round (see bench/startup) */
+		for (int i = 0; i < runs; i++)
+			for (int k = 0; k < 3; k++) {
+				int j = (i + k) % 3;
+
+				if (measure(v[j], argv[2], &ms[j][i], &life[j][i]))
+					goto out;
+			}
+	}
+	for (int j = 0; j < 3; j++) {
+		m[j] = median(ms[j], runs);
+		l[j] = median(life[j], runs);
+	}
+	printf("  --seccomp off  %7.2f ms                     (exec to reaped %7.2f ms)\n", m[0],
+	       l[0]);
+	printf("  default        %7.2f ms  %+.2f ms            (exec to reaped %7.2f ms)\n", m[1],
+	       m[1] - m[0], l[1]);
+	printf("  --jail         %7.2f ms  %+.2f ms, %.2fx    (exec to reaped %7.2f ms, %+.2f ms)\n",
+	       m[2], m[2] - m[0], m[2] / m[0], l[2], l[2] - l[0]);
+	printf("  (the seccomp filters are loaded after this point, per thread: bench/startup)\n");
+	ret = 0;
+out:
+	unlink(cfg);
+	nftw(jail, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	return ret;
+}
