@@ -105,4 +105,10 @@ bool confine_thread_has(enum confine_kind kind);
 /* Free the compiled filters (threads keep theirs). */
 void confine_free(void);
 
+/* A libseccomp filter (@ctx, a scmp_filter_ctx) exported to BPF in memory:
+ * *@prog (malloc'd, *@n instructions) for seccomp(2) without libseccomp.
+ * 0 or -errno. */
+struct sock_filter;
+int confine_export(void *ctx, struct sock_filter **prog, unsigned short *n);
+
 #endif

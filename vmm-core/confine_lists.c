@@ -306,9 +306,7 @@ int confine_compile(enum confine_kind k, enum confine_mode mode, const struct re
 		    struct sock_filter **prog, unsigned short *n, char *err, size_t errlen)
 {
 	struct sink c = { 0 };
-	char *buf = NULL;
-	off_t size = 0;
-	int ret, fd = -1;
+	int ret;
 
 	c.ctx = seccomp_init(mode == CONFINE_LOG ? SCMP_ACT_LOG : SCMP_ACT_TRAP);
 	if (!c.ctx)
@@ -329,12 +327,24 @@ int confine_compile(enum confine_kind k, enum confine_mode mode, const struct re
 	if (ret)
 		goto out;
 	/* The BPF, into memory: loaded per thread without libseccomp. */
-	fd = memfd_create("cubicle-seccomp", MFD_CLOEXEC);
-	if (fd < 0) {
-		ret = errf(err, errlen, -errno, "seccomp: memfd_create: %s", strerror(errno));
-		goto out;
-	}
-	ret = seccomp_export_bpf(c.ctx, fd);
+	ret = confine_export(c.ctx, prog, n);
+	if (ret)
+		ret = errf(err, errlen, ret, "seccomp: exporting the %s filter: %s",
+			   confine_kinds[k].name, strerror(-ret));
+out:
+	seccomp_release(c.ctx);
+	return ret;
+}
+
+int confine_export(void *ctx, struct sock_filter **prog, unsigned short *n)
+{
+	int fd = memfd_create("cubicle-seccomp", MFD_CLOEXEC), ret;
+	off_t size = 0;
+	char *buf = NULL;
+
+	if (fd < 0)
+		return -errno;
+	ret = seccomp_export_bpf(ctx, fd);
 	if (!ret && ((size = lseek(fd, 0, SEEK_END)) <= 0 || size % sizeof(struct sock_filter) ||
 		     size / sizeof(struct sock_filter) > BPF_MAXINSNS))
 		ret = -EINVAL;
@@ -342,18 +352,12 @@ int confine_compile(enum confine_kind k, enum confine_mode mode, const struct re
 		ret = -ENOMEM;
 	if (!ret && pread(fd, buf, (size_t)size, 0) != size)
 		ret = -EIO;
+	close(fd);
 	if (ret) {
-		ret = errf(err, errlen, ret, "seccomp: exporting the %s filter: %s",
-			   confine_kinds[k].name, strerror(-ret));
-		goto out;
+		free(buf);
+		return ret;
 	}
 	*n = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
 	*prog = (struct sock_filter *)buf;
-	buf = NULL;
-out:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	seccomp_release(c.ctx);
-	return ret;
+	return 0;
 }

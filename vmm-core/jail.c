@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -36,6 +35,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "confine.h"
 #include "jail.h"
 #include "log.h"
 #include "plan.h"
@@ -314,25 +314,16 @@ static void jail_init_filter(struct jail_init_arg *ia)
 	static const char *const ok[] = { "rt_sigtimedwait", "wait4", "restart_syscall",
 					   "exit", "exit_group" };
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	int fd = memfd_create("cubicle-jail-init", MFD_CLOEXEC);
-	off_t size = 0;
-	void *buf = NULL;
+	struct sock_filter *prog;
+	unsigned short n;
+	int ret = ctx ? 0 : -ENOMEM;
 
-	for (unsigned i = 0; ctx && i < sizeof(ok) / sizeof(*ok); i++)
-		if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(ok[i]), 0))
-			goto out;
-	if (ctx && fd >= 0 && !seccomp_export_bpf(ctx, fd) &&
-	    (size = lseek(fd, 0, SEEK_END)) > 0 && size % sizeof(struct sock_filter) == 0 &&
-	    size / sizeof(struct sock_filter) <= BPF_MAXINSNS && (buf = malloc((size_t)size)) &&
-	    pread(fd, buf, (size_t)size, 0) == size) {
-		ia->prog.filter = buf;
-		ia->prog.len = (unsigned short)(size / sizeof(struct sock_filter));
-		buf = NULL;
+	for (unsigned i = 0; !ret && i < sizeof(ok) / sizeof(*ok); i++)
+		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(ok[i]), 0);
+	if (!ret && !(ret = confine_export(ctx, &prog, &n))) {
+		ia->prog.filter = prog;
+		ia->prog.len = n;
 	}
-out:
-	free(buf);
-	if (fd >= 0)
-		close(fd);
 	seccomp_release(ctx);
 }
 

@@ -119,16 +119,22 @@ CFG
 		curl -s -X POST -H "X-API-Key: $key" -H 'Content-Type: application/json' \
 			-d "{\"templateID\":\"$1\"}" "$url/sandboxes" | sed -n 's/.*"sandboxID": *"\([^"]*\)".*/\1/p'
 	}
-	# the supervisor (root, outside) and the VMM (jailed) of sandbox $1
+	# the supervisor (root, outside) and the VMM (jailed) of sandbox $1;
+	# the jail's init (root too, pid 1 of the jail's namespace: NSpid
+	# names it twice) is neither
 	vmm_of() {
 		sup= vmm=
 		for p in $(pgrep -f "cubicle restore .*--id $1" 2>/dev/null); do
-			if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" = 0 ]; then sup=$p; else vmm=$p; fi
+			if [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status")" != 0 ]; then
+				vmm=$p
+			elif [ "$(awk '/^NSpid:/ { print NF }' "/proc/$p/status")" = 2 ]; then
+				sup=$p
+			fi
 		done
 	}
 	id=$(make_sbx jailed)
 	id2=$(make_sbx base)
-	cg= uid= uid2= root= lim= args=
+	cg= uid= uid2= root= lim= args= mem= vrss=
 	vmm_of "$id2"
 	[ -n "$vmm" ] && uid2=$(awk '/^Uid:/ { print $2 }' "/proc/$vmm/status")
 	vmm_of "$id"
@@ -138,6 +144,10 @@ CFG
 		lim="pids.max $(cat "$cg/pids.max" 2>/dev/null), memory.max $(cat "$cg/memory.max" 2>/dev/null)"
 		root=$(ls /proc/$vmm/root/ 2>/dev/null | tr '\n' ' ')
 		args=$(tr '\0' ' ' <"/proc/$sup/cmdline")
+		# serve's metrics are the VMM's, found below the supervisor
+		mem=$(curl -s -H "X-API-Key: $key" "$url/sandboxes/metrics?sandbox_ids=$id" |
+			sed -n 's/.*"memUsed": *\([0-9]*\).*/\1/p')
+		vrss=$(awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$vmm/status")
 	fi
 	saved=$(sed -n 's/.*"jail_uid": *\([0-9]*\).*/\1/p' "$state/sandboxes/$id/sandbox.json" 2>/dev/null)
 	if [ -n "$uid" ] && [ -n "$uid2" ] && [ "$uid" != "$uid2" ] &&
@@ -154,10 +164,11 @@ CFG
 	# ~/.cache, the snapshot) and vm/ (its sockets), never etc, usr, bin, lib
 	if [ -n "$uid" ] && [ "$lim" = "pids.max 64, memory.max 1073741824" ] &&
 	   ! echo " $root" | grep -Eq ' (etc|usr|bin|home|sys|lib) ' && echo " $root" | grep -q ' vm ' &&
+	   [ -n "$mem" ] && [ -n "$vrss" ] && [ $((mem * 10)) -ge $((vrss * 8)) ] && [ $((mem * 10)) -le $((vrss * 12)) ] &&
 	   [ "$code" = 204 ] && ! [ -e "$cg" ] && ! [ -e "$state/sandboxes/$id" ]; then
-		ok "jailed serve: sandbox $id's VMM ran as uid $uid, its / held only: $root; its cgroup had $lim; killed (204): the cgroup and its folder gone"
+		ok "jailed serve: sandbox $id's VMM ran as uid $uid, its / held only: $root; its cgroup had $lim; its metrics' memUsed $mem is the VMM's (VmRSS $vrss); killed (204): the cgroup and its folder gone"
 	else
-		bad "jailed serve: sandbox '$id': supervisor '$sup' VMM '$vmm' uid '$uid', / '$root', cgroup $cg: '$lim'$([ -e "$cg" ] && echo ' still there'), DELETE $code"
+		bad "jailed serve: sandbox '$id': supervisor '$sup' VMM '$vmm' uid '$uid', / '$root', cgroup $cg: '$lim'$([ -e "$cg" ] && echo ' still there'), metrics' memUsed '$mem' (the VMM's VmRSS '$vrss'), DELETE $code"
 	fi
 	stop_serve
 	echo "# jailed serve:"

@@ -563,6 +563,27 @@ int sbx_resume(struct sandbox *s, unsigned timeout, char *msg, size_t len)
 
 /* ---- usage ---- */
 
+/* @pid's number in its own pid namespace (the last field of NSpid), or 0. */
+static int ns_pid(int pid)
+{
+	char path[64], buf[256], *save = NULL;
+	int last = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(buf, sizeof(buf), f))
+		if (!strncmp(buf, "NSpid:", 6)) {
+			for (char *t = strtok_r(buf + 6, " \t\n", &save); t;
+			     t = strtok_r(NULL, " \t\n", &save))
+				last = atoi(t);
+			break;
+		}
+	fclose(f);
+	return last;
+}
+
 void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu_s)
 {
 	char path[64], buf[1024], *p;
@@ -574,14 +595,15 @@ void sbx_usage(const struct sandbox *s, unsigned long long *rss_kib, double *cpu
 	*cpu_s = 0;
 	if (pid <= 0)
 		return;
-	/* jailed: s->pid is the jail's supervisor, its one child the pid
-	 * namespace's init, and the VMM that one's child */
-	for (int depth = 0; s->jailed && depth < 2; depth++) {
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-		if (!(f = fopen(path, "re")))
-			break;
-		if (fscanf(f, "%d", &child) == 1 && child > 0)
-			pid = child;
+	/* jailed: s->pid is the jail's supervisor; its children are the pid
+	 * namespace's init (pid 1 there) and the VMM (pid 2 there) */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	if (s->jailed && (f = fopen(path, "re"))) {
+		while (fscanf(f, "%d", &child) == 1)
+			if (child > 0 && ns_pid(child) == 2) {
+				pid = child;
+				break;
+			}
 		fclose(f);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
