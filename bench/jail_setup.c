@@ -10,8 +10,10 @@
  * init and the VMM's process, mounts, pivot, user namespace, the cached
  * filters read before the pivot) comes before that point; the seccomp
  * filters' loading, per thread, comes after it and is not in these rows
- * (bench/startup has it, with KVM). Needs root and cgroup v2.
- * Usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS]
+ * (bench/startup has it, with KVM). Needs root and cgroup v2. With FLOOR
+ * (bench/floor), the floor's exec to KVM_CREATE_VM too, under the same
+ * stand-in: the part of cubicle's start before its VM, beside the floor's.
+ * Usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS [FLOOR]]
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -122,8 +124,8 @@ static int measure(char **argv, const char *preload, double *ms, double *life)
 	if ((p = strstr(out, "kvm-standin: create-vm ")))
 		at = (double)strtoll(p + 23, NULL, 10) / 1e6;
 	if (!p || at < t0) {
-		fprintf(stderr, "jail_setup: %s %s ... never reached KVM_CREATE_VM:\n%s", argv[0],
-			argv[1], out);
+		fprintf(stderr, "jail_setup: %s %s... never reached KVM_CREATE_VM:\n%s", argv[0],
+			argv[1] ? argv[1] : "", out);
 		return -1;
 	}
 	*ms = at - t0;
@@ -139,15 +141,16 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 int main(int argc, char **argv)
 {
-	static double ms[3][MAX_RUNS], life[3][MAX_RUNS];
+	static double ms[4][MAX_RUNS], life[4][MAX_RUNS];
 	const char *tmp = getenv("TMPDIR");
 	char cfg[256], jail[300], dev[300];
 	int runs = argc > 4 ? atoi(argv[4]) : 15, fd, ret = 1;
-	double m[3], l[3];
+	int nv = argc > 5 ? 4 : 3;
+	double m[4], l[4];
 	FILE *f;
 
 	if (argc < 4 || runs < 1 || runs > MAX_RUNS) {
-		fprintf(stderr, "usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS<=%d]\n",
+		fprintf(stderr, "usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS<=%d [FLOOR]]\n",
 			MAX_RUNS);
 		return 2;
 	}
@@ -183,18 +186,19 @@ int main(int argc, char **argv)
 		char *cub[] = { argv[1], "run", cfg, NULL };
 		char *off[] = { argv[1], "run", "--seccomp", "off", cfg, NULL };
 		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
-		char **v[3] = { off, cub, jailed };
+		char *flo[] = { argc > 5 ? argv[5] : NULL, NULL };
+		char **v[4] = { off, cub, jailed, flo };
 
 		/* interleaved, the order turned each round (see bench/startup) */
 		for (int i = 0; i < runs; i++)
-			for (int k = 0; k < 3; k++) {
-				int j = (i + k) % 3;
+			for (int k = 0; k < nv; k++) {
+				int j = (i + k) % nv;
 
 				if (measure(v[j], argv[2], &ms[j][i], &life[j][i]))
 					goto out;
 			}
 	}
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < nv; j++) {
 		m[j] = median(ms[j], runs);
 		l[j] = median(life[j], runs);
 	}
@@ -204,6 +208,9 @@ int main(int argc, char **argv)
 	       m[1] - m[0], l[1]);
 	printf("  --jail         %7.2f ms  %+.2f ms, %.2fx    (exec to reaped %7.2f ms, %+.2f ms)\n",
 	       m[2], m[2] - m[0], m[2] / m[0], l[2], l[2] - l[0]);
+	if (nv == 4)
+		printf("  the floor      %7.2f ms  (bench/floor; cubicle's default %.2fx, --seccomp off %.2fx)\n",
+		       m[3], m[1] / m[3], m[0] / m[3]);
 	printf("  (the seccomp filters are loaded after this point, per thread: bench/startup)\n");
 	ret = 0;
 out:
