@@ -180,6 +180,56 @@ static int write_file(const char *path, const char *text)
 }
 
 /* What the jailed process sees (--jail-probe, for tests): one line. */
+/* Whether the controller list @list (cgroup.controllers' form) has @name. */
+static bool has_controller(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; (p = strstr(p, name)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\n' || !p[n]))
+			return true;
+	return false;
+}
+
+/* The cgroup folder @dir's own cgroup.@name into @buf ("" if unread). */
+static void read_cgroup_file(const char *dir, const char *name, char *buf, size_t len)
+{
+	char p[PATH_MAX];
+	ssize_t n;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/cgroup.%s", dir, name);
+	fd = open(p, O_RDONLY | O_CLOEXEC);
+	n = fd < 0 ? -1 : read(fd, buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
+ * Enable the controllers the jail's limits use (cpu, memory, pids, io) for
+ * @dir's children: those @dir has and has not enabled yet. Read first: a
+ * write to cgroup.subtree_control, one that changes nothing too, takes the
+ * cgroup core's mutex (every jail's cgroup creation and removal takes it:
+ * a busy serve's other starts and stops), and where v1 holds a controller
+ * (a hybrid host) the write fails on every start. Four reads instead of
+ * eight writes a start.
+ */
+static void enable_controllers(const char *dir)
+{
+	static const char *const ctls[] = { "cpu", "memory", "pids", "io" };
+	char have[512], can[512], p[PATH_MAX], plus[16];
+
+	read_cgroup_file(dir, "subtree_control", have, sizeof(have));
+	read_cgroup_file(dir, "controllers", can, sizeof(can));
+	snprintf(p, sizeof(p), "%s/cgroup.subtree_control", dir);
+	for (unsigned i = 0; i < sizeof(ctls) / sizeof(*ctls); i++)
+		if (has_controller(can, ctls[i]) && !has_controller(have, ctls[i])) {
+			snprintf(plus, sizeof(plus), "+%s", ctls[i]);
+			write_file(p, plus);
+		}
+}
+
 /* The calling child joins the cgroup @cg unless it was @born there
  * (jail_fork): 0 or -errno. */
 static int join_cgroup(const char *cg, bool born)
@@ -603,7 +653,6 @@ static void supervise(pid_t vmm, pid_t init, struct jail_init_arg *ia, int go, c
 
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 {
-	static const char *const ctls[] = { "+cpu", "+memory", "+pids", "+io" };
 	/* cgroup v2 alone, or beside v1 at unified/ (a hybrid host) */
 	const char *base = j->cgroup ? j->cgroup
 			   : access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
@@ -652,12 +701,9 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 			    top);
 	if ((ret = mkdirs(base, 0, 0)))
 		return errf(err, errlen, ret, "--jail: cgroup %s: %s", base, strerror(-ret));
-	for (unsigned i = 0; i < sizeof(ctls) / sizeof(*ctls); i++) {
-		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", top);
-		write_file(p, ctls[i]); /* best effort: the limit's file says */
-		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", base);
-		write_file(p, ctls[i]);
-	}
+	/* best effort: a limit whose controller is missing says so */
+	enable_controllers(top);
+	enable_controllers(base);
 	snprintf(cg, sizeof(cg), "%s/vm-%d", base, (int)getpid());
 	if (mkdir(cg, 0755) < 0)
 		return errf(err, errlen, -errno, "--jail: cgroup %s: %s", cg, strerror(errno));
