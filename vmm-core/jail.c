@@ -179,7 +179,6 @@ static int write_file(const char *path, const char *text)
 	return ret;
 }
 
-/* What the jailed process sees (--jail-probe, for tests): one line. */
 /* Whether the controller list @list (cgroup.controllers' form) has @name. */
 static bool has_controller(const char *list, const char *name)
 {
@@ -242,6 +241,7 @@ static int join_cgroup(const char *cg, bool born)
 	return write_file(p, "0");
 }
 
+/* What the jailed process sees (--jail-probe, for tests): one line. */
 static void probe(const struct jail_cfg *j)
 {
 	char roots[512] = "", procs[256] = "", ifs[256] = "";
@@ -565,15 +565,18 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 }
 
 /*
- * A child born in the cgroup @cg (clone3's CLONE_INTO_CGROUP, Linux 5.7;
- * *@born true) so that it never migrates: a write to cgroup.procs takes the
- * cgroup core's write lock, which waits for an RCU grace period (~10 ms a
- * start on a 6.18 host). A raw clone3 runs no fork handlers and leaves
- * glibc's cached thread id the parent's: sound while the process has one
- * thread (checked), and the children only set up (reading files,
- * allocating: no thread, no signal to itself) before the VMM's threads
- * start (glibc asks the kernel for the id where a thread is made). Else, or
- * on a kernel without it: fork, and the child joins by itself.
+ * The VMM's process, born in the cgroup @cg (clone3's CLONE_INTO_CGROUP,
+ * Linux 5.7; *@born true) so that it never migrates: a write to
+ * cgroup.procs takes the cgroup core's write lock, which waits for an RCU
+ * grace period (~10 ms a start on a 6.18 host). A raw clone3 runs no fork
+ * handlers, registers no robust-futex list and leaves glibc's cached thread
+ * id of the main thread the parent's (glibc's fork sets both anew): sound
+ * while the process has one thread (checked: no lock is held across it) and
+ * for what the VMM's main thread does with that id, which is nothing: it
+ * takes no robust or priority-inheriting mutex, nothing signals it by its
+ * pthread_t (glibc's raise and abort ask the kernel for the id), and every
+ * thread it starts gets its own id from the kernel. Else, or on a kernel
+ * without it: fork, and the child joins by itself.
  */
 static pid_t jail_fork(const char *cg, bool *born)
 {
