@@ -742,6 +742,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	init = unshare(CLONE_NEWPID) < 0 ? -1
 	       : clone(jail_init, jail_init_stack + sizeof(jail_init_stack), CLONE_VM | SIGCHLD, &ia);
 	pid = init < 0 ? -1 : jail_fork(cg, &born);
+	ret = pid < 0 ? -errno : 0;
 	/* this process's next children in its own namespace again (what it
 	 * may start later: a sanitizer's leak check at exit) */
 	if (pid != 0 && own_ns >= 0 && setns(own_ns, CLONE_NEWPID) < 0)
@@ -749,8 +750,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	if (own_ns >= 0)
 		close(own_ns);
 	if (pid < 0) {
-		ret = errf(err, errlen, -errno, "--jail: a process in a new pid namespace: %s",
-			   strerror(errno));
+		ret = errf(err, errlen, ret, "--jail: a process in a new pid namespace: %s",
+			   strerror(-ret));
 		if (init > 0) {
 			kill(init, SIGKILL);
 			waitpid(init, NULL, __WALL);
