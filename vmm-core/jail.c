@@ -604,6 +604,22 @@ static pid_t jail_fork(const char *cg, bool *born)
 }
 
 /*
+ * The supervisor's next children in its own pid namespace again, not in
+ * the jail's (unshare(CLONE_NEWPID) set that for them): what it may start
+ * later, a sanitizer's leak check at exit, could not be started there once
+ * the jail's init is gone. /proc/self/ns/pid is the namespace it is in.
+ */
+static void own_pid_ns(void)
+{
+	int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0 || setns(fd, CLONE_NEWPID) < 0)
+		log_debug("jail: back to the supervisor's pid namespace: %s", strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
  * The supervisor: hand the init its filter, forward SIGINT, SIGTERM and
  * SIGHUP to the VMM, wait for it, end the init (and with it whatever the
  * VMM left in the namespace), remove the cgroup, exit as the VMM did (128 +
@@ -674,7 +690,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	bool born;
 	sigset_t s;
 	pid_t init, pid;
-	int ret, own_ns;
+	int ret;
 
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
@@ -738,17 +754,12 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	jail_sigs(&s);
 	sigprocmask(SIG_BLOCK, &s, NULL);
 	fflush(NULL);
-	own_ns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	init = unshare(CLONE_NEWPID) < 0 ? -1
 	       : clone(jail_init, jail_init_stack + sizeof(jail_init_stack), CLONE_VM | SIGCHLD, &ia);
 	pid = init < 0 ? -1 : jail_fork(cg, &born);
 	ret = pid < 0 ? -errno : 0;
-	/* this process's next children in its own namespace again (what it
-	 * may start later: a sanitizer's leak check at exit) */
-	if (pid != 0 && own_ns >= 0 && setns(own_ns, CLONE_NEWPID) < 0)
-		log_debug("jail: back to the supervisor's pid namespace: %s", strerror(errno));
-	if (own_ns >= 0)
-		close(own_ns);
+	if (pid != 0)
+		own_pid_ns();
 	if (pid < 0) {
 		ret = errf(err, errlen, ret, "--jail: a process in a new pid namespace: %s",
 			   strerror(-ret));
