@@ -13,8 +13,12 @@
  * (bench/startup has it, with KVM). Needs root and cgroup v2. With FLOOR
  * (bench/floor), the floor's exec to KVM_CREATE_VM too, under the same
  * stand-in: the part of cubicle's start before its VM, beside the floor's.
+ * Last, what a new process costs on this host (see newproc_floor): the
+ * jail's VMM is a new process, and where the host's paging is shadowed by
+ * a hypervisor that cost is most of what the jail adds.
  * Usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS [FLOOR]]
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <sched.h>
@@ -132,6 +136,67 @@ static int measure(char **argv, const char *preload, double *ms, double *life)
 	return 0;
 }
 
+/*
+ * What a new process costs on this host, which every jail pays (its VMM is
+ * one): fork to the child's first instruction, and the child's first read
+ * of a page its parent had mapped and touched, per page, beside the
+ * parent's own reads of the same pages. Where a hypervisor shadows the
+ * guest's page tables (a PVM guest, this project's usual test host) the
+ * child's first touch of every page is a trip to the hypervisor, invisible
+ * to the kernel's fault counters. Medians of @runs into *@start_ms,
+ * *@child_us and *@parent_us; -1 on error.
+ */
+#define FLOOR_PAGES 512
+static int newproc_floor(int runs, double *start_ms, double *child_us, double *parent_us)
+{
+	static double st[MAX_RUNS], ch[MAX_RUNS], pa[MAX_RUNS];
+	long pg = sysconf(_SC_PAGESIZE);
+	volatile unsigned char *buf = malloc((size_t)FLOOR_PAGES * (size_t)pg);
+	int fds[2], ret = -1;
+
+	if (!buf || pipe(fds))
+		goto out;
+	memset((void *)buf, 1, (size_t)FLOOR_PAGES * (size_t)pg);
+	for (int i = 0; i < runs; i++) {
+		double t[2], t0;
+		unsigned sum = 0;
+		pid_t pid;
+
+		t0 = now_ms();
+		for (int k = 0; k < FLOOR_PAGES; k++)
+			sum += buf[(size_t)k * (size_t)pg];
+		pa[i] = (now_ms() - t0) * 1e3 / FLOOR_PAGES;
+		fflush(stdout);
+		t0 = now_ms();
+		pid = fork();
+		if (pid == 0) {
+			t[0] = now_ms();
+			for (int k = 0; k < FLOOR_PAGES; k++)
+				sum += buf[(size_t)k * (size_t)pg];
+			t[1] = now_ms();
+			_exit(write(fds[1], t, sizeof(t)) == (ssize_t)sizeof(t) && sum ? 0 : 1);
+		}
+		if (pid < 0 || read(fds[0], t, sizeof(t)) != (ssize_t)sizeof(t)) {
+			if (pid > 0)
+				waitpid(pid, NULL, 0);
+			goto out_pipe;
+		}
+		waitpid(pid, NULL, 0);
+		st[i] = t[0] - t0;
+		ch[i] = (t[1] - t[0]) * 1e3 / FLOOR_PAGES;
+	}
+	*start_ms = median(st, runs);
+	*child_us = median(ch, runs);
+	*parent_us = median(pa, runs);
+	ret = 0;
+out_pipe:
+	close(fds[0]);
+	close(fds[1]);
+out:
+	free((void *)buf);
+	return ret;
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st, (void)flag, (void)ftw;
@@ -212,6 +277,16 @@ int main(int argc, char **argv)
 		printf("  the floor      %7.2f ms  (bench/floor; cubicle's default %.2fx, --seccomp off %.2fx)\n",
 		       m[3], m[1] / m[3], m[0] / m[3]);
 	printf("  (the seccomp filters are loaded after this point, per thread: bench/startup)\n");
+	{
+		double st, ch, pa;
+
+		if (newproc_floor(runs, &st, &ch, &pa) == 0)
+			printf("  a new process on this host (the jail's VMM is one): fork to its first instruction %.2f ms;\n"
+			       "    its first read of a page its parent had touched %.2f us a page (the parent's %.3f us)\n",
+			       st, ch, pa);
+		else
+			printf("  a new process on this host: not measured (%s)\n", strerror(errno));
+	}
 	ret = 0;
 out:
 	unlink(cfg);
