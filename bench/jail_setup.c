@@ -13,9 +13,10 @@
  * (bench/startup has it, with KVM). Needs root and cgroup v2. With FLOOR
  * (bench/floor), the floor's exec to KVM_CREATE_VM too, under the same
  * stand-in: the part of cubicle's start before its VM, beside the floor's.
- * Last, what a new process costs on this host (see newproc_floor): the
- * jail's VMM is a new process, and where the host's paging is shadowed by
- * a hypervisor that cost is most of what the jail adds.
+ * Last, what a forked process costs on this host (see newproc_floor): a
+ * jail whose VMM were forked would pay it on the way to the guest, and
+ * where the host's paging is shadowed by a hypervisor that cost is large;
+ * cubicle's VMM keeps the address space it was set up in (jail.c).
  * Usage: jail_setup CUBICLE KVM_STANDIN_SO PAYLOAD [RUNS [FLOOR]]
  */
 #include <errno.h>
@@ -137,14 +138,15 @@ static int measure(char **argv, const char *preload, double *ms, double *life)
 }
 
 /*
- * What a new process costs on this host, which every jail pays (its VMM is
- * one): fork to the child's first instruction, and the child's first read
- * of a page its parent had mapped and touched, per page, beside the
- * parent's own reads of the same pages. Where a hypervisor shadows the
- * guest's page tables (a PVM guest, this project's usual test host) the
- * child's first touch of every page is a trip to the hypervisor, invisible
- * to the kernel's fault counters. Medians of @runs into *@start_ms,
- * *@child_us and *@parent_us; -1 on error.
+ * What a forked process costs on this host: fork to the child's first
+ * instruction, and the child's first read of a page its parent had mapped
+ * and touched, per page, beside the parent's own reads of the same pages.
+ * Where a hypervisor shadows the guest's page tables (a PVM guest, this
+ * project's usual test host) the child's first touch of every page is a
+ * trip to the hypervisor, invisible to the kernel's fault counters. What
+ * a jail that forked its VMM would add to each start; cubicle's does not
+ * fork it (jail.c). Medians of @runs into *@start_ms, *@child_us and
+ * *@parent_us; -1 on error.
  */
 #define FLOOR_PAGES 512
 static int newproc_floor(int runs, double *start_ms, double *child_us, double *parent_us)
@@ -281,11 +283,12 @@ int main(int argc, char **argv)
 		double st, ch, pa;
 
 		if (newproc_floor(runs, &st, &ch, &pa) == 0)
-			printf("  a new process on this host (the jail's VMM is one): fork to its first instruction %.2f ms;\n"
-			       "    its first read of a page its parent had touched %.2f us a page (the parent's %.3f us)\n",
+			printf("  a fork on this host (the jail makes none on the way to the VM): to the child's first\n"
+			       "    instruction %.2f ms; its first read of a page its parent had touched %.2f us a page\n"
+			       "    (the parent's %.3f us)\n",
 			       st, ch, pa);
 		else
-			printf("  a new process on this host: not measured (%s)\n", strerror(errno));
+			printf("  a fork on this host: not measured (%s)\n", strerror(errno));
 	}
 	ret = 0;
 out:

@@ -106,9 +106,35 @@ void arch_host_report(int kvm_fd, void (*line)(const char *key, const char *val,
  * System call @nr with six arguments, straight to the kernel: the result,
  * or -errno. Unlike syscall(3) it writes no errno and touches no
  * thread-local storage, so code running on another process's memory (the
- * jail's init, a CLONE_VM child of the supervisor, on its own stack) can
- * call it without writing into that process's threads (rawsys.c).
+ * jail's init, a CLONE_VM child on its own stack, and the jail's caller
+ * once the VMM has its memory) can call it without writing into that
+ * process's threads (rawsys.c).
  */
 long arch_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+
+/*
+ * clone3(@ca, @size) for a CLONE_VM child with no stack of its own (@ca's
+ * stack 0): the child returns from this call, with 0, on the caller's
+ * stack and in the caller's frames, as from fork(2); the parent never
+ * returns: it moves to @stack_top (16-byte aligned) at once, before it
+ * writes anything, and calls @fn(@arg, the child's pid), which must not
+ * return, use the caller's thread-local storage (the child's now) or call
+ * libc: arch_raw_syscall only. The result, in the caller, is the child's
+ * 0 or clone3's -errno. The jail's VMM keeps the address space it was set
+ * up in this way (jail.c), where fork would copy it (rawsys.c).
+ */
+long arch_clone_vm_split(void *ca, unsigned long size, void *stack_top, void (*fn)(void *, long),
+			 void *arg);
+/*
+ * clone3(@ca, @size) for a child on the stack @ca names (stack and
+ * stack_size), which calls @fn(@arg) there and exits with what it returns;
+ * @fn must not use thread-local storage or libc when @ca has CLONE_VM. The
+ * child's pid in the parent, or -errno (rawsys.c; glibc's clone(3) cannot
+ * pass clone3's arguments, such as CLONE_INTO_CGROUP).
+ */
+long arch_clone3_fn(void *ca, unsigned long size, int (*fn)(void *), void *arg);
+/* The thread pointer (x86_64: fs's base; arm64: tpidr_el0), which glibc's
+ * __rseq_offset is relative to (rawsys.c). */
+void *arch_thread_pointer(void);
 
 #endif

@@ -2,11 +2,9 @@
 /*
  * The jail: namespaces, a root of bind mounts, a cgroup, rlimits and an
  * unprivileged uid, entered after the plan is checked and before any thread
- * starts. The calling process stays outside as a small supervisor (it
- * forwards signals, waits and removes the cgroup); it starts two children
- * in a new pid namespace: pid 1, the namespace's init (jail_init, sharing
- * its memory), and pid 2, the VMM, which sets the jail up for itself. The
- * paths it holds are named in jail_paths.c.
+ * starts. The processes it takes (the namespace's init, the VMM keeping the
+ * caller's memory, the supervisor outside) are jail_proc.c's; the paths the
+ * jail holds are named in jail_paths.c and made in jail_root.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/rseq.h>
 #include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -37,6 +36,7 @@
 #include "arch.h"
 #include "confine.h"
 #include "jail.h"
+#include "jail_proc.h"
 #include "log.h"
 #include "plan.h"
 #include "vm.h"
@@ -59,7 +59,10 @@
 static struct {
 	bool pending;
 	uid_t uid;
-} seal_state;
+	int exec_fd;                  /* jail_alone's, until jail_seal; -1: none */
+	struct jail_init_arg *ia;
+} seal_state = { .exec_fd = -1 };
+
 
 static uint64_t keep_caps(void)
 {
@@ -120,8 +123,11 @@ int jail_seal(char *err, size_t errlen)
 {
 	uid_t u = seal_state.uid;
 	uint64_t caps = 0;
-	int ret;
+	int ret, fd = seal_state.exec_fd;
 
+	seal_state.exec_fd = -1;
+	if (fd >= 0 && (ret = jail_alone(fd, seal_state.ia, err, errlen)))
+		return ret;
 	if (!seal_state.pending)
 		return 0;
 	if (setresuid(u, u, u) < 0)
@@ -229,15 +235,19 @@ static void enable_controllers(const char *dir)
 		}
 }
 
-/* The calling child joins the cgroup @cg unless it was @born there
- * (jail_fork): 0 or -errno. */
-static int join_cgroup(const char *cg, bool born)
+/* The calling child, and the namespace's init (@init), join the cgroup
+ * @cg unless they were @born there (jail_clone_vmm): 0 or -errno. */
+static int join_cgroup(const char *cg, bool born, pid_t init)
 {
-	char p[PATH_MAX];
+	char p[PATH_MAX], pid[16];
+	int ret;
 
 	if (born)
 		return 0;
 	snprintf(p, sizeof(p), "%s/cgroup.procs", cg);
+	snprintf(pid, sizeof(pid), "%d", (int)init);
+	if ((ret = write_file(p, pid)))
+		return ret;
 	return write_file(p, "0");
 }
 
@@ -281,17 +291,6 @@ static void probe(const struct jail_cfg *j)
 		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
 }
 
-/* The signals the supervisor forwards to the VMM (and SIGCHLD): blocked,
- * waited for with sigwaitinfo. */
-static void jail_sigs(sigset_t *s)
-{
-	sigemptyset(s);
-	sigaddset(s, SIGINT);
-	sigaddset(s, SIGTERM);
-	sigaddset(s, SIGHUP);
-	sigaddset(s, SIGCHLD);
-}
-
 /* Close fds @from to @to (~0u: every one from @from up). */
 static void close_fds(unsigned from, unsigned to)
 {
@@ -302,104 +301,19 @@ static void close_fds(unsigned from, unsigned to)
 }
 
 /*
- * pid 1 of the jail's namespace. The kernel gives a namespace's init only
- * the signals it has handlers for, from inside and from outside alike, so
- * a VMM there would ignore a SIGABRT sent to it and could not die of its
- * own abort(): the VMM is pid 2, with the usual signal semantics, and pid
- * 1 is this small init. It is a CLONE_VM child of the supervisor, on a
- * stack of its own: a process of its own (its own pid, fds, credentials,
- * seccomp filter) that shares the supervisor's memory instead of copying
- * it, so a jailed start pays one copy of the supervisor's address space
- * (the VMM's) and not two; with no thread-local storage of its own it
- * calls no libc function, only the kernel (arch_raw_syscall). It closes
- * every fd, waits for its seccomp filter (compiled by the supervisor
- * beside the VMM's setup, handed over through @go), loads it (waiting and
- * reaping only: anything else ends the process), then reaps whatever is
- * orphaned in the namespace until the supervisor kills it after the VMM,
- * or dies with the supervisor (PR_SET_PDEATHSIG); the kernel then ends
- * what is left in the namespace. It stays root: the VMM, another uid,
- * cannot trace it or signal it.
- */
-struct jail_init_arg {
-	int go;                  /* read end of a pipe: a byte once prog is set */
-	struct sock_fprog prog;  /* its seccomp filter; len 0: none could be made */
-	volatile long loaded;    /* what the init's seccomp(2) answered */
-};
-
-static char jail_init_stack[64 << 10] __attribute__((aligned(16)));
-
-#define RAW(nr, a, b, c, d, e) \
-	arch_raw_syscall((nr), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
-
-static __attribute__((no_sanitize("address", "undefined"))) int jail_init(void *arg)
-{
-	struct jail_init_arg *ia = arg;
-	uint64_t all = ~0ull, chld = 1ull << (SIGCHLD - 1); /* the kernel's sigset_t */
-	siginfo_t si;
-	char b;
-
-	RAW(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	RAW(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, sizeof(all), 0);
-	if (ia->go > 0)
-		RAW(SYS_close_range, 0, ia->go - 1, 0, 0, 0);
-	RAW(SYS_close_range, ia->go + 1, ~0u, 0, 0, 0);
-	while (RAW(SYS_read, ia->go, &b, 1, 0, 0) == -EINTR)
-		;
-	RAW(SYS_close, ia->go, 0, 0, 0, 0);
-	RAW(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	ia->loaded = ia->prog.len ? RAW(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ia->prog, 0, 0)
-				  : -ENOSYS;
-	for (;;)
-		if (RAW(SYS_rt_sigtimedwait, &chld, &si, NULL, sizeof(chld), 0) == SIGCHLD)
-			while (RAW(SYS_wait4, -1, NULL, WNOHANG | __WALL, NULL, 0) > 0)
-				;
-	return 0;
-}
-
-/* The init's filter, into @ia: what jail_init calls after loading it (and
- * the kernel's restart of an interrupted wait). Left empty (the init then
- * runs without one, and the supervisor says so) if it cannot be made. */
-static void jail_init_filter(struct jail_init_arg *ia)
-{
-	static const char *const ok[] = { "rt_sigtimedwait", "wait4", "restart_syscall",
-					   "exit", "exit_group" };
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	struct sock_filter *prog;
-	unsigned short n;
-	int ret = ctx ? 0 : -ENOMEM;
-
-	for (unsigned i = 0; !ret && i < sizeof(ok) / sizeof(*ok); i++)
-		ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, seccomp_syscall_resolve_name(ok[i]), 0);
-	if (!ret && !(ret = confine_export(ctx, &prog, &n))) {
-		ia->prog.filter = prog;
-		ia->prog.len = n;
-	}
-	seccomp_release(ctx);
-}
-
-/*
- * The jail's network namespace, made by the supervisor beside the child's
+ * The jail's network namespace, made by the caller beside the child's
  * mounts (a new one costs 0.3-0.45 ms of the kernel's setup of every
- * network subsystem, on a host with two CPUs the other one's time): the
- * supervisor unshares it for itself, says so on a pipe, and the child
- * joins it through the host's /proc before the pivot hides that. The
- * supervisor uses no network; the namespace is owned by the host's user
- * namespace as one the child unshared would be.
+ * network subsystem, on a host with two CPUs the other one's time): on
+ * its way to becoming the supervisor (jail_handoff) it unshares one for
+ * itself, says so on a pipe, and the child joins it through the host's
+ * /proc before the pivot hides that. The supervisor uses no network; the
+ * namespace is owned by the host's user namespace as one the child
+ * unshared would be.
  */
 struct net_handoff {
 	int fd;      /* the pipe's read end, in the child; -1: none */
 	pid_t owner; /* the supervisor, as the host's /proc numbers it */
 };
-
-/* The supervisor's half: 0, or a positive errno, on the pipe. */
-static void net_give(int wfd)
-{
-	int e = unshare(CLONE_NEWNET) < 0 ? errno : 0;
-
-	if (write(wfd, &e, sizeof(e)) != sizeof(e))
-		log_debug("jail: the network namespace's pipe: %s", strerror(errno));
-	close(wfd);
-}
 
 /* The child's half: wait for the supervisor's namespace and enter it. */
 static int net_take(struct net_handoff *h, char *err, size_t errlen)
@@ -433,9 +347,27 @@ static int net_take(struct net_handoff *h, char *err, size_t errlen)
 	return 0;
 }
 
-/* The child: everything after the fork. 0, or -errno after a message. */
-static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struct net_handoff *net,
-		      char *err, size_t errlen)
+/* Close every fd from 3 up but @keep_a and @keep_b (-1: none). */
+static void close_fds_but(int keep_a, int keep_b)
+{
+	int lo = keep_a < keep_b ? keep_a : keep_b, hi = keep_a < keep_b ? keep_b : keep_a;
+	unsigned from = 3;
+
+	if (lo >= 3) {
+		close_fds(from, (unsigned)lo - 1);
+		from = (unsigned)lo + 1;
+	}
+	if (hi >= 3 && hi != lo) {
+		close_fds(from, (unsigned)hi - 1);
+		from = (unsigned)hi + 1;
+	}
+	close_fds(from, ~0u);
+}
+
+/* The VMM's process: everything after the split. 0, or -errno after a message. */
+static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, pid_t init,
+		      struct net_handoff *net, int exec_fd, struct jail_init_arg *ia, char *err,
+		      size_t errlen)
 {
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/urandom",
 					     "/dev/random", "/dev/net/tun" };
@@ -446,18 +378,13 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* No fd but stdin, stdout and stderr crosses into the jail (the
-	 * network namespace's pipe is closed before the pivot). */
-	if (net->fd >= 3) {
-		close_fds(3, (unsigned)net->fd - 1);
-		close_fds((unsigned)net->fd + 1, ~0u);
-	} else {
-		close_fds(3, ~0u);
-	}
+	 * network namespace's pipe and @exec_fd are closed before the pivot). */
+	close_fds_but(net->fd, exec_fd);
 	/* KVM, opened while root and the host's /dev is there: the jail
 	 * holds no /dev/kvm. */
 	if ((ret = vm_kvm_preopen(err, errlen)))
 		return ret;
-	if ((ret = join_cgroup(cg, born_in_cg)))
+	if ((ret = join_cgroup(cg, born_in_cg, init)))
 		return errf(err, errlen, ret, "jail: joining the cgroup %s: %s", cg, strerror(-ret));
 	if (!getcwd(cwd, sizeof(cwd)))
 		snprintf(cwd, sizeof(cwd), "/");
@@ -486,12 +413,17 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 	close(root);
 	if (ret)
 		return ret;
-	/* beside the supervisor's network namespace: work the child would
-	 * otherwise wait through, or that would come before the fork */
+	/* beside the caller's making of the network namespace: work the
+	 * child would otherwise wait through, or that would come before the
+	 * split */
 	if (j->before_pivot)
 		j->before_pivot(j->before_pivot_arg);
 	if (net->fd >= 0 && (ret = net_take(net, err, errlen)))
 		return ret;
+	/* checked before the guest's first instruction (jail_seal), by when
+	 * the caller's exec is long done */
+	seal_state.exec_fd = exec_fd;
+	seal_state.ia = ia;
 	/*
 	 * The old root stacked on the new one, then detached (pivot_root(2),
 	 * new_root and put_old the same): no folder for it to make in DIR and
@@ -564,112 +496,6 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, struc
 	return 0;
 }
 
-/*
- * The VMM's process, born in the cgroup @cg (clone3's CLONE_INTO_CGROUP,
- * Linux 5.7; *@born true) so that it never migrates: a write to
- * cgroup.procs takes the cgroup core's write lock, which waits for an RCU
- * grace period (~10 ms a start on a 6.18 host). A raw clone3 runs no fork
- * handlers, registers no robust-futex list and leaves glibc's cached thread
- * id of the main thread the parent's (glibc's fork sets both anew): sound
- * while the process has one thread (checked: no lock is held across it) and
- * for what the VMM's main thread does with that id, which is nothing: it
- * takes no robust or priority-inheriting mutex, nothing signals it by its
- * pthread_t (glibc's raise and abort ask the kernel for the id), and every
- * thread it starts gets its own id from the kernel. Else, or on a kernel
- * without it: fork, and the child joins by itself.
- */
-static pid_t jail_fork(const char *cg, bool *born)
-{
-	struct clone_args ca = { .flags = CLONE_INTO_CGROUP, .exit_signal = SIGCHLD };
-	int fd = __libc_single_threaded ? open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	long pid;
-	int e;
-
-	*born = false;
-	if (fd >= 0) {
-		ca.cgroup = (uint64_t)fd;
-		pid = syscall(SYS_clone3, &ca, sizeof(ca));
-		e = errno;
-		close(fd);
-		if (pid >= 0) {
-			*born = true;
-			return (pid_t)pid;
-		}
-		log_debug("jail: clone3 into the cgroup: %s; fork", strerror(e));
-	} else {
-		log_debug("jail: %s; fork",
-			  __libc_single_threaded ? "cannot open the cgroup" : "threads exist");
-	}
-	return fork();
-}
-
-/*
- * The supervisor's next children in its own pid namespace again, not in
- * the jail's (unshare(CLONE_NEWPID) set that for them): what it may start
- * later, a sanitizer's leak check at exit, could not be started there once
- * the jail's init is gone. /proc/self/ns/pid is the namespace it is in.
- */
-static void own_pid_ns(void)
-{
-	int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0 || setns(fd, CLONE_NEWPID) < 0)
-		log_debug("jail: back to the supervisor's pid namespace: %s", strerror(errno));
-	if (fd >= 0)
-		close(fd);
-}
-
-/*
- * The supervisor: hand the init its filter, forward SIGINT, SIGTERM and
- * SIGHUP to the VMM, wait for it, end the init (and with it whatever the
- * VMM left in the namespace), remove the cgroup, exit as the VMM did (128 +
- * the signal that ended it, as a shell gives it). The signals are blocked.
- */
-static void supervise(pid_t vmm, pid_t init, struct jail_init_arg *ia, int go, const char *cg)
-{
-	bool init_gone = false;
-	int status = 0, code = -1;
-	siginfo_t si;
-	sigset_t s;
-
-	jail_init_filter(ia);
-	if (write(go, "", 1) != 1)
-		log_debug("jail: the init's pipe: %s", strerror(errno));
-	close(go);
-	jail_sigs(&s);
-	while (code < 0) {
-		int sig = sigwaitinfo(&s, &si);
-		pid_t w;
-
-		if (sig < 0)
-			continue;
-		if (sig != SIGCHLD) {
-			kill(vmm, sig);
-			continue;
-		}
-		while (code < 0 && (w = waitpid(-1, &status, WNOHANG | __WALL)) > 0)
-			if (w == init)
-				init_gone = true;
-			else if (w == vmm)
-				code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	}
-	if (!init_gone) {
-		kill(init, SIGKILL);
-		waitpid(init, NULL, __WALL);
-	}
-	if (ia->loaded)
-		log_warn("jail: the namespace's init ran without its seccomp filter (%s)",
-			 strerror((int)-ia->loaded));
-	/* The cgroup empties as the pid namespace's last tasks are reaped. */
-	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
-		usleep(10000);
-	if (access(cg, F_OK) == 0)
-		log_warn("jail: cannot remove the cgroup %s: %s", cg, strerror(errno));
-	else
-		log_debug("jail: cgroup %s removed", cg);
-	exit(code);
-}
-
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 {
 	/* cgroup v2 alone, or beside v1 at unified/ (a hybrid host) */
@@ -683,14 +509,16 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		{ "pids.max", j->pids_max }, { "io.max", j->io_max },
 	};
 	char cg[PATH_MAX], p[PATH_MAX], top[PATH_MAX], *slash;
-	static struct jail_init_arg ia; /* the init reads it: not on this stack */
+	/* the init and the caller's last steps read these: not on this stack */
+	static struct jail_init_arg ia;
+	static struct jail_handoff h;
 	struct net_handoff net = { .fd = -1 };
-	int pipefd[2], gop[2];
+	int pipefd[2], execp[2];
 	struct stat st;
 	bool born;
-	sigset_t s;
-	pid_t init, pid;
-	int ret;
+	sigset_t s, old;
+	long init, pid;
+	int ret, cgfd = -1;
 
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
@@ -737,65 +565,87 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 				    ret == -ENOENT ? " (the controller is not enabled for this cgroup)" : "");
 		}
 	}
-	/* The network namespace, made by the supervisor (see net_handoff);
-	 * without the pipe the child unshares its own. */
+	/* The network namespace, made by the caller on its way to being the
+	 * supervisor (see net_handoff); without the pipe the child unshares
+	 * its own. */
+	h.net_wfd = -1;
 	if (j->new_net && pipe2(pipefd, O_CLOEXEC) == 0) {
 		net.fd = pipefd[0];
 		net.owner = getpid();
+		h.net_wfd = pipefd[1];
 	}
-	/* A new pid namespace for the children: the first, pid 1, is its
-	 * init (sharing this process's memory, not in the cgroup); the
-	 * second, pid 2, the VMM. */
-	if (pipe2(gop, O_CLOEXEC) < 0) {
+	ia.loaded = JAIL_INIT_PENDING;
+	if ((ret = jail_init_filter(&ia))) {
+		ret = errf(err, errlen, ret, "--jail: the seccomp filter of the namespace's init: %s",
+			   strerror(-ret));
+		goto undo_net;
+	}
+	/* The end of the caller's exec (jail_alone) and what it execs. */
+	if (pipe2(execp, O_CLOEXEC) < 0) {
 		ret = errf(err, errlen, -errno, "--jail: pipe: %s", strerror(errno));
 		goto undo_net;
 	}
-	ia.go = gop[0];
-	jail_sigs(&s);
-	sigprocmask(SIG_BLOCK, &s, NULL);
+	if ((ret = jail_handoff_prepare(&h, cg, err, errlen)))
+		goto undo_exec;
+	/*
+	 * A new pid namespace for the children: the first, pid 1, is its
+	 * init (not in the cgroup); the second, pid 2, the VMM. Every signal
+	 * blocked across: a handler run in the init, or in the caller before
+	 * it has left the VMM's stack, would write a frame where the other
+	 * runs. The VMM gets the mask back; the supervisor sets its own.
+	 */
+	sigfillset(&s);
+	sigprocmask(SIG_SETMASK, &s, &old);
 	fflush(NULL);
-	init = unshare(CLONE_NEWPID) < 0 ? -1
-	       : clone(jail_init, jail_init_stack + sizeof(jail_init_stack), CLONE_VM | SIGCHLD, &ia);
-	pid = init < 0 ? -1 : jail_fork(cg, &born);
-	ret = pid < 0 ? -errno : 0;
-	if (pid != 0)
-		own_pid_ns();
+	if (unshare(CLONE_NEWPID) < 0) {
+		ret = errf(err, errlen, -errno, "--jail: a new pid namespace: %s", strerror(errno));
+		goto undo_mask;
+	}
+	init = jail_spawn_init(cg, &ia, &cgfd);
+	if (init < 0) {
+		ret = errf(err, errlen, init, "--jail: the pid namespace's init: %s", strerror(-init));
+		jail_own_pid_ns();
+		goto undo_mask;
+	}
+	h.init = init;
+	snprintf(h.init_s, sizeof(h.init_s), "%d", (int)init);
+	born = cgfd >= 0;
+	pid = jail_clone_vmm(cgfd, &h);
+	if (cgfd >= 0)
+		close(cgfd);
 	if (pid < 0) {
-		ret = errf(err, errlen, ret, "--jail: a process in a new pid namespace: %s",
-			   strerror(-ret));
-		if (init > 0) {
-			kill(init, SIGKILL);
-			waitpid(init, NULL, __WALL);
-		}
-		close(gop[0]);
-		close(gop[1]);
-		sigprocmask(SIG_UNBLOCK, &s, NULL);
-		goto undo_net;
+		ret = errf(err, errlen, (int)pid, "--jail: the VMM's process: %s",
+			   pid == -EBUSY ? "threads run (a bug: the jail comes before any thread)"
+					 : strerror((int)-pid));
+		kill(init, SIGKILL);
+		waitpid(init, NULL, __WALL);
+		jail_own_pid_ns();
+		goto undo_mask;
 	}
-	if (pid > 0) {
-		close(gop[0]);
-		if (net.fd >= 0) {
-			close(pipefd[0]);
-			net_give(pipefd[1]);
-		}
-		supervise(pid, init, &ia, gop[1], cg); /* never returns */
-	}
-	close(gop[0]);
-	close(gop[1]);
+	/* The VMM's process, pid 2; the caller is on its way to exec. */
+	close(execp[1]);
 	if (net.fd >= 0)
 		close(pipefd[1]);
-	sigprocmask(SIG_UNBLOCK, &s, NULL);
-	ret = jail_child(j, cg, born, &net, err, errlen);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	ret = jail_child(j, cg, born, init, &net, execp[0], &ia, err, errlen);
 	if (ret) {
 		log_err("%s", err);
 		_exit(VM_EXIT_ERROR);
 	}
 	return 0;
+undo_mask:
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	jail_handoff_free(&h);
+undo_exec:
+	close(execp[0]);
+	close(execp[1]);
 undo_net:
 	if (net.fd >= 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
 	}
+	free((void *)ia.prog.filter);
+	ia.prog.filter = NULL;
 	rmdir(cg);
 	return ret;
 }

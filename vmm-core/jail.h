@@ -129,22 +129,28 @@ void jail_root_walk_only(bool on);
 
 /*
  * Enter the jail. Needs root. The calling process makes the cgroup and
- * starts the namespace's init and the VMM's process; it then only forwards
- * SIGINT, SIGTERM and SIGHUP to the VMM, waits for it, ends the init,
- * removes the cgroup and exits with the VMM's status: this returns only in
- * the VMM's process, jailed, with 0, or in the caller with -errno and a
- * message when nothing was started. A failure in the VMM's process while
+ * starts the namespace's init and the VMM's process, which goes on with the
+ * caller's memory; the caller execs cubicle as the supervisor, which only
+ * forwards SIGINT, SIGTERM and SIGHUP to the VMM, waits for it, ends the
+ * init, removes the cgroup and exits with the VMM's status: this returns
+ * only in the VMM's process, jailed, with 0, or in the caller with -errno
+ * and a message when nothing was started. A failure in the VMM's process while
  * it sets the jail up is logged and ends it with status 1.
  */
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
+/* `cubicle __jail-supervise ...`: what jail_enter's caller execs itself as,
+ * outside the jail (jail.c); its exit status is the VMM's. */
+int jail_supervise_main(int argc, char **argv);
 
 /*
  * A jail with a tap (new_net false) runs the VMM as the jail's uid with its
  * saved uid 0, CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON (see jail.c), and no user namespace, so that
  * its setup can make the tap and attach the eBPF policy. jail_seal, before
  * the guest's first instruction, sets every id of every thread to the
- * jail's uid, which clears every capability, and checks. 0 (and nothing
- * done when no such jail is pending), or -errno with a message.
+ * jail's uid, which clears every capability, and checks. For every jail it
+ * first checks that the supervisor has left the VMM's memory (its exec)
+ * and that the namespace's init, which shares that memory, has its seccomp
+ * filter. 0 (and nothing done outside a jail), or -errno with a message.
  */
 int jail_seal(char *err, size_t errlen);
 /* Whether jail_seal has work, and the uid it sets (the seccomp filters

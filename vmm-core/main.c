@@ -20,6 +20,7 @@
 #include "arch.h"
 #include "helper.h"
 #include "hostcheck.h"
+#include "jail.h"
 #include "log.h"
 #include "run.h"
 #include "snap/snapshot.h"
@@ -375,6 +376,9 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return usage_error("%s", "missing COMMAND: run, plugins, check-host or disk");
 	cmd = argv[1];
+	/* what `run --jail` execs itself as, outside the jail (jail.c) */
+	if (!strcmp(cmd, "__jail-supervise"))
+		return jail_supervise_main(argc, argv);
 	if (!strcmp(cmd, "help") && argc == 3) {
 		/* `cubicle help CMD`: a command that is a program of its own
 		 * answers its own --help; the rest are on the main page. */

@@ -584,8 +584,8 @@ elif [ -n "${sk:-}" ]; then
 		probe=$(sed -n 's/.*jail probe: //p' "$tmp/jrestore.err")
 	fi
 	cg=$(sed -n 's/.*jailed in .* cgroup \(.*\)$/\1/p' "$tmp/jrestore.err")
-	# in the cgroup: the VMM alone, not the supervisor nor the namespace's
-	# init (the supervisor's CLONE_VM child, born outside it).
+	# in the cgroup: the VMM and the namespace's init (both share the
+	# memory the cgroup is charged for), not the supervisor.
 	# A kernel thread KVM makes for the VM is listed apart: older kernels'
 	# (6.1: L1's) NX huge page recovery worker, kvm-nx-lpage-recovery, is
 	# a kthread moved into its creator's cgroups, so charged to the jail.
@@ -610,9 +610,9 @@ elif [ -n "${sk:-}" ]; then
 	   echo "$probe" | grep -q '^pid 2 uid 65534 gid 65534; / holds:.*; 2 processes: 1 2; network interfaces: lo; read-only binds: 1 of 1$' &&
 	   ! echo "$probe" | grep -Eq '/ holds:.* (etc|usr|bin|home|sys|lib)( |;)' &&
 	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
-	   [ "$(echo $cgprocs | wc -w)" = 1 ] && ! echo " $cgprocs" | grep -q " $p " &&
+	   [ "$(echo $cgprocs | wc -w)" = 2 ] && ! echo " $cgprocs" | grep -q " $p " &&
 	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
-		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pid $cgprocs(the VMM)${cgkthreads:+ and the kernel's $cgkthreads}and is gone"
+		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs(the VMM and the init)${cgkthreads:+ and the kernel's $cgkthreads}and is gone"
 	else
 		tail -n 12 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
 		# last: notok shows the file's last 15 lines
