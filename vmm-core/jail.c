@@ -588,8 +588,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	if ((ret = jail_handoff_prepare(&h, cg, err, errlen)))
 		goto undo_exec;
 	/*
-	 * A new pid namespace for the children: the first, pid 1, is its
-	 * init (not in the cgroup); the second, pid 2, the VMM. Every signal
+	 * A new pid namespace for the children, both born in the cgroup: the
+	 * first, pid 1, is its init; the second, pid 2, the VMM. Every signal
 	 * blocked across: a handler run in the init, or in the caller before
 	 * it has left the VMM's stack, would write a frame where the other
 	 * runs. The VMM gets the mask back; the supervisor sets its own.
@@ -603,7 +603,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	}
 	init = jail_spawn_init(cg, &ia, &cgfd);
 	if (init < 0) {
-		ret = errf(err, errlen, init, "--jail: the pid namespace's init: %s", strerror(-init));
+		ret = errf(err, errlen, (int)init, "--jail: the pid namespace's init: %s",
+			   strerror((int)-init));
 		jail_own_pid_ns();
 		goto undo_mask;
 	}
