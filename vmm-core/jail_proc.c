@@ -294,9 +294,13 @@ long jail_clone_vmm(int cgfd, struct jail_handoff *h)
 				  jail_handoff, h);
 	if (pid < 0)
 		return pid;
-	if (__rseq_size > 0)
-		syscall(SYS_rseq, (char *)arch_thread_pointer() + __rseq_offset, __rseq_size, 0,
-			RSEQ_SIG);
+	/* glibc registered its area with the kernel's original size (32
+	 * bytes, the least the kernel takes); __rseq_size says how much of it
+	 * is in use (20 in glibc 2.36) */
+	if (__rseq_size > 0 &&
+	    syscall(SYS_rseq, (char *)arch_thread_pointer() + __rseq_offset,
+		    __rseq_size > 32 ? __rseq_size : 32, 0, RSEQ_SIG) < 0)
+		log_debug("jail: the VMM's rseq area: %s", strerror(errno));
 	return 0;
 }
 
