@@ -12,12 +12,8 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <linux/sched.h>
 #include <net/if.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,16 +21,12 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/rseq.h>
-#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "arch.h"
-#include "confine.h"
 #include "jail.h"
 #include "jail_proc.h"
 #include "log.h"
@@ -62,7 +54,6 @@ static struct {
 	int exec_fd;                  /* jail_alone's, until jail_seal; -1: none */
 	struct jail_init_arg *ia;
 } seal_state = { .exec_fd = -1 };
-
 
 static uint64_t keep_caps(void)
 {

@@ -203,7 +203,7 @@ static __attribute__((noreturn, no_sanitize("address", "undefined"))) void jail_
 	RAW(SYS_kill, h->init, SIGKILL, 0, 0, 0);
 	RAW(SYS_wait4, vmm, NULL, __WALL, NULL, 0);
 	RAW(SYS_wait4, h->init, NULL, __WALL, NULL, 0);
-	RAW(SYS_rmdir, h->cg, 0, 0, 0, 0);
+	RAW(SYS_unlinkat, AT_FDCWD, h->cg, AT_REMOVEDIR, 0, 0);
 	RAW(SYS_write, 2, h->fail, h->fail_len, 0, 0);
 	for (;;)
 		RAW(SYS_exit_group, VM_EXIT_ERROR, 0, 0, 0, 0);
