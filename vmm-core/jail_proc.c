@@ -246,12 +246,44 @@ long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd)
 	return arch_clone3_fn(&ca, sizeof(ca), jail_init, ia);
 }
 
+/* The number of this process's threads (0 if unknown). */
+static int threads(void)
+{
+	char buf[4096], *t;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return (t = strstr(buf, "\nThreads:")) ? atoi(t + 9) : 0;
+}
+
+/*
+ * Whether this process has one thread now. glibc's flag stays false once
+ * a thread was made, even after it ended: then the kernel is asked, a few
+ * times, since a thread just joined clears its id, which pthread_join
+ * waits for, a moment before it leaves the process.
+ */
+static bool one_thread(void)
+{
+	int n = 0;
+
+	if (__libc_single_threaded)
+		return true;
+	for (int i = 0; i < 200 && (n = threads()) > 1; i++)
+		usleep(50);
+	return n == 1;
+}
+
 /*
  * The VMM's process: a CLONE_VM child that goes on from here on the
  * caller's stack with the caller's memory (arch_clone_vm_split), while the
  * caller moves to jail_handoff. Born in the cgroup @cgfd names (clone3's
  * CLONE_INTO_CGROUP, Linux 5.7; -1: not) so that it never migrates (see
- * jail_spawn). Returns 0 in the child, or -errno in the caller when no
+ * jail_spawn_init). Returns 0 in the child, or -errno in the caller when no
  * child was made.
  *
  * The child is glibc's main thread as the caller left it: its thread-local
@@ -264,24 +296,6 @@ long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd)
  * raise and abort ask the kernel for the id), and every thread it starts
  * gets its own id from the kernel. The caller has one thread (checked).
  */
-/* Whether this process has one thread now (glibc's flag stays false once
- * a thread was made, even after it ended: then the kernel is asked). */
-static bool one_thread(void)
-{
-	char buf[4096], *t;
-	ssize_t n;
-	int fd;
-
-	if (__libc_single_threaded)
-		return true;
-	if ((fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return (t = strstr(buf, "\nThreads:")) && atoi(t + 9) == 1;
-}
-
 long jail_clone_vmm(int cgfd, struct jail_handoff *h)
 {
 	struct clone_args ca = { .flags = CLONE_VM | (cgfd >= 0 ? CLONE_INTO_CGROUP : 0),
