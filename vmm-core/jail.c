@@ -595,7 +595,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	init = jail_spawn_init(cg, &ia, &cgfd);
 	if (init < 0) {
 		ret = errf(err, errlen, (int)init, "--jail: the pid namespace's init: %s",
-			   strerror((int)-init));
+			   init == -EBUSY ? "threads run (a bug: the jail comes before any thread)"
+					  : strerror((int)-init));
 		jail_own_pid_ns();
 		goto undo_mask;
 	}
@@ -607,8 +608,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		close(cgfd);
 	if (pid < 0) {
 		ret = errf(err, errlen, (int)pid, "--jail: the VMM's process: %s",
-			   pid == -EBUSY ? "threads run (a bug: the jail comes before any thread)"
-					 : strerror((int)-pid));
+			   strerror((int)-pid));
 		kill(init, SIGKILL);
 		waitpid(init, NULL, __WALL);
 		jail_own_pid_ns();

@@ -194,7 +194,7 @@ static __attribute__((noreturn, no_sanitize("address", "undefined"))) void jail_
 	}
 	do
 		t[n++] = (char)('0' + v % 10);
-	while ((v /= 10) && n < (int)sizeof(t));
+	while ((v /= 10) && n < (int)sizeof(t) - 1);
 	for (int i = 0; i < n; i++)
 		h->vmm[i] = t[n - 1 - i];
 	h->vmm[n] = '\0';
@@ -207,43 +207,6 @@ static __attribute__((noreturn, no_sanitize("address", "undefined"))) void jail_
 	RAW(SYS_write, 2, h->fail, h->fail_len, 0, 0);
 	for (;;)
 		RAW(SYS_exit_group, VM_EXIT_ERROR, 0, 0, 0, 0);
-}
-
-/*
- * The namespace's init (jail_init, on jail_init_stack, sharing this
- * memory), born in the cgroup @cg with the VMM that follows it: both share
- * the memory whose pages the cgroup is charged for (the kernel charges an
- * address space's pages to the cgroup of its owner, which becomes one of
- * them when the caller execs), and a process is born there, with clone3's
- * CLONE_INTO_CGROUP (Linux 5.7), so that it never migrates: a write to
- * cgroup.procs takes the cgroup core's write lock, which waits for an RCU
- * grace period (~10 ms a start on a 6.18 host). *@cgfd: the cgroup's fd for
- * the VMM's clone, or -1 where it cannot be used (the VMM then moves both
- * in, join_cgroup). The init's pid, or -errno.
- */
-long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd)
-{
-	struct clone_args ca = { .flags = CLONE_VM | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
-				 .stack = (uint64_t)(uintptr_t)jail_init_stack,
-				 .stack_size = sizeof(jail_init_stack) };
-	int fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	long pid = -EBADF;
-
-	*cgfd = -1;
-	if (fd >= 0) {
-		ca.cgroup = (uint64_t)fd;
-		pid = arch_clone3_fn(&ca, sizeof(ca), jail_init, ia);
-		if (pid > 0) {
-			*cgfd = fd;
-			return pid;
-		}
-		close(fd);
-	}
-	log_debug("jail: clone3 into the cgroup: %s; the VMM moves itself and the init in",
-		  strerror((int)-pid));
-	ca.flags = CLONE_VM;
-	ca.cgroup = 0;
-	return arch_clone3_fn(&ca, sizeof(ca), jail_init, ia);
 }
 
 /* The number of this process's threads (0 if unknown). */
@@ -279,6 +242,47 @@ static bool one_thread(void)
 }
 
 /*
+ * The namespace's init (jail_init, on jail_init_stack, sharing this
+ * memory), born in the cgroup @cg with the VMM that follows it: both share
+ * the memory whose pages the cgroup is charged for (the kernel charges an
+ * address space's pages to the cgroup of its owner, which becomes one of
+ * them when the caller execs), and a process is born there, with clone3's
+ * CLONE_INTO_CGROUP (Linux 5.7), so that it never migrates: a write to
+ * cgroup.procs takes the cgroup core's write lock, which waits for an RCU
+ * grace period (~10 ms a start on a 6.18 host). *@cgfd: the cgroup's fd for
+ * the VMM's clone, or -1 where it cannot be used (the VMM then moves both
+ * in, join_cgroup). The init's pid, or -errno (-EBUSY: threads run, which
+ * the split that follows cannot have).
+ */
+long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd)
+{
+	struct clone_args ca = { .flags = CLONE_VM | CLONE_INTO_CGROUP, .exit_signal = SIGCHLD,
+				 .stack = (uint64_t)(uintptr_t)jail_init_stack,
+				 .stack_size = sizeof(jail_init_stack) };
+	long pid = -EBADF;
+	int fd;
+
+	*cgfd = -1;
+	if (!one_thread())
+		return -EBUSY;
+	fd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		ca.cgroup = (uint64_t)fd;
+		pid = arch_clone3_fn(&ca, sizeof(ca), jail_init, ia);
+		if (pid > 0) {
+			*cgfd = fd;
+			return pid;
+		}
+		close(fd);
+	}
+	log_debug("jail: clone3 into the cgroup: %s; the VMM moves itself and the init in",
+		  strerror((int)-pid));
+	ca.flags = CLONE_VM;
+	ca.cgroup = 0;
+	return arch_clone3_fn(&ca, sizeof(ca), jail_init, ia);
+}
+
+/*
  * The VMM's process: a CLONE_VM child that goes on from here on the
  * caller's stack with the caller's memory (arch_clone_vm_split), while the
  * caller moves to jail_handoff. Born in the cgroup @cgfd names (clone3's
@@ -294,7 +298,8 @@ static bool one_thread(void)
  * thread does with it, which is nothing: it takes no robust or
  * priority-inheriting mutex, nothing signals it by its pthread_t (glibc's
  * raise and abort ask the kernel for the id), and every thread it starts
- * gets its own id from the kernel. The caller has one thread (checked).
+ * gets its own id from the kernel. The caller has one thread
+ * (jail_spawn_init checked).
  */
 long jail_clone_vmm(int cgfd, struct jail_handoff *h)
 {
@@ -302,8 +307,6 @@ long jail_clone_vmm(int cgfd, struct jail_handoff *h)
 				 .exit_signal = SIGCHLD, .cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0 };
 	long pid;
 
-	if (!one_thread())
-		return -EBUSY;
 	pid = arch_clone_vm_split(&ca, sizeof(ca), jail_handoff_stack + sizeof(jail_handoff_stack),
 				  jail_handoff, h);
 	if (pid < 0)

@@ -37,8 +37,9 @@ struct jail_handoff {
 
 /* The init's filter, into @ia: 0, or -errno (the jail is then not entered). */
 int jail_init_filter(struct jail_init_arg *ia);
-/* The namespace's init, born in the cgroup @cg: its pid or -errno; *@cgfd
- * the cgroup's fd for jail_clone_vmm, or -1 (the VMM then moves both in). */
+/* The namespace's init, born in the cgroup @cg: its pid or -errno (-EBUSY:
+ * threads run); *@cgfd the cgroup's fd for jail_clone_vmm, or -1 (the VMM
+ * then moves both in). */
 long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd);
 /* @h made, while libc may be called; freed again if the jail is not entered. */
 int jail_handoff_prepare(struct jail_handoff *h, const char *cg, char *err, size_t errlen);
