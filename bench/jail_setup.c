@@ -233,12 +233,12 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 int main(int argc, char **argv)
 {
-	static double ms[4][MAX_RUNS], rs[4][MAX_RUNS], life[4][MAX_RUNS];
+	static double ms[4][MAX_RUNS], rs[4][MAX_RUNS], gap[4][MAX_RUNS], life[4][MAX_RUNS];
 	const char *tmp = getenv("TMPDIR");
 	char cfg[256], jail[300], dev[300], cpuid[300];
 	int runs = argc > 4 ? atoi(argv[4]) : 15, fd, ret = 1;
 	int nv = argc > 5 ? 4 : 3;
-	double m[4], r[4], l[4];
+	double m[4], r[4], g[4], l[4];
 	FILE *f;
 
 	if (argc < 4 || runs < 1 || runs > MAX_RUNS) {
@@ -297,28 +297,34 @@ int main(int argc, char **argv)
 
 				if (measure(v[j], argv[2], j == 3, &ms[j][i], &rs[j][i], &life[j][i]))
 					goto out;
+				gap[j][i] = rs[j][i] - ms[j][i];
 			}
 	}
 	for (int j = 0; j < nv; j++) {
 		m[j] = median(ms[j], runs);
 		r[j] = median(rs[j], runs);
+		g[j] = median(gap[j], runs);
 		l[j] = median(life[j], runs);
 	}
-	printf("                 exec to KVM_CREATE_VM     exec to the first KVM_RUN   exec to reaped\n");
-	printf("  --seccomp off  %7.2f ms                %7.2f ms                  %7.2f ms\n", m[0],
-	       r[0], l[0]);
-	printf("  default        %7.2f ms  %+6.2f ms     %7.2f ms  %+6.2f ms       %7.2f ms\n", m[1],
-	       m[1] - m[0], r[1], r[1] - r[0], l[1]);
-	printf("  --jail         %7.2f ms  %+6.2f ms     %7.2f ms  %+6.2f ms       %7.2f ms  %+.2f ms\n",
-	       m[2], m[2] - m[0], r[2], r[2] - r[0], l[2], l[2] - l[0]);
+	printf("                 exec to          exec to the     KVM_CREATE_VM to   exec to\n"
+	       "                 KVM_CREATE_VM    first KVM_RUN   the first KVM_RUN  reaped\n");
+	printf("  --seccomp off  %6.2f ms        %6.2f ms       %6.2f ms          %6.2f ms\n", m[0],
+	       r[0], g[0], l[0]);
+	printf("  default        %6.2f ms        %6.2f ms       %6.2f ms          %6.2f ms\n", m[1],
+	       r[1], g[1], l[1]);
+	printf("  --jail         %6.2f ms        %6.2f ms       %6.2f ms          %6.2f ms\n", m[2],
+	       r[2], g[2], l[2]);
 	if (nv == 4) {
-		printf("  the floor      %7.2f ms                %7.2f ms                  (bench/floor)\n",
-		       m[3], r[3]);
+		printf("  the floor      %6.2f ms        %6.2f ms       %6.2f ms          (bench/floor)\n",
+		       m[3], r[3], g[3]);
 		printf("  cubicle's default beside the floor: %.2fx to KVM_CREATE_VM, %.2fx to the first KVM_RUN\n"
 		       "    (--seccomp off %.2fx, %.2fx)\n",
 		       m[1] / m[3], r[1] / r[3], m[0] / m[3], r[0] / r[3]);
 	}
-	printf("  what the jail adds to the first KVM_RUN, beside the default: %+.2f ms\n", r[2] - r[1]);
+	printf("  what seccomp adds to the first KVM_RUN: %+.2f ms (after KVM_CREATE_VM %+.2f ms)\n",
+	       r[1] - r[0], g[1] - g[0]);
+	printf("  what the jail adds to the first KVM_RUN, beside the default: %+.2f ms (exec to reaped %+.2f ms)\n",
+	       r[2] - r[1], l[2] - l[1]);
 	{
 		double st, ch, pa;
 

@@ -35,6 +35,7 @@ struct event_loop {
 	void *call_arg;
 	int call_ret;
 	bool call_pending;
+	bool call_owned; /* between event_call_begin and event_call_end */
 	pthread_mutex_t lock; /* guards the watch list; never held across a callback */
 	struct watch *watches;
 	bool paused;          /* under lock: only control watches are served */
@@ -211,31 +212,56 @@ static void run_call(struct event_loop *ev)
 	pthread_mutex_unlock(&ev->call_lock);
 }
 
-int event_call(struct event_loop *ev, int (*fn)(void *), void *arg)
+int event_call_begin(struct event_loop *ev, int (*fn)(void *), void *arg)
 {
 	uint64_t one = 1;
-	int ret;
+	int ret = 0;
 
-	if (!ev->running || pthread_equal(pthread_self(), ev->thread))
-		return fn(arg);
 	pthread_mutex_lock(&ev->call_lock);
-	while (ev->call_pending) /* another caller's turn */
+	while (ev->call_owned) /* another caller's turn */
 		pthread_cond_wait(&ev->call_done, &ev->call_lock);
+	ev->call_owned = true;
+	if (!ev->running || pthread_equal(pthread_self(), ev->thread)) {
+		/* no loop to hand it to: run here, the result kept for end */
+		pthread_mutex_unlock(&ev->call_lock);
+		ev->call_ret = fn(arg);
+		return 0;
+	}
 	ev->call_fn = fn;
 	ev->call_arg = arg;
 	ev->call_pending = true;
 	if (write(ev->callfd, &one, sizeof(one)) < 0) {
 		ret = -errno;
 		ev->call_pending = false;
+		ev->call_owned = false;
 		pthread_cond_broadcast(&ev->call_done);
-		pthread_mutex_unlock(&ev->call_lock);
-		return ret;
 	}
+	pthread_mutex_unlock(&ev->call_lock);
+	return ret;
+}
+
+int event_call_end(struct event_loop *ev)
+{
+	int ret;
+
+	pthread_mutex_lock(&ev->call_lock);
 	while (ev->call_pending)
 		pthread_cond_wait(&ev->call_done, &ev->call_lock);
 	ret = ev->call_ret;
+	ev->call_owned = false;
+	pthread_cond_broadcast(&ev->call_done);
 	pthread_mutex_unlock(&ev->call_lock);
 	return ret;
+}
+
+int event_call(struct event_loop *ev, int (*fn)(void *), void *arg)
+{
+	int ret;
+
+	if (!ev->running || pthread_equal(pthread_self(), ev->thread))
+		return fn(arg); /* reentrant: a call made from a call */
+	ret = event_call_begin(ev, fn, arg);
+	return ret ? ret : event_call_end(ev);
 }
 
 bool event_on_loop(struct event_loop *ev)

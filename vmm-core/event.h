@@ -24,6 +24,12 @@ void event_pause(struct event_loop *ev, bool on);
  * when called there or when the loop does not run, else waiting for the
  * loop to pick it up (it runs between two callbacks). */
 int event_call(struct event_loop *ev, int (*fn)(void *), void *arg);
+/* event_call in two halves, the caller working meanwhile: begin hands
+ * fn(arg) to the loop and returns at once (0, or -errno: fn was not run),
+ * end waits for it and returns what fn returned. Every begin that returned
+ * 0 is ended; other callers' event_calls wait until then. */
+int event_call_begin(struct event_loop *ev, int (*fn)(void *), void *arg);
+int event_call_end(struct event_loop *ev);
 /* Is the caller the loop thread? */
 bool event_on_loop(struct event_loop *ev);
 /* Start the loop thread: 0 or -errno. */

@@ -54,6 +54,9 @@ struct run_ctx {
 	/* What the control threads may still reach by path once confined
 	 * (run_allow_paths): the API socket, a restore's snapshot folder. */
 	const char *api_sock, *snap_dir;
+	/* The setup's trim, handed to the event loop (run_settle_soon). */
+	int settle_fd;
+	bool settle_armed;
 };
 
 /* Signals to their own thread (before any other thread exists), the event
