@@ -298,7 +298,10 @@ static void run_settle_cb(void *arg)
 	event_unwatch(r->ev, r->settle_fd);
 	close(r->settle_fd);
 	r->settle_armed = false;
-	run_settled();
+	/* a VM already ending (stopped at its first instruction) would only
+	 * wait for it */
+	if (!__atomic_load_n(&r->vm.exiting, __ATOMIC_ACQUIRE))
+		run_settled();
 }
 
 /*

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # The benchmarks that need no KVM (virtio-blk's and virtio-net's host paths
-# against plain syscalls, `make bench-blk` and `make bench-net`) run once,
+# against plain syscalls, `make bench-blk` and `make bench-net`; a start
+# under the stand-in KVM, `make bench-jail`) run once,
 # small, so that `make bench` cannot break unseen: each must finish with
 # status 0 and print its ratio rows. Their figures are not judged here
 # (timings belong to `make bench`, not to a test).
@@ -36,4 +37,22 @@ run() {
 }
 run "bench/blk" 4 "$bd/bench/blk" 16 1
 run "bench/net" 2 "$bd/bench/net" 1
+# bench/jail_setup (make bench-jail): the stand-in KVM carries cubicle, with
+# and without seccomp and jailed, and the floor from exec to their first
+# KVM_RUN; as root with cgroup v2 (it says "not measured" otherwise)
+n=$((n + 1))
+insn=$bd/bench/first_insn.bin
+[ -f "$insn" ] || insn=${top_srcdir:-.}/bench/first_insn.bin
+out=$("$bd/bench/jail_setup" "$(cd "$bd" && pwd)/cubicle" "$(cd "$bd" && pwd)/bench/kvm_standin.so" \
+	"$(cd "$(dirname "$insn")" && pwd)/$(basename "$insn")" 1 "$(cd "$bd" && pwd)/bench/floor" 2>&1)
+rc=$?
+printf '%s\n' "$out" | sed 's/^/# /'
+if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q 'not measured'; then
+	echo "ok $n - bench/jail_setup # SKIP $(printf '%s\n' "$out" | grep 'not measured' | head -1 | sed 's/^ *//')"
+elif [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "beside the floor: [0-9.]*x to KVM_CREATE_VM, [0-9.]*x to the first KVM_RUN"; then
+	echo "ok $n - bench/jail_setup"
+else
+	echo "not ok $n - bench/jail_setup (status $rc)"
+	fail=1
+fi
 exit $fail
