@@ -27,7 +27,8 @@ int event_call(struct event_loop *ev, int (*fn)(void *), void *arg);
 /* event_call in two halves, the caller working meanwhile: begin hands
  * fn(arg) to the loop and returns at once (0, or -errno: fn was not run),
  * end waits for it and returns what fn returned. Every begin that returned
- * 0 is ended; other callers' event_calls wait until then. */
+ * 0 is ended; other callers' event_calls wait until then. Not from inside
+ * a function an event_call runs (event_call itself may be). */
 int event_call_begin(struct event_loop *ev, int (*fn)(void *), void *arg);
 int event_call_end(struct event_loop *ev);
 /* Is the caller the loop thread? */
