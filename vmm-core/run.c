@@ -27,6 +27,7 @@
 #include "resident.h"
 #include "run.h"
 #include "snap/snapshot.h"
+#include "thread.h"
 
 /* End the run with status: the VM's exit once it runs, else the wait for
  * InstanceStart's. */
@@ -61,8 +62,9 @@ static void *signal_thread(void *arg)
 
 	pthread_setname_np(pthread_self(), "signals");
 	/* It compiles (or loads) every kind's filter, beside the setup
-	 * (signals stay pending meanwhile), confines itself and tells
-	 * run_seal, which lets no guest instruction run before. */
+	 * (signals stay pending meanwhile; thread_start_beside: not in the
+	 * setup's place), confines itself and tells run_seal, which lets no
+	 * guest instruction run before. */
 	confine_build();
 	ok = !confine_thread(CONFINE_SIGNALS, "signals");
 	pthread_mutex_lock(&r->sig_lock);
@@ -112,7 +114,7 @@ int run_prepare(struct run_ctx *r, char *err, size_t errlen)
 	sigaddset(&r->sigs, SIGTERM);
 	sigaddset(&r->sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &r->sigs, NULL);
-	ret = pthread_create(&r->sig_thread, NULL, signal_thread, r);
+	ret = thread_start_beside(&r->sig_thread, signal_thread, r);
 	if (ret) {
 		confine_build(); /* no thread to do it: the teardown waits for it */
 		snprintf(err, errlen, "signal thread: %s", strerror(ret));

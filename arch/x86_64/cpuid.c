@@ -16,6 +16,7 @@
 
 #include "cachefile.h"
 #include "log.h"
+#include "thread.h"
 #include "x86.h"
 
 #define CPUID_1_ECX_X2APIC       (1u << 21)
@@ -185,7 +186,7 @@ void x86_cpuid_ask_ahead(int kvm_fd)
 	ahead.fd = fcntl(kvm_fd, F_DUPFD_CLOEXEC, 0);
 	if (ahead.fd < 0)
 		return;
-	ahead.running = !pthread_create(&ahead.thread, NULL, ask_ahead, NULL);
+	ahead.running = !thread_start_beside(&ahead.thread, ask_ahead, NULL);
 	if (!ahead.running) {
 		close(ahead.fd);
 		ahead.fd = -1;
