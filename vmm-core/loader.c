@@ -335,18 +335,39 @@ static int push(char ***v, unsigned *n, const char *s)
 	return 0;
 }
 
+/* push, unless @s is a folder among the list's first @upto (by name, or
+ * the same folder by another name: CUBICLE_PLUGIN_PATH naming the build's
+ * own plugin folders gave a "found first; this one is not used" warning
+ * for every plugin in them). */
+static int push_dir(char ***v, unsigned *n, unsigned upto, const char *s)
+{
+	struct stat st, other;
+	int known = -1; /* s stat'ed: not yet */
+
+	for (unsigned i = 0; i < upto; i++) {
+		if (!strcmp((*v)[i], s))
+			return 0;
+		if (known < 0)
+			known = !stat(s, &st);
+		if (known && !stat((*v)[i], &other) && other.st_dev == st.st_dev &&
+		    other.st_ino == st.st_ino)
+			return 0;
+	}
+	return push(v, n, s);
+}
+
 char **loader_dirs(char *const *cli_dirs, unsigned n_cli)
 {
 	static const char *const build_sub[] = { "plugins/devices/.libs", "plugins/storage/.libs",
 						  "plugins/net/.libs" };
 	const char *env = getenv("CUBICLE_PLUGIN_PATH");
 	char **v = calloc(1, sizeof(*v));
-	unsigned n = 0;
+	unsigned n = 0, given;
 
 	if (!v)
 		return NULL;
 	for (unsigned i = 0; i < n_cli; i++)
-		if (push(&v, &n, cli_dirs[i]) < 0)
+		if (push_dir(&v, &n, n, cli_dirs[i]) < 0)
 			goto fail;
 	if (env) {
 		char *copy = strdup(env), *save = NULL;
@@ -354,22 +375,25 @@ char **loader_dirs(char *const *cli_dirs, unsigned n_cli)
 		if (!copy)
 			goto fail;
 		for (char *t = strtok_r(copy, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
-			if (push(&v, &n, t) < 0) {
+			if (push_dir(&v, &n, n, t) < 0) {
 				free(copy);
 				goto fail;
 			}
 		}
 		free(copy);
 	}
+	/* the defaults differ from each other: each is checked against
+	 * the folders given only */
+	given = n;
 	if (loader_uninstalled()) {
 		for (unsigned i = 0; i < CUB_ARRAY_SIZE(build_sub); i++) {
 			char buf[PATH_MAX];
 
 			snprintf(buf, sizeof(buf), "%s/%s", CUB_BUILD_DIR, build_sub[i]);
-			if (push(&v, &n, buf) < 0)
+			if (push_dir(&v, &n, given, buf) < 0)
 				goto fail;
 		}
-	} else if (push(&v, &n, CUB_PLUGIN_DIR) < 0) {
+	} else if (push_dir(&v, &n, given, CUB_PLUGIN_DIR) < 0) {
 		goto fail;
 	}
 	return v;

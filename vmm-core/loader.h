@@ -33,7 +33,8 @@ unsigned loader_abi_needs(const struct cub_plugin *d);
 
 /* The directories to search, in order: each --plugin-dir, then
  * CUBICLE_PLUGIN_PATH (colon-separated), then the build tree (when running
- * uninstalled) or the installed directory. Returns a NULL-terminated array
+ * uninstalled) or the installed directory, each folder once (the first
+ * time it comes, by any name). Returns a NULL-terminated array
  * the caller frees with loader_dirs_free. */
 char **loader_dirs(char *const *cli_dirs, unsigned n_cli);
 void loader_dirs_free(char **dirs);

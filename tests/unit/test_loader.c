@@ -134,6 +134,28 @@ static void test_dirs(void)
 	unsetenv("CUBICLE_PLUGIN_PATH");
 }
 
+/* Each folder once, where it first comes: a name given twice, and the
+ * build's devices folder named in CUBICLE_PLUGIN_PATH by another name. */
+static void test_dirs_once(void)
+{
+	char *cli[] = { "/opt/a", "/opt/a" };
+	char **d;
+	unsigned n = 0;
+
+	setenv("CUBICLE_PLUGIN_PATH", "/opt/a:" CUB_BUILD_DIR "/plugins/devices/.libs/.", 1);
+	d = loader_dirs(cli, 2);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	while (d[n])
+		n++;
+	CU_ASSERT_EQUAL_FATAL(n, 4);
+	CU_ASSERT_STRING_EQUAL(d[0], "/opt/a");
+	CU_ASSERT_STRING_EQUAL(d[1], CUB_BUILD_DIR "/plugins/devices/.libs/.");
+	CU_ASSERT_PTR_NOT_NULL(strstr(d[2], "plugins/storage/.libs"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(d[3], "plugins/net/.libs"));
+	loader_dirs_free(d);
+	unsetenv("CUBICLE_PLUGIN_PATH");
+}
+
 static struct plan plan;
 
 /* "dev = { ... };" as devices[0] of a config, planned with only p (and the
@@ -322,6 +344,7 @@ int main(void)
 		{ "registry keeps only good plugins", test_registry },
 		{ "registry reports refused files", test_registry_warns },
 		{ "search path order", test_dirs },
+		{ "search folders: each once, by any name", test_dirs_once },
 		{ "config to cfg struct", test_fill_cfg },
 		{ "the plan is checked before any create", test_plan_before_create },
 		{ "abi_needs lets a newer plugin load", test_abi_needs },
