@@ -76,7 +76,7 @@ step "ASan+UBSan: unit, kvm payload and serve host tests; beside them the fuzz s
 	rc=0
 	make -C "$src/build" -j1 fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-10}" >"$src/build/fuzz-smoke.log" 2>&1 || rc=1
 	CUBICLE_E2E_REQUIRE=0 CUBICLE_E2E_SKIP=1 make -C "$src/build" -j2 distcheck \
-		TESTS='$(UNIT_TESTS) tests/check-plugin-symbols.sh tests/check-cubicle-libs.sh tests/cli/run_errors.sh' \
+		TESTS='$(UNIT_TESTS) tests/check-plugin-symbols.sh tests/check-cubicle-libs.sh tests/check-shell-syntax.sh tests/cli/run_errors.sh' \
 		>"$src/build/distcheck.log" 2>&1 || rc=$((rc + 2))
 	exit $rc
 ) &

@@ -612,7 +612,7 @@ elif [ -n "${sk:-}" ]; then
 	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
 	   [ "$(echo $cgprocs | wc -w)" = 2 ] && ! echo " $cgprocs" | grep -q " $p " &&
 	   [ "${1:-x}" = 0 ] && [ "${2:-0}" -ge "$sk" ] && [ "$(md5sum <"$ds/disk-disk")" = "$m0" ]; then
-		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs(the VMM and the init)${cgkthreads:+ and the kernel's $cgkthreads}and is gone"
+		ok "restore --jail: counted on past $sk (scratch $jsk through the API socket inside the jail), sees '$probe'; its disk copy was made inside the jail (sector 1: tag $1, count $2); the snapshot's copy unchanged (md5); SIGTERM 143; the cgroup held pids $cgprocs(the VMM and the init)${cgkthreads:+ and the kernel threads $cgkthreads}and is gone"
 	else
 		tail -n 12 "$tmp/jrestore.err" >>"$tmp/jrestore.out"
 		# last: notok shows the file's last 15 lines
