@@ -3,6 +3,7 @@
  * the VMM's resident memory excluding guest RAM, for cubicle and for the
  * floor (bench/floor, a bare KVM_CREATE_VM+VCPU+RUN) measured in the same run;
  * the same with --api-sock, with --seccomp off, and (root) with --jail.
+ * The goal rows also show their spread round by round (see spread).
  * Usage: startup CUBICLE FLOOR PAYLOAD [RUNS] */
 #include <errno.h>
 #include <ftw.h>
@@ -257,6 +258,24 @@ static void median(struct sample *s, int n, double *ms, double *kib)
 	*kib = v[n / 2];
 }
 
+/*
+ * The spread of a row against its baseline, round by round: the two ran
+ * within the same round, so the host's drift over the run weighs on both
+ * alike. Per round a ratio (@ratio) or a difference in ms; printed on a
+ * line of its own: "(per round: median M, middle half Q1-Q3)".
+ */
+static void spread(const struct sample *a, const struct sample *b, int n, bool ratio)
+{
+	double v[256];
+
+	for (int i = 0; i < n; i++)
+		v[i] = ratio ? a[i].ms / b[i].ms : a[i].ms - b[i].ms;
+	qsort(v, (size_t)n, sizeof(v[0]), cmp);
+	printf(ratio ? "  (per round: median %.2fx, middle half %.2f-%.2fx)\n"
+		     : "  (per round: median %+.2f ms, middle half %+.2f to %+.2f ms)\n",
+	       v[n / 2], v[n / 4], v[(3 * n) / 4]);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st, (void)flag, (void)ftw;
@@ -361,6 +380,7 @@ int main(int argc, char **argv)
 		median(js, runs, &jms, &jkib);
 	printf("startup (exec to first guest instruction, median of %d):\n", runs);
 	printf("  cubicle %8.2f ms   floor %8.2f ms   ratio %.2fx\n", cms, fms, cms / fms);
+	spread(cs, fs, runs, true);
 	median(fps, runs, &pms, &pkib);
 	printf("  (the floor with the in-kernel irqchip and PIT cubicle creates: %.2f ms, ratio %.2fx)\n",
 	       pms, cms / pms);
@@ -382,11 +402,14 @@ int main(int argc, char **argv)
 	printf("  --seccomp off %8.2f ms;  resident %8.0f KiB\n", oms, okib);
 	printf("  seccomp       %8.2f ms   ratio %.2fx  %+.2f ms;  resident %+.0f KiB\n", cms,
 	       cms / oms, cms - oms, ckib - okib);
+	spread(cs, os, runs, false);
 	if (nojail)
 		printf("  seccomp + jail: not measured (%s)\n", nojail);
-	else
+	else {
 		printf("  seccomp + jail %7.2f ms   ratio %.2fx  %+.2f ms (its RSS is the supervisor's: not shown)\n",
 		       jms, jms / oms, jms - oms);
+		spread(js, os, runs, false);
+	}
 	{
 		double cl = median_life(cs, runs), nl = median_life(ns, runs), fl = median_life(fs, runs);
 		double fil = median_life(fis, runs), fpl = median_life(fps, runs);
