@@ -5,7 +5,8 @@
 # under the stand-in KVM, `make bench-jail`) run once,
 # small, so that `make bench` cannot break unseen: each must finish with
 # status 0 and print its ratio rows. Their figures are not judged here
-# (timings belong to `make bench`, not to a test).
+# (timings belong to `make bench`, not to a test). bench/startup, the
+# start against a bare KVM program, runs where /dev/kvm does.
 set -u
 bd=${top_builddir:-.}
 if [ -n "${TEST_RUNNER:-}" ]; then
@@ -54,5 +55,15 @@ elif [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "beside the floor: [0-9.]*x
 else
 	echo "not ok $n - bench/jail_setup (status $rc)"
 	fail=1
+fi
+# bench/startup (make bench's first rows), one round, where this host's KVM
+# runs the payload guest (elsewhere make bench runs it in the nested
+# harness: bench/startup-nested.sh)
+if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+	run "bench/startup" 9 "$bd/bench/startup" "$(cd "$bd" && pwd)/cubicle" "$bd/bench/floor" \
+		"$(cd "$(dirname "$insn")" && pwd)/$(basename "$insn")" 1
+else
+	n=$((n + 1))
+	echo "ok $n - bench/startup # SKIP no usable /dev/kvm"
 fi
 exit $fail
