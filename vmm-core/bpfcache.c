@@ -7,7 +7,7 @@
 static const struct cachefile_kind bpf_files = {
 	.folder = "seccomp",
 	.env = "CUBICLE_SECCOMP_CACHE",
-	.magic = "CUBBPF1\n",
+	.magic = "CUBBPF2\n",
 	.suffix = ".bpf",
 	.what = "seccomp",
 	.elem = sizeof(struct sock_filter),

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "cachefile.h"
 #include "log.h"
 
@@ -21,25 +23,13 @@ struct file_hdr {
 	char magic[8];
 	uint32_t desc_len;
 	uint32_t n;   /* elements */
-	uint64_t sum; /* FNV-1a over the description, then the elements */
+	uint64_t sum; /* cachefile_sum */
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-#define FNV0 0xcbf29ce484222325ull
-
+/* XXH3 over the description, seeding XXH3 over the elements. */
 uint64_t cachefile_sum(const char *desc, size_t len, const void *data, size_t size)
 {
-	return fnv(fnv(FNV0, desc, len), data, size);
+	return XXH3_64bits_withSeed(data, size, XXH3_64bits(desc, len));
 }
 
 /* @k's folder, opened (the user's own, writable by no one else), or -1.
@@ -93,7 +83,7 @@ static int cache_dir(const struct cachefile_kind *k, bool create)
 static void file_name(const struct cachefile_kind *k, char *name, size_t size, const char *desc,
 		      size_t len)
 {
-	snprintf(name, size, "%016llx%s", (unsigned long long)fnv(FNV0, desc, len), k->suffix);
+	snprintf(name, size, "%016llx%s", (unsigned long long)XXH3_64bits(desc, len), k->suffix);
 }
 
 void *cachefile_load(const struct cachefile_kind *k, const char *desc, size_t len, uint32_t *n)

@@ -31,7 +31,7 @@ struct cachefile_kind {
 	uint32_t max_n;	    /* the most elements a file may hold */
 };
 
-/* A file's checksum: FNV-1a over the description, then the elements. */
+/* A file's checksum: XXH3 over the description, then the elements. */
 uint64_t cachefile_sum(const char *desc, size_t len, const void *data, size_t size);
 /* The elements kept for @desc (malloc'd; their count, at least 1, in *n),
  * or NULL when there are none that can be trusted. */

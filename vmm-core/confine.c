@@ -19,10 +19,10 @@
  * one line naming the call and the thread, then the process exits with
  * CONFINE_EXIT_STATUS.
  *
- * A list is first written out as text (every rule, the mode, cubicle's and
+ * A list is first described (every rule, the mode, cubicle's and
  * libseccomp's versions, the architecture): a program compiled from the
- * same text on an earlier start is loaded from the cache instead
- * (bpfcache.h). The lists, their text and their compiling are in
+ * same description on an earlier start is loaded from the cache instead
+ * (bpfcache.h). The lists, their description and their compiling are in
  * confine_lists.c; here the programs are got (preloaded, cached or
  * compiled) and loaded per thread, beside Landlock's rulesets.
  */

@@ -127,39 +127,69 @@ const struct kind_info confine_kinds[CONFINE_KINDS] = {
 	[CONFINE_SIGNALS] = { "signals", false, false, false, true },
 };
 
+/* Room for @n more bytes in @s's description (false: out of memory). */
+static bool room(struct sink *s, size_t n)
+{
+	size_t cap = s->cap ? s->cap : 4096;
+	char *p;
+
+	if (s->nomem)
+		return false;
+	if (s->desc && n < s->cap - s->len)
+		return true;
+	while (cap < s->len + n + 1)
+		cap *= 2;
+	p = realloc(s->desc, cap);
+	if (!p) {
+		s->nomem = true;
+		return false;
+	}
+	s->desc = p;
+	s->cap = cap;
+	return true;
+}
+
 static void __attribute__((format(printf, 2, 3))) describe(struct sink *s, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(s->desc ? s->desc + s->len : NULL, s->desc ? s->cap - s->len : 0, fmt,
-			      ap);
-		va_end(ap);
-		if (n < 0) {
-			s->nomem = true;
-			return;
-		}
-		if (s->desc && (size_t)n < s->cap - s->len) {
-			s->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = s->cap ? s->cap * 2 : 4096;
-			char *p;
-
-			while (cap < s->len + (size_t)n + 1)
-				cap *= 2;
-			p = realloc(s->desc, cap);
-			if (!p) {
-				s->nomem = true;
-				return;
-			}
-			s->desc = p;
-			s->cap = cap;
-		}
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		s->nomem = true;
+		return;
 	}
+	if (!room(s, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(s->desc + s->len, s->cap - s->len, fmt, ap);
+	va_end(ap);
+	s->len += (size_t)n;
+}
+
+/*
+ * One rule in the description: its fields as bytes, then the call's name
+ * and its NUL. A start describes each of its lists (a few hundred rules) to
+ * find its program in the cache: formatting them as text took more CPU
+ * than anything else in a start's user space.
+ */
+static void describe_rule(struct sink *s, const char *name, int arg, uint64_t mask,
+			  uint64_t value, uint32_t errno_)
+{
+	struct {
+		int32_t arg;
+		uint32_t errno_;
+		uint64_t mask, value;
+	} r = { arg, errno_, mask, value };
+	size_t n = strlen(name) + 1;
+
+	if (!room(s, sizeof(r) + n))
+		return;
+	memcpy(s->desc + s->len, &r, sizeof(r));
+	memcpy(s->desc + s->len + sizeof(r), name, n);
+	s->len += sizeof(r) + n;
 }
 
 /* A call this libseccomp knows on this architecture: its number; else a
@@ -172,8 +202,7 @@ static int rule_add(struct sink *s, const char *name, int arg, uint64_t mask, ui
 	uint32_t act = errno_ ? SCMP_ACT_ERRNO(errno_) : SCMP_ACT_ALLOW;
 
 	if (!ctx) {
-		describe(s, "%s %d %llx %llx %u\n", name, arg, (unsigned long long)mask,
-			 (unsigned long long)value, errno_);
+		describe_rule(s, name, arg, mask, value, errno_);
 		return 0;
 	}
 	nr = seccomp_syscall_resolve_name(name);
@@ -281,7 +310,7 @@ static int add_lists(enum confine_kind k, const struct registry *reg, struct sin
 	return ret;
 }
 
-/* Kind @k's list as text: what its program is compiled from. */
+/* Kind @k's list described: what its program is compiled from. */
 int confine_describe_list(enum confine_kind k, enum confine_mode mode, const struct registry *reg,
 			  struct sink *d, char *err, size_t errlen)
 {
@@ -290,7 +319,7 @@ int confine_describe_list(enum confine_kind k, enum confine_mode mode, const str
 
 	/* what else the program depends on: this cubicle (the list's form),
 	 * libseccomp and the kernel API level it found, the architecture */
-	describe(d, "cubicle %s seccomp list 2 (binary tree)\nlibseccomp %u.%u.%u api %u\narch %u\nmode %s\nkind %s\n",
+	describe(d, "cubicle %s seccomp list 3 (binary tree, binary rules)\nlibseccomp %u.%u.%u api %u\narch %u\nmode %s\nkind %s\n",
 		 PACKAGE_VERSION, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
 		 seccomp_api_get(), (unsigned)seccomp_arch_native(), /* SCMP_ARCH_NATIVE is 0 */
 		 mode == CONFINE_LOG ? "log" : "trap", confine_kinds[k].name);

@@ -23,7 +23,8 @@ struct kind_info {
 extern const struct kind_info confine_kinds[CONFINE_KINDS];
 
 /* Where a list's rules go: into a libseccomp filter, or (ctx NULL) into
- * the text that describes the list, the cache's key. */
+ * the bytes that describe the list, the cache's key (a line of text, then
+ * a record per rule). */
 struct sink {
 	scmp_filter_ctx ctx;
 	char *desc;
@@ -31,7 +32,7 @@ struct sink {
 	bool nomem;
 };
 
-/* Kind @k's list in @mode as text: what its program is compiled from. */
+/* Kind @k's list in @mode described: what its program is compiled from. */
 int confine_describe_list(enum confine_kind k, enum confine_mode mode, const struct registry *reg,
 			  struct sink *d, char *err, size_t errlen);
 

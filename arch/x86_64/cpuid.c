@@ -66,7 +66,7 @@ struct kvm_cpuid2 *x86_cpuid_supported(int kvm_fd)
 static const struct cachefile_kind cpuid_files = {
 	.folder = "cpuid",
 	.env = "CUBICLE_CPUID_CACHE",
-	.magic = "CUBCPU1\n",
+	.magic = "CUBCPU2\n",
 	.suffix = ".cpuid",
 	.what = "cpuid",
 	.elem = sizeof(struct kvm_cpuid_entry2),

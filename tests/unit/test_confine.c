@@ -533,7 +533,7 @@ static void test_cache(void)
 	n = cache_files(dir, f);
 	CU_ASSERT_EQUAL_FATAL(n, 3); /* control, vCPU (and worker), signals */
 	for (int i = 0; i < n; i++) {
-		CU_ASSERT(f[i].len > 24 && !memcmp(f[i].b, "CUBBPF1\n", 8));
+		CU_ASSERT(f[i].len > 24 && !memcmp(f[i].b, "CUBBPF2\n", 8));
 		CU_ASSERT_EQUAL(stat(f[i].path, &st), 0);
 		CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
 		if (memmem(f[i].b, f[i].len, "kind vcpu\n", 10))

@@ -153,7 +153,7 @@ static void test_cpuid_kept(void)
 	free(c);
 	b = only_file(dir, path, sizeof(path), &len);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-	CU_ASSERT_EQUAL_FATAL(memcmp(b, "CUBCPU1\n", 8), 0);
+	CU_ASSERT_EQUAL_FATAL(memcmp(b, "CUBCPU2\n", 8), 0);
 	memcpy(&desc_len, b + 8, 4);
 	memcpy(&n, b + 12, 4);
 	CU_ASSERT_EQUAL_FATAL(len, HDR + desc_len + n * sizeof(struct kvm_cpuid_entry2));
