@@ -459,11 +459,11 @@ int registry_scan_names(struct registry *r, char *const *dirs, char *const *name
 			const struct plugin *first;
 			struct plugin *p, **np;
 
-			snprintf(path, sizeof(path), "%s/%s", *dir, ents[i]->d_name);
 			if (names && !file_wanted(ents[i]->d_name, names)) {
 				free(ents[i]);
 				continue;
 			}
+			snprintf(path, sizeof(path), "%s/%s", *dir, ents[i]->d_name);
 			free(ents[i]);
 			if (loader_open(path, &p, err, sizeof(err)) < 0) {
 				if (warn)
