@@ -26,10 +26,16 @@ struct file_hdr {
 	uint64_t sum; /* cachefile_sum */
 };
 
-/* XXH3 over the description, seeding XXH3 over the elements. */
+/* XXH3 over the elements, seeded with the description's (@desc_h, which
+ * also names the file). */
+static uint64_t sum_of(uint64_t desc_h, const void *data, size_t size)
+{
+	return XXH3_64bits_withSeed(data, size, desc_h);
+}
+
 uint64_t cachefile_sum(const char *desc, size_t len, const void *data, size_t size)
 {
-	return XXH3_64bits_withSeed(data, size, XXH3_64bits(desc, len));
+	return sum_of(XXH3_64bits(desc, len), data, size);
 }
 
 /* @k's folder, opened (the user's own, writable by no one else), or -1.
@@ -80,10 +86,9 @@ static int cache_dir(const struct cachefile_kind *k, bool create)
 	return fd;
 }
 
-static void file_name(const struct cachefile_kind *k, char *name, size_t size, const char *desc,
-		      size_t len)
+static void file_name(const struct cachefile_kind *k, char *name, size_t size, uint64_t desc_h)
 {
-	snprintf(name, size, "%016llx%s", (unsigned long long)XXH3_64bits(desc, len), k->suffix);
+	snprintf(name, size, "%016llx%s", (unsigned long long)desc_h, k->suffix);
 }
 
 void *cachefile_load(const struct cachefile_kind *k, const char *desc, size_t len, uint32_t *n)
@@ -94,11 +99,13 @@ void *cachefile_load(const struct cachefile_kind *k, const char *desc, size_t le
 	void *data = NULL;
 	char name[48];
 	size_t size, dlen;
+	uint64_t desc_h;
 	int dfd, fd;
 
 	if (len > UINT32_MAX || (dfd = cache_dir(k, false)) < 0)
 		return NULL;
-	file_name(k, name, sizeof(name), desc, len);
+	desc_h = XXH3_64bits(desc, len);
+	file_name(k, name, sizeof(name), desc_h);
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	close(dfd);
 	if (fd < 0)
@@ -115,7 +122,7 @@ void *cachefile_load(const struct cachefile_kind *k, const char *desc, size_t le
 	if (memcmp(h.magic, k->magic, sizeof(h.magic)) || h.desc_len != len || !h.n ||
 	    h.n > k->max_n || size != sizeof(h) + len + dlen ||
 	    memcmp(buf + sizeof(h), desc, len) ||
-	    cachefile_sum(desc, len, buf + sizeof(h) + len, dlen) != h.sum) {
+	    sum_of(desc_h, buf + sizeof(h) + len, dlen) != h.sum) {
 		log_debug("%s: cached file %s is not this one's, or damaged: not used", k->what, name);
 		goto out;
 	}
@@ -136,16 +143,18 @@ void cachefile_store(const struct cachefile_kind *k, const char *desc, size_t le
 	struct file_hdr h = { .desc_len = (uint32_t)len, .n = n };
 	size_t dlen = (size_t)n * k->elem, size = sizeof(h) + len + dlen, done = 0;
 	char name[48], tmp[72];
+	uint64_t desc_h;
 	uint8_t *buf;
 	int dfd, fd, err = 0;
 
 	if (len > UINT32_MAX || !n || n > k->max_n || size > MAX_FILE ||
 	    (dfd = cache_dir(k, true)) < 0)
 		return;
-	file_name(k, name, sizeof(name), desc, len);
+	desc_h = XXH3_64bits(desc, len);
+	file_name(k, name, sizeof(name), desc_h);
 	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", name, (long)getpid());
 	memcpy(h.magic, k->magic, sizeof(h.magic));
-	h.sum = cachefile_sum(desc, len, data, dlen);
+	h.sum = sum_of(desc_h, data, dlen);
 	buf = malloc(size);
 	fd = buf ? openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600) : -1;
 	if (fd < 0) {
