@@ -14,6 +14,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -283,11 +284,20 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return 0;
 }
 
+/* An entry of the network namespace pool: unpinned, removed. */
+static int unpin_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	umount2(path, MNT_DETACH);
+	remove(path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sample cs[256], fs[256], as[256], os[256], js[256], ns[256], fis[256], fps[256];
-	static struct sample ss[256], fss[256];
-	char cfg[256], sock[300], jail[300] = "";
+	static struct sample ss[256], fss[256], ps[256];
+	char cfg[256], sock[300], jail[300] = "", pool[300] = "";
 	const char *tmp = getenv("TMPDIR");
 	double cms, ckib, fms, fkib, ams, akib, oms, okib, jms = 0, jkib, pms, pkib;
 	const char *nojail = NULL;
@@ -314,6 +324,7 @@ int main(int argc, char **argv)
 		nojail = "no cgroup v2";
 	else {
 		snprintf(jail, sizeof(jail), "%s-jail", cfg);
+		snprintf(pool, sizeof(pool), "%s-netns", cfg);
 		if (mkdir(jail, 0755) || chown(jail, 65534, 65534))
 			nojail = "cannot make the jail folder";
 	}
@@ -323,6 +334,8 @@ int main(int argc, char **argv)
 		char *nopit[] = { argv[1], "run", "--set", "machine.pit=false", cfg, NULL };
 		char *splitc[] = { argv[1], "run", "--set", "machine.irqchip=split", cfg, NULL };
 		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
+		char *pooled[] = { argv[1], "run", "--jail", jail, "--jail-netns-pool", pool, cfg,
+				   NULL };
 		char *flo[] = { argv[2], NULL };
 		char *flo_irq[] = { argv[2], "irqchip", NULL };
 		char *flo_pit[] = { argv[2], "irqchip", "pit", NULL };
@@ -346,9 +359,11 @@ int main(int argc, char **argv)
 			{ off, "guest boot done", os, NULL },
 			{ nopit, "guest boot done", ns, NULL },
 			{ splitc, "guest boot done", ss, NULL },
-			{ jailed, "guest boot done", js, NULL }, /* last: left out without a jail */
+			/* last: left out without a jail */
+			{ jailed, "guest boot done", js, NULL },
+			{ pooled, "guest boot done", ps, NULL },
 		};
-		const int nv = (int)(sizeof(v) / sizeof(v[0])) - (nojail != NULL);
+		const int nv = (int)(sizeof(v) / sizeof(v[0])) - 2 * (nojail != NULL);
 
 		/*
 		 * Interleave so all see the same machine state, and rotate the
@@ -406,9 +421,15 @@ int main(int argc, char **argv)
 	if (nojail)
 		printf("  seccomp + jail: not measured (%s)\n", nojail);
 	else {
+		double qms, qkib;
+
 		printf("  seccomp + jail %7.2f ms   ratio %.2fx  %+.2f ms (its RSS is the supervisor's: not shown)\n",
 		       jms, jms / oms, jms - oms);
 		spread(js, os, runs, false);
+		median(ps, runs, &qms, &qkib);
+		printf("  seccomp + jail, --jail-netns-pool (a network namespace made ahead)\n"
+		       "                %7.2f ms   ratio %.2fx  %+.2f ms\n", qms, qms / oms, qms - oms);
+		spread(ps, os, runs, false);
 	}
 	{
 		double cl = median_life(cs, runs), nl = median_life(ns, runs), fl = median_life(fs, runs);
@@ -439,5 +460,7 @@ int main(int argc, char **argv)
 	}
 	if (jail[0])
 		nftw(jail, rm_one, 16, FTW_DEPTH | FTW_PHYS); /* what the jail runs left */
+	if (pool[0])
+		nftw(pool, unpin_one, 16, FTW_DEPTH | FTW_PHYS); /* the pool's namespaces */
 	return 0;
 }

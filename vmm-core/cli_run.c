@@ -174,7 +174,7 @@ static int run_go(struct run_ctx *r, int ret,
 
 enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CPU,
        OPT_JAIL_MEM, OPT_JAIL_PIDS, OPT_JAIL_IO, OPT_JAIL_NOFILE, OPT_JAIL_FSIZE,
-       OPT_JAIL_PROBE, OPT_JAIL_FOREIGN, OPT_JAIL_TRUST };
+       OPT_JAIL_PROBE, OPT_JAIL_FOREIGN, OPT_JAIL_TRUST, OPT_JAIL_POOL, OPT_JAIL_POOL_SIZE };
 
 /* The --jail* options of run and restore (jail_opt reads them). */
 #define JAIL_OPTIONS                                                              \
@@ -190,7 +190,9 @@ enum { OPT_JAIL = 1000, OPT_JAIL_UID, OPT_JAIL_GID, OPT_JAIL_CGROUP, OPT_JAIL_CP
 	{ "jail-fsize", required_argument, NULL, OPT_JAIL_FSIZE },                \
 	{ "jail-probe", no_argument, NULL, OPT_JAIL_PROBE },                      \
 	{ "jail-foreign-ids", required_argument, NULL, OPT_JAIL_FOREIGN },        \
-	{ "jail-trust", required_argument, NULL, OPT_JAIL_TRUST }
+	{ "jail-trust", required_argument, NULL, OPT_JAIL_TRUST },                \
+	{ "jail-netns-pool", required_argument, NULL, OPT_JAIL_POOL },            \
+	{ "jail-netns-pool-size", required_argument, NULL, OPT_JAIL_POOL_SIZE }
 
 /* A --jail* option into @j: 0, 1 when @c is not one, or a usage error's
  * exit status. */
@@ -207,6 +209,13 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 					   c == OPT_JAIL_UID ? "jail-uid" : c == OPT_JAIL_GID ? "jail-gid"
 					   : c == OPT_JAIL_NOFILE ? "jail-nofile" : "jail-fsize", arg);
 	}
+	if (c == OPT_JAIL_POOL_SIZE) {
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (errno || end == arg || *end || v < 1 || v > 64)
+			return usage_error("--jail-netns-pool-size %s: expected a number from 1 to 64",
+					   arg);
+	}
 	switch (c) {
 	case OPT_JAIL: j->dir = arg; return 0;
 	case OPT_JAIL_UID: j->uid = (uid_t)v; j->have_uid = true; return 0;
@@ -219,6 +228,12 @@ static int jail_opt(int c, const char *arg, struct jail_cfg *j)
 	case OPT_JAIL_NOFILE: j->nofile = v; return 0;
 	case OPT_JAIL_FSIZE: j->fsize = v; return 0;
 	case OPT_JAIL_PROBE: j->probe = true; return 0;
+	case OPT_JAIL_POOL:
+		if (arg[0] != '/')
+			return usage_error("--jail-netns-pool %s: expected an absolute folder path", arg);
+		j->netns_pool = arg;
+		return 0;
+	case OPT_JAIL_POOL_SIZE: j->netns_pool_size = (unsigned)v; return 0;
 	case OPT_JAIL_TRUST:
 		if (arg[0] != '/')
 			return usage_error("--jail-trust %s: expected an absolute folder path", arg);
@@ -373,7 +388,7 @@ static int common_opt(int c, struct shared_opts *o)
 	case 'S':
 		return seccomp_opt(o, optarg);
 	}
-	if (c < OPT_JAIL || c > OPT_JAIL_TRUST)
+	if (c < OPT_JAIL || c > OPT_JAIL_POOL_SIZE)
 		return -1;
 	o->jail_opts = true;
 	return jail_opt(c, optarg, &o->jail);

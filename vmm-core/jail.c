@@ -133,8 +133,7 @@ int jail_seal(char *err, size_t errlen)
 	return 0;
 }
 
-/* mkdir -p @path, new folders owned by uid:gid. */
-static int mkdirs(const char *path, uid_t uid, gid_t gid)
+int jail_mkdirs(const char *path, uid_t uid, gid_t gid)
 {
 	char p[PATH_MAX];
 	size_t n = strlen(path);
@@ -248,6 +247,7 @@ static void probe(const struct jail_cfg *j)
 	char roots[512] = "", procs[256] = "", ifs[256] = "";
 	struct if_nameindex *ni;
 	struct statvfs sv;
+	struct stat ns;
 	struct dirent *e;
 	DIR *d;
 	unsigned n = 0, n_ro = 0, ro = 0;
@@ -278,8 +278,11 @@ static void probe(const struct jail_cfg *j)
 			n_ro++;
 			ro += !statvfs(j->paths[i], &sv) && (sv.f_flag & ST_RDONLY);
 		}
-	log_info("jail probe: pid %d uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s; read-only binds: %u of %u",
-		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro);
+	if (stat("/proc/self/ns/net", &ns) < 0)
+		ns.st_ino = 0;
+	log_info("jail probe: pid %d uid %u gid %u; / holds:%s; %u processes:%s; network interfaces:%s; read-only binds: %u of %u; network namespace %llu",
+		 (int)getpid(), (unsigned)getuid(), (unsigned)getgid(), roots, n, procs, ifs, ro, n_ro,
+		 (unsigned long long)ns.st_ino);
 }
 
 /* Close fds @from to @to (~0u: every one from @from up). */
@@ -299,10 +302,12 @@ static void close_fds(unsigned from, unsigned to)
  * itself, says so on a pipe, and the child joins it through the host's
  * /proc before the pivot hides that. The supervisor uses no network; the
  * namespace is owned by the host's user namespace as one the child
- * unshared would be.
+ * unshared would be. With --jail-netns-pool, one made ahead is taken
+ * instead (jail_netns.c) and the child joins it at once.
  */
 struct net_handoff {
-	int fd;      /* the pipe's read end, in the child; -1: none */
+	int fd;      /* the pipe's read end, or the pool's namespace, in the child; -1: none */
+	bool pooled; /* @fd is the pool's namespace */
 	pid_t owner; /* the supervisor, as the host's /proc numbers it */
 };
 
@@ -314,6 +319,15 @@ static int net_take(struct net_handoff *h, char *err, size_t errlen)
 	int e = EPIPE, fd;
 	ssize_t n;
 
+	if (h->pooled) {
+		e = setns(h->fd, CLONE_NEWNET) < 0 ? errno : 0;
+		close(h->fd);
+		h->fd = -1;
+		if (e)
+			return errf(err, errlen, -e, "jail: entering the pool's network namespace: %s",
+				    strerror(e));
+		return 0;
+	}
 	do
 		n = read(h->fd, &e, sizeof(e));
 	while (n < 0 && errno == EINTR);
@@ -504,6 +518,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	static struct jail_init_arg ia;
 	static struct jail_handoff h;
 	struct net_handoff net = { .fd = -1 };
+	struct jail_netns pool;
 	int pipefd[2], execp[2];
 	struct stat st;
 	bool born;
@@ -514,7 +529,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
 			    "--jail needs root: it makes namespaces and a cgroup, then drops to the jail's uid");
-	if ((ret = mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
+	if ((ret = jail_mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
 		return errf(err, errlen, ret ? ret : -errno, "--jail %s: %s", j->dir,
 			    strerror(ret ? -ret : errno));
 	if (!j->have_uid)
@@ -537,7 +552,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		return errf(err, errlen, -ENOTSUP,
 			    "--jail: %s is not in a cgroup v2 hierarchy (mount -t cgroup2 none /sys/fs/cgroup, or name another folder with --jail-cgroup)",
 			    top);
-	if ((ret = mkdirs(base, 0, 0)))
+	if ((ret = jail_mkdirs(base, 0, 0)))
 		return errf(err, errlen, ret, "--jail: cgroup %s: %s", base, strerror(-ret));
 	/* best effort: a limit whose controller is missing says so */
 	enable_controllers(top);
@@ -556,11 +571,29 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 				    ret == -ENOENT ? " (the controller is not enabled for this cgroup)" : "");
 		}
 	}
-	/* The network namespace, made by the caller on its way to being the
-	 * supervisor (see net_handoff); without the pipe the child unshares
-	 * its own. */
+	/* The network namespace: the pool's, or made by the caller on its way
+	 * to being the supervisor (see net_handoff); without the pipe the
+	 * child unshares its own. */
 	h.net_wfd = -1;
-	if (j->new_net && pipe2(pipefd, O_CLOEXEC) == 0) {
+	h.pool_entry[0] = '\0';
+	pool.ns = pool.dir = -1;
+	if (j->new_net && j->netns_pool) {
+		ret = jail_netns_take(j->netns_pool, &pool, err, errlen);
+		if (ret && ret != -ENOENT) {
+			rmdir(cg);
+			return ret;
+		}
+		if (!ret) {
+			log_debug("jail: the network namespace %s, from the pool", pool.path);
+			net.fd = pool.ns;
+			net.pooled = true;
+			/* unmounted and removed by the caller before its exec */
+			snprintf(h.pool_entry, sizeof(h.pool_entry), "%s", pool.path);
+		} else {
+			log_debug("jail: the network namespace pool %s is empty", j->netns_pool);
+		}
+	}
+	if (j->new_net && !net.pooled && pipe2(pipefd, O_CLOEXEC) == 0) {
 		net.fd = pipefd[0];
 		net.owner = getpid();
 		h.net_wfd = pipefd[1];
@@ -576,7 +609,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		ret = errf(err, errlen, -errno, "--jail: pipe: %s", strerror(errno));
 		goto undo_net;
 	}
-	if ((ret = jail_handoff_prepare(&h, cg, err, errlen)))
+	if ((ret = jail_handoff_prepare(&h, cg, j->new_net ? j->netns_pool : NULL,
+					j->netns_pool_size, err, errlen)))
 		goto undo_exec;
 	/*
 	 * A new pid namespace for the children, both born in the cgroup: the
@@ -616,7 +650,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	}
 	/* The VMM's process, pid 2; the caller is on its way to exec. */
 	close(execp[1]);
-	if (net.fd >= 0)
+	if (net.fd >= 0 && !net.pooled)
 		close(pipefd[1]);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	ret = jail_child(j, cg, born, init, &net, execp[0], &ia, err, errlen);
@@ -632,7 +666,9 @@ undo_exec:
 	close(execp[0]);
 	close(execp[1]);
 undo_net:
-	if (net.fd >= 0) {
+	if (net.pooled) {
+		jail_netns_drop(&pool); /* nothing entered it: it stays in the pool */
+	} else if (net.fd >= 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
 	}

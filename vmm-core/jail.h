@@ -8,6 +8,7 @@
 #ifndef CUBICLE_JAIL_H
 #define CUBICLE_JAIL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@ struct jail_cfg {
 	gid_t gid;
 	bool have_uid, have_gid;
 	bool new_net;        /* a net namespace of its own (no tap) */
+	const char *netns_pool; /* --jail-netns-pool DIR; NULL: none */
+	unsigned netns_pool_size; /* the namespaces it is kept at (0: 4) */
 	const char *cgroup;  /* the parent cgroup folder; NULL: /sys/fs/cgroup/cubicle */
 	const char *cpu_max, *memory_max, *pids_max, *io_max; /* NULL: not set */
 	uint64_t nofile;     /* RLIMIT_NOFILE; 0: 4096 */
@@ -138,6 +141,24 @@ void jail_root_walk_only(bool on);
  * it sets the jail up is logged and ends it with status 1.
  */
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
+
+/* mkdir -p @path, new folders (mode 0755) owned by uid:gid: 0 or -errno. */
+int jail_mkdirs(const char *path, uid_t uid, gid_t gid);
+
+/* A namespace taken from the pool (jail_netns.c). */
+struct jail_netns {
+	int ns;              /* the namespace's fd; -1: none */
+	int dir;             /* the pool folder's, locked until the caller's exec */
+	char path[PATH_MAX]; /* the entry, unmounted and removed just before */
+};
+/* A namespace from the pool folder @dir into @c: 0; -ENOENT when the pool
+ * is empty or missing; another -errno after a message in @err. */
+int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t errlen);
+/* @c let go unused: the entry stays in the pool. */
+void jail_netns_drop(struct jail_netns *c);
+/* Make namespaces in the pool @dir (made if missing, mode 0700) until it
+ * holds @size: how many were made, or -errno after a log line. */
+int jail_netns_fill(const char *dir, unsigned size);
 /* `cubicle __jail-supervise ...`: what jail_enter's caller execs itself as,
  * outside the jail (jail.c); its exit status is the VMM's. */
 int jail_supervise_main(int argc, char **argv);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/rseq.h>
 #include <sys/single_threaded.h>
@@ -218,6 +219,10 @@ static __attribute__((noreturn, no_sanitize("address", "undefined"))) void jail_
 	 * the memory the VMM now has: the exec would zero that word there */
 	RAW(SYS_set_tid_address, NULL, 0, 0, 0, 0);
 	step_aside();
+	if (h->pool_entry[0]) { /* taken: out of the pool before the lock goes */
+		RAW(SYS_umount2, h->pool_entry, MNT_DETACH, 0, 0, 0);
+		RAW(SYS_unlinkat, AT_FDCWD, h->pool_entry, 0, 0, 0);
+	}
 	if (h->net_wfd >= 0) {
 		e = (int)-RAW(SYS_unshare, CLONE_NEWNET, 0, 0, 0, 0);
 		RAW(SYS_write, h->net_wfd, &e, sizeof(e), 0, 0);
@@ -384,16 +389,23 @@ static bool my_child(pid_t pid)
 }
 
 /*
- * `cubicle __jail-supervise VMM INIT CGROUP LEVEL -- ARGS`, what jail_enter's
- * caller execs itself as (jail_handoff): forward SIGINT, SIGTERM and SIGHUP
- * to the VMM, wait for it, end the init (and with it whatever the VMM left
- * in the namespace), remove the cgroup, exit as the VMM did (128 + the
- * signal that ended it, as a shell gives it). The signals were blocked
- * before the exec, which keeps them so. Only for jail_enter: VMM and INIT
- * must be this process's children and CGROUP its own (".../vm-PID").
+ * `cubicle __jail-supervise VMM INIT CGROUP LEVEL POOL SIZE -- ARGS`, what
+ * jail_enter's caller execs itself as (jail_handoff): forward SIGINT,
+ * SIGTERM and SIGHUP to the VMM, wait for it, end the init (and with it
+ * whatever the VMM left in the namespace), remove the cgroup, exit as the
+ * VMM did (128 + the signal that ended it, as a shell gives it). With a
+ * network namespace pool (POOL not "-"), fill it to SIZE once the VMM has
+ * run for FILL_AFTER_MS (out of the way of its start, on a host with few
+ * CPUs), or when it ends if that is sooner. The signals were blocked before
+ * the exec, which keeps them so. Only for jail_enter: VMM and INIT must be
+ * this process's children and CGROUP its own (".../vm-PID").
  */
+#define FILL_AFTER_MS 50
 int jail_supervise_main(int argc, char **argv)
 {
+	struct timespec fill_at = { FILL_AFTER_MS / 1000, FILL_AFTER_MS % 1000 * 1000000L };
+	const char *pool;
+	unsigned pool_size;
 	pid_t vmm, init;
 	bool init_gone = false;
 	int status = 0, code = -1;
@@ -403,8 +415,10 @@ int jail_supervise_main(int argc, char **argv)
 	sigset_t s;
 
 	prctl(PR_SET_NAME, "cubicle");
-	if (argc < 6 || (argc > 6 && strcmp(argv[6], "--")))
+	if (argc < 8 || (argc > 8 && strcmp(argv[8], "--")))
 		return not_for_users();
+	pool = strcmp(argv[6], "-") ? argv[6] : NULL;
+	pool_size = (unsigned)atoi(argv[7]);
 	vmm = (pid_t)atoi(argv[2]);
 	init = (pid_t)atoi(argv[3]);
 	cg = argv[4];
@@ -418,9 +432,13 @@ int jail_supervise_main(int argc, char **argv)
 	jail_sigs(&s);
 	sigprocmask(SIG_SETMASK, &s, NULL);
 	while (code < 0) {
-		int sig = sigwaitinfo(&s, &si);
+		int sig = pool ? sigtimedwait(&s, &si, &fill_at) : sigwaitinfo(&s, &si);
 		pid_t w;
 
+		if (sig < 0 && pool && errno == EAGAIN) {
+			jail_netns_fill(pool, pool_size);
+			pool = NULL;
+		}
 		if (sig < 0)
 			continue;
 		if (sig != SIGCHLD) {
@@ -437,6 +455,8 @@ int jail_supervise_main(int argc, char **argv)
 		kill(init, SIGKILL);
 		waitpid(init, NULL, __WALL);
 	}
+	if (pool)
+		jail_netns_fill(pool, pool_size);
 	/* The cgroup empties as the pid namespace's last tasks are reaped. */
 	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
 		usleep(10000);
@@ -463,7 +483,8 @@ void jail_handoff_free(struct jail_handoff *h)
  * supervisor as the command it runs; and a copy of the environment's
  * pointers (the VMM owns environ from the split on).
  */
-int jail_handoff_prepare(struct jail_handoff *h, const char *cg, char *err, size_t errlen)
+int jail_handoff_prepare(struct jail_handoff *h, const char *cg, const char *pool,
+			 unsigned pool_size, char *err, size_t errlen)
 {
 	size_t n = 0, len = 0, cap = 4096, nargs = 0, k = 0;
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC), l;
@@ -491,7 +512,7 @@ int jail_handoff_prepare(struct jail_handoff *h, const char *cg, char *err, size
 	}
 	while (environ && environ[n])
 		n++;
-	h->argv = calloc(8 + nargs, sizeof(char *));
+	h->argv = calloc(10 + nargs, sizeof(char *));
 	h->envp_copy = calloc(n + 1, sizeof(char *));
 	if (!h->argv || !h->envp_copy || !h->cmdline) {
 		jail_handoff_free(h);
@@ -507,6 +528,9 @@ int jail_handoff_prepare(struct jail_handoff *h, const char *cg, char *err, size
 	h->argv[k++] = h->init_s;
 	h->argv[k++] = h->cg;
 	h->argv[k++] = h->level;
+	h->argv[k++] = (char *)(pool ? pool : "-");
+	snprintf(h->pool_size, sizeof(h->pool_size), "%u", pool_size ? pool_size : 4);
+	h->argv[k++] = h->pool_size;
 	h->argv[k++] = (char *)"--";
 	for (size_t i = 0; i < len; i += strlen(h->cmdline + i) + 1)
 		h->argv[k++] = h->cmdline + i;

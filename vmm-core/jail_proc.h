@@ -25,9 +25,11 @@ struct jail_init_arg {
  */
 struct jail_handoff {
 	int net_wfd;       /* the network namespace's pipe (net_handoff), or -1 */
+	char pool_entry[PATH_MAX]; /* the pool's entry taken, unmounted and removed; "" none */
+	char pool_size[16];
 	pid_t init;
 	char cg[PATH_MAX];
-	char **argv;       /* cubicle __jail-supervise VMM INIT CGROUP LEVEL -- ARGS */
+	char **argv;       /* cubicle __jail-supervise VMM INIT CGROUP LEVEL POOL SIZE -- ARGS */
 	char vmm[24], init_s[24], level[16];
 	char *cmdline;     /* ARGS: this process's own, read from /proc/self/cmdline */
 	char **envp_copy;
@@ -41,8 +43,10 @@ int jail_init_filter(struct jail_init_arg *ia);
  * threads run); *@cgfd the cgroup's fd for jail_clone_vmm, or -1 (the VMM
  * then moves both in). */
 long jail_spawn_init(const char *cg, struct jail_init_arg *ia, int *cgfd);
-/* @h made, while libc may be called; freed again if the jail is not entered. */
-int jail_handoff_prepare(struct jail_handoff *h, const char *cg, char *err, size_t errlen);
+/* @h made, while libc may be called (@pool: the network namespace pool
+ * the supervisor fills, or NULL); freed again if the jail is not entered. */
+int jail_handoff_prepare(struct jail_handoff *h, const char *cg, const char *pool,
+			 unsigned pool_size, char *err, size_t errlen);
 void jail_handoff_free(struct jail_handoff *h);
 /* The VMM's process: 0 in it, -errno in the caller when none was made; the
  * caller, on success, never returns (it execs the supervisor). */

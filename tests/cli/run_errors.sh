@@ -67,6 +67,10 @@ expect "bad --jail-foreign-ids" 2 "--jail-foreign-ids 100000: expected FIRST-LAS
 	restore "$tmp/snap" --jail "$tmp/j" --jail-foreign-ids 100000
 expect "--jail-foreign-ids backwards" 2 "--jail-foreign-ids 9-3: expected FIRST-LAST, two numbers from 1 to 4294967294, FIRST not above LAST" -- \
 	restore "$tmp/snap" --jail "$tmp/j" --jail-foreign-ids 9-3
+expect "relative --jail-netns-pool" 2 "--jail-netns-pool pool: expected an absolute folder path" -- \
+	run --jail "$tmp/j" --jail-netns-pool pool x.cfg
+expect "--jail-netns-pool-size 0" 2 "--jail-netns-pool-size 0: expected a number from 1 to 64" -- \
+	run --jail "$tmp/j" --jail-netns-pool /run/p --jail-netns-pool-size 0 x.cfg
 expect "relative --jail-trust" 2 "--jail-trust templates: expected an absolute folder path" -- \
 	restore "$tmp/snap" --jail "$tmp/j" --jail-trust templates
 expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"

@@ -133,6 +133,8 @@ else
 	sed 's/^/#   /' "$tmp/example.err" | tail -n 5
 	fail=$((fail + 1))
 fi
+# The jail's network namespace pool, with the same example (root only).
+. "$sd/tests/kvm/jail_pool.sh"
 # Ctrl-A x typed at a stdio console on a terminal ends cubicle with 130
 # (tests/cli/console-escape.py drives it through a pseudo-terminal).
 extra_dev=',

@@ -607,7 +607,7 @@ elif [ -n "${sk:-}" ]; then
 	got=$?
 	set -- $(sector1 "$jr$tmp/jclone.img")
 	if [ -n "$jsk" ] && [ $got = 143 ] &&
-	   echo "$probe" | grep -q '^pid 2 uid 65534 gid 65534; / holds:.*; 2 processes: 1 2; network interfaces: lo; read-only binds: 1 of 1$' &&
+	   echo "$probe" | grep -q '^pid 2 uid 65534 gid 65534; / holds:.*; 2 processes: 1 2; network interfaces: lo; read-only binds: 1 of 1; network namespace [0-9]*$' &&
 	   ! echo "$probe" | grep -Eq '/ holds:.* (etc|usr|bin|home|sys|lib)( |;)' &&
 	   [ -n "$cg" ] && ! [ -e "$cg" ] && ! [ -e "$tmp/jclone.img" ] &&
 	   [ "$(echo $cgprocs | wc -w)" = 2 ] && ! echo " $cgprocs" | grep -q " $p " &&

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+# Sourced by run_payloads.sh: the jail's network namespace pool
+# (--jail-netns-pool DIR, issue 14). The example payload guest runs jailed
+# twice with a pool of 2: the first finds it empty (its supervisor makes
+# the namespace itself) and fills it after; the second runs in one of the
+# pool's namespaces (its probe names that namespace's inode), which is no
+# longer pinned afterwards, and the pool is full again. A pool folder
+# others may write is refused before anything is made. Root and cgroup v2.
+
+jp_ok() { echo "ok - jail netns pool: $1"; pass=$((pass + 1)); }
+jp_bad() {
+	echo "not ok - jail netns pool: $1"
+	shift
+	for f in "$@"; do sed 's/^/#   /' "$f" | tail -n 8; done
+	fail=$((fail + 1))
+}
+# the pool's entries pinned by a mount, one "NAME INODE" line each
+jp_list() {
+	for e in "$1"/net-*; do
+		[ -e "$e" ] || continue
+		grep -q " $e rw.* nsfs " /proc/self/mountinfo && echo "${e##*/} $(stat -L -c %i "$e")"
+	done
+}
+jp_clean() {
+	for e in "$1"/net-*; do
+		[ -e "$e" ] && umount "$e" 2>/dev/null
+		rm -f "$e"
+	done
+	rmdir "$1" 2>/dev/null
+}
+
+[ "$nested_l1" = 1 ] && ! [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+	mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+if [ "$(id -u)" != 0 ] || { ! [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+   ! [ -e /sys/fs/cgroup/unified/cgroup.controllers ]; }; then
+	echo "# jail netns pool: skipped (it needs root and a cgroup v2 hierarchy)"
+else
+	jp=$tmp/netns-pool
+	jroot=$tmp/jp-root
+	mkdir -p "$jroot" && chown 65534:65534 "$jroot"
+	# (ASan's leak check ptraces from a forked task, which the jail refuses)
+	jenv=
+	[ $asan = 1 ] && jenv="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	ex=$(cd "$bd" && pwd)/examples/payload/hello.cfg
+	jp_run() { # NAME: the example jailed with the pool of 2, debug log in $tmp/NAME.err
+		env $jenv timeout -k 5 60 "$cub" run "$ex" --jail "$jroot" --jail-probe -l debug \
+			--jail-netns-pool "$jp" --jail-netns-pool-size 2 >"$tmp/$1.out" 2>"$tmp/$1.err" </dev/null
+		echo $? >"$tmp/$1.rc"
+	}
+	jp_run jp1
+	before=$(jp_list "$jp")
+	if [ "$(cat "$tmp/jp1.rc")" = 0 ] && grep -q 'network namespace pool .* is empty' "$tmp/jp1.err" &&
+	   grep -q '^Hello from a cubicle payload guest' "$tmp/jp1.out" &&
+	   [ "$(printf '%s\n' "$before" | grep -c .)" = 2 ]; then
+		jp_ok "an empty pool: the VM runs (status 0); then 2 namespaces are pinned in the pool"
+	else
+		jp_bad "an empty pool: status $(cat "$tmp/jp1.rc"), pool after: '$before'" "$tmp/jp1.err"
+	fi
+	jp_run jp2
+	after=$(jp_list "$jp")
+	taken=$(sed -n 's/.*jail: the network namespace .*\/\(net-[^ ,]*\), from the pool.*/\1/p' "$tmp/jp2.err")
+	seen=$(sed -n 's/.*jail probe: .*; network namespace \([0-9]*\)$/\1/p' "$tmp/jp2.err")
+	want=$(printf '%s\n' "$before" | awk -v n="$taken" '$1 == n { print $2 }')
+	if [ "$(cat "$tmp/jp2.rc")" = 0 ] && [ -n "$taken" ] && [ -n "$want" ] && [ "$seen" = "$want" ] &&
+	   ! printf '%s\n' "$after" | grep -q "^$taken " && ! [ -e "$jp/$taken" ] &&
+	   [ "$(printf '%s\n' "$after" | grep -c .)" = 2 ] &&
+	   grep -q 'network interfaces: lo;' "$tmp/jp2.err"; then
+		jp_ok "the next VM runs in the pool's namespace $taken (inode $seen, only lo), no longer pinned after; the pool is full again"
+	else
+		jp_bad "a pooled start: status $(cat "$tmp/jp2.rc"), taken '$taken' (inode '$want'), the VMM's '$seen', pool after: '$after'" "$tmp/jp2.err"
+	fi
+	# a pool folder others may write: refused, nothing run
+	chmod 0777 "$jp"
+	env $jenv timeout -k 5 60 "$cub" run "$ex" --jail "$jroot" --jail-netns-pool "$jp" \
+		>"$tmp/jp3.out" 2>"$tmp/jp3.err" </dev/null
+	got=$?
+	if [ $got = 1 ] && grep -q "jail-netns-pool $jp: the folder must be root's and writable by root alone" "$tmp/jp3.err" &&
+	   ! grep -q 'Hello' "$tmp/jp3.out" && [ "$(jp_list "$jp" | grep -c .)" = 2 ]; then
+		jp_ok "a pool folder others may write: status 1 naming it; the pool untouched"
+	else
+		jp_bad "a pool folder others may write: status $got" "$tmp/jp3.err"
+	fi
+	jp_clean "$jp"
+	rm -rf "$jroot"
+fi

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The jail's pool of network namespaces (--jail-netns-pool DIR): a new
+ * namespace costs 0.3-0.5 ms of the kernel's setup of every network
+ * subsystem, the largest single step of a jailed start. The pool holds
+ * namespaces made ahead, each kept alive by a bind mount of its nsfs file
+ * on an empty file DIR/net-*, as ip-netns(8) keeps its own. A jailed start
+ * takes one (jail_netns_take) where it would make one; its supervisor makes
+ * the replacement once the VM runs (jail_netns_fill), off the start's path.
+ *
+ * DIR is root's and no one else's. Its flock serialises takers and
+ * fillers: a taker holds it from its choice until the entry is unmounted
+ * and removed (jail_handoff, just before the caller's exec releases it), so
+ * no two jails ever get one namespace. A namespace in the pool was never
+ * entered: nothing was configured in it (loopback is down, as in one a
+ * jail makes), and it is owned by the host's user namespace, as the one
+ * the supervisor would make is.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cnode.h"
+#include "jail.h"
+#include "log.h"
+
+#define ENTRY "net-"
+
+/* The pool folder, open and locked: its fd, -ENOENT when it is missing, or
+ * another -errno after a message in @err. */
+static int pool_lock(const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW), e;
+
+	if (fd < 0) {
+		e = errno;
+		if (e == ENOENT)
+			return -ENOENT;
+		return errf(err, errlen, -e, "--jail-netns-pool %s: %s", dir, strerror(e));
+	}
+	if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
+		close(fd);
+		return errf(err, errlen, -EPERM,
+			    "--jail-netns-pool %s: the folder must be root's and writable by root alone",
+			    dir);
+	}
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			e = errno;
+			close(fd);
+			return errf(err, errlen, -e, "--jail-netns-pool %s: flock: %s", dir,
+				    strerror(e));
+		}
+	}
+	return fd;
+}
+
+/*
+ * Through the entries of the locked folder @dfd: each entry's name to @fn
+ * until it answers non-zero (returned); 0 at the end, -errno if the folder
+ * cannot be read.
+ */
+static int pool_each(int dfd, int (*fn)(int dfd, const char *name, void *arg), void *arg)
+{
+	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0), ret = 0;
+	struct dirent *d;
+	DIR *dp;
+
+	if (fd < 0 || !(dp = fdopendir(fd))) {
+		ret = -errno;
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
+	rewinddir(dp);
+	while (!ret && (d = readdir(dp)))
+		if (!strncmp(d->d_name, ENTRY, strlen(ENTRY)))
+			ret = fn(dfd, d->d_name, arg);
+	closedir(dp);
+	return ret;
+}
+
+struct take {
+	int ns;
+	char name[256];
+};
+
+/* One entry to take: 1 with its namespace's fd in the struct take. An
+ * entry that holds none (its filler died before the mount) is removed. */
+static int take_one(int dfd, const char *name, void *arg)
+{
+	struct take *t = arg;
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return 0;
+	if (ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET) {
+		t->ns = fd;
+		snprintf(t->name, sizeof(t->name), "%s", name);
+		return 1;
+	}
+	close(fd);
+	log_debug("jail: %s in the network namespace pool holds none: removed", name);
+	unlinkat(dfd, name, 0);
+	return 0;
+}
+
+int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t errlen)
+{
+	struct take t = { .ns = -1 };
+	int dfd = pool_lock(dir, err, errlen), ret;
+
+	c->ns = c->dir = -1;
+	c->path[0] = '\0';
+	if (dfd < 0)
+		return dfd;
+	ret = pool_each(dfd, take_one, &t);
+	if (ret <= 0) {
+		close(dfd); /* (the lock with it) */
+		if (ret < 0)
+			return errf(err, errlen, ret, "--jail-netns-pool %s: %s", dir,
+				    strerror(-ret));
+		return -ENOENT;
+	}
+	if (snprintf(c->path, sizeof(c->path), "%s/%s", dir, t.name) >= (int)sizeof(c->path)) {
+		close(t.ns);
+		close(dfd);
+		return errf(err, errlen, -ENAMETOOLONG, "--jail-netns-pool %s: %s", dir,
+			    strerror(ENAMETOOLONG));
+	}
+	c->ns = t.ns;
+	c->dir = dfd;
+	return 0;
+}
+
+void jail_netns_drop(struct jail_netns *c)
+{
+	if (c->ns >= 0)
+		close(c->ns);
+	if (c->dir >= 0)
+		close(c->dir);
+	c->ns = c->dir = -1;
+	c->path[0] = '\0';
+}
+
+static int count_one(int dfd, const char *name, void *arg)
+{
+	(void)dfd, (void)name;
+	++*(unsigned *)arg;
+	return 0;
+}
+
+/* Pin the calling thread's network namespace as a new entry of the locked
+ * folder @dfd (@dir): 0 or -errno after a log line. */
+static int pin(int dfd, const char *dir, unsigned seq)
+{
+	char name[64], path[PATH_MAX];
+	int fd, e;
+
+	snprintf(name, sizeof(name), ENTRY "%d-%u", (int)getpid(), seq);
+	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+	if (fd < 0) {
+		e = errno;
+		log_warn("jail: network namespace pool %s: cannot make %s: %s", dir, name,
+			 strerror(e));
+		return -e;
+	}
+	close(fd);
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0) {
+		e = errno;
+		unlinkat(dfd, name, 0);
+		log_warn("jail: network namespace pool %s: cannot pin a namespace on %s: %s", dir,
+			 name, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* How many entries the pool @dir holds (locked while counted); -errno
+ * after a log line. */
+static int pool_count(const char *dir)
+{
+	char err[512] = "";
+	unsigned have = 0;
+	int dfd = pool_lock(dir, err, sizeof(err)), ret;
+
+	if (dfd < 0) {
+		log_warn("jail: %s", err[0] ? err : strerror(-dfd));
+		return dfd;
+	}
+	ret = pool_each(dfd, count_one, &have);
+	close(dfd);
+	return ret < 0 ? ret : (int)have;
+}
+
+int jail_netns_fill(const char *dir, unsigned size)
+{
+	char err[512] = "";
+	unsigned made = 0, n;
+	int host, dfd, have, ret = 0;
+
+	if ((ret = jail_mkdirs(dir, 0, 0)) < 0 || (chmod(dir, 0700) < 0 && (ret = -errno))) {
+		log_warn("jail: network namespace pool %s: %s", dir, strerror(-ret));
+		return ret;
+	}
+	if ((have = pool_count(dir)) < 0 || (unsigned)have >= size)
+		return have < 0 ? have : 0;
+	host = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (host < 0) {
+		ret = -errno;
+		log_warn("jail: network namespace pool: /proc/thread-self/ns/net: %s",
+			 strerror(-ret));
+		return ret;
+	}
+	while (!ret && (unsigned)have < size) {
+		/* made outside the lock (the slow part), pinned inside if the
+		 * pool still wants it (another filler may have been faster) */
+		if (unshare(CLONE_NEWNET) < 0) {
+			ret = -errno;
+			log_warn("jail: network namespace pool %s: unshare: %s", dir, strerror(-ret));
+			break;
+		}
+		if ((dfd = pool_lock(dir, err, sizeof(err))) < 0) {
+			ret = dfd;
+			log_warn("jail: %s", err[0] ? err : strerror(-dfd));
+			break;
+		}
+		n = 0;
+		ret = pool_each(dfd, count_one, &n);
+		have = (int)n;
+		if (!ret && n < size && !(ret = pin(dfd, dir, made))) {
+			made++;
+			have++;
+		}
+		close(dfd);
+	}
+	if (setns(host, CLONE_NEWNET) < 0)
+		log_warn("jail: network namespace pool: back to the host's namespace: %s",
+			 strerror(errno));
+	close(host);
+	if (made)
+		log_debug("jail: %u network namespace%s made for the pool %s", made,
+			  made == 1 ? "" : "s", dir);
+	return ret < 0 ? ret : (int)made;
+}
