@@ -133,8 +133,6 @@ else
 	sed 's/^/#   /' "$tmp/example.err" | tail -n 5
 	fail=$((fail + 1))
 fi
-# The jail's network namespace pool, with the same example (root only).
-. "$sd/tests/kvm/jail_pool.sh"
 # Ctrl-A x typed at a stdio console on a terminal ends cubicle with 130
 # (tests/cli/console-escape.py drives it through a pseudo-terminal).
 extra_dev=',
@@ -472,6 +470,9 @@ extra_dev=
 
 # ---- virtio-vsock (issue 13): tests/kvm/run_vsock_payloads.sh runs that
 # group (CUBICLE_PAYLOAD_ONLY=vsock) in an L1 of its own, beside this one ----
+
+# ---- the jail's network namespace pool (issue 14), with the example ----
+. "$sd/tests/kvm/jail_pool.sh"
 
 # ---- snapshots, restore, rollback, clones (issue 12) ----
 . "$sd/tests/kvm/snapshots.sh"
