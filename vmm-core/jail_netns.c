@@ -161,14 +161,18 @@ static int count_one(int dfd, const char *name, void *arg)
 }
 
 /* Pin the calling thread's network namespace as a new entry of the locked
- * folder @dfd (@dir): 0 or -errno after a log line. */
-static int pin(int dfd, const char *dir, unsigned seq)
+ * folder @dfd (@dir), named with the next free *@seq: 0 or -errno after a
+ * log line. */
+static int pin(int dfd, const char *dir, unsigned *seq)
 {
 	char name[64], path[PATH_MAX];
 	int fd, e;
 
-	snprintf(name, sizeof(name), ENTRY "%d-%u", (int)getpid(), seq);
-	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+	/* (a name a dead filler of the same pid left: the next one) */
+	do {
+		snprintf(name, sizeof(name), ENTRY "%d-%u", (int)getpid(), (*seq)++);
+		fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+	} while (fd < 0 && errno == EEXIST && *seq < 1024);
 	if (fd < 0) {
 		e = errno;
 		log_warn("jail: network namespace pool %s: cannot make %s: %s", dir, name,
@@ -206,11 +210,18 @@ static int pool_count(const char *dir)
 
 int jail_netns_fill(const char *dir, unsigned size)
 {
-	char err[512] = "";
-	unsigned made = 0, n;
+	char err[512] = "", parent[PATH_MAX], *slash;
+	unsigned made = 0, seq = 0, n;
 	int host, dfd, have, ret = 0;
 
-	if ((ret = jail_mkdirs(dir, 0, 0)) < 0 || (chmod(dir, 0700) < 0 && (ret = -errno))) {
+	/* its parents as --jail makes its folder; the pool itself root's
+	 * alone (one that exists is left as it is: pool_lock checks it) */
+	snprintf(parent, sizeof(parent), "%s", dir);
+	slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = '\0';
+	if ((slash && slash != parent && (ret = jail_mkdirs(parent, 0, 0)) < 0) ||
+	    (mkdir(dir, 0700) < 0 && errno != EEXIST && (ret = -errno))) {
 		log_warn("jail: network namespace pool %s: %s", dir, strerror(-ret));
 		return ret;
 	}
@@ -239,14 +250,14 @@ int jail_netns_fill(const char *dir, unsigned size)
 		n = 0;
 		ret = pool_each(dfd, count_one, &n);
 		have = (int)n;
-		if (!ret && n < size && !(ret = pin(dfd, dir, made))) {
+		if (!ret && n < size && !(ret = pin(dfd, dir, &seq))) {
 			made++;
 			have++;
 		}
 		close(dfd);
 	}
 	if (setns(host, CLONE_NEWNET) < 0)
-		log_warn("jail: network namespace pool: back to the host's namespace: %s",
+		log_warn("jail: network namespace pool: back to its own network namespace: %s",
 			 strerror(errno));
 	close(host);
 	if (made)
