@@ -208,6 +208,27 @@ static int pool_count(const char *dir)
 	return ret < 0 ? ret : (int)have;
 }
 
+/*
+ * The pool folder a mount of its own, private: the namespaces pinned in it
+ * then reach no other mount namespace (on a host whose / is shared, as
+ * systemd makes it, each would otherwise be copied into every service's
+ * namespace, and each unmount go after every copy). Best effort; a folder
+ * that is a mount already is left as it is.
+ */
+static void make_private(const char *dir)
+{
+	struct statx sx;
+
+	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) < 0 ||
+	    !(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
+	    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return;
+	if (mount(dir, dir, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, dir, NULL, MS_PRIVATE, NULL) < 0)
+		log_warn("jail: network namespace pool %s: a private mount of its own: %s", dir,
+			 strerror(errno));
+}
+
 int jail_netns_fill(const char *dir, unsigned size)
 {
 	char err[512] = "", parent[PATH_MAX], *slash;
@@ -227,6 +248,7 @@ int jail_netns_fill(const char *dir, unsigned size)
 	}
 	if ((have = pool_count(dir)) < 0 || (unsigned)have >= size)
 		return have < 0 ? have : 0;
+	make_private(dir);
 	host = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (host < 0) {
 		ret = -errno;

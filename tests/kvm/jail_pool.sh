@@ -26,6 +26,7 @@ jp_clean() {
 		[ -e "$e" ] && umount "$e" 2>/dev/null
 		rm -f "$e"
 	done
+	umount "$1" 2>/dev/null
 	rmdir "$1" 2>/dev/null
 }
 
@@ -55,6 +56,12 @@ else
 		jp_ok "an empty pool: the VM runs (status 0); then 2 namespaces are pinned in the pool"
 	else
 		jp_bad "an empty pool: status $(cat "$tmp/jp1.rc"), pool after: '$before'" "$tmp/jp1.err"
+	fi
+	# the pool a private mount of its own (no propagation to other namespaces)
+	if grep -q " $jp rw[^ ]* - " /proc/self/mountinfo && ! grep " $jp rw" /proc/self/mountinfo | grep -q shared:; then
+		jp_ok "the pool folder is a private mount of its own"
+	else
+		jp_bad "the pool folder is not a private mount of its own: $(grep " $jp " /proc/self/mountinfo)"
 	fi
 	jp_run jp2
 	after=$(jp_list "$jp")
