@@ -156,8 +156,9 @@ struct jail_netns {
 int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t errlen);
 /* @c let go unused: the entry stays in the pool. */
 void jail_netns_drop(struct jail_netns *c);
-/* Make namespaces in the pool @dir (made if missing, mode 0700) until it
- * holds @size: how many were made, or -errno after a log line. */
+/* Make namespaces in the pool @dir (made if missing, mode 0700, a private
+ * mount of its own) until it holds @size: how many were made, or -errno
+ * after a log line. */
 int jail_netns_fill(const char *dir, unsigned size);
 /* `cubicle __jail-supervise ...`: what jail_enter's caller execs itself as,
  * outside the jail (jail.c); its exit status is the VMM's. */

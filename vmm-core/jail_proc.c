@@ -455,8 +455,6 @@ int jail_supervise_main(int argc, char **argv)
 		kill(init, SIGKILL);
 		waitpid(init, NULL, __WALL);
 	}
-	if (pool)
-		jail_netns_fill(pool, pool_size);
 	/* The cgroup empties as the pid namespace's last tasks are reaped. */
 	for (int i = 0; i < 200 && rmdir(cg) < 0 && errno == EBUSY; i++)
 		usleep(10000);
@@ -464,6 +462,8 @@ int jail_supervise_main(int argc, char **argv)
 		log_warn("jail: cannot remove the cgroup %s: %s", cg, strerror(errno));
 	else
 		log_debug("jail: cgroup %s removed", cg);
+	if (pool)
+		jail_netns_fill(pool, pool_size);
 	return code;
 }
 
