@@ -3,7 +3,8 @@
  * bench/jail_setup: a start's part in user space, on any host, with KVM or
  * without it: exec to KVM_CREATE_VM and exec to the first KVM_RUN (the
  * guest's first instruction) for `cubicle run`, `--seccomp off` and
- * `--jail DIR`, and with FLOOR (bench/floor) for the floor, medians, all
+ * `--jail DIR`, `--jail DIR --jail-netns-pool POOL` (a network namespace
+ * made ahead), and with FLOOR (bench/floor) for the floor, medians, all
  * interleaved. No guest runs: /dev/kvm is /dev/null bound over it in this
  * program's own mount namespace, and bench/kvm_standin.so (preloaded)
  * answers every KVM call in user space and notes the instants of
@@ -231,14 +232,24 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 	return 0;
 }
 
+/* An entry of the network namespace pool (or the pool's own mount):
+ * unpinned, removed. */
+static int unpin_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	umount2(path, MNT_DETACH);
+	remove(path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	static double ms[4][MAX_RUNS], rs[4][MAX_RUNS], gap[4][MAX_RUNS], life[4][MAX_RUNS];
+	static double ms[5][MAX_RUNS], rs[5][MAX_RUNS], gap[5][MAX_RUNS], life[5][MAX_RUNS];
 	const char *tmp = getenv("TMPDIR");
-	char cfg[256], jail[300], dev[300], cpuid[300];
+	char cfg[256], jail[300], dev[300], cpuid[300], pool[300];
 	int runs = argc > 4 ? atoi(argv[4]) : 15, fd, ret = 1;
-	int nv = argc > 5 ? 4 : 3;
-	double m[4], r[4], g[4], l[4];
+	int nv = argc > 5 ? 5 : 4;
+	double m[5], r[5], g[5], l[5];
 	FILE *f;
 
 	if (argc < 4 || runs < 1 || runs > MAX_RUNS) {
@@ -271,6 +282,7 @@ int main(int argc, char **argv)
 	fclose(f);
 	snprintf(jail, sizeof(jail), "%s-jail", cfg);
 	snprintf(cpuid, sizeof(cpuid), "%s-cpuid", cfg);
+	snprintf(pool, sizeof(pool), "%s-netns", cfg);
 	if (mkdir(jail, 0755) || chown(jail, 65534, 65534)) {
 		perror(jail);
 		goto out;
@@ -287,15 +299,17 @@ int main(int argc, char **argv)
 		char *cub[] = { argv[1], "run", cfg, NULL };
 		char *off[] = { argv[1], "run", "--seccomp", "off", cfg, NULL };
 		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
+		char *pooled[] = { argv[1], "run", "--jail", jail, "--jail-netns-pool", pool, cfg,
+				   NULL };
 		char *flo[] = { argc > 5 ? argv[5] : NULL, NULL };
-		char **v[4] = { off, cub, jailed, flo };
+		char **v[5] = { off, cub, jailed, pooled, flo };
 
 		/* interleaved, the order turned each round (see bench/startup) */
 		for (int i = 0; i < runs; i++)
 			for (int k = 0; k < nv; k++) {
 				int j = (i + k) % nv;
 
-				if (measure(v[j], argv[2], j == 3, &ms[j][i], &rs[j][i], &life[j][i]))
+				if (measure(v[j], argv[2], j == 4, &ms[j][i], &rs[j][i], &life[j][i]))
 					goto out;
 				gap[j][i] = rs[j][i] - ms[j][i];
 			}
@@ -314,17 +328,21 @@ int main(int argc, char **argv)
 	       r[1], g[1], l[1]);
 	printf("  --jail         %6.2f ms        %6.2f ms       %6.2f ms          %6.2f ms\n", m[2],
 	       r[2], g[2], l[2]);
-	if (nv == 4) {
+	printf("  --jail, --jail-netns-pool\n"
+	       "                 %6.2f ms        %6.2f ms       %6.2f ms          %6.2f ms\n", m[3],
+	       r[3], g[3], l[3]);
+	if (nv == 5) {
 		printf("  the floor      %6.2f ms        %6.2f ms       %6.2f ms          (bench/floor)\n",
-		       m[3], r[3], g[3]);
+		       m[4], r[4], g[4]);
 		printf("  cubicle's default beside the floor: %.2fx to KVM_CREATE_VM, %.2fx to the first KVM_RUN\n"
 		       "    (--seccomp off %.2fx, %.2fx)\n",
-		       m[1] / m[3], r[1] / r[3], m[0] / m[3], r[0] / r[3]);
+		       m[1] / m[4], r[1] / r[4], m[0] / m[4], r[0] / r[4]);
 	}
 	printf("  what seccomp adds to the first KVM_RUN: %+.2f ms (after KVM_CREATE_VM %+.2f ms)\n",
 	       r[1] - r[0], g[1] - g[0]);
-	printf("  what the jail adds to the first KVM_RUN, beside the default: %+.2f ms (exec to reaped %+.2f ms)\n",
-	       r[2] - r[1], l[2] - l[1]);
+	printf("  what the jail adds to the first KVM_RUN, beside the default: %+.2f ms (exec to reaped %+.2f ms);\n"
+	       "    with a network namespace made ahead (--jail-netns-pool): %+.2f ms\n",
+	       r[2] - r[1], l[2] - l[1], r[3] - r[1]);
 	{
 		double st, ch, pa;
 
@@ -341,5 +359,6 @@ out:
 	unlink(cfg);
 	nftw(jail, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	nftw(cpuid, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	nftw(pool, unpin_one, 16, FTW_DEPTH | FTW_PHYS); /* the pool's namespaces */
 	return ret;
 }
