@@ -160,6 +160,12 @@ void jail_netns_drop(struct jail_netns *c);
  * mount of its own) until it holds @size: how many were made, or -errno
  * after a log line. */
 int jail_netns_fill(const char *dir, unsigned size);
+/* The entries the pool @dir holds, or -errno (-ENOENT: no pool) after a
+ * message in @err. */
+int jail_netns_count(const char *dir, char *err, size_t errlen);
+/* Every entry of the pool @dir unpinned and removed, then the folder: how
+ * many, or -errno after a message in @err. */
+int jail_netns_drain(const char *dir, char *err, size_t errlen);
 /* `cubicle __jail-supervise ...`: what jail_enter's caller execs itself as,
  * outside the jail (jail.c); its exit status is the VMM's. */
 int jail_supervise_main(int argc, char **argv);

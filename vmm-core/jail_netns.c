@@ -287,3 +287,67 @@ int jail_netns_fill(const char *dir, unsigned size)
 			  made == 1 ? "" : "s", dir);
 	return ret < 0 ? ret : (int)made;
 }
+
+int jail_netns_count(const char *dir, char *err, size_t errlen)
+{
+	unsigned have = 0;
+	int dfd = pool_lock(dir, err, errlen), ret;
+
+	if (dfd < 0)
+		return dfd;
+	ret = pool_each(dfd, count_one, &have);
+	close(dfd);
+	if (ret < 0)
+		return errf(err, errlen, ret, "--jail-netns-pool %s: %s", dir, strerror(-ret));
+	return (int)have;
+}
+
+struct drain {
+	const char *dir;
+	unsigned removed;
+	int err;
+};
+
+static int drain_one(int dfd, const char *name, void *arg)
+{
+	struct drain *d = arg;
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", d->dir, name);
+	/* (an entry left unpinned by a dead filler has no mount: EINVAL) */
+	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
+		d->err = -errno;
+		return 0;
+	}
+	if (unlinkat(dfd, name, 0) < 0) {
+		d->err = -errno;
+		return 0;
+	}
+	d->removed++;
+	return 0;
+}
+
+int jail_netns_drain(const char *dir, char *err, size_t errlen)
+{
+	struct drain d = { .dir = dir };
+	struct statx sx;
+	int dfd = pool_lock(dir, err, errlen), ret;
+
+	if (dfd < 0)
+		return dfd;
+	ret = pool_each(dfd, drain_one, &d);
+	close(dfd);
+	if (!ret)
+		ret = d.err;
+	if (ret < 0)
+		return errf(err, errlen, ret, "--jail-netns-pool %s: %s", dir, strerror(-ret));
+	/* the folder's own mount (make_private), then the folder */
+	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) == 0 &&
+	    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW);
+	if (rmdir(dir) < 0)
+		return errf(err, errlen, -errno, "%s: %s (what else it holds is left)", dir,
+			    strerror(errno));
+	return (int)d.removed;
+}

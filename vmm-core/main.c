@@ -51,6 +51,8 @@ static const char usage_text[] =
 	"                      it boots stock kernels, 3 when KVM cannot (PVM, no\n"
 	"                      VT-x/AMD-V), 1 without /dev/kvm (--quiet: no output;\n"
 	"                      --json: the facts as one JSON object)\n"
+	"  netns-pool VERB DIR fill, status or drain a pool of network namespaces\n"
+	"                      made ahead for jails (--jail-netns-pool; root)\n"
 	"  disk SUBCOMMAND     create or clone disk images (`cubicle disk help`)\n"
 	"  ctl SOCKET VERB     drive a running cubicle's API (`cubicle ctl --help`)\n"
 	"  exec VM -- CMD ...  run a command in the guest through cubicle-agent\n"
@@ -179,12 +181,26 @@ static const char help_compress[] =
 	"a restore reads the frames it needs; `zstd -d` reads it too). --threads\n"
 	"1 to 64 (default: the CPUs, at most 16), --level 1 to 19 (default: zstd's, 3).\n";
 
+static const char help_netns_pool[] =
+	"Usage: cubicle netns-pool fill POOL [--size N]\n"
+	"       cubicle netns-pool status POOL\n"
+	"       cubicle netns-pool drain POOL\n"
+	"\n"
+	"Keep the pool of network namespaces that jails without a tap take (run or\n"
+	"restore --jail DIR --jail-netns-pool POOL; see cubicle(1), JAIL): fill it\n"
+	"to N (1 to 64, default 4) ahead of the first start, print how many it\n"
+	"holds, or unpin and remove every one and the folder. Root only.\n"
+	"\n"
+	"Exit status: 0 done; 1 an error (status: 1 also when there is no pool);\n"
+	"2 bad usage.\n";
+
 /* `cubicle CMD --help` and `cubicle help CMD` of a built-in command. */
 int cmd_help(const char *cmd)
 {
 	static const struct { const char *name, *text; } pages[] = {
 		{ "run", help_run }, { "restore", help_restore }, { "plugins", help_plugins },
 		{ "check-host", help_check_host }, { "compress", help_compress },
+		{ "netns-pool", help_netns_pool },
 	};
 
 	for (unsigned i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
@@ -347,6 +363,80 @@ static int cmd_compress(int argc, char **argv)
 	return 0;
 }
 
+/* `cubicle netns-pool fill|status|drain POOL` (jail_netns.c). */
+static int cmd_netns_pool(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *verb, *dir;
+	unsigned size = 4;
+	bool sized = false;
+	char err[1024] = "", *end;
+	long v;
+	int c, ret;
+
+	while ((c = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_help("netns-pool");
+		if (c != 'n')
+			return bad_option("netns-pool", argv);
+		errno = 0;
+		v = strtol(optarg, &end, 10);
+		if (errno || *end || !*optarg || v < 1 || v > 64)
+			return usage_error("netns-pool: --size %s: expected 1 .. 64", optarg);
+		size = (unsigned)v;
+		sized = true;
+	}
+	if (optind + 2 != argc)
+		return usage_error("%s", "'netns-pool' takes fill, status or drain, and the pool's folder");
+	verb = argv[optind];
+	dir = argv[optind + 1];
+	if (strcmp(verb, "fill") && strcmp(verb, "status") && strcmp(verb, "drain"))
+		return usage_error("netns-pool %s: expected fill, status or drain", verb);
+	if (dir[0] != '/')
+		return usage_error("netns-pool %s %s: expected an absolute folder path", verb, dir);
+	if (sized && strcmp(verb, "fill"))
+		return usage_error("netns-pool %s: --size is for fill", verb);
+	if (geteuid() != 0) {
+		log_err("netns-pool: root only (it makes and pins network namespaces)");
+		return VM_EXIT_ERROR;
+	}
+	log_set_level(CUB_LOG_WARN);
+	if (!strcmp(verb, "fill")) {
+		int made = jail_netns_fill(dir, size); /* (its errors are logged) */
+
+		if (made < 0)
+			return VM_EXIT_ERROR;
+		ret = jail_netns_count(dir, err, sizeof(err));
+		if (ret < 0) {
+			log_err("%s", err);
+			return VM_EXIT_ERROR;
+		}
+		printf("%s: %d network namespace%s (%d made)\n", dir, ret, ret == 1 ? "" : "s",
+		       made);
+		return 0;
+	}
+	ret = !strcmp(verb, "status") ? jail_netns_count(dir, err, sizeof(err))
+				       : jail_netns_drain(dir, err, sizeof(err));
+	if (ret == -ENOENT) {
+		log_err("netns-pool %s: %s: no pool there", verb, dir);
+		return VM_EXIT_ERROR;
+	}
+	if (ret < 0) {
+		log_err("%s", err);
+		return VM_EXIT_ERROR;
+	}
+	if (!strcmp(verb, "status"))
+		printf("%s: %d network namespace%s\n", dir, ret, ret == 1 ? "" : "s");
+	else
+		printf("%s: %d network namespace%s unpinned; the folder removed\n", dir, ret,
+		       ret == 1 ? "" : "s");
+	return 0;
+}
+
 /*
  * Threads (cubicle's and the plugins') get 1 MiB stacks, not RLIMIT_STACK's
  * 8 MiB: where transparent huge pages are "always" (Debian's kernels), a
@@ -401,7 +491,8 @@ int main(int argc, char **argv)
 			return helper_exec("tools/serve", "cubicle-serve", 3, tv);
 		}
 		static const char *const mine[] = { "run", "restore", "snapshot", "rollback",
-						    "compress", "plugins", "check-host", "help" };
+						    "compress", "plugins", "check-host",
+						    "netns-pool", "help" };
 		unsigned k = 0;
 
 		while (k < sizeof(mine) / sizeof(mine[0]) && strcmp(argv[2], mine[k]))
@@ -446,6 +537,8 @@ int main(int argc, char **argv)
 		return cmd_plugins(argc - 1, argv + 1);
 	if (!strcmp(cmd, "check-host"))
 		return cmd_check_host(argc - 1, argv + 1);
+	if (!strcmp(cmd, "netns-pool"))
+		return cmd_netns_pool(argc - 1, argv + 1);
 	if (!strcmp(cmd, "disk"))
 		return helper_exec("tools/disk", "cubicle-disk", argc - 1, argv + 1);
 	if (!strcmp(cmd, "ctl"))

@@ -71,6 +71,15 @@ expect "relative --jail-netns-pool" 2 "--jail-netns-pool pool: expected an absol
 	run --jail "$tmp/j" --jail-netns-pool pool x.cfg
 expect "--jail-netns-pool-size 0" 2 "--jail-netns-pool-size 0: expected a number from 1 to 64" -- \
 	run --jail "$tmp/j" --jail-netns-pool /run/p --jail-netns-pool-size 0 x.cfg
+expect "netns-pool: a bad verb" 2 "netns-pool empty: expected fill, status or drain" -- \
+	netns-pool empty /run/p
+expect "netns-pool: a relative folder" 2 "netns-pool fill pool: expected an absolute folder path" -- \
+	netns-pool fill pool
+expect "netns-pool: --size 0" 2 "netns-pool: --size 0: expected 1 .. 64" -- netns-pool fill /run/p --size 0
+expect "netns-pool: --size for drain" 2 "netns-pool drain: --size is for fill" -- \
+	netns-pool drain /run/p --size 2
+expect "netns-pool without a folder" 2 "'netns-pool' takes fill, status or drain, and the pool's folder" -- \
+	netns-pool status
 expect "relative --jail-trust" 2 "--jail-trust templates: expected an absolute folder path" -- \
 	restore "$tmp/snap" --jail "$tmp/j" --jail-trust templates
 expect "missing config file" 1 "nope.cfg: cannot open config: No such file" -- run "$tmp/nope.cfg"
@@ -302,7 +311,7 @@ expect "--set without =" 2 "--set machine.vcpus: expected PATH=VALUE" -- run --s
 expect "--set without a path" 2 "--set =3: expected PATH=VALUE" -- restore --set =3 "$tmp"
 expect "help of no such command" 2 "help fly: no such command" -- help fly
 # every built-in command has a page of its own, by --help and by help CMD
-for c in run restore plugins check-host compress; do
+for c in run restore plugins check-host compress netns-pool; do
 	if $runner "$cub" $c --help | head -n 1 | grep -q "^Usage: cubicle $c" &&
 		$runner "$cub" help $c | head -n 1 | grep -q "^Usage: cubicle $c"; then
 		echo "ok - $c --help and help $c"; pass=$((pass + 1))

@@ -5,7 +5,8 @@
 # the namespace itself) and fills it after; the second runs in one of the
 # pool's namespaces (its probe names that namespace's inode), which is no
 # longer pinned afterwards, and the pool is full again. A pool folder
-# others may write is refused before anything is made. Root and cgroup v2.
+# others may write is refused before anything is made. Then `cubicle
+# netns-pool` fills a pool ahead, counts it and drains it. Root and cgroup v2.
 
 jp_ok() { echo "ok - jail netns pool: $1"; pass=$((pass + 1)); }
 jp_bad() {
@@ -88,5 +89,26 @@ else
 		jp_bad "a pool folder others may write: status $got" "$tmp/jp3.err"
 	fi
 	jp_clean "$jp"
+	# cubicle netns-pool: filled ahead, the first start takes from it;
+	# status counts; drain leaves no folder and no pinned namespace
+	jq=$tmp/netns-pool2
+	fillout=$("$cub" netns-pool fill "$jq" --size 3 2>&1)
+	env $jenv timeout -k 5 60 "$cub" run "$ex" --jail "$jroot" -l debug --jail-netns-pool "$jq" \
+		--jail-netns-pool-size 3 >"$tmp/jp4.out" 2>"$tmp/jp4.err" </dev/null
+	got=$?
+	st=$("$cub" netns-pool status "$jq" 2>&1)
+	drainout=$("$cub" netns-pool drain "$jq" 2>&1)
+	drc=$?
+	left=$(grep -c " $jq" /proc/self/mountinfo)
+	if [ "$fillout" = "$jq: 3 network namespaces (3 made)" ] && [ $got = 0 ] &&
+	   grep -q 'jail: the network namespace .*, from the pool' "$tmp/jp4.err" &&
+	   [ "$st" = "$jq: 3 network namespaces" ] && [ $drc = 0 ] &&
+	   [ "$drainout" = "$jq: 3 network namespaces unpinned; the folder removed" ] &&
+	   ! [ -e "$jq" ] && [ "$left" = 0 ]; then
+		jp_ok "netns-pool fill made 3 ahead, the first start took one, status said 3 after its refill, drain left no folder and no mount"
+	else
+		jp_bad "netns-pool: fill '$fillout', run status $got, status '$st', drain $drc '$drainout', mounts left $left" "$tmp/jp4.err"
+	fi
+	jp_clean "$jq"
 	rm -rf "$jroot"
 fi
