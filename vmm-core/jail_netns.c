@@ -191,23 +191,6 @@ static int pin(int dfd, const char *dir, unsigned *seq)
 	return 0;
 }
 
-/* How many entries the pool @dir holds (locked while counted); -errno
- * after a log line. */
-static int pool_count(const char *dir)
-{
-	char err[512] = "";
-	unsigned have = 0;
-	int dfd = pool_lock(dir, err, sizeof(err)), ret;
-
-	if (dfd < 0) {
-		log_warn("jail: %s", err[0] ? err : strerror(-dfd));
-		return dfd;
-	}
-	ret = pool_each(dfd, count_one, &have);
-	close(dfd);
-	return ret < 0 ? ret : (int)have;
-}
-
 /*
  * The pool folder a mount of its own, private: the namespaces pinned in it
  * then reach no other mount namespace (on a host whose / is shared, as
@@ -246,8 +229,12 @@ int jail_netns_fill(const char *dir, unsigned size)
 		log_warn("jail: network namespace pool %s: %s", dir, strerror(-ret));
 		return ret;
 	}
-	if ((have = pool_count(dir)) < 0 || (unsigned)have >= size)
-		return have < 0 ? have : 0;
+	if ((have = jail_netns_count(dir, err, sizeof(err))) < 0) {
+		log_warn("jail: %s", err[0] ? err : strerror(-have));
+		return have;
+	}
+	if ((unsigned)have >= size)
+		return 0;
 	make_private(dir);
 	host = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (host < 0) {
