@@ -191,6 +191,18 @@ static int pin(int dfd, const char *dir, unsigned *seq)
 	return 0;
 }
 
+/* Whether @dir is the root of a mount: 1, 0, or -1 if unknown (the
+ * kernel cannot say, before 5.8). */
+static int mount_root(const char *dir)
+{
+	struct statx sx;
+
+	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) < 0 ||
+	    !(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -1;
+	return (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0;
+}
+
 /*
  * The pool folder a mount of its own, private: the namespaces pinned in it
  * then reach no other mount namespace (on a host whose / is shared, as
@@ -200,11 +212,7 @@ static int pin(int dfd, const char *dir, unsigned *seq)
  */
 static void make_private(const char *dir)
 {
-	struct statx sx;
-
-	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) < 0 ||
-	    !(sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) ||
-	    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+	if (mount_root(dir) != 0)
 		return;
 	if (mount(dir, dir, NULL, MS_BIND, NULL) < 0 ||
 	    mount(NULL, dir, NULL, MS_PRIVATE, NULL) < 0)
@@ -317,7 +325,6 @@ static int drain_one(int dfd, const char *name, void *arg)
 int jail_netns_drain(const char *dir, char *err, size_t errlen)
 {
 	struct drain d = { .dir = dir };
-	struct statx sx;
 	int dfd = pool_lock(dir, err, errlen), ret;
 
 	if (dfd < 0)
@@ -329,9 +336,7 @@ int jail_netns_drain(const char *dir, char *err, size_t errlen)
 	if (ret < 0)
 		return errf(err, errlen, ret, "--jail-netns-pool %s: %s", dir, strerror(-ret));
 	/* the folder's own mount (make_private), then the folder */
-	if (statx(AT_FDCWD, dir, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx) == 0 &&
-	    (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
-	    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+	if (mount_root(dir) == 1)
 		umount2(dir, MNT_DETACH | UMOUNT_NOFOLLOW);
 	if (rmdir(dir) < 0)
 		return errf(err, errlen, -errno, "%s: %s (what else it holds is left)", dir,
