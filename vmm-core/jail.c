@@ -133,7 +133,8 @@ int jail_seal(char *err, size_t errlen)
 	return 0;
 }
 
-int jail_mkdirs(const char *path, uid_t uid, gid_t gid)
+/* mkdir -p @path, new folders owned by uid:gid. */
+static int mkdirs(const char *path, uid_t uid, gid_t gid)
 {
 	char p[PATH_MAX];
 	size_t n = strlen(path);
@@ -529,7 +530,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
 			    "--jail needs root: it makes namespaces and a cgroup, then drops to the jail's uid");
-	if ((ret = jail_mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
+	if ((ret = mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
 		return errf(err, errlen, ret ? ret : -errno, "--jail %s: %s", j->dir,
 			    strerror(ret ? -ret : errno));
 	if (!j->have_uid)
@@ -552,7 +553,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		return errf(err, errlen, -ENOTSUP,
 			    "--jail: %s is not in a cgroup v2 hierarchy (mount -t cgroup2 none /sys/fs/cgroup, or name another folder with --jail-cgroup)",
 			    top);
-	if ((ret = jail_mkdirs(base, 0, 0)))
+	if ((ret = mkdirs(base, 0, 0)))
 		return errf(err, errlen, ret, "--jail: cgroup %s: %s", base, strerror(-ret));
 	/* best effort: a limit whose controller is missing says so */
 	enable_controllers(top);
@@ -588,7 +589,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 			net.fd = pool.ns;
 			net.pooled = true;
 			/* unmounted and removed by the caller before its exec */
-			snprintf(h.pool_entry, sizeof(h.pool_entry), "%s", pool.path);
+			snprintf(h.pool_entry, sizeof(h.pool_entry), "%s", pool.entry);
 		} else {
 			log_debug("jail: the network namespace pool %s is empty", j->netns_pool);
 		}

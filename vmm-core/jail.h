@@ -142,14 +142,13 @@ void jail_root_walk_only(bool on);
  */
 int jail_enter(struct jail_cfg *j, char *err, size_t errlen);
 
-/* mkdir -p @path, new folders (mode 0755) owned by uid:gid: 0 or -errno. */
-int jail_mkdirs(const char *path, uid_t uid, gid_t gid);
-
 /* A namespace taken from the pool (jail_netns.c). */
 struct jail_netns {
 	int ns;              /* the namespace's fd; -1: none */
 	int dir;             /* the pool folder's, locked until the caller's exec */
-	char path[PATH_MAX]; /* the entry, unmounted and removed just before */
+	char path[PATH_MAX]; /* the entry, as messages name it */
+	char entry[320];     /* the entry through @dir's /proc/self/fd link,
+			      * unmounted and removed just before the exec */
 };
 /* A namespace from the pool folder @dir into @c: 0; -ENOENT when the pool
  * is empty or missing; another -errno after a message in @err. */

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -35,24 +36,92 @@
 
 #define ENTRY "net-"
 
-/* The pool folder, open and locked: its fd, -ENOENT when it is missing, or
- * another -errno after a message in @err. */
-static int pool_lock(const char *dir, char *err, size_t errlen)
+/*
+ * Whether a folder on the way to the pool is one only root can change:
+ * root's, and writable by no one else unless sticky (as /tmp: there no one
+ * else may rename or remove what root made).
+ */
+static bool root_only(const struct stat *st)
+{
+	return st->st_uid == 0 && (!(st->st_mode & 022) || (st->st_mode & S_ISVTX));
+}
+
+static bool is_link(const char *path)
 {
 	struct stat st;
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW), e;
 
-	if (fd < 0) {
+	return !lstat(path, &st) && S_ISLNK(st.st_mode);
+}
+
+/*
+ * The pool folder, open and locked: its fd, -ENOENT when it (or a folder
+ * above it) is missing and not to be made (@create: missing folders are
+ * made, mode 0755, the pool's own 0700), or another -errno after a message
+ * in @err. It is
+ * reached from / one folder at a time, following no symbolic link, through
+ * folders only root can change (root_only), and must itself be root's and
+ * writable by root alone: a path that someone else could redirect, between
+ * this check and a later use, to another folder of entries (ip-netns(8)'s
+ * /run/netns, say) is refused. What is done in the pool afterwards goes
+ * through this fd (fd_path), or by the path only root can change.
+ */
+static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
+{
+	const int flags = O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	char p[PATH_MAX];
+	struct stat st;
+	int fd, nfd, e;
+	size_t i;
+
+	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
+		return errf(err, errlen, -ENAMETOOLONG, "--jail-netns-pool %s: %s", dir,
+			    strerror(ENAMETOOLONG));
+	if (!p[strspn(p, "/")])
+		return errf(err, errlen, -EINVAL, "--jail-netns-pool %s: not a folder for a pool", dir);
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errf(err, errlen, -errno, "--jail-netns-pool %s: /: %s", dir, strerror(errno));
+	for (i = strspn(p, "/"); p[i];) {
+		size_t j = i + strcspn(p + i, "/"), k = j + strspn(p + j, "/");
+		bool last = !p[k];
+		char c = p[j];
+
+		p[j] = '\0'; /* p: the path so far, p + i: this folder's name */
+		if (!strcmp(p + i, ".") || !strcmp(p + i, "..")) {
+			close(fd);
+			return errf(err, errlen, -EINVAL,
+				    "--jail-netns-pool %s: name the pool without . or .. in its path",
+				    dir);
+		}
+		nfd = openat(fd, p + i, flags | (last ? O_RDONLY : O_PATH));
+		if (nfd < 0 && errno == ENOENT && create &&
+		    (!mkdirat(fd, p + i, last ? 0700 : 0755) || errno == EEXIST))
+			nfd = openat(fd, p + i, flags | (last ? O_RDONLY : O_PATH));
 		e = errno;
-		if (e == ENOENT)
-			return -ENOENT;
-		return errf(err, errlen, -e, "--jail-netns-pool %s: %s", dir, strerror(e));
-	}
-	if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
 		close(fd);
-		return errf(err, errlen, -EPERM,
-			    "--jail-netns-pool %s: the folder must be root's and writable by root alone",
-			    dir);
+		if (nfd < 0) {
+			if (e == ENOENT)
+				return -ENOENT;
+			if (e == ELOOP || e == ENOTDIR)
+				return errf(err, errlen, -e,
+					    "--jail-netns-pool %s: %s is %s: name the pool by a path of folders without links (realpath(1))",
+					    dir, p, e == ELOOP || is_link(p) ? "a symbolic link" : "not a folder");
+			return errf(err, errlen, -e, "--jail-netns-pool %s: %s: %s", dir, p,
+				    strerror(e));
+		}
+		fd = nfd;
+		if (fstat(fd, &st) < 0 ||
+		    (last ? st.st_uid != 0 || (st.st_mode & 022) : !root_only(&st))) {
+			close(fd);
+			if (last)
+				return errf(err, errlen, -EPERM,
+					    "--jail-netns-pool %s: the folder must be root's and writable by root alone",
+					    dir);
+			return errf(err, errlen, -EPERM,
+				    "--jail-netns-pool %s: %s is not root's, or others may write it: the pool must lie on a path only root can change",
+				    dir, p);
+		}
+		p[j] = c;
+		i = k;
 	}
 	while (flock(fd, LOCK_EX) < 0) {
 		if (errno != EINTR) {
@@ -63,6 +132,13 @@ static int pool_lock(const char *dir, char *err, size_t errlen)
 		}
 	}
 	return fd;
+}
+
+/* @name in the folder open as @dfd, by a path that goes through the fd
+ * (its /proc/self/fd link), for the calls that take no folder fd. */
+static void fd_path(char *out, size_t len, int dfd, const char *name)
+{
+	snprintf(out, len, "/proc/self/fd/%d/%s", dfd, name);
 }
 
 /*
@@ -118,10 +194,10 @@ static int take_one(int dfd, const char *name, void *arg)
 int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t errlen)
 {
 	struct take t = { .ns = -1 };
-	int dfd = pool_lock(dir, err, errlen), ret;
+	int dfd = pool_lock(dir, false, err, errlen), ret;
 
 	c->ns = c->dir = -1;
-	c->path[0] = '\0';
+	c->path[0] = c->entry[0] = '\0';
 	if (dfd < 0)
 		return dfd;
 	ret = pool_each(dfd, take_one, &t);
@@ -138,6 +214,7 @@ int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t err
 		return errf(err, errlen, -ENAMETOOLONG, "--jail-netns-pool %s: %s", dir,
 			    strerror(ENAMETOOLONG));
 	}
+	fd_path(c->entry, sizeof(c->entry), dfd, t.name);
 	c->ns = t.ns;
 	c->dir = dfd;
 	return 0;
@@ -150,7 +227,7 @@ void jail_netns_drop(struct jail_netns *c)
 	if (c->dir >= 0)
 		close(c->dir);
 	c->ns = c->dir = -1;
-	c->path[0] = '\0';
+	c->path[0] = c->entry[0] = '\0';
 }
 
 static int count_one(int dfd, const char *name, void *arg)
@@ -180,7 +257,7 @@ static int pin(int dfd, const char *dir, unsigned *seq)
 		return -e;
 	}
 	close(fd);
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd_path(path, sizeof(path), dfd, name);
 	if (mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0) {
 		e = errno;
 		unlinkat(dfd, name, 0);
@@ -222,25 +299,22 @@ static void make_private(const char *dir)
 
 int jail_netns_fill(const char *dir, unsigned size)
 {
-	char err[512] = "", parent[PATH_MAX], *slash;
-	unsigned made = 0, seq = 0, n;
+	char err[512] = "";
+	unsigned made = 0, seq = 0, n = 0;
 	int host, dfd, have, ret = 0;
 
-	/* its parents as --jail makes its folder; the pool itself root's
-	 * alone (one that exists is left as it is: pool_lock checks it) */
-	snprintf(parent, sizeof(parent), "%s", dir);
-	slash = strrchr(parent, '/');
-	if (slash && slash != parent)
-		*slash = '\0';
-	if ((slash && slash != parent && (ret = jail_mkdirs(parent, 0, 0)) < 0) ||
-	    (mkdir(dir, 0700) < 0 && errno != EEXIST && (ret = -errno))) {
-		log_warn("jail: network namespace pool %s: %s", dir, strerror(-ret));
+	/* made if missing, on a path only root can change (pool_lock); one
+	 * that exists is left as it is */
+	if ((dfd = pool_lock(dir, true, err, sizeof(err))) < 0 ||
+	    (ret = pool_each(dfd, count_one, &n)) < 0) {
+		if (dfd >= 0)
+			close(dfd);
+		ret = dfd < 0 ? dfd : ret;
+		log_warn("jail: %s", err[0] ? err : strerror(-ret));
 		return ret;
 	}
-	if ((have = jail_netns_count(dir, err, sizeof(err))) < 0) {
-		log_warn("jail: %s", err[0] ? err : strerror(-have));
-		return have;
-	}
+	close(dfd);
+	have = (int)n;
 	if ((unsigned)have >= size)
 		return 0;
 	make_private(dir);
@@ -259,7 +333,7 @@ int jail_netns_fill(const char *dir, unsigned size)
 			log_warn("jail: network namespace pool %s: unshare: %s", dir, strerror(-ret));
 			break;
 		}
-		if ((dfd = pool_lock(dir, err, sizeof(err))) < 0) {
+		if ((dfd = pool_lock(dir, false, err, sizeof(err))) < 0) {
 			ret = dfd;
 			log_warn("jail: %s", err[0] ? err : strerror(-dfd));
 			break;
@@ -286,7 +360,7 @@ int jail_netns_fill(const char *dir, unsigned size)
 int jail_netns_count(const char *dir, char *err, size_t errlen)
 {
 	unsigned have = 0;
-	int dfd = pool_lock(dir, err, errlen), ret;
+	int dfd = pool_lock(dir, false, err, errlen), ret;
 
 	if (dfd < 0)
 		return dfd;
@@ -298,7 +372,6 @@ int jail_netns_count(const char *dir, char *err, size_t errlen)
 }
 
 struct drain {
-	const char *dir;
 	unsigned removed;
 	int err;
 };
@@ -308,7 +381,7 @@ static int drain_one(int dfd, const char *name, void *arg)
 	struct drain *d = arg;
 	char path[PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/%s", d->dir, name);
+	fd_path(path, sizeof(path), dfd, name);
 	/* (an entry left unpinned by a dead filler has no mount: EINVAL) */
 	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
 		d->err = -errno;
@@ -324,8 +397,8 @@ static int drain_one(int dfd, const char *name, void *arg)
 
 int jail_netns_drain(const char *dir, char *err, size_t errlen)
 {
-	struct drain d = { .dir = dir };
-	int dfd = pool_lock(dir, err, errlen), ret;
+	struct drain d = { 0 };
+	int dfd = pool_lock(dir, false, err, errlen), ret;
 
 	if (dfd < 0)
 		return dfd;

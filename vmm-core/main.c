@@ -189,7 +189,8 @@ static const char help_netns_pool[] =
 	"Keep the pool of network namespaces that jails without a tap take (run or\n"
 	"restore --jail DIR --jail-netns-pool POOL; see cubicle(1), JAIL): fill it\n"
 	"to N (1 to 64, default 4) ahead of the first start, print how many it\n"
-	"holds, or unpin and remove every one and the folder. Root only.\n"
+	"holds, or unpin and remove every one and the folder. Root only. POOL is\n"
+	"an absolute path of folders only root can change (no symbolic link).\n"
 	"\n"
 	"Exit status: 0 done; 1 an error (status: 1 also when there is no pool);\n"
 	"2 bad usage.\n";

@@ -89,6 +89,25 @@ else
 		jp_bad "a pool folder others may write: status $got" "$tmp/jp3.err"
 	fi
 	jp_clean "$jp"
+	# a pool on a path someone else could change: under a folder others
+	# may write (nothing is made there), or through a symbolic link
+	mkdir -p "$tmp/jp-open" "$tmp/jp-real/pool" && chmod 0777 "$tmp/jp-open" &&
+		ln -sfn "$tmp/jp-real" "$tmp/jp-link"
+	fillout=$("$cub" netns-pool fill "$tmp/jp-open/a/pool" 2>&1)
+	got=$?
+	env $jenv timeout -k 5 60 "$cub" run "$ex" --jail "$jroot" --jail-netns-pool "$tmp/jp-link/pool" \
+		>"$tmp/jp5.out" 2>"$tmp/jp5.err" </dev/null
+	got5=$?
+	if [ $got = 1 ] && printf '%s\n' "$fillout" | grep -q "$tmp/jp-open is not root's, or others may write it" &&
+	   [ -z "$(ls -A "$tmp/jp-open")" ] && [ $got5 = 1 ] &&
+	   grep -q "jail-netns-pool $tmp/jp-link/pool: $tmp/jp-link is a symbolic link" "$tmp/jp5.err" &&
+	   ! grep -q 'Hello' "$tmp/jp5.out" && [ -z "$(ls -A "$tmp/jp-real/pool")" ]; then
+		jp_ok "a pool under a folder others may write, or named through a link: status 1 naming the folder; nothing made, nothing run"
+	else
+		jp_bad "a pool on a path others could change: fill $got '$fillout', run $got5" "$tmp/jp5.err"
+	fi
+	jp_clean "$tmp/jp-open/a/pool" # (only if it was wrongly made)
+	rm -rf "$tmp/jp-open" "$tmp/jp-real" "$tmp/jp-link"
 	# cubicle netns-pool: filled ahead, the first start takes from it;
 	# status counts; drain leaves no folder and no pinned namespace
 	jq=$tmp/netns-pool2
