@@ -115,6 +115,10 @@ int jail_rel(char *out, size_t len, const char *path);
 int jail_open_beneath(int root, const char *rel, int flags);
 /* The same for a folder, making what is missing (owned by @uid:@gid). */
 int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
+/* "/proc/self/fd/FD", or with @name "/proc/self/fd/FD/NAME", into @buf
+ * (returned): what @fd holds, for the calls that take a path only (mount,
+ * umount2), reached through the fd and not by a name someone could change. */
+const char *jail_fd_path(char *buf, size_t len, int fd, const char *name);
 /* Bind the host's @path at the same path below @root (the folder @dir, for
  * messages); a path that does not exist yet (or @skip) gets its folder only;
  * @ro: read-only, nosuid, nodev. @check: a path only a snapshot names, bound

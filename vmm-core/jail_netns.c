@@ -63,7 +63,7 @@ static bool is_link(const char *path)
  * writable by root alone: a path that someone else could redirect, between
  * this check and a later use, to another folder of entries (ip-netns(8)'s
  * /run/netns, say) is refused. What is done in the pool afterwards goes
- * through this fd (fd_path), or by the path only root can change.
+ * through this fd (jail_fd_path), or by the path only root can change.
  */
 static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
 {
@@ -132,13 +132,6 @@ static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
 		}
 	}
 	return fd;
-}
-
-/* @name in the folder open as @dfd, by a path that goes through the fd
- * (its /proc/self/fd link), for the calls that take no folder fd. */
-static void fd_path(char *out, size_t len, int dfd, const char *name)
-{
-	snprintf(out, len, "/proc/self/fd/%d/%s", dfd, name);
 }
 
 /*
@@ -214,7 +207,7 @@ int jail_netns_take(const char *dir, struct jail_netns *c, char *err, size_t err
 		return errf(err, errlen, -ENAMETOOLONG, "--jail-netns-pool %s: %s", dir,
 			    strerror(ENAMETOOLONG));
 	}
-	fd_path(c->entry, sizeof(c->entry), dfd, t.name);
+	jail_fd_path(c->entry, sizeof(c->entry), dfd, t.name);
 	c->ns = t.ns;
 	c->dir = dfd;
 	return 0;
@@ -257,7 +250,7 @@ static int pin(int dfd, const char *dir, unsigned *seq)
 		return -e;
 	}
 	close(fd);
-	fd_path(path, sizeof(path), dfd, name);
+	jail_fd_path(path, sizeof(path), dfd, name);
 	if (mount("/proc/thread-self/ns/net", path, NULL, MS_BIND, NULL) < 0) {
 		e = errno;
 		unlinkat(dfd, name, 0);
@@ -381,7 +374,7 @@ static int drain_one(int dfd, const char *name, void *arg)
 	struct drain *d = arg;
 	char path[PATH_MAX];
 
-	fd_path(path, sizeof(path), dfd, name);
+	jail_fd_path(path, sizeof(path), dfd, name);
 	/* (an entry left unpinned by a dead filler has no mount: EINVAL) */
 	if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
 		d->err = -errno;

@@ -175,10 +175,9 @@ int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid)
 	return dfd;
 }
 
-/* "/proc/self/fd/N": mount(2) on what the fd holds. */
-static const char *fd_path(char *buf, size_t len, int fd)
+const char *jail_fd_path(char *buf, size_t len, int fd, const char *name)
 {
-	snprintf(buf, len, "/proc/self/fd/%d", fd);
+	snprintf(buf, len, "/proc/self/fd/%d%s%s", fd, name ? "/" : "", name ? name : "");
 	return buf;
 }
 
@@ -225,7 +224,7 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 			return sfd;
 		}
 		if (sfd >= 0)
-			src = fd_path(src_proc, sizeof(src_proc), sfd);
+			src = jail_fd_path(src_proc, sizeof(src_proc), sfd, NULL);
 	}
 	if (skip || (check ? sfd < 0 : stat(path, &st) < 0)) {
 		close(pfd); /* made inside */
@@ -244,8 +243,8 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 		close(pfd);
 		return fail(err, errlen, fd, dir, rel, "where it is bound");
 	}
-	ret = mount(src, fd_path(proc, sizeof(proc), fd), NULL, MS_BIND | MS_REC, NULL) < 0
-		      ? -errno : 0;
+	ret = mount(src, jail_fd_path(proc, sizeof(proc), fd, NULL), NULL, MS_BIND | MS_REC,
+		    NULL) < 0 ? -errno : 0;
 	close(fd);
 	if (sfd >= 0)
 		close(sfd);
@@ -257,7 +256,7 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 		/* the name again: now the new mount's root */
 		fd = jail_open_beneath(pfd, name, 0);
 		ret = fd < 0 ? fd
-		      : mount(NULL, fd_path(proc, sizeof(proc), fd), NULL,
+		      : mount(NULL, jail_fd_path(proc, sizeof(proc), fd, NULL), NULL,
 			      MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0
 			      ? -errno : 0;
 		if (fd >= 0)
@@ -279,7 +278,7 @@ int jail_mount_proc(int root, const char *dir, char *err, size_t errlen)
 
 	if (fd < 0)
 		return fail(err, errlen, fd, dir, "proc", "making it");
-	ret = mount("proc", fd_path(proc, sizeof(proc), fd), "proc",
+	ret = mount("proc", jail_fd_path(proc, sizeof(proc), fd, NULL), "proc",
 		    MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ? -errno : 0;
 	close(fd);
 	if (ret)
