@@ -57,13 +57,13 @@ static bool is_link(const char *path)
  * The pool folder, open and locked: its fd, -ENOENT when it (or a folder
  * above it) is missing and not to be made (@create: missing folders are
  * made, mode 0755, the pool's own 0700), or another -errno after a message
- * in @err. It is
- * reached from / one folder at a time, following no symbolic link, through
- * folders only root can change (root_only), and must itself be root's and
- * writable by root alone: a path that someone else could redirect, between
- * this check and a later use, to another folder of entries (ip-netns(8)'s
- * /run/netns, say) is refused. What is done in the pool afterwards goes
- * through this fd (jail_fd_path), or by the path only root can change.
+ * in @err. It is reached from / one folder at a time, following no
+ * symbolic link, through folders only root can change (root_only), and must
+ * itself be root's and writable by root alone: a path that someone else
+ * could redirect, between this check and a later use, to another folder of
+ * entries (ip-netns(8)'s /run/netns, say) is refused. What is done in the
+ * pool afterwards goes through this fd (jail_fd_path), or by the path only
+ * root can change.
  */
 static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
 {
