@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of tools/serve/rmtree.c: rm_tree (a folder and all it holds,
- * links not followed) and adopt_tree (a folder another uid wrote, a jailed
+ * by names relative to open folders: links removed, not followed, mounts
+ * not entered) and adopt_tree (a folder another uid wrote, a jailed
  * template build's snapshot, taken over: moved, then only folders and
  * files with one name, made root's and writable by root alone) and
  * take_copy (a flat folder a running VMM wrote, copied into new root files
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -276,9 +278,56 @@ static void test_take_copy_refused(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(msg, "nothing: No such file"));
 }
 
+/* rm_tree: links inside are removed, not followed; a link named is
+ * removed itself; a mount inside is left (EXDEV) with the folders to it,
+ * and the rest goes; a missing path is ENOENT. */
+static void test_rm_tree(void)
+{
+	CU_ASSERT_EQUAL_FATAL(mkdir(tmp("kept"), 0755), 0);
+	put(tmp("kept/file"), "the host's", 0644);
+	dir(tmp("r"), 0777);
+	dir(tmp("r/a"), 0777);
+	dir(tmp("r/a/b"), 0700);
+	put(tmp("r/a/b/f"), "x", 0600);
+	put(tmp("r/f"), "x", 0600);
+	CU_ASSERT_EQUAL(symlink(tmp("kept"), tmp("r/a/dirlink")), 0);
+	CU_ASSERT_EQUAL(symlink(tmp("kept/file"), tmp("r/filelink")), 0);
+	CU_ASSERT_EQUAL(rm_tree(tmp("r")), 0);
+	CU_ASSERT_EQUAL(access(tmp("r"), F_OK), -1);
+	read_is(tmp("kept/file"), "the host's");
+	/* the path itself a link: the link goes */
+	CU_ASSERT_EQUAL(symlink(tmp("kept"), tmp("l")), 0);
+	CU_ASSERT_EQUAL(rm_tree(tmp("l/")), 0);
+	CU_ASSERT_EQUAL(access(tmp("l"), F_OK), -1);
+	read_is(tmp("kept/file"), "the host's");
+	/* a mount inside is not entered */
+	dir(tmp("m"), 0755);
+	dir(tmp("m/mnt"), 0755);
+	put(tmp("m/other"), "x", 0600);
+	if (mount("tmpfs", tmp("m/mnt"), "tmpfs", 0, "size=64k") == 0) {
+		put(tmp("m/mnt/in-mount"), "kept", 0600);
+		errno = 0;
+		CU_ASSERT_EQUAL(rm_tree(tmp("m")), -1);
+		CU_ASSERT_EQUAL(errno, EXDEV);
+		read_is(tmp("m/mnt/in-mount"), "kept");
+		CU_ASSERT_EQUAL(access(tmp("m/other"), F_OK), -1);
+		CU_ASSERT_EQUAL(umount(tmp("m/mnt")), 0);
+	} else {
+		printf("\n  (no tmpfs mount here: %s; the mount case is not checked)\n",
+		       strerror(errno));
+	}
+	CU_ASSERT_EQUAL(rm_tree(tmp("m")), 0);
+	CU_ASSERT_EQUAL(access(tmp("m"), F_OK), -1);
+	errno = 0;
+	CU_ASSERT_EQUAL(rm_tree(tmp("nothing")), -1);
+	CU_ASSERT_EQUAL(errno, ENOENT);
+	CU_ASSERT_EQUAL(rm_tree(tmp("kept")), 0);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
+		{ "rm_tree: links removed, not followed; a mount inside left", test_rm_tree },
 		{ "adopt_tree: a folder another uid wrote, made root's", test_adopt },
 		{ "adopt_tree: links, fifos, sockets refused and named", test_adopt_refused },
 		{ "take_copy: new root files, a kept descriptor writes only the old", test_take_copy },

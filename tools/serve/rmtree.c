@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,16 +14,118 @@
 #include "fileclone.h"
 #include "rmtree.h"
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* How deep rm_tree goes (a folder per level is open): deeper is left. */
+#define RM_DEPTH 128
+
+/* The first error of a removal, kept in *@e; ENOENT is none (gone already). */
+static void rm_err(int *e)
 {
-	(void)sb;
-	(void)ftw;
-	return (flag == FTW_DP ? rmdir(path) : unlink(path)) && errno != ENOENT ? -1 : 0;
+	if (!*e && errno != ENOENT)
+		*e = errno;
+}
+
+/*
+ * Everything in the folder open as @dfd removed, depth first, by names
+ * relative to its folder's fd: a name swapped for a link by whoever may
+ * write there (a running VMM in its jail's folders) is removed as the link,
+ * never followed, and nothing on another file system (a mount) is entered.
+ * 0, or -1 with errno of the first failure (the rest is still tried).
+ */
+static int rm_in(int dfd, dev_t dev, unsigned depth)
+{
+	int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0), e = 0;
+	struct dirent *d;
+	struct stat st;
+	DIR *dp;
+
+	if (fd < 0 || !(dp = fdopendir(fd))) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return -1;
+	}
+	while ((d = readdir(dp))) {
+		int sub;
+
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rm_err(&e);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			if (unlinkat(dfd, d->d_name, 0) < 0)
+				rm_err(&e);
+			continue;
+		}
+		sub = openat(dfd, d->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0) {
+			rm_err(&e);
+			continue;
+		}
+		if (fstat(sub, &st) < 0 || st.st_dev != dev || depth >= RM_DEPTH) {
+			errno = st.st_dev != dev ? EXDEV : depth >= RM_DEPTH ? ELOOP : errno;
+			rm_err(&e);
+		} else if (rm_in(sub, dev, depth + 1) < 0) {
+			rm_err(&e);
+		}
+		close(sub);
+		if (unlinkat(dfd, d->d_name, AT_REMOVEDIR) < 0)
+			rm_err(&e);
+	}
+	closedir(dp);
+	errno = e;
+	return e ? -1 : 0;
 }
 
 int rm_tree(const char *path)
 {
-	return nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	char parent[PATH_MAX];
+	const char *base;
+	struct stat st;
+	size_t n = strlen(path);
+	int pfd, fd, e = 0;
+
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (n >= sizeof(parent)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	base = strrchr(parent, '/');
+	if (base)
+		parent[base++ - parent] = '\0';
+	else
+		base = parent;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* the folder that holds it is named by the caller; from there on,
+	 * nothing is looked up by name through a folder others may write */
+	pfd = open(base == parent ? "." : parent[0] ? parent : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return -1;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		e = errno;
+	} else if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(pfd, base, 0) < 0)
+			e = errno;
+	} else if ((fd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		e = errno;
+	} else {
+		if (fstat(fd, &st) < 0 || rm_in(fd, st.st_dev, 0) < 0)
+			e = errno;
+		close(fd);
+		if (!e && unlinkat(pfd, base, AT_REMOVEDIR) < 0)
+			e = errno;
+	}
+	close(pfd);
+	errno = e;
+	return e ? -1 : 0;
 }
 
 static char adopt_msg[600];

@@ -4,8 +4,12 @@
 
 #include <stddef.h>
 
-/* Removes @path, a file or a folder and all it holds (not following
- * links): 0, or -1 with errno (ENOENT when @path is not there). */
+/* Removes @path, a file or a folder and all it holds: 0, or -1 with errno
+ * (ENOENT when @path is not there). Below the folder that holds @path,
+ * everything goes by names relative to an open folder, never through a
+ * link (a link is removed, not followed; one swapped in for a folder while
+ * it runs, by whoever may write there, is removed as a link) and never
+ * onto another file system (a mount in it is left, with its folders). */
 int rm_tree(const char *path);
 /* Takes over the folder @from, which another uid wrote (a jailed VMM's
  * snapshot, whose guest may have taken that VMM over): moved to @to (same
