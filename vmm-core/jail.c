@@ -380,7 +380,7 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, pid_t
 	char cwd[PATH_MAX], map[64];
 	uint64_t keep;
 	struct rlimit rl;
-	int ret, root;
+	int ret, root, cwd_fd = -1;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* No fd but stdin, stdout and stderr crosses into the jail (the
@@ -414,11 +414,16 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, pid_t
 		ret = jail_bind(root, j->dir, devs[i], false, false, 0, 0, NULL, err, errlen);
 	if (!ret)
 		ret = jail_mount_proc(root, j->dir, err, errlen);
-	if (!ret)
-		ret = jail_make_dir(root, j->dir, cwd, j->uid, j->gid, err, errlen);
-	close(root);
-	if (ret)
+	/* the working folder, held as the fd checked there: by its name after
+	 * the pivot, a folder the jail's uid owns on the way could have been
+	 * swapped for a link (to /proc/1/root, the host's) while this process
+	 * is still root */
+	if (!ret && (cwd_fd = jail_make_dir(root, j->dir, cwd, j->uid, j->gid, err, errlen)) < 0)
+		ret = cwd_fd;
+	if (ret) {
+		close(root);
 		return ret;
+	}
 	/* beside the caller's making of the network namespace: work the
 	 * child would otherwise wait through, or that would come before the
 	 * split */
@@ -435,12 +440,18 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, pid_t
 	 * new_root and put_old the same): no folder for it to make in DIR and
 	 * remove again (a mkdir there took 0.1-1 ms of a jailed start).
 	 */
-	if (chdir(j->dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
-	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-		return errf(err, errlen, -errno, "jail: pivot_root into %s: %s", j->dir,
-			    strerror(errno));
-	if (chdir(cwd) < 0)
-		return errf(err, errlen, -errno, "jail: chdir %s: %s", cwd, strerror(errno));
+	ret = fchdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+			      umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 ? -errno : 0;
+	close(root);
+	if (ret) {
+		close(cwd_fd);
+		return errf(err, errlen, ret, "jail: pivot_root into %s: %s", j->dir,
+			    strerror(-ret));
+	}
+	ret = fchdir(cwd_fd) < 0 ? -errno : 0;
+	close(cwd_fd);
+	if (ret)
+		return errf(err, errlen, ret, "jail: chdir %s: %s", cwd, strerror(-ret));
 	if (sethostname("cubicle-jail", 12) < 0)
 		log_warn("jail: sethostname: %s", strerror(errno));
 	rl.rlim_cur = rl.rlim_max = j->nofile ? j->nofile : 4096;

@@ -128,7 +128,8 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 	      gid_t gid, const struct jail_cfg *check, char *err, size_t errlen);
 /* A new proc at DIR/proc. */
 int jail_mount_proc(int root, const char *dir, char *err, size_t errlen);
-/* The folder @path below @root (mkdir -p, new folders @uid:@gid). */
+/* The folder @path below @root (mkdir -p, new folders @uid:@gid): its
+ * O_PATH fd, or -errno after a message. */
 int jail_make_dir(int root, const char *dir, const char *path, uid_t uid, gid_t gid,
 		  char *err, size_t errlen);
 /* Tests: resolve one component at a time, as on a kernel without openat2. */

@@ -297,6 +297,5 @@ int jail_make_dir(int root, const char *dir, const char *path, uid_t uid, gid_t 
 	fd = jail_mkdir_beneath(root, rel, uid, gid);
 	if (fd < 0)
 		return fail(err, errlen, fd, dir, rel, "making it");
-	close(fd);
-	return 0;
+	return fd;
 }
