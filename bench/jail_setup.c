@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 {
 	static double ms[5][MAX_RUNS], rs[5][MAX_RUNS], gap[5][MAX_RUNS], life[5][MAX_RUNS];
 	const char *tmp = getenv("TMPDIR");
-	char cfg[256], jail[300], dev[300], cpuid[300], pool[300];
+	char cfg[256], jail[300], jdir[310], dev[300], cpuid[300], pool[300];
 	int runs = argc > 4 ? atoi(argv[4]) : 15, fd, ret = 1;
 	int nv = argc > 5 ? 5 : 4;
 	double m[5], r[5], g[5], l[5];
@@ -280,10 +280,13 @@ int main(int argc, char **argv)
 		   "boot = { kernel = \"%s\"; format = \"flat\"; mode = \"protected\"; };\n"
 		   "devices = ( { type = \"boot-timer\"; id = \"boot\"; } );\n", argv[3]);
 	fclose(f);
+	/* (in a folder of root's alone: --jail refuses a folder its uid
+	 * could rename, as in a sticky /tmp) */
 	snprintf(jail, sizeof(jail), "%s-jail", cfg);
+	snprintf(jdir, sizeof(jdir), "%s/j", jail);
 	snprintf(cpuid, sizeof(cpuid), "%s-cpuid", cfg);
 	snprintf(pool, sizeof(pool), "%s-netns", cfg);
-	if (mkdir(jail, 0755) || chown(jail, 65534, 65534)) {
+	if (mkdir(jail, 0700) || mkdir(jdir, 0755) || chown(jdir, 65534, 65534)) {
 		perror(jail);
 		goto out;
 	}
@@ -298,8 +301,8 @@ int main(int argc, char **argv)
 	{
 		char *cub[] = { argv[1], "run", cfg, NULL };
 		char *off[] = { argv[1], "run", "--seccomp", "off", cfg, NULL };
-		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
-		char *pooled[] = { argv[1], "run", "--jail", jail, "--jail-netns-pool", pool, cfg,
+		char *jailed[] = { argv[1], "run", "--jail", jdir, cfg, NULL };
+		char *pooled[] = { argv[1], "run", "--jail", jdir, "--jail-netns-pool", pool, cfg,
 				   NULL };
 		char *flo[] = { argc > 5 ? argv[5] : NULL, NULL };
 		char **v[5] = { off, cub, jailed, pooled, flo };

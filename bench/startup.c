@@ -297,7 +297,7 @@ int main(int argc, char **argv)
 {
 	static struct sample cs[256], fs[256], as[256], os[256], js[256], ns[256], fis[256], fps[256];
 	static struct sample ss[256], fss[256], ps[256];
-	char cfg[256], sock[300], jail[300] = "", pool[300] = "";
+	char cfg[256], sock[300], jail[300] = "", jdir[310], pool[300] = "";
 	const char *tmp = getenv("TMPDIR");
 	double cms, ckib, fms, fkib, ams, akib, oms, okib, jms = 0, jkib, pms, pkib;
 	const char *nojail = NULL;
@@ -323,9 +323,12 @@ int main(int argc, char **argv)
 		 access("/sys/fs/cgroup/unified/cgroup.controllers", F_OK))
 		nojail = "no cgroup v2";
 	else {
+		/* (in a folder of root's alone: --jail refuses a folder its
+		 * uid could rename, as in a sticky /tmp) */
 		snprintf(jail, sizeof(jail), "%s-jail", cfg);
+		snprintf(jdir, sizeof(jdir), "%s/j", jail);
 		snprintf(pool, sizeof(pool), "%s-netns", cfg);
-		if (mkdir(jail, 0755) || chown(jail, 65534, 65534))
+		if (mkdir(jail, 0700) || mkdir(jdir, 0755) || chown(jdir, 65534, 65534))
 			nojail = "cannot make the jail folder";
 	}
 	{
@@ -333,8 +336,8 @@ int main(int argc, char **argv)
 		char *off[] = { argv[1], "run", "--seccomp", "off", cfg, NULL };
 		char *nopit[] = { argv[1], "run", "--set", "machine.pit=false", cfg, NULL };
 		char *splitc[] = { argv[1], "run", "--set", "machine.irqchip=split", cfg, NULL };
-		char *jailed[] = { argv[1], "run", "--jail", jail, cfg, NULL };
-		char *pooled[] = { argv[1], "run", "--jail", jail, "--jail-netns-pool", pool, cfg,
+		char *jailed[] = { argv[1], "run", "--jail", jdir, cfg, NULL };
+		char *pooled[] = { argv[1], "run", "--jail", jdir, "--jail-netns-pool", pool, cfg,
 				   NULL };
 		char *flo[] = { argv[2], NULL };
 		char *flo_irq[] = { argv[2], "irqchip", NULL };

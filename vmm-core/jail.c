@@ -133,8 +133,8 @@ int jail_seal(char *err, size_t errlen)
 	return 0;
 }
 
-/* mkdir -p @path, new folders owned by uid:gid. */
-static int mkdirs(const char *path, uid_t uid, gid_t gid)
+/* mkdir -p @path (the cgroup's, in root's cgroup file system). */
+static int mkdirs(const char *path)
 {
 	char p[PATH_MAX];
 	size_t n = strlen(path);
@@ -147,18 +147,59 @@ static int mkdirs(const char *path, uid_t uid, gid_t gid)
 			char c = *s;
 
 			*s = '\0';
-			if (mkdir(p, 0755) == 0) {
-				if (chown(p, uid, gid) < 0)
-					return -errno;
-			} else if (errno != EEXIST) {
+			if (mkdir(p, 0755) < 0 && errno != EEXIST)
 				return -errno;
-			}
 			*s = c;
 			if (!c)
 				break;
 		}
 	}
 	return 0;
+}
+
+/*
+ * The jail folder @j->dir (made if missing, root's 0755), on a path only
+ * root can change: every folder above it root's and writable by no one
+ * else, and the one that holds it not even sticky (the jail's uid owns
+ * the folder: in a sticky /tmp it could rename it and put a link, to any
+ * host folder, in its place between this check and the bind). Its owner
+ * into @st. A relative @j->dir is made absolute here (from the working
+ * folder): everything after names it by this path, which only root can
+ * change. 0, or -errno after a message.
+ */
+static int jail_dir(struct jail_cfg *j, struct stat *st, char *err, size_t errlen)
+{
+	static char abs_dir[PATH_MAX];
+	char at[PATH_MAX], cwd[PATH_MAX];
+	int fd, ret;
+
+	if (j->dir[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs_dir, sizeof(abs_dir), "%s/%s", cwd, j->dir) >= (int)sizeof(abs_dir))
+			return errf(err, errlen, -ENAMETOOLONG, "--jail %s: %s", j->dir,
+				    strerror(ENAMETOOLONG));
+		j->dir = abs_dir;
+	}
+	fd = jail_open_root_path(j->dir, O_PATH, true, 0755, true, at, sizeof(at));
+	switch (fd) {
+	case -EPERM:
+		return errf(err, errlen, fd,
+			    "--jail %s: %s is not root's, or others may write it: the jail folder must lie in a folder only root may write, on a path only root can change (the folder itself is the jail's uid's)",
+			    j->dir, at);
+	case -ELOOP:
+	case -ENOTDIR:
+		return errf(err, errlen, fd,
+			    "--jail %s: %s is %s: name the jail folder by a path of folders without links (realpath(1))",
+			    j->dir, at, fd == -ELOOP ? "a symbolic link" : "not a folder");
+	case -EINVAL:
+		return errf(err, errlen, fd, "--jail %s: not a folder for a jail (without . or ..)",
+			    j->dir);
+	}
+	if (fd < 0)
+		return errf(err, errlen, fd, "--jail %s: %s: %s", j->dir, at, strerror(-fd));
+	ret = fstat(fd, st) < 0 ? -errno : 0;
+	close(fd);
+	return ret ? errf(err, errlen, ret, "--jail %s: %s", j->dir, strerror(-ret)) : 0;
 }
 
 static int write_file(const char *path, const char *text)
@@ -541,9 +582,8 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 	if (geteuid() != 0)
 		return errf(err, errlen, -EPERM,
 			    "--jail needs root: it makes namespaces and a cgroup, then drops to the jail's uid");
-	if ((ret = mkdirs(j->dir, 0, 0)) || stat(j->dir, &st) < 0)
-		return errf(err, errlen, ret ? ret : -errno, "--jail %s: %s", j->dir,
-			    strerror(ret ? -ret : errno));
+	if ((ret = jail_dir(j, &st, err, errlen)))
+		return ret;
 	if (!j->have_uid)
 		j->uid = st.st_uid;
 	if (!j->have_gid)
@@ -564,7 +604,7 @@ int jail_enter(struct jail_cfg *j, char *err, size_t errlen)
 		return errf(err, errlen, -ENOTSUP,
 			    "--jail: %s is not in a cgroup v2 hierarchy (mount -t cgroup2 none /sys/fs/cgroup, or name another folder with --jail-cgroup)",
 			    top);
-	if ((ret = mkdirs(base, 0, 0)))
+	if ((ret = mkdirs(base)))
 		return errf(err, errlen, ret, "--jail: cgroup %s: %s", base, strerror(-ret));
 	/* best effort: a limit whose controller is missing says so */
 	enable_controllers(top);

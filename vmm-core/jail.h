@@ -115,6 +115,20 @@ int jail_rel(char *out, size_t len, const char *path);
 int jail_open_beneath(int root, const char *rel, int flags);
 /* The same for a folder, making what is missing (owned by @uid:@gid). */
 int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
+/*
+ * @path (absolute) opened from / one folder at a time, following no link,
+ * through folders only root can change: each root's and writable by no one
+ * else, a sticky one (/tmp) excepted but for the one that holds @path when
+ * @strict_parent (when @path itself is another uid's, whom the sticky bit
+ * lets rename it). Missing folders are made when @create (0755, @path
+ * itself @mode). @path is opened with @flags (O_PATH or O_RDONLY, O_DIRECTORY
+ * and O_NOFOLLOW added); what it is itself is the caller's to check. Its
+ * fd, or -errno with @at naming the folder at fault: -EPERM a folder another
+ * uid could change, -ELOOP a symbolic link, -ENOTDIR not a folder, -ENOENT
+ * missing, -EINVAL not absolute, "/" or with . or .. in it.
+ */
+int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, bool strict_parent,
+			char *at, size_t atlen);
 /* "/proc/self/fd/FD", or with @name "/proc/self/fd/FD/NAME", into @buf
  * (returned): what @fd holds, for the calls that take a path only (mount,
  * umount2), reached through the fd and not by a name someone could change. */

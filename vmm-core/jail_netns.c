@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -37,91 +36,46 @@
 #define ENTRY "net-"
 
 /*
- * Whether a folder on the way to the pool is one only root can change:
- * root's, and writable by no one else unless sticky (as /tmp: there no one
- * else may rename or remove what root made).
- */
-static bool root_only(const struct stat *st)
-{
-	return st->st_uid == 0 && (!(st->st_mode & 022) || (st->st_mode & S_ISVTX));
-}
-
-static bool is_link(const char *path)
-{
-	struct stat st;
-
-	return !lstat(path, &st) && S_ISLNK(st.st_mode);
-}
-
-/*
  * The pool folder, open and locked: its fd, -ENOENT when it (or a folder
  * above it) is missing and not to be made (@create: missing folders are
  * made, mode 0755, the pool's own 0700), or another -errno after a message
- * in @err. It is reached from / one folder at a time, following no
- * symbolic link, through folders only root can change (root_only), and must
- * itself be root's and writable by root alone: a path that someone else
- * could redirect, between this check and a later use, to another folder of
- * entries (ip-netns(8)'s /run/netns, say) is refused. What is done in the
- * pool afterwards goes through this fd (jail_fd_path), or by the path only
- * root can change.
+ * in @err. It is reached through folders only root can change
+ * (jail_open_root_path: a path someone else could redirect, between this
+ * check and a later use, to another folder of entries, ip-netns(8)'s
+ * /run/netns say, is refused), and must itself be root's and writable by
+ * root alone. What is done in the pool afterwards goes through this fd
+ * (jail_fd_path), or by the path only root can change.
  */
 static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
 {
-	const int flags = O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	char p[PATH_MAX];
+	char at[PATH_MAX];
 	struct stat st;
-	int fd, nfd, e;
-	size_t i;
+	int fd = jail_open_root_path(dir, O_RDONLY, create, 0700, false, at, sizeof(at)), e;
 
-	if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-		return errf(err, errlen, -ENAMETOOLONG, "--jail-netns-pool %s: %s", dir,
-			    strerror(ENAMETOOLONG));
-	if (!p[strspn(p, "/")])
-		return errf(err, errlen, -EINVAL, "--jail-netns-pool %s: not a folder for a pool", dir);
-	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return errf(err, errlen, -errno, "--jail-netns-pool %s: /: %s", dir, strerror(errno));
-	for (i = strspn(p, "/"); p[i];) {
-		size_t j = i + strcspn(p + i, "/"), k = j + strspn(p + j, "/");
-		bool last = !p[k];
-		char c = p[j];
-
-		p[j] = '\0'; /* p: the path so far, p + i: this folder's name */
-		if (!strcmp(p + i, ".") || !strcmp(p + i, "..")) {
-			close(fd);
-			return errf(err, errlen, -EINVAL,
-				    "--jail-netns-pool %s: name the pool without . or .. in its path",
-				    dir);
-		}
-		nfd = openat(fd, p + i, flags | (last ? O_RDONLY : O_PATH));
-		if (nfd < 0 && errno == ENOENT && create &&
-		    (!mkdirat(fd, p + i, last ? 0700 : 0755) || errno == EEXIST))
-			nfd = openat(fd, p + i, flags | (last ? O_RDONLY : O_PATH));
-		e = errno;
+	switch (fd) {
+	case -ENOENT:
+		return fd;
+	case -EPERM:
+		return errf(err, errlen, fd,
+			    "--jail-netns-pool %s: %s is not root's, or others may write it: the pool must lie on a path only root can change",
+			    dir, at);
+	case -ELOOP:
+	case -ENOTDIR:
+		return errf(err, errlen, fd,
+			    "--jail-netns-pool %s: %s is %s: name the pool by a path of folders without links (realpath(1))",
+			    dir, at, fd == -ELOOP ? "a symbolic link" : "not a folder");
+	case -EINVAL:
+		return errf(err, errlen, fd,
+			    "--jail-netns-pool %s: not a folder for a pool (an absolute path, without . or ..)",
+			    dir);
+	}
+	if (fd < 0)
+		return errf(err, errlen, fd, "--jail-netns-pool %s: %s: %s", dir, at, strerror(-fd));
+	if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
 		close(fd);
-		if (nfd < 0) {
-			if (e == ENOENT)
-				return -ENOENT;
-			if (e == ELOOP || e == ENOTDIR)
-				return errf(err, errlen, -e,
-					    "--jail-netns-pool %s: %s is %s: name the pool by a path of folders without links (realpath(1))",
-					    dir, p, e == ELOOP || is_link(p) ? "a symbolic link" : "not a folder");
-			return errf(err, errlen, -e, "--jail-netns-pool %s: %s: %s", dir, p,
-				    strerror(e));
-		}
-		fd = nfd;
-		if (fstat(fd, &st) < 0 ||
-		    (last ? st.st_uid != 0 || (st.st_mode & 022) : !root_only(&st))) {
-			close(fd);
-			if (last)
-				return errf(err, errlen, -EPERM,
-					    "--jail-netns-pool %s: the folder must be root's and writable by root alone",
-					    dir);
-			return errf(err, errlen, -EPERM,
-				    "--jail-netns-pool %s: %s is not root's, or others may write it: the pool must lie on a path only root can change",
-				    dir, p);
-		}
-		p[j] = c;
-		i = k;
+		return errf(err, errlen, -EPERM,
+			    "--jail-netns-pool %s: the folder must be root's and writable by root alone",
+			    dir);
 	}
 	while (flock(fd, LOCK_EX) < 0) {
 		if (errno != EINTR) {

@@ -175,6 +175,79 @@ int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid)
 	return dfd;
 }
 
+/*
+ * Whether a folder above a path that must stay put is one only root can
+ * change: root's, and writable by no one else unless sticky (as /tmp: there
+ * no one else may rename or remove what root made), when @sticky_ok.
+ */
+static bool root_only(const struct stat *st, bool sticky_ok)
+{
+	return st->st_uid == 0 && (!(st->st_mode & 022) || (sticky_ok && (st->st_mode & S_ISVTX)));
+}
+
+int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, bool strict_parent,
+			char *at, size_t atlen)
+{
+	const int how = O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	char p[PATH_MAX];
+	struct stat st;
+	int fd, nfd, e;
+	size_t i;
+
+	snprintf(at, atlen, "%s", path);
+	if (path[0] != '/' || snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+		return -EINVAL;
+	if (!p[strspn(p, "/")])
+		return -EINVAL;
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	for (i = strspn(p, "/"); p[i];) {
+		size_t j = i + strcspn(p + i, "/"), k = j + strspn(p + j, "/");
+		bool last = !p[k];
+		char c = p[j];
+
+		p[j] = '\0'; /* p: the path so far, p + i: this folder's name */
+		snprintf(at, atlen, "%s", p);
+		/* the folder that holds this one: could another uid swap it? */
+		if (fstat(fd, &st) < 0) {
+			e = errno;
+			close(fd);
+			return -e;
+		}
+		if (!root_only(&st, !(last && strict_parent))) {
+			close(fd);
+			if (i > 1 && i - 1 < atlen) /* @at: that folder */
+				at[i - 1] = '\0';
+			else
+				snprintf(at, atlen, "/");
+			return -EPERM;
+		}
+		if (!strcmp(p + i, ".") || !strcmp(p + i, "..")) {
+			close(fd);
+			return -EINVAL;
+		}
+		nfd = openat(fd, p + i, how | (last ? flags : O_PATH));
+		if (nfd < 0 && errno == ENOENT && create &&
+		    (!mkdirat(fd, p + i, last ? mode : 0755) || errno == EEXIST))
+			nfd = openat(fd, p + i, how | (last ? flags : O_PATH));
+		e = errno;
+		close(fd);
+		if (nfd < 0) {
+			if (e == ENOTDIR) {
+				struct stat l;
+
+				if (!lstat(p, &l) && S_ISLNK(l.st_mode))
+					e = ELOOP;
+			}
+			return -e;
+		}
+		fd = nfd;
+		p[j] = c;
+		i = k;
+	}
+	return fd;
+}
+
 const char *jail_fd_path(char *buf, size_t len, int fd, const char *name)
 {
 	snprintf(buf, len, "/proc/self/fd/%d%s%s", fd, name ? "/" : "", name ? name : "");

@@ -376,6 +376,18 @@ if [ $kvm = 1 ] && [ "$(id -u)" = 0 ] && { [ -e /sys/fs/cgroup/cgroup.controller
 		fail=$((fail + 1))
 	fi
 	rm -f "$tmp/lj/$first"
+	# The jail folder itself must stay put: its uid owns it, so in a
+	# folder others may write (sticky /tmp too) it could be renamed and a
+	# link to any host folder put in its place. Refused, naming the folder.
+	mkdir -p "$tmp/open/j" && chmod 1777 "$tmp/open" && chown 65534:65534 "$tmp/open/j"
+	expect "run --jail DIR in a sticky folder others may write: refused, the folder named" 1 \
+		"--jail $tmp/open/j: $tmp/open is not root's, or others may write it" -- \
+		run -l err --jail "$tmp/open/j" "$tmp/lj.cfg"
+	ln -s "$tmp" "$tmp/tlink"
+	expect "run --jail DIR through a symbolic link: refused, the link named" 1 \
+		"--jail $tmp/tlink/lj: $tmp/tlink is a symbolic link" -- \
+		run -l err --jail "$tmp/tlink/lj" "$tmp/lj.cfg"
+	rm -f "$tmp/tlink"
 else
 	echo "ok - run --jail: a link in the jail folder # SKIP needs root, cgroup v2 and KVM"
 fi

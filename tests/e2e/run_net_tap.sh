@@ -198,7 +198,8 @@ say pins_after "$(ls /sys/fs/bpf | grep -c cubicle)"
 # the policy, then holds no capability before the guest runs; this side
 # gives jtap0 the addresses tap0 had
 [ -e /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup
-jail=$(mktemp -d) && chown 65534:65534 "$jail"
+# (in a folder of root's alone: --jail refuses one its uid could rename)
+jail=$(mktemp -d)/j && mkdir "$jail" && chown 65534:65534 "$jail"
 jsock=$(mktemp -d)/api.sock
 RUN_ARGS="--jail $jail --jail-uid 65534 --jail-gid 65534 --api-sock $jsock" run jailed &
 vm=$!
