@@ -2,12 +2,40 @@
 /* A client connection to a Unix stream socket that never waits. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "unixconn.h"
+
+int unix_connect_nofollow(const char *path)
+{
+	char via[64];
+	struct stat st;
+	int pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC), fd, e;
+
+	if (pfd < 0)
+		return -1;
+	if (fstat(pfd, &st) < 0)
+		e = errno;
+	else
+		e = S_ISSOCK(st.st_mode) ? 0 : S_ISLNK(st.st_mode) ? ELOOP : ENOTSOCK;
+	if (e) {
+		close(pfd);
+		return errno = e, -1;
+	}
+	/* the socket the fd holds, through its /proc/self/fd link: not a name
+	 * that can be swapped for a link in between */
+	snprintf(via, sizeof(via), "/proc/self/fd/%d", pfd);
+	fd = unix_connect(via);
+	e = errno;
+	close(pfd);
+	errno = e;
+	return fd;
+}
 
 int unix_connect(const char *path)
 {

@@ -2,7 +2,7 @@
 /*
  * Unit tests of tools/serve/rmtree.c: rm_tree (a folder and all it holds,
  * by names relative to open folders: links removed, not followed, mounts
- * not entered) and adopt_tree (a folder another uid wrote, a jailed
+ * not entered), unix_connect_nofollow (a socket, not a link to one) and adopt_tree (a folder another uid wrote, a jailed
  * template build's snapshot, taken over: moved, then only folders and
  * files with one name, made root's and writable by root alone) and
  * take_copy (a flat folder a running VMM wrote, copied into new root files
@@ -23,6 +23,7 @@
 
 #include "cunit_main.h"
 #include "rmtree.h"
+#include "unixconn.h"
 
 #define OWNER 65534
 
@@ -324,10 +325,47 @@ static void test_rm_tree(void)
 	CU_ASSERT_EQUAL(rm_tree(tmp("kept")), 0);
 }
 
+/* unix_connect_nofollow (serve reaches a jailed VMM's sockets so): the
+ * socket itself connects; a link to it, a file, nothing: refused. */
+static void test_connect_nofollow(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), c;
+
+	CU_ASSERT_FATAL(l >= 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", tmp("s.sock"));
+	CU_ASSERT_EQUAL_FATAL(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	CU_ASSERT_EQUAL_FATAL(listen(l, 4), 0);
+	c = unix_connect_nofollow(tmp("s.sock"));
+	CU_ASSERT(c >= 0);
+	if (c >= 0)
+		close(c);
+	CU_ASSERT_EQUAL(symlink(tmp("s.sock"), tmp("link.sock")), 0);
+	errno = 0;
+	CU_ASSERT_EQUAL(unix_connect_nofollow(tmp("link.sock")), -1);
+	CU_ASSERT_EQUAL(errno, ELOOP);
+	c = unix_connect(tmp("link.sock")); /* (the plain one follows it) */
+	CU_ASSERT(c >= 0);
+	if (c >= 0)
+		close(c);
+	put(tmp("file.sock"), "x", 0600);
+	errno = 0;
+	CU_ASSERT_EQUAL(unix_connect_nofollow(tmp("file.sock")), -1);
+	CU_ASSERT_EQUAL(errno, ENOTSOCK);
+	errno = 0;
+	CU_ASSERT_EQUAL(unix_connect_nofollow(tmp("none.sock")), -1);
+	CU_ASSERT_EQUAL(errno, ENOENT);
+	close(l);
+	unlink(tmp("s.sock"));
+	unlink(tmp("link.sock"));
+	unlink(tmp("file.sock"));
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
 		{ "rm_tree: links removed, not followed; a mount inside left", test_rm_tree },
+		{ "unix_connect_nofollow: the socket, not a link to it", test_connect_nofollow },
 		{ "adopt_tree: a folder another uid wrote, made root's", test_adopt },
 		{ "adopt_tree: links, fifos, sockets refused and named", test_adopt_refused },
 		{ "take_copy: new root files, a kept descriptor writes only the old", test_take_copy },

@@ -322,7 +322,7 @@ static void add_usage(const char *path, void *arg)
 	unsigned long long *u = arg;
 	struct stat st;
 
-	if (stat(path, &st))
+	if (lstat(path, &st) || !S_ISREG(st.st_mode)) /* (the VMM may swap it for a link) */
 		return;
 	u[0] += (unsigned long long)st.st_blocks * 512 < (unsigned long long)st.st_size
 			? (unsigned long long)st.st_blocks * 512

@@ -339,7 +339,7 @@ int vsock_connect(const char *path, unsigned port, int timeout_ms)
 	size_t n = 0;
 	int fd;
 
-	fd = unix_connect(path);
+	fd = unix_connect_nofollow(path);
 	if (fd < 0)
 		return -1;
 	n = (size_t)snprintf(line, sizeof(line), "CONNECT %u\n", port);
@@ -387,7 +387,7 @@ static int vmm_api_reply(const struct sandbox *s, const char *method, const char
 	int fd, ret;
 
 	sbx_file(s, "api.sock", false, sock, sizeof(sock));
-	fd = unix_connect(sock);
+	fd = unix_connect_nofollow(sock);
 	if (fd < 0) {
 		snprintf(msg, len, "%s: %s", sock,
 			 errno == EAGAIN ? "its VMM takes no more connections (stuck?)" : strerror(errno));
