@@ -56,14 +56,17 @@ char *snap_path_in(const char *dir, const char *name)
 	return asprintf(&p, "%s/%s", dir, name) < 0 ? NULL : p;
 }
 
-/* The whole of a regular file of at most @max bytes, NUL-terminated. */
+/* The whole of a regular file of at most @max bytes, NUL-terminated. A
+ * snapshot's own files are never links: one there (left by a VMM that
+ * wrote the folder and was taken over) is refused, not followed to a host
+ * file whose size or first word an error would then tell. */
 static int read_small(const char *path, size_t max, void **out, size_t *len)
 {
 	struct stat sb;
 	uint8_t *b;
 	ssize_t n;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), ret;
 
 	*out = NULL;
 	if (fd < 0)
@@ -285,7 +288,7 @@ static int open_at(struct snap_image *im, const char *dir, unsigned depth, char 
 		free(path);
 		return ret ? ret : open_parents(im, depth, err, errlen);
 	}
-	im->mem_fd = open(path, O_RDONLY | O_CLOEXEC);
+	im->mem_fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* (as read_small) */
 	if (im->mem_fd < 0)
 		ret = errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	else if (fstat(im->mem_fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||

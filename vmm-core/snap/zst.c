@@ -266,7 +266,7 @@ int snap_zst_memfd(const char *path, uint64_t bytes, unsigned threads, int *out,
 	*out = -1;
 	if (nt > ZST_MAX_THREADS)
 		nt = ZST_MAX_THREADS;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* (a snapshot's own: never a link) */
 	if (fd < 0)
 		return errf(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	memset(&z, 0, sizeof(z));
