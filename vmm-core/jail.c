@@ -448,11 +448,10 @@ static int jail_child(struct jail_cfg *j, const char *cg, bool born_in_cg, pid_t
 	ret = 0;
 	for (unsigned i = 0; !ret && i < j->n_paths; i++)
 		ret = jail_bind(root, j->dir, j->paths[i], j->skip && !strcmp(j->paths[i], j->skip),
-				j->read_only[i], j->uid, j->gid, j->untrusted[i] ? j : NULL, err,
-				errlen);
+				j->read_only[i], j->uid, j->gid, j, j->untrusted[i], err, errlen);
 	/* (the last, the tun device, for a tap's jail only) */
 	for (unsigned i = 0; !ret && i < sizeof(devs) / sizeof(*devs) - j->new_net; i++)
-		ret = jail_bind(root, j->dir, devs[i], false, false, 0, 0, NULL, err, errlen);
+		ret = jail_bind(root, j->dir, devs[i], false, false, 0, 0, NULL, false, err, errlen);
 	if (!ret)
 		ret = jail_mount_proc(root, j->dir, err, errlen);
 	/* the working folder, held as the fd checked there: by its name after

@@ -97,6 +97,14 @@ int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen);
  * from (the check and the bind see the same file; *@st is its fstat),
  * -ENOENT when it is not there (or not to be opened), or -errno with a
  * message. */
+/* A path the plan itself names (trusted), resolved one component at a time
+ * as root would: a symbolic link is followed only when the folder holding
+ * it is one the jail's uid (or gid, another jail's, anyone) cannot write,
+ * else refused (the jail's uid could point it at any host file, bound into
+ * its jail). An O_PATH fd of it to bind from (*@st its fstat), -ENOENT when
+ * it is not there, or -errno with a message. */
+int jail_open_trusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
+		      size_t errlen);
 int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
 			size_t errlen);
 /* Forget the paths added (a jail not entered). */
@@ -135,11 +143,12 @@ int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, b
 const char *jail_fd_path(char *buf, size_t len, int fd, const char *name);
 /* Bind the host's @path at the same path below @root (the folder @dir, for
  * messages); a path that does not exist yet (or @skip) gets its folder only;
- * @ro: read-only, nosuid, nodev. @check: a path only a snapshot names, bound
- * from the fd jail_open_untrusted checked with @check's rule. 0 or -errno
- * with a message. */
+ * @ro: read-only, nosuid, nodev. The source is opened once and bound from
+ * its fd: with @j, by jail_open_untrusted (@untrusted: a path only a snapshot
+ * names) or jail_open_trusted; without, as it is (the host's /dev nodes).
+ * 0 or -errno with a message. */
 int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, uid_t uid,
-	      gid_t gid, const struct jail_cfg *check, char *err, size_t errlen);
+	      gid_t gid, const struct jail_cfg *j, bool untrusted, char *err, size_t errlen);
 /* A new proc at DIR/proc. */
 int jail_mount_proc(int root, const char *dir, char *err, size_t errlen);
 /* The folder @path below @root (mkdir -p, new folders @uid:@gid): its

@@ -157,15 +157,10 @@ static const char *acl_writer(const struct jail_cfg *j, const char *real)
 	return NULL;
 }
 
-/* Why the jail's uid could have made or changed what @st describes (at
- * @real, its real location), or NULL. */
-static const char *could_have(const struct jail_cfg *j, const char *real, const struct stat *st)
+/* Why the jail's uid (or gid, another jail's, anyone) could make or change
+ * what @st describes (@real: a path to it, for its ACL), or NULL. */
+static const char *jail_writer(const struct jail_cfg *j, const char *real, const struct stat *st)
 {
-	char home[PATH_MAX], here[PATH_MAX];
-
-	if (S_ISDIR(st->st_mode) && j->snap_dir && real_home(j->snap_dir, home) &&
-	    real_home(real, here) && !strcmp(here, home))
-		return NULL; /* beside the snapshot: its owner's own */
 	if (st->st_uid == j->uid)
 		return "the jail's uid owns it";
 	if (st->st_gid == j->gid)
@@ -177,6 +172,18 @@ static const char *could_have(const struct jail_cfg *j, const char *real, const 
 	if (st->st_mode & S_IWOTH)
 		return "anyone may write it";
 	return acl_writer(j, real);
+}
+
+/* Why the jail's uid could have made or changed what @st describes (at
+ * @real, its real location), or NULL. */
+static const char *could_have(const struct jail_cfg *j, const char *real, const struct stat *st)
+{
+	char home[PATH_MAX], here[PATH_MAX];
+
+	if (S_ISDIR(st->st_mode) && j->snap_dir && real_home(j->snap_dir, home) &&
+	    real_home(real, here) && !strcmp(here, home))
+		return NULL; /* beside the snapshot: its owner's own */
+	return jail_writer(j, real, st);
 }
 
 /*
@@ -345,6 +352,86 @@ int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat 
 	if ((no = could_have(j, real, st)) || (no = unreachable(j, where, why, sizeof(why)))) {
 		close(fd);
 		return refuse(j, path, no, err, errlen);
+	}
+	return fd;
+}
+
+/* How many symbolic links jail_open_trusted follows on one path. */
+#define LINKS_MAX 40
+
+int jail_open_trusted(const struct jail_cfg *j, const char *path, struct stat *st, char *err,
+		      size_t errlen)
+{
+	char rest[2 * PATH_MAX], target[PATH_MAX], proc[64], *c, *next;
+	unsigned links = 0;
+	struct stat ds;
+	const char *no;
+	int fd, nfd, e;
+	ssize_t n;
+
+	if (path[0] != '/' || snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
+		return errf(err, errlen, -EINVAL, "jail: %s: not an absolute path", path);
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errf(err, errlen, -errno, "jail: /: %s", strerror(errno));
+	for (c = rest; *c;) {
+		while (*c == '/')
+			c++;
+		if (!*c)
+			break;
+		next = c + strcspn(c, "/");
+		if (*next)
+			*next++ = '\0';
+		if (!strcmp(c, ".")) {
+			c = next;
+			continue;
+		}
+		nfd = openat(fd, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 || fstat(nfd, st) < 0) {
+			e = errno;
+			if (nfd >= 0)
+				close(nfd);
+			close(fd);
+			return e == ENOENT ? -ENOENT /* not there: made inside */
+					   : errf(err, errlen, -e, "jail: %s: %s: %s", path, c, strerror(e));
+		}
+		if (!S_ISLNK(st->st_mode)) {
+			close(fd);
+			fd = nfd;
+			c = next;
+			continue;
+		}
+		/* A link: followed only where the jail's uid (or anyone but
+		 * root) could not have put it, as root would read it for the
+		 * bind: else it could point the bind at any host file. */
+		no = fstat(fd, &ds) < 0 ? "its folder cannot be read"
+					: jail_writer(j, jail_fd_path(proc, sizeof(proc), fd, NULL), &ds);
+		n = no || ++links > LINKS_MAX ? -1 : readlinkat(nfd, "", target, sizeof(target) - 1);
+		close(nfd);
+		if (n <= 0 || (size_t)n + 1 + strlen(next) >= sizeof(rest)) {
+			close(fd);
+			if (no)
+				return errf(err, errlen, -EPERM,
+					    "--jail %s: %s: the symbolic link %s is in a folder %s (uid %u gid %u): the jail's uid could point it at any host file; name the file by its real path",
+					    j->dir, path, c, no, (unsigned)j->uid, (unsigned)j->gid);
+			return errf(err, errlen, -ELOOP, "jail: %s: %s: %s", path, c,
+				    links > LINKS_MAX ? strerror(ELOOP) : "a link that cannot be read");
+		}
+		target[n] = '\0';
+		/* what is left: the link's target, then the rest */
+		memmove(rest + n + 1, next, strlen(next) + 1);
+		memcpy(rest, target, (size_t)n);
+		rest[n] = '/';
+		if (target[0] == '/') {
+			close(fd);
+			if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+				return errf(err, errlen, -errno, "jail: /: %s", strerror(errno));
+		}
+		c = rest;
+	}
+	if (fstat(fd, st) < 0) {
+		e = errno;
+		close(fd);
+		return errf(err, errlen, -e, "jail: %s: %s", path, strerror(e));
 	}
 	return fd;
 }

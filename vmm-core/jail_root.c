@@ -269,7 +269,7 @@ static int fail(char *err, size_t errlen, int e, const char *dir, const char *re
 }
 
 int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, uid_t uid,
-	      gid_t gid, const struct jail_cfg *check, char *err, size_t errlen)
+	      gid_t gid, const struct jail_cfg *j, bool untrusted, char *err, size_t errlen)
 {
 	char rel[PATH_MAX], proc[64], src_proc[64], *name;
 	const char *src = path;
@@ -290,8 +290,22 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 		name[-1] = '/'; /* @rel whole again, for messages */
 	if (pfd < 0)
 		return fail(err, errlen, pfd, dir, rel, "making its folder");
-	if (!skip && check) {
-		sfd = jail_open_untrusted(check, path, &st, err, errlen);
+	/* the source opened once and bound from its fd: what was checked is
+	 * what is bound */
+	if (!skip) {
+		if (!j) { /* (the host's /dev nodes) */
+			sfd = open(path, O_PATH | O_CLOEXEC);
+			if (sfd >= 0 && fstat(sfd, &st) < 0) {
+				close(sfd);
+				sfd = -1;
+			}
+			if (sfd < 0)
+				sfd = -ENOENT;
+		} else if (untrusted) {
+			sfd = jail_open_untrusted(j, path, &st, err, errlen);
+		} else {
+			sfd = jail_open_trusted(j, path, &st, err, errlen);
+		}
 		if (sfd < 0 && sfd != -ENOENT) {
 			close(pfd);
 			return sfd;
@@ -299,7 +313,7 @@ int jail_bind(int root, const char *dir, const char *path, bool skip, bool ro, u
 		if (sfd >= 0)
 			src = jail_fd_path(src_proc, sizeof(src_proc), sfd, NULL);
 	}
-	if (skip || (check ? sfd < 0 : stat(path, &st) < 0)) {
+	if (skip || sfd < 0) {
 		close(pfd); /* made inside */
 		return 0;
 	}

@@ -4,7 +4,8 @@
  * jailed uid owns the folder and could leave one pointing anywhere), with
  * openat2 and with the walk a kernel without it takes; as root, binds in a
  * mount namespace of the test's own, and the paths a restore's snapshot
- * alone names that the jail's uid could have made (jail_paths.c); the
+ * alone names that the jail's uid could have made, and the links on the
+ * plan's own paths that it could have put there (jail_paths.c); the
  * split by which the jail's VMM keeps its caller's memory and stack
  * (arch_clone_vm_split, rawsys.c). */
 #include <dirent.h>
@@ -156,7 +157,7 @@ static int bind_child(void)
 	    (r = open(jdir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return 1;
 	snprintf(src, sizeof(src), "%s/src", dir);
-	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, err, sizeof(err))) {
+	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, false, err, sizeof(err))) {
 		printf("\n  # %s", err);
 		return 2;
 	}
@@ -165,14 +166,14 @@ static int bind_child(void)
 		return 3;
 	fclose(f);
 	snprintf(src, sizeof(src), "%s/ro", dir);
-	if (jail_bind(r, jdir, src, false, true, 0, 0, NULL, err, sizeof(err)))
+	if (jail_bind(r, jdir, src, false, true, 0, 0, NULL, false, err, sizeof(err)))
 		return 4;
 	snprintf(p, sizeof(p), "%s%s", jdir, src);
 	if (open(p, O_WRONLY | O_CLOEXEC) >= 0 || errno != EROFS)
 		return 5;
 	snprintf(src, sizeof(src), "%s/later/sock", dir);
 	snprintf(p, sizeof(p), "%s%s/later", jdir, dir);
-	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, err, sizeof(err)) || stat(p, &st) < 0 ||
+	if (jail_bind(r, jdir, src, false, false, 0, 0, NULL, false, err, sizeof(err)) || stat(p, &st) < 0 ||
 	    !S_ISDIR(st.st_mode))
 		return 6;
 	if (jail_mount_proc(r, jdir, err, sizeof(err)))
@@ -184,7 +185,7 @@ static int bind_child(void)
 	snprintf(p, sizeof(p), "%s/via", jdir);
 	if (symlink(outside, p) < 0)
 		return 9;
-	if (jail_bind(r, jdir, "/via/x/file", false, false, 0, 0, NULL, err, sizeof(err)) != -ELOOP ||
+	if (jail_bind(r, jdir, "/via/x/file", false, false, 0, 0, NULL, false, err, sizeof(err)) != -ELOOP ||
 	    !strstr(err, "a symbolic link on the way") || !strstr(err, "/via/x/file") || !empty(outside))
 		return 10;
 	if (jail_make_dir(r, jdir, "/via/x", 0, 0, err, sizeof(err)) != -ELOOP || !empty(outside))
@@ -197,13 +198,13 @@ static int bind_child(void)
 		snprintf(p, sizeof(p), "%s/theirs", dir);
 		if (chown(p, 65534, 65534) < 0)
 			return 12;
-		if (jail_bind(r, jdir, p, false, false, 0, 0, &jc, err, sizeof(err)) != -EPERM ||
+		if (jail_bind(r, jdir, p, false, false, 0, 0, &jc, true, err, sizeof(err)) != -EPERM ||
 		    !strstr(err, "only the snapshot names it and the jail's uid owns it"))
 			return 13;
 		snprintf(out, sizeof(out), "%s%s", jdir, p);
 		if (access(out, F_OK) == 0)
 			return 14; /* refused before anything was made for it */
-		if (jail_bind(r, jdir, src, false, false, 0, 0, &jc, err, sizeof(err)))
+		if (jail_bind(r, jdir, src, false, false, 0, 0, &jc, true, err, sizeof(err)))
 			return 15; /* root's file: bound, from the fd */
 		snprintf(p, sizeof(p), "%s%s", jdir, src);
 		if (!(f = fopen(p, "r")) || !fgets(out, sizeof(out), f) || strcmp(out, "host file"))
@@ -545,6 +546,76 @@ static void test_split(void)
 	CU_ASSERT_EQUAL(WEXITSTATUS(st), 0x5a);
 }
 
+/* Paths the plan names (trusted): resolved one component at a time; a
+ * link is followed where neither the jail's uid nor anyone but root can
+ * write its folder, refused where the jail's uid owns the folder or anyone
+ * may write it; what is opened is what the link led to. */
+static void test_trusted(void)
+{
+	struct jail_cfg jc = { .dir = jdir, .uid = 65534, .gid = 65534 };
+	char p[400], q[400], err[1024] = "";
+	struct stat st, want;
+	int fd;
+
+	if (geteuid() != 0) {
+		printf("\n  # trusted paths: skipped (not root: cannot chown to 65534)\n");
+		return;
+	}
+	put("tr-file", "host file");
+	snprintf(p, sizeof(p), "%s/tr-file", dir);
+	CU_ASSERT_EQUAL_FATAL(stat(p, &want), 0);
+	/* root's folder: links (absolute, relative, a chain, through ..) followed */
+	snprintf(p, sizeof(p), "%s/tr-root", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+	snprintf(q, sizeof(q), "%s/tr-root/abs", dir);
+	snprintf(p, sizeof(p), "%s/tr-file", dir);
+	CU_ASSERT_EQUAL(symlink(p, q), 0);
+	snprintf(q, sizeof(q), "%s/tr-root/rel", dir);
+	CU_ASSERT_EQUAL(symlink("../tr-root/./abs", q), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(q, sizeof(q), "%s/tr-root/%s", dir, i ? "rel" : "abs");
+		fd = jail_open_trusted(&jc, q, &st, err, sizeof(err));
+		CU_ASSERT(fd >= 0);
+		CU_ASSERT(st.st_ino == want.st_ino && st.st_dev == want.st_dev);
+		if (fd >= 0)
+			close(fd);
+	}
+	/* the jail's uid's folder: a link there refused, named; a file there is fine */
+	snprintf(p, sizeof(p), "%s/tr-theirs", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+	CU_ASSERT_EQUAL(chown(p, 65534, 65534), 0);
+	snprintf(q, sizeof(q), "%s/tr-theirs/disk.img", dir);
+	snprintf(p, sizeof(p), "%s/tr-file", dir);
+	CU_ASSERT_EQUAL(symlink(p, q), 0);
+	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "the symbolic link disk.img is in a folder the jail's uid owns it"));
+	snprintf(q, sizeof(q), "%s/tr-root/via", dir);
+	snprintf(p, sizeof(p), "%s/tr-theirs/disk.img", dir);
+	CU_ASSERT_EQUAL(symlink(p, q), 0); /* root's link to their link: still theirs */
+	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+	unlink(p);
+	put("tr-theirs/disk.img", "theirs");
+	fd = jail_open_trusted(&jc, p, &st, err, sizeof(err));
+	CU_ASSERT(fd >= 0 && S_ISREG(st.st_mode));
+	if (fd >= 0)
+		close(fd);
+	/* a folder anyone may write (sticky or not): a link there refused */
+	snprintf(p, sizeof(p), "%s/tr-open", dir);
+	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
+	CU_ASSERT_EQUAL(chmod(p, 01777), 0);
+	snprintf(q, sizeof(q), "%s/tr-open/l", dir);
+	snprintf(p, sizeof(p), "%s/tr-file", dir);
+	CU_ASSERT_EQUAL(symlink(p, q), 0);
+	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+	CU_ASSERT_PTR_NOT_NULL(strstr(err, "anyone may write it"));
+	/* not there: made inside; a loop: an error */
+	snprintf(q, sizeof(q), "%s/tr-root/none", dir);
+	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ENOENT);
+	snprintf(q, sizeof(q), "%s/tr-root/loop", dir);
+	CU_ASSERT_EQUAL(symlink("loop", q), 0);
+	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ELOOP);
+}
+
 int main(void)
 {
 	static const struct cu_test tests[] = {
@@ -556,6 +627,8 @@ int main(void)
 		{ "binds, read-only, proc, a link refused (root)", test_bind },
 		{ "a restore's snapshot-only paths the jail's uid could have made or not reach (root)",
 		  test_untrusted },
+		{ "the plan's own paths: links followed only where the jail's uid cannot put one (root)",
+		  test_trusted },
 		{ NULL, NULL },
 	};
 	char cmd[400];
