@@ -121,6 +121,10 @@ int jail_rel(char *out, size_t len, const char *path);
 /* O_PATH fd of @rel below the folder fd @root (O_DIRECTORY etc. in
  * @flags), no link followed on the way or at the end (-ELOOP): or -errno. */
 int jail_open_beneath(int root, const char *rel, int flags);
+/* O_PATH fd of @path if no symbolic link is on its way (openat2's
+ * RESOLVE_NO_SYMLINKS), -ELOOP if one is, -ENOSYS without openat2 (or
+ * jail_root_walk_only), or another -errno. */
+int jail_open_no_links(const char *path);
 /* The same for a folder, making what is missing (owned by @uid:@gid). */
 int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
 /*

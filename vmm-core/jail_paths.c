@@ -371,6 +371,18 @@ int jail_open_trusted(const struct jail_cfg *j, const char *path, struct stat *s
 
 	if (path[0] != '/' || snprintf(rest, sizeof(rest), "%s", path) >= (int)sizeof(rest))
 		return errf(err, errlen, -EINVAL, "jail: %s: not an absolute path", path);
+	/* no link on the way (the usual case): one call */
+	fd = jail_open_no_links(path);
+	if (fd == -ENOENT)
+		return fd;
+	if (fd >= 0) {
+		if (fstat(fd, st) == 0)
+			return fd;
+		e = errno;
+		close(fd);
+		return errf(err, errlen, -e, "jail: %s: %s", path, strerror(e));
+	}
+	/* a link on the way (or no openat2): one component at a time */
 	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return errf(err, errlen, -errno, "jail: /: %s", strerror(errno));
 	for (c = rest; *c;) {

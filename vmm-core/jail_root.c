@@ -101,6 +101,22 @@ static int again(int dfd)
 	return fd < 0 ? -errno : fd;
 }
 
+int jail_open_no_links(const char *path)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd;
+
+	if (no_openat2)
+		return -ENOSYS;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		no_openat2 = true;
+	return fd < 0 ? -errno : fd;
+}
+
 int jail_open_beneath(int root, const char *rel, int flags)
 {
 	char buf[PATH_MAX], *s, *next;

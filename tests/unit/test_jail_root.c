@@ -549,11 +549,12 @@ static void test_split(void)
 /* Paths the plan names (trusted): resolved one component at a time; a
  * link is followed where neither the jail's uid nor anyone but root can
  * write its folder, refused where the jail's uid owns the folder or anyone
- * may write it; what is opened is what the link led to. */
+ * may write it; what is opened is what the link led to. With openat2 (a
+ * path without links in one call) and without. */
 static void test_trusted(void)
 {
 	struct jail_cfg jc = { .dir = jdir, .uid = 65534, .gid = 65534 };
-	char p[400], q[400], err[1024] = "";
+	char p[400], q[400], file[400], err[1024] = "";
 	struct stat st, want;
 	int fd;
 
@@ -562,58 +563,62 @@ static void test_trusted(void)
 		return;
 	}
 	put("tr-file", "host file");
-	snprintf(p, sizeof(p), "%s/tr-file", dir);
-	CU_ASSERT_EQUAL_FATAL(stat(p, &want), 0);
-	/* root's folder: links (absolute, relative, a chain, through ..) followed */
+	snprintf(file, sizeof(file), "%s/tr-file", dir);
+	CU_ASSERT_EQUAL_FATAL(stat(file, &want), 0);
+	/* root's folder: links (absolute, relative through .. and ., a loop) */
 	snprintf(p, sizeof(p), "%s/tr-root", dir);
 	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
 	snprintf(q, sizeof(q), "%s/tr-root/abs", dir);
-	snprintf(p, sizeof(p), "%s/tr-file", dir);
-	CU_ASSERT_EQUAL(symlink(p, q), 0);
+	CU_ASSERT_EQUAL(symlink(file, q), 0);
 	snprintf(q, sizeof(q), "%s/tr-root/rel", dir);
 	CU_ASSERT_EQUAL(symlink("../tr-root/./abs", q), 0);
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(q, sizeof(q), "%s/tr-root/%s", dir, i ? "rel" : "abs");
-		fd = jail_open_trusted(&jc, q, &st, err, sizeof(err));
-		CU_ASSERT(fd >= 0);
-		CU_ASSERT(st.st_ino == want.st_ino && st.st_dev == want.st_dev);
-		if (fd >= 0)
-			close(fd);
-	}
-	/* the jail's uid's folder: a link there refused, named; a file there is fine */
+	snprintf(q, sizeof(q), "%s/tr-root/loop", dir);
+	CU_ASSERT_EQUAL(symlink("loop", q), 0);
+	/* the jail's uid's folder, with a link and a file; a folder anyone
+	 * may write, with a link; root's link to the jail's uid's link */
 	snprintf(p, sizeof(p), "%s/tr-theirs", dir);
 	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
 	CU_ASSERT_EQUAL(chown(p, 65534, 65534), 0);
 	snprintf(q, sizeof(q), "%s/tr-theirs/disk.img", dir);
-	snprintf(p, sizeof(p), "%s/tr-file", dir);
-	CU_ASSERT_EQUAL(symlink(p, q), 0);
-	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "the symbolic link disk.img is in a folder the jail's uid owns it"));
+	CU_ASSERT_EQUAL(symlink(file, q), 0);
+	put("tr-theirs/own.img", "theirs");
 	snprintf(q, sizeof(q), "%s/tr-root/via", dir);
 	snprintf(p, sizeof(p), "%s/tr-theirs/disk.img", dir);
-	CU_ASSERT_EQUAL(symlink(p, q), 0); /* root's link to their link: still theirs */
-	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
-	unlink(p);
-	put("tr-theirs/disk.img", "theirs");
-	fd = jail_open_trusted(&jc, p, &st, err, sizeof(err));
-	CU_ASSERT(fd >= 0 && S_ISREG(st.st_mode));
-	if (fd >= 0)
-		close(fd);
-	/* a folder anyone may write (sticky or not): a link there refused */
+	CU_ASSERT_EQUAL(symlink(p, q), 0);
 	snprintf(p, sizeof(p), "%s/tr-open", dir);
 	CU_ASSERT_EQUAL_FATAL(mkdir(p, 0755), 0);
 	CU_ASSERT_EQUAL(chmod(p, 01777), 0);
 	snprintf(q, sizeof(q), "%s/tr-open/l", dir);
-	snprintf(p, sizeof(p), "%s/tr-file", dir);
-	CU_ASSERT_EQUAL(symlink(p, q), 0);
-	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
-	CU_ASSERT_PTR_NOT_NULL(strstr(err, "anyone may write it"));
-	/* not there: made inside; a loop: an error */
-	snprintf(q, sizeof(q), "%s/tr-root/none", dir);
-	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ENOENT);
-	snprintf(q, sizeof(q), "%s/tr-root/loop", dir);
-	CU_ASSERT_EQUAL(symlink("loop", q), 0);
-	CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ELOOP);
+	CU_ASSERT_EQUAL(symlink(file, q), 0);
+	for (int walk = 0; walk < 2; walk++) {
+		jail_root_walk_only(walk);
+		for (unsigned i = 0; i < 2; i++) {
+			snprintf(q, sizeof(q), "%s/tr-root/%s", dir, i ? "rel" : "abs");
+			fd = jail_open_trusted(&jc, q, &st, err, sizeof(err));
+			CU_ASSERT(fd >= 0);
+			CU_ASSERT(st.st_ino == want.st_ino && st.st_dev == want.st_dev);
+			if (fd >= 0)
+				close(fd);
+		}
+		snprintf(q, sizeof(q), "%s/tr-theirs/disk.img", dir);
+		CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "the symbolic link disk.img is in a folder the jail's uid owns it"));
+		snprintf(q, sizeof(q), "%s/tr-root/via", dir);
+		CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+		snprintf(q, sizeof(q), "%s/tr-theirs/own.img", dir);
+		fd = jail_open_trusted(&jc, q, &st, err, sizeof(err));
+		CU_ASSERT(fd >= 0 && S_ISREG(st.st_mode));
+		if (fd >= 0)
+			close(fd);
+		snprintf(q, sizeof(q), "%s/tr-open/l", dir);
+		CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -EPERM);
+		CU_ASSERT_PTR_NOT_NULL(strstr(err, "anyone may write it"));
+		snprintf(q, sizeof(q), "%s/tr-root/none", dir);
+		CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ENOENT);
+		snprintf(q, sizeof(q), "%s/tr-root/loop", dir);
+		CU_ASSERT_EQUAL(jail_open_trusted(&jc, q, &st, err, sizeof(err)), -ELOOP);
+	}
+	jail_root_walk_only(false);
 }
 
 int main(void)
