@@ -267,42 +267,73 @@ static bool beneath(const char *real, const char *dir)
  * the uid search it, and elsewhere every folder from / down. NULL, or why
  * not (in @why).
  */
-static const char *unreachable(const struct jail_cfg *j, const char *real, char *why,
-			       size_t len)
+static const char *unreachable(const struct jail_cfg *j, const char *real, const struct stat *want,
+			       char *why, size_t len)
 {
-	char home[PATH_MAX], walk[PATH_MAX];
-	size_t from = 0, n = strlen(real);
+	char home[PATH_MAX], walk[PATH_MAX], proc[64];
+	size_t from = 0, n = strlen(real), i = 0;
+	const char *no = NULL;
+	struct stat st;
+	int fd, nfd;
 
 	if (real[0] != '/' || n >= sizeof(walk))
 		return snprintf(why, len, "its real location cannot be told"), why;
-	for (unsigned i = 0; i < j->n_paths; i++)
-		if (j->snapshot[i] && beneath(real, j->paths[i]))
+	for (unsigned k = 0; k < j->n_paths; k++)
+		if (j->snapshot[k] && beneath(real, j->paths[k]))
 			return NULL;
-	for (unsigned i = 0; i < j->n_trusted; i++)
-		if (beneath(real, j->trusted[i]))
+	for (unsigned k = 0; k < j->n_trusted; k++)
+		if (beneath(real, j->trusted[k]))
 			return NULL;
 	if (j->snap_dir && real_home(j->snap_dir, home) && beneath(real, home))
 		from = strlen(home) == 1 ? 1 : strlen(home) + 1; /* the folders below it */
 	memcpy(walk, real, n + 1);
-	/* each folder on the way: the prefix up to each '/' from @from on
-	 * (from 0: / itself first) */
-	for (size_t i = from; i < n; i++) {
-		struct stat st;
-		size_t end = i ? i : 1;
-		char c;
+	/*
+	 * Each folder on the way, held open from / down, following no link (a
+	 * resolved path has none: one now means it changed): those from
+	 * @from on (from 0: / itself first) must let the uid search them. With
+	 * @want, what the walk reaches at the end must be that file.
+	 */
+	if ((fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return snprintf(why, len, "its real location cannot be told"), why;
+	for (;;) {
+		size_t end = i ? i : 1, next;
+		char c = walk[end];
 
-		if (real[i] != '/')
-			continue;
-		c = walk[end];
-		walk[end] = '\0';
-		if (stat(walk, &st) < 0 || !S_ISDIR(st.st_mode) || !searchable(walk, &st, j->uid, j->gid)) {
+		walk[end] = '\0'; /* walk: the folder fd holds */
+		if (i >= from && (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) ||
+				  !searchable(jail_fd_path(proc, sizeof(proc), fd, NULL), &st, j->uid,
+					      j->gid))) {
 			snprintf(why, len, "the jail's uid could not reach it: %s is a folder it may not search",
 				 walk);
-			return why;
+			no = why;
+			break;
 		}
 		walk[end] = c;
+		next = i + 1 + strcspn(real + i + 1, "/");
+		walk[next] = '\0'; /* walk + i + 1: the next name */
+		nfd = walk[i + 1] ? openat(fd, walk + i + 1, O_PATH | O_NOFOLLOW | O_CLOEXEC) : -1;
+		walk[next] = real[next];
+		if (nfd < 0 || fstat(nfd, &st) < 0 || S_ISLNK(st.st_mode) ||
+		    (real[next] && !S_ISDIR(st.st_mode))) {
+			if (nfd >= 0 || walk[i + 1])
+				no = "its real location changed as it was checked";
+			if (nfd >= 0)
+				close(nfd);
+			break;
+		}
+		close(fd);
+		fd = nfd;
+		if (!real[next]) { /* the file itself */
+			if (want && (st.st_dev != want->st_dev || st.st_ino != want->st_ino))
+				no = "its real location changed as it was checked";
+			break;
+		}
+		i = next;
 	}
-	return NULL;
+	close(fd);
+	if (no && no != why)
+		snprintf(why, len, "%s", no);
+	return no ? why : NULL;
 }
 
 static int refuse(const struct jail_cfg *j, const char *path, const char *why, char *err,
@@ -323,7 +354,7 @@ int jail_check_untrusted(const struct jail_cfg *j, char *err, size_t errlen)
 		if (!j->untrusted[i] || stat(j->paths[i], &st) < 0)
 			continue; /* not there: nothing bound, it is made inside */
 		if ((no = could_have(j, j->paths[i], &st)) ||
-		    (no = realpath(j->paths[i], real) ? unreachable(j, real, why, sizeof(why))
+		    (no = realpath(j->paths[i], real) ? unreachable(j, real, NULL, why, sizeof(why))
 						     : "its real location cannot be told"))
 			return refuse(j, j->paths[i], no, err, errlen);
 	}
@@ -349,7 +380,7 @@ int jail_open_untrusted(const struct jail_cfg *j, const char *path, struct stat 
 	}
 	n = readlink(real, where, sizeof(where) - 1);
 	where[n > 0 ? n : 0] = '\0';
-	if ((no = could_have(j, real, st)) || (no = unreachable(j, where, why, sizeof(why)))) {
+	if ((no = could_have(j, real, st)) || (no = unreachable(j, where, st, why, sizeof(why)))) {
 		close(fd);
 		return refuse(j, path, no, err, errlen);
 	}
