@@ -170,7 +170,7 @@ static int mkdirs(const char *path)
 static int jail_dir(struct jail_cfg *j, struct stat *st, char *err, size_t errlen)
 {
 	static char abs_dir[PATH_MAX];
-	char at[PATH_MAX], cwd[PATH_MAX];
+	char cwd[PATH_MAX];
 	int fd, ret;
 
 	if (j->dir[0] != '/') {
@@ -180,23 +180,11 @@ static int jail_dir(struct jail_cfg *j, struct stat *st, char *err, size_t errle
 				    strerror(ENAMETOOLONG));
 		j->dir = abs_dir;
 	}
-	fd = jail_open_root_path(j->dir, O_PATH, true, 0755, true, at, sizeof(at));
-	switch (fd) {
-	case -EPERM:
-		return errf(err, errlen, fd,
-			    "--jail %s: %s is not root's, or others may write it: the jail folder must lie in a folder only root may write, on a path only root can change (the folder itself is the jail's uid's)",
-			    j->dir, at);
-	case -ELOOP:
-	case -ENOTDIR:
-		return errf(err, errlen, fd,
-			    "--jail %s: %s is %s: name the jail folder by a path of folders without links (realpath(1))",
-			    j->dir, at, fd == -ELOOP ? "a symbolic link" : "not a folder");
-	case -EINVAL:
-		return errf(err, errlen, fd, "--jail %s: not a folder for a jail (without . or ..)",
-			    j->dir);
-	}
-	if (fd < 0)
-		return errf(err, errlen, fd, "--jail %s: %s: %s", j->dir, at, strerror(-fd));
+	fd = jail_open_root_path(j->dir, O_PATH, true, 0755, true, "--jail", "jail folder", err,
+				 errlen);
+	if (fd < 0) /* (-ENOENT: made when missing; a folder above it gone meanwhile) */
+		return fd == -ENOENT ? errf(err, errlen, fd, "--jail %s: %s", j->dir, strerror(ENOENT))
+				     : fd;
 	ret = fstat(fd, st) < 0 ? -errno : 0;
 	close(fd);
 	return ret ? errf(err, errlen, ret, "--jail %s: %s", j->dir, strerror(-ret)) : 0;

@@ -135,12 +135,14 @@ int jail_mkdir_beneath(int root, const char *rel, uid_t uid, gid_t gid);
  * lets rename it). Missing folders are made when @create (0755, @path
  * itself @mode). @path is opened with @flags (O_PATH or O_RDONLY, O_DIRECTORY
  * and O_NOFOLLOW added); what it is itself is the caller's to check. Its
- * fd, or -errno with @at naming the folder at fault: -EPERM a folder another
- * uid could change, -ELOOP a symbolic link, -ENOTDIR not a folder, -ENOENT
- * missing, -EINVAL not absolute, "/" or with . or .. in it.
+ * fd, -ENOENT when missing (no message), or -errno with a message in @err
+ * naming the folder at fault and @opt (the option that named @path) and
+ * @what (what it is, in "the @what must lie on a path only root can
+ * change"): a folder another uid could change, a symbolic link, not a
+ * folder, not absolute, "/" or with . or .. in it.
  */
 int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, bool strict_parent,
-			char *at, size_t atlen);
+			const char *opt, const char *what, char *err, size_t errlen);
 /* "/proc/self/fd/FD", or with @name "/proc/self/fd/FD/NAME", into @buf
  * (returned): what @fd holds, for the calls that take a path only (mount,
  * umount2), reached through the fd and not by a name someone could change. */

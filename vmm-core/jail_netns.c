@@ -48,29 +48,12 @@
  */
 static int pool_lock(const char *dir, bool create, char *err, size_t errlen)
 {
-	char at[PATH_MAX];
 	struct stat st;
-	int fd = jail_open_root_path(dir, O_RDONLY, create, 0700, false, at, sizeof(at)), e;
+	int fd = jail_open_root_path(dir, O_RDONLY, create, 0700, false, "--jail-netns-pool", "pool",
+				     err, errlen), e;
 
-	switch (fd) {
-	case -ENOENT:
-		return fd;
-	case -EPERM:
-		return errf(err, errlen, fd,
-			    "--jail-netns-pool %s: %s is not root's, or others may write it: the pool must lie on a path only root can change",
-			    dir, at);
-	case -ELOOP:
-	case -ENOTDIR:
-		return errf(err, errlen, fd,
-			    "--jail-netns-pool %s: %s is %s: name the pool by a path of folders without links (realpath(1))",
-			    dir, at, fd == -ELOOP ? "a symbolic link" : "not a folder");
-	case -EINVAL:
-		return errf(err, errlen, fd,
-			    "--jail-netns-pool %s: not a folder for a pool (an absolute path, without . or ..)",
-			    dir);
-	}
 	if (fd < 0)
-		return errf(err, errlen, fd, "--jail-netns-pool %s: %s: %s", dir, at, strerror(-fd));
+		return fd;
 	if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & 022)) {
 		close(fd);
 		return errf(err, errlen, -EPERM,

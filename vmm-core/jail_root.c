@@ -201,8 +201,10 @@ static bool root_only(const struct stat *st, bool sticky_ok)
 	return st->st_uid == 0 && (!(st->st_mode & 022) || (sticky_ok && (st->st_mode & S_ISVTX)));
 }
 
-int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, bool strict_parent,
-			char *at, size_t atlen)
+/* The walk of jail_open_root_path: its fd, or -errno with @at naming the
+ * folder at fault (see there). */
+static int root_path_walk(const char *path, int flags, bool create, mode_t mode,
+			  bool strict_parent, char *at, size_t atlen)
 {
 	const int how = O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 	char p[PATH_MAX];
@@ -261,6 +263,33 @@ int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, b
 		p[j] = c;
 		i = k;
 	}
+	return fd;
+}
+
+int jail_open_root_path(const char *path, int flags, bool create, mode_t mode, bool strict_parent,
+			const char *opt, const char *what, char *err, size_t errlen)
+{
+	char at[PATH_MAX];
+	int fd = root_path_walk(path, flags, create, mode, strict_parent, at, sizeof(at));
+
+	switch (fd) {
+	case -ENOENT:
+		return fd; /* (the caller's to say, or not) */
+	case -EPERM:
+		return errf(err, errlen, fd,
+			    "%s %s: %s is not root's, or others may write it: the %s must lie on a path only root can change",
+			    opt, path, at, what);
+	case -ELOOP:
+	case -ENOTDIR:
+		return errf(err, errlen, fd,
+			    "%s %s: %s is %s: name the %s by a path of folders without links (realpath(1))",
+			    opt, path, at, fd == -ELOOP ? "a symbolic link" : "not a folder", what);
+	case -EINVAL:
+		return errf(err, errlen, fd, "%s %s: not a folder for the %s (an absolute path, without . or ..)",
+			    opt, path, what);
+	}
+	if (fd < 0)
+		return errf(err, errlen, fd, "%s %s: %s: %s", opt, path, at, strerror(-fd));
 	return fd;
 }
 
